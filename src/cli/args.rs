@@ -1,0 +1,113 @@
+//! Command-line arguments. The doc comments here are the `--help` text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Model-driven context compression for LLM-agent transcripts.
+///
+/// noa reads an agent's JSONL transcript, gives every message a stable ref,
+/// and writes the view to send to the model. It never calls a model itself.
+#[derive(Debug, Parser)]
+#[command(name = "noa", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: Global,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Base directory for session state and archives [default: .noa beside the transcript]
+    #[arg(long, global = true, env = "NOA_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Session id [default: the transcript's own id, else its file stem]
+    #[arg(long, global = true, value_name = "ID")]
+    pub session: Option<String>,
+    /// Transcript format
+    #[arg(long, global = true, value_enum, default_value_t = FormatArg::Auto)]
+    pub format: FormatArg,
+    /// The model's context window, in tokens
+    #[arg(long, global = true, default_value_t = 200_000, value_name = "TOKENS")]
+    pub limit: usize,
+    /// Treat lines that are not valid JSON as warnings instead of errors
+    #[arg(long, global = true)]
+    pub skip_bad_lines: bool,
+    /// Print nothing on stderr but errors
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// List every warning instead of counting them
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write this turn's view: the transcript as the model should see it.
+    ///
+    /// Assigns refs to new messages, tags user text and tool results with
+    /// them, leaves out tool calls and results that lost their partner, and
+    /// writes one request message (or input item) per line. The same
+    /// transcript and state always give the same bytes.
+    Project(ProjectArgs),
+}
+
+/// Arguments of `noa project`.
+#[derive(Debug, Args)]
+pub struct ProjectArgs {
+    /// The transcript (JSONL), or - for stdin
+    #[arg(value_name = "TRANSCRIPT")]
+    pub transcript: PathBuf,
+    /// Write the view here instead of stdout
+    #[arg(short, long, value_name = "VIEW")]
+    pub output: Option<PathBuf>,
+    /// Request format of the view [default: the transcript's own]
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub to: Option<ViewArg>,
+    /// Compute and print the view, but write no state
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Format of the report on stderr
+    #[arg(long, value_enum, default_value_t = ReportArg::Text)]
+    pub report: ReportArg,
+}
+
+/// `--format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// Detect from the first records
+    Auto,
+    /// OpenAI Chat Completions messages
+    Chat,
+    /// Anthropic Messages
+    Anthropic,
+    /// Claude Code session log
+    ClaudeCode,
+    /// Codex rollout
+    Codex,
+}
+
+/// `--to` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ViewArg {
+    /// OpenAI Chat Completions messages
+    Chat,
+    /// Anthropic Messages
+    Anthropic,
+    /// OpenAI Responses input items
+    Responses,
+}
+
+/// `--report` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportArg {
+    /// One line for a person
+    Text,
+    /// One JSON object
+    Json,
+}

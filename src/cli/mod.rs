@@ -1,0 +1,84 @@
+//! The `noa` command line: parse arguments, run a command, report, exit.
+
+mod args;
+mod exit;
+mod input;
+mod project;
+
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use miette::Diagnostic;
+use thiserror::Error;
+
+pub use args::Cli;
+pub use exit::Exit;
+
+use crate::formats::ReadError;
+use crate::store::StoreError;
+
+/// Everything a command can fail with, each mapped to an exit code.
+#[derive(Debug, Error, Diagnostic)]
+pub enum CliError {
+    /// The transcript could not be read.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Read(#[from] ReadError),
+    /// The session's files could not be read or written.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Store(#[from] StoreError),
+    /// The arguments do not make sense together.
+    #[error("{0}")]
+    #[diagnostic(code(noa::usage))]
+    Usage(String),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    #[diagnostic(code(noa::io))]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+impl CliError {
+    fn exit(&self) -> Exit {
+        match self {
+            CliError::Read(_) | CliError::Usage(_) => Exit::BadInput,
+            CliError::Store(StoreError::Corrupt { .. } | StoreError::Version { .. }) => Exit::BadInput,
+            CliError::Store(_) | CliError::Io { .. } => Exit::Failure,
+        }
+    }
+
+    fn is_broken_pipe(&self) -> bool {
+        matches!(self, CliError::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let color = io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let _ = miette::set_hook(Box::new(move |_| {
+        Box::new(miette::MietteHandlerOpts::new().color(color).unicode(color).build())
+    }));
+    match run(cli) {
+        Ok(code) => code.into(),
+        Err(e) if e.is_broken_pipe() => Exit::Success.into(),
+        Err(e) => {
+            let code = e.exit();
+            let _ = writeln!(io::stderr(), "{:?}", miette::Report::new(e));
+            code.into()
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<Exit, CliError> {
+    match cli.command {
+        args::Command::Project(a) => project::run(&cli.global, &a),
+    }
+}

@@ -1,0 +1,19 @@
+//! The pure engine: everything that decides, nothing that touches the world.
+//!
+//! No file I/O, no clock, no environment, no printing. Callers hand in the
+//! transcript as flat [`CoreMessage`]s and the persisted [`state::CompressionState`];
+//! the engine hands back a view and an updated state. The store and the CLI do
+//! the reading and writing.
+#![deny(clippy::disallowed_methods, clippy::disallowed_macros)]
+
+pub mod identity;
+pub mod message;
+pub mod protect;
+pub mod refs;
+pub mod state;
+pub mod tag;
+pub mod tokens;
+pub mod turn;
+pub mod view;
+
+pub use message::{ContentType, CoreMessage, Role};

@@ -1,0 +1,141 @@
+//! Message refs (`m00042`) and block ids (`b5`): parsing, rendering, assignment.
+//!
+//! A ref is handed out the first time a message is seen and never changes
+//! after: not on compression, not on rebuild, not on restart. Models keep refs
+//! in their working memory; a ref that moved would point them at the wrong text.
+
+use super::message::CoreMessage;
+use super::state::MessageRefs;
+
+/// The lowest and highest ref numbers.
+pub const MIN_REF: u32 = 1;
+/// Refs are five digits wide, so this is the last one.
+pub const MAX_REF: u32 = 99_999;
+/// The by-raw entry of a hard-protected message: it is known, but has no number.
+pub const BLOCKED: &str = "BLOCKED";
+/// Id prefix of a rendered block summary in a view.
+pub const SUMMARY_ID_PREFIX: &str = "noa_summary_";
+/// Id of the nudge message appended to a view.
+pub const NUDGE_ID: &str = "noa_nudge";
+
+/// `42` → `m00042`; `None` outside `1..=99999`.
+pub fn index_to_ref(index: u32) -> Option<String> {
+    (MIN_REF..=MAX_REF)
+        .contains(&index)
+        .then(|| format!("m{index:05}"))
+}
+
+/// Parses a ref leniently: surrounding space and case are ignored and leading
+/// zeros are optional (`m1`, ` M00007 `), but the number must be in range.
+pub fn ref_to_index(s: &str) -> Option<u32> {
+    let s = s.trim().to_ascii_lowercase();
+    let digits = s.strip_prefix('m')?;
+    let significant = digits.trim_start_matches('0');
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || significant.len() > 5
+    {
+        return None;
+    }
+    let n: u32 = significant.parse().ok()?;
+    (MIN_REF..=MAX_REF).contains(&n).then_some(n)
+}
+
+/// Normalises a ref to its canonical five-digit form.
+pub fn normalize_ref(s: &str) -> Option<String> {
+    ref_to_index(s).and_then(index_to_ref)
+}
+
+/// Parses a block id: `b5`, `b005`, ` B12 `, a bare `5`, or `b3(T2)` as
+/// printed in panels. Returns the canonical `bN`.
+pub fn parse_block_id(s: &str) -> Option<String> {
+    let mut s = s.trim().to_ascii_lowercase();
+    if let Some(open) = s.find("(t") {
+        if s.ends_with(')') && s[open + 2..s.len() - 1].bytes().all(|b| b.is_ascii_digit()) {
+            s.truncate(open);
+        }
+    }
+    let digits = s.strip_prefix('b').unwrap_or(&s);
+    let significant = digits.trim_start_matches('0');
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || significant.len() > 9
+    {
+        return None;
+    }
+    let n: u64 = significant.parse().ok()?;
+    (n >= 1).then(|| format!("b{n}"))
+}
+
+/// One end of a Compress range: a message ref or a block id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Boundary {
+    /// A message ref, canonical (`m00012`).
+    Message(String),
+    /// A block id, canonical (`b5`).
+    Block(String),
+}
+
+/// Parses a range end. A bare number names a block, as panels print them.
+pub fn parse_boundary(s: &str) -> Option<Boundary> {
+    if let Some(r) = normalize_ref(s) {
+        return Some(Boundary::Message(r));
+    }
+    parse_block_id(s).map(Boundary::Block)
+}
+
+/// The highest ref number in use (0 when none).
+pub fn highest_used(refs: &MessageRefs) -> u32 {
+    refs.by_ref
+        .keys()
+        .filter_map(|r| ref_to_index(r))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Whether a message is one noa put into the view itself (a summary or the
+/// nudge): those are not history and get no ref.
+pub fn is_synthetic(id: &str) -> bool {
+    id.starts_with(SUMMARY_ID_PREFIX) || id == NUDGE_ID
+}
+
+/// Gives every message that has none yet a ref, starting the search at
+/// `next` and skipping numbers already taken. Messages `is_protected` accepts
+/// are recorded as [`BLOCKED`] and use no number. Returns how many refs were
+/// handed out; stops quietly when the ref space is exhausted.
+pub fn assign(
+    refs: &mut MessageRefs,
+    messages: &[CoreMessage],
+    next: u32,
+    is_protected: impl Fn(&CoreMessage) -> bool,
+) -> usize {
+    let mut cursor = next.max(MIN_REF);
+    let mut assigned = 0;
+    for m in messages {
+        if m.id.is_empty() || is_synthetic(&m.id) || refs.by_raw.contains_key(&m.id) {
+            continue;
+        }
+        if is_protected(m) {
+            refs.by_raw.insert(m.id.clone(), BLOCKED.to_string());
+            continue;
+        }
+        let Some(r) = next_free(refs, &mut cursor) else {
+            continue;
+        };
+        refs.by_raw.insert(m.id.clone(), r.clone());
+        refs.by_ref.insert(r, m.id.clone());
+        assigned += 1;
+    }
+    assigned
+}
+
+fn next_free(refs: &MessageRefs, cursor: &mut u32) -> Option<String> {
+    while *cursor <= MAX_REF {
+        let r = index_to_ref(*cursor)?;
+        *cursor += 1;
+        if !refs.by_ref.contains_key(&r) {
+            return Some(r);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+#[path = "refs_tests.rs"]
+mod tests;

@@ -1,0 +1,181 @@
+//! The persisted compression state: the ledger of refs and blocks.
+//!
+//! Field names and layout follow state.json version 1, so a state written by
+//! one noa can be read by the next. Maps are ordered so the serialized file is
+//! the same bytes for the same state.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The state.json format version this build reads and writes.
+pub const STATE_VERSION: u32 = 1;
+
+/// Everything noa remembers about one session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompressionState {
+    /// Format version; see [`STATE_VERSION`].
+    pub version: u32,
+    /// The session this state belongs to.
+    #[serde(default)]
+    pub session_id: String,
+    /// The number the next block id gets (`b{next_block_id}`).
+    #[serde(default = "one")]
+    pub next_block_id: u64,
+    /// Every block ever created, in creation order.
+    #[serde(default)]
+    pub blocks: Vec<Block>,
+    /// The ref map.
+    #[serde(default)]
+    pub message_refs: MessageRefs,
+    /// Token figure frozen into each ref's tag at first render.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub token_snapshot: BTreeMap<String, usize>,
+    /// Nudge pacing.
+    #[serde(default)]
+    pub nudge: NudgeState,
+    /// Running totals.
+    #[serde(default)]
+    pub stats: Stats,
+    /// The session whose ledger this one was derived from, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub derived_from: String,
+    /// What the host loop remembers between processes.
+    #[serde(default)]
+    pub host: HostState,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl CompressionState {
+    /// A fresh state for a session.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        CompressionState {
+            version: STATE_VERSION,
+            session_id: session_id.into(),
+            next_block_id: 1,
+            blocks: Vec::new(),
+            message_refs: MessageRefs::default(),
+            token_snapshot: BTreeMap::new(),
+            nudge: NudgeState::default(),
+            stats: Stats::default(),
+            derived_from: String::new(),
+            host: HostState::default(),
+        }
+    }
+}
+
+/// Both directions of the ref map.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageRefs {
+    /// Message id → ref (or `BLOCKED`).
+    #[serde(default)]
+    pub by_raw: BTreeMap<String, String>,
+    /// Ref → message id. Never holds `BLOCKED`.
+    #[serde(default)]
+    pub by_ref: BTreeMap<String, String>,
+}
+
+/// One compression: a range of messages (and maybe older blocks) replaced by
+/// a summary the model wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Block {
+    /// `bN`.
+    pub block_id: String,
+    /// 1 for a summary of messages; 2 and 3 for summaries of summaries.
+    pub tier: u8,
+    /// Short label the model gave the range.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub topic: String,
+    /// The summary shown in place of the range.
+    pub summary: String,
+    /// Messages this block itself took out of the view.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direct_message_ids: Vec<String>,
+    /// Every message this block stands for, including those of absorbed blocks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effective_message_ids: Vec<String>,
+    /// Blocks this block absorbed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direct_block_ids: Vec<String>,
+    /// Absolute path of the archive holding the originals.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub archive_path: String,
+    /// The archive path relative to the session dir, with forward slashes.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub archive_rel: String,
+    /// Tokens of what the block replaced.
+    #[serde(default)]
+    pub compressed_tokens: usize,
+    /// First ref the block covers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub start_ref: String,
+    /// Last ref the block covers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub end_ref: String,
+    /// Unix seconds when it was created.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub created_at: i64,
+    /// Whether its summary is in the view.
+    pub active: bool,
+    /// The tool-call id of the Compress call that made it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub compress_call_id: String,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// Nudge pacing stamps, in tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NudgeState {
+    /// Token count the cadence is measured from.
+    #[serde(default)]
+    pub last_per_message_nudge_tokens: usize,
+    /// Token count when a nudge was last shown.
+    #[serde(default)]
+    pub last_nudge_shown_tokens: usize,
+    /// Token count when each tier's nudge was last shown.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub last_shown_by_tier: BTreeMap<String, usize>,
+}
+
+/// Running totals for reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stats {
+    /// Tokens taken out of the view by compression, all blocks together.
+    #[serde(default)]
+    pub tokens_compressed: usize,
+    /// Successful compressions.
+    #[serde(default)]
+    pub compression_count: usize,
+}
+
+/// What an agent loop needs remembered between two `noa` processes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostState {
+    /// Compress attempts that failed in a row.
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    /// Token count at which nudging was suppressed; 0 when it is not.
+    #[serde(default)]
+    pub suppressed_at_tokens: usize,
+    /// Range sets that failed, with how often, so a repeat can be refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dead_ranges: BTreeMap<String, u32>,
+    /// The context window the provider reported when it refused a request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_window: Option<usize>,
+    /// Token count of the last view noa produced.
+    #[serde(default)]
+    pub last_view_tokens: usize,
+}

@@ -1,0 +1,237 @@
+//! Anthropic Messages: `{role, content}` with string or block content.
+//!
+//! Claude Code records carry the same message shape, so its reader builds its
+//! messages here too.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::reassemble::{BlockEdit, Emitted};
+use super::{BadLines, Block, Format, HostMessage, ReadError, Transcript, jsonl};
+use crate::engine::{ContentType, CoreMessage, Role};
+
+const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
+
+/// Reads Anthropic messages: JSONL, a JSON array, or `{"messages": [...]}`.
+pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
+    let mut warnings = Vec::new();
+    let records = jsonl::message_list(name, text, EXPECTED, bad, &mut warnings)?;
+    let mut tools = ToolNames::default();
+    let mut messages = Vec::new();
+    for r in records {
+        match host_message(&r.value, r.line, &mut tools) {
+            Some(m) => messages.push(m),
+            None => warnings.push(format!("{name}:{}: not an Anthropic user/assistant message; skipped", r.line)),
+        }
+    }
+    Ok(Transcript { format: Format::Anthropic, session_id: None, messages, warnings })
+}
+
+/// Remembers tool names by call id, so a result can say which tool made it.
+#[derive(Default)]
+pub(crate) struct ToolNames(HashMap<String, String>);
+
+impl ToolNames {
+    pub(crate) fn note(&mut self, call_id: &str, tool: &str) {
+        self.0.insert(call_id.to_string(), tool.to_string());
+    }
+    pub(crate) fn get(&self, call_id: &str) -> String {
+        self.0.get(call_id).cloned().unwrap_or_default()
+    }
+}
+
+/// Builds a host message from an Anthropic message object; `None` when the
+/// value is not a user or assistant message.
+pub(crate) fn host_message(msg: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMessage> {
+    let role = msg.get("role")?.as_str()?;
+    let assistant = match role {
+        "user" => false,
+        "assistant" => true,
+        _ => return None,
+    };
+    let content = msg.get("content")?;
+    let mut blocks = Vec::new();
+    let mut kept = Vec::new();
+    match content {
+        Value::String(s) => {
+            if !s.trim().is_empty() {
+                let r = if assistant { Role::Assistant } else { Role::User };
+                let raw = json!({ "type": "text", "text": s });
+                blocks.push(Block { core: CoreMessage::text("", r, s.clone()), raw });
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                if let Some(b) = block(item, assistant, tools) {
+                    kept.push(b.raw.clone());
+                    blocks.push(b);
+                }
+            }
+        }
+        _ => return None,
+    }
+    let content = if content.is_string() { content.clone() } else { Value::Array(kept) };
+    let raw = json!({ "role": role, "content": content });
+    Some(HostMessage { raw, blocks, line })
+}
+
+/// Flattens one content block; `None` for blocks a request may not carry
+/// (whitespace-only text) or that are not blocks at all.
+fn block(item: &Value, assistant: bool, tools: &mut ToolNames) -> Option<Block> {
+    let obj = item.as_object()?;
+    let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
+    let side = if assistant { Role::Assistant } else { Role::User };
+    let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let raw = request_fields(kind, obj);
+    let core = match kind {
+        "text" => {
+            let text = s("text");
+            if text.trim().is_empty() {
+                return None;
+            }
+            CoreMessage::text("", side, text)
+        }
+        "thinking" => CoreMessage::reasoning("", s("thinking")),
+        "redacted_thinking" => CoreMessage { opaque: true, ..CoreMessage::reasoning("", "[redacted thinking]") },
+        "tool_use" => {
+            let (id, name) = (s("id"), s("name"));
+            tools.note(&id, &name);
+            let input = obj.get("input").map(Value::to_string).unwrap_or_default();
+            CoreMessage::tool_call("", id, name, input)
+        }
+        "tool_result" => {
+            let id = s("tool_use_id");
+            let text = result_text(obj.get("content"));
+            CoreMessage::tool_result("", id.clone(), tools.get(&id), text)
+        }
+        _ => CoreMessage { opaque: true, ..CoreMessage::text("", side, format!("[{kind}]")) },
+    };
+    Some(Block { core, raw })
+}
+
+/// The fields each known block type may carry in a request. Unknown types are
+/// kept whole: noa cannot tell what they need.
+fn request_fields(kind: &str, obj: &Map<String, Value>) -> Value {
+    let allowed: &[&str] = match kind {
+        "text" => &["type", "text", "citations", "cache_control"],
+        "thinking" => &["type", "thinking", "signature"],
+        "redacted_thinking" => &["type", "data"],
+        "tool_use" => &["type", "id", "name", "input", "cache_control"],
+        "tool_result" => &["type", "tool_use_id", "content", "is_error", "cache_control"],
+        "image" => &["type", "source", "cache_control"],
+        "document" => &["type", "source", "title", "context", "citations", "cache_control"],
+        _ => return Value::Object(obj.clone()),
+    };
+    Value::Object(
+        obj.iter()
+            .filter(|(k, v)| allowed.contains(&k.as_str()) && !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    )
+}
+
+/// The text of a tool result's content: a string, or its text parts joined.
+pub(crate) fn result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Writes one message from its original and the blocks the view keeps.
+pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value {
+    let role = msg.raw["role"].clone();
+    if let ([(b, edit)], true) = (parts, msg.raw["content"].is_string()) {
+        let text = edit.apply_str(b.raw["text"].as_str().unwrap_or_default());
+        return json!({ "role": role, "content": text });
+    }
+    let content: Vec<Value> = parts.iter().map(|(b, edit)| edit_block(b, edit)).collect();
+    json!({ "role": role, "content": content })
+}
+
+fn edit_block(b: &Block, edit: &BlockEdit) -> Value {
+    let mut raw = b.raw.clone();
+    if edit.is_none() {
+        return raw;
+    }
+    match (b.core.content_type, &mut raw) {
+        (ContentType::Text, Value::Object(o)) => {
+            let t = edit.apply_str(o.get("text").and_then(Value::as_str).unwrap_or(""));
+            o.insert("text".into(), Value::String(t));
+        }
+        (ContentType::ToolResult, Value::Object(o)) => {
+            let content = o.remove("content").unwrap_or(Value::Null);
+            o.insert("content".into(), edit.apply_content(content, "text"));
+        }
+        _ => {}
+    }
+    raw
+}
+
+/// Writes a message from cores alone: synthetic messages, and conversions
+/// from another format. Returns what could not be carried.
+pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
+    let assistant = cores.iter().any(|c| c.role == Role::Assistant);
+    let mut content = Vec::new();
+    for c in cores {
+        match c.content_type {
+            _ if c.opaque => out.lost("an opaque block (image or provider item)"),
+            ContentType::Reasoning => out.lost("reasoning (it has no Anthropic signature)"),
+            ContentType::Text => {
+                if c.role == Role::System {
+                    out.lost("a system message's role (carried as user text)");
+                }
+                content.push(json!({ "type": "text", "text": c.text }));
+            }
+            ContentType::ToolCall => {
+                let input: Value = serde_json::from_str(&c.text).unwrap_or_else(|_| json!({}));
+                content.push(json!({ "type": "tool_use", "id": c.tool_call_id, "name": c.tool_name, "input": input }));
+            }
+            ContentType::ToolResult => {
+                content.push(json!({ "type": "tool_result", "tool_use_id": c.tool_call_id, "content": c.text }));
+            }
+        }
+    }
+    if !content.is_empty() {
+        let role = if assistant { "assistant" } else { "user" };
+        out.push(json!({ "role": role, "content": content }));
+    }
+}
+
+/// Merges consecutive user messages into one, tool results first, so every
+/// tool_use is answered in the very next message as the API requires.
+pub(crate) fn merge_user_runs(messages: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(messages.len());
+    for m in messages {
+        let is_user = m["role"] == "user";
+        match out.last_mut() {
+            Some(prev) if is_user && prev["role"] == "user" => {
+                let mut blocks = as_blocks(prev["content"].take());
+                blocks.extend(as_blocks(m["content"].clone()));
+                blocks.sort_by_key(|b| b["type"] != "tool_result");
+                prev["content"] = Value::Array(blocks);
+            }
+            _ => out.push(m),
+        }
+    }
+    for m in out.iter_mut().filter(|m| m["role"] == "user") {
+        if let Value::Array(blocks) = &mut m["content"] {
+            blocks.sort_by_key(|b| b["type"] != "tool_result");
+        }
+    }
+    out
+}
+
+fn as_blocks(content: Value) -> Vec<Value> {
+    match content {
+        Value::String(s) => vec![json!({ "type": "text", "text": s })],
+        Value::Array(v) => v,
+        _ => Vec::new(),
+    }
+}

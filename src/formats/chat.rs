@@ -1,0 +1,172 @@
+//! OpenAI Chat Completions messages.
+
+use serde_json::{Map, Value, json};
+
+use super::anthropic::ToolNames;
+use super::reassemble::{BlockEdit, Emitted};
+use super::{BadLines, Block, Format, HostMessage, ReadError, Transcript, jsonl};
+use crate::engine::{ContentType, CoreMessage, Role};
+
+const EXPECTED: &str = "each line (or array item) is one Chat Completions message: {\"role\": ..., \"content\": ...}";
+
+/// Fields a Chat Completions request message may carry.
+const MESSAGE_FIELDS: [&str; 7] = ["role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "refusal"];
+
+/// Reads chat messages: JSONL, a JSON array, or `{"messages": [...]}`.
+pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
+    let mut warnings = Vec::new();
+    let records = jsonl::message_list(name, text, EXPECTED, bad, &mut warnings)?;
+    let mut tools = ToolNames::default();
+    let mut messages = Vec::new();
+    for r in records {
+        match host_message(&r.value, r.line, &mut tools) {
+            Some(m) => messages.push(m),
+            None => warnings.push(format!("{name}:{}: not a chat message; skipped", r.line)),
+        }
+    }
+    Ok(Transcript { format: Format::Chat, session_id: None, messages, warnings })
+}
+
+fn host_message(v: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMessage> {
+    let obj = v.as_object()?;
+    let role_name = obj.get("role")?.as_str()?;
+    let role = match role_name {
+        "system" | "developer" => Role::System,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" => Role::Tool,
+        _ => return None,
+    };
+    let raw: Map<String, Value> = obj
+        .iter()
+        .filter(|(k, _)| MESSAGE_FIELDS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut blocks = Vec::new();
+    if role == Role::Tool {
+        let id = obj.get("tool_call_id").and_then(Value::as_str).unwrap_or("").to_string();
+        let content = obj.get("content").cloned().unwrap_or(Value::Null);
+        let text = super::anthropic::result_text(Some(&content));
+        blocks.push(Block { core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text), raw: content });
+        return Some(HostMessage { raw: Value::Object(raw), blocks, line });
+    }
+    if let Some(r) = obj.get("reasoning_content").and_then(Value::as_str) {
+        blocks.push(Block { core: CoreMessage::reasoning("", r), raw: Value::String(r.to_string()) });
+    }
+    match obj.get("content") {
+        Some(Value::String(s)) if !s.is_empty() => {
+            blocks.push(Block { core: CoreMessage::text("", role, s.clone()), raw: Value::String(s.clone()) });
+        }
+        Some(Value::Array(parts)) => {
+            for p in parts {
+                let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
+                let core = match p.get("text").and_then(Value::as_str) {
+                    Some(t) if kind == "text" => CoreMessage::text("", role, t),
+                    _ => CoreMessage { opaque: true, ..CoreMessage::text("", role, format!("[{kind}]")) },
+                };
+                blocks.push(Block { core, raw: p.clone() });
+            }
+        }
+        _ => {}
+    }
+    for call in obj.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+        let id = call.get("id").and_then(Value::as_str).unwrap_or("");
+        let f = call.get("function");
+        let name = f.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or("");
+        let args = f.and_then(|f| f.get("arguments")).and_then(Value::as_str).unwrap_or("");
+        tools.note(id, name);
+        blocks.push(Block { core: CoreMessage::tool_call("", id, name, args), raw: call.clone() });
+    }
+    Some(HostMessage { raw: Value::Object(raw), blocks, line })
+}
+
+/// Writes one message from its original and the blocks the view keeps.
+pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value {
+    let mut out = msg.raw.as_object().cloned().unwrap_or_default();
+    if msg.blocks.first().is_some_and(|b| b.core.content_type == ContentType::ToolResult) {
+        if let Some((b, edit)) = parts.first() {
+            out.insert("content".into(), edit.apply_content(b.raw.clone(), "text"));
+        }
+        return Value::Object(out);
+    }
+    out.remove("reasoning_content");
+    let string_content = msg.raw.get("content").is_some_and(Value::is_string);
+    let mut content_parts = Vec::new();
+    let mut calls = Vec::new();
+    for (b, edit) in parts {
+        match b.core.content_type {
+            ContentType::Reasoning => {
+                out.insert("reasoning_content".into(), b.raw.clone());
+            }
+            ContentType::ToolCall => calls.push(b.raw.clone()),
+            _ if string_content => {
+                out.insert("content".into(), Value::String(edit.apply_str(b.raw.as_str().unwrap_or(""))));
+            }
+            _ => {
+                let mut p = b.raw.clone();
+                if let (false, Some(Value::String(t))) = (edit.is_none(), p.get_mut("text")) {
+                    *t = edit.apply_str(t);
+                }
+                content_parts.push(p);
+            }
+        }
+    }
+    if !string_content {
+        let content = if content_parts.is_empty() { Value::Null } else { Value::Array(content_parts) };
+        out.insert("content".into(), content);
+    }
+    if calls.is_empty() {
+        out.remove("tool_calls");
+    } else {
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(out)
+}
+
+/// Writes messages from cores alone: synthetic messages and conversions.
+pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
+    let mut text = Vec::new();
+    let mut calls = Vec::new();
+    let mut reasoning = Vec::new();
+    let mut role = "user";
+    for c in cores {
+        match (c.content_type, c.role) {
+            _ if c.opaque => out.lost("an opaque block (image or provider item)"),
+            (ContentType::ToolResult, _) => {
+                out.push(json!({ "role": "tool", "tool_call_id": c.tool_call_id, "content": c.text }));
+            }
+            (ContentType::ToolCall, _) => {
+                role = "assistant";
+                calls.push(json!({
+                    "id": c.tool_call_id, "type": "function",
+                    "function": { "name": c.tool_name, "arguments": c.text }
+                }));
+            }
+            (ContentType::Reasoning, _) => {
+                role = "assistant";
+                reasoning.push(c.text.as_str());
+            }
+            (ContentType::Text, r) => {
+                role = match r {
+                    Role::Assistant => "assistant",
+                    Role::System => "system",
+                    _ => "user",
+                };
+                text.push(c.text.as_str());
+            }
+        }
+    }
+    if text.is_empty() && calls.is_empty() {
+        return;
+    }
+    let mut m = Map::new();
+    m.insert("role".into(), json!(role));
+    m.insert("content".into(), if text.is_empty() { Value::Null } else { json!(text.join("\n\n")) });
+    if !reasoning.is_empty() {
+        m.insert("reasoning_content".into(), json!(reasoning.join("\n\n")));
+    }
+    if !calls.is_empty() {
+        m.insert("tool_calls".into(), Value::Array(calls));
+    }
+    out.push(Value::Object(m));
+}

@@ -1,0 +1,83 @@
+//! Line-by-line JSON reading with exact positions for errors.
+
+use serde_json::Value;
+
+use super::{BadLines, ReadError};
+
+/// One parsed line.
+pub(crate) struct Record {
+    /// 1-based line number.
+    pub line: usize,
+    /// The parsed value.
+    pub value: Value,
+}
+
+/// Parses every non-blank line as JSON. A bad line stops the read with its
+/// position, or with [`BadLines::Skip`] becomes a warning.
+pub(crate) fn records(
+    name: &str,
+    text: &str,
+    expected: &str,
+    bad: BadLines,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Record>, ReadError> {
+    let mut out = Vec::new();
+    let unterminated_last = !text.is_empty() && !text.ends_with('\n');
+    let count = text.lines().count();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(value) => out.push(Record { line: i + 1, value }),
+            Err(err) => {
+                let is_last = i + 1 == count && unterminated_last;
+                let e = ReadError::syntax(name, i + 1, line, &err, expected, is_last);
+                match bad {
+                    BadLines::Fail => return Err(e),
+                    BadLines::Skip => warnings.push(format!("skipped bad line: {e}")),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a message list that may be JSONL (one message a line), a single JSON
+/// array, or an object with a `messages` array (a request body or a saved
+/// conversation). Returns the messages with the line each starts on.
+pub(crate) fn message_list(
+    name: &str,
+    text: &str,
+    expected: &str,
+    bad: BadLines,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Record>, ReadError> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        let doc: Value = serde_json::from_str(text).map_err(|e| document_error(name, text, &e, expected))?;
+        return Ok(spread(doc, 1));
+    }
+    if trimmed.starts_with('{') {
+        if let Ok(doc @ Value::Object(_)) = serde_json::from_str::<Value>(text) {
+            if doc.get("messages").is_some_and(Value::is_array) && doc.get("role").is_none() {
+                return Ok(spread(doc["messages"].clone(), 1));
+            }
+        }
+    }
+    records(name, text, expected, bad, warnings)
+}
+
+fn spread(doc: Value, line: usize) -> Vec<Record> {
+    match doc {
+        Value::Array(items) => items.into_iter().map(|value| Record { line, value }).collect(),
+        other => vec![Record { line, value: other }],
+    }
+}
+
+/// A syntax error in a whole-document read, placed at its line and column.
+fn document_error(name: &str, text: &str, err: &serde_json::Error, expected: &str) -> ReadError {
+    let line_no = err.line().max(1);
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    ReadError::syntax(name, line_no, line, err, expected, !text.ends_with('\n') && err.is_eof())
+}

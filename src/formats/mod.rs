@@ -1,0 +1,169 @@
+//! Transcript formats: reading host logs into [`CoreMessage`]s and writing
+//! views back out as provider requests.
+//!
+//! Each reader turns a log into a [`Transcript`]: the model-visible host
+//! messages in order, each holding its request-shaped JSON and one [`Block`]
+//! per content block. A block keeps its own JSON beside the flat core, so
+//! whatever the flat form cannot say (thinking signatures, `is_error`,
+//! images, unknown fields) comes back untouched when the view is written.
+
+mod anthropic;
+mod chat;
+mod claude_code;
+mod codex;
+mod detect;
+mod error;
+mod jsonl;
+mod reassemble;
+
+use serde_json::Value;
+
+use crate::engine::CoreMessage;
+
+pub use detect::detect;
+pub use error::ReadError;
+pub use reassemble::{reassemble, Conversion};
+
+/// A transcript format noa reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenAI Chat Completions messages.
+    Chat,
+    /// Anthropic Messages API messages.
+    Anthropic,
+    /// Claude Code session records.
+    ClaudeCode,
+    /// Codex rollout lines.
+    Codex,
+}
+
+impl Format {
+    /// Every format, in the order detection tries them.
+    pub const ALL: [Format; 4] = [Format::Codex, Format::ClaudeCode, Format::Anthropic, Format::Chat];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Chat => "chat",
+            Format::Anthropic => "anthropic",
+            Format::ClaudeCode => "claude-code",
+            Format::Codex => "codex",
+        }
+    }
+
+    /// The request format a view of this transcript is written in.
+    pub fn view_format(self) -> ViewFormat {
+        match self {
+            Format::Chat => ViewFormat::Chat,
+            Format::Anthropic | Format::ClaudeCode => ViewFormat::Anthropic,
+            Format::Codex => ViewFormat::Responses,
+        }
+    }
+}
+
+/// A provider request format a view is written in, one message (or input
+/// item) per line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewFormat {
+    /// OpenAI Chat Completions `messages`.
+    Chat,
+    /// Anthropic Messages `messages`.
+    Anthropic,
+    /// OpenAI Responses `input` items.
+    Responses,
+}
+
+impl ViewFormat {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ViewFormat::Chat => "chat",
+            ViewFormat::Anthropic => "anthropic",
+            ViewFormat::Responses => "responses",
+        }
+    }
+}
+
+/// A transcript read into model-visible messages.
+#[derive(Debug, Clone)]
+pub struct Transcript {
+    /// The format it was read as.
+    pub format: Format,
+    /// The id the log gives its session, if it gives one.
+    pub session_id: Option<String>,
+    /// Model-visible messages in the order the model saw them.
+    pub messages: Vec<HostMessage>,
+    /// Things skipped or repaired while reading, for the report.
+    pub warnings: Vec<String>,
+}
+
+/// One model-visible message of a host log.
+#[derive(Debug, Clone)]
+pub struct HostMessage {
+    /// The message as its provider's request takes it: content blocks and
+    /// every field the request accepts, no response metadata.
+    pub raw: Value,
+    /// Its content blocks, flattened.
+    pub blocks: Vec<Block>,
+    /// 1-based line of the log it starts on.
+    pub line: usize,
+}
+
+/// One content block: its flat core and its own JSON.
+#[derive(Debug, Clone)]
+pub struct Block {
+    /// The flat form the engine works on, with its identity.
+    pub core: CoreMessage,
+    /// The block as the view format writes it.
+    pub raw: Value,
+}
+
+impl Transcript {
+    /// The flat history the engine works on, in order.
+    pub fn cores(&self) -> Vec<CoreMessage> {
+        self.messages
+            .iter()
+            .flat_map(|m| m.blocks.iter().map(|b| b.core.clone()))
+            .collect()
+    }
+}
+
+/// How to treat lines that are not valid JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BadLines {
+    /// Stop at the first one.
+    #[default]
+    Fail,
+    /// Skip it with a warning.
+    Skip,
+}
+
+/// Reads a transcript from its text. `name` is used in diagnostics.
+pub fn read(name: &str, text: &str, format: Option<Format>, bad: BadLines) -> Result<Transcript, ReadError> {
+    let format = match format {
+        Some(f) => f,
+        None => detect(name, text)?,
+    };
+    let mut transcript = match format {
+        Format::Chat => chat::read(name, text, bad)?,
+        Format::Anthropic => anthropic::read(name, text, bad)?,
+        Format::ClaudeCode => claude_code::read(name, text, bad)?,
+        Format::Codex => codex::read(name, text, bad)?,
+    };
+    assign_ids(&mut transcript);
+    Ok(transcript)
+}
+
+/// Gives every block its content-hash identity, counting repeats in order.
+fn assign_ids(t: &mut Transcript) {
+    use crate::engine::{identity, tag};
+    let mut counter = identity::ClusterCounter::default();
+    for m in &mut t.messages {
+        for b in &mut m.blocks {
+            let c = &b.core;
+            let hashed = if c.opaque { b.raw.to_string() } else { tag::strip(&c.text).to_string() };
+            let base = identity::derive_id(c.role, c.content_type, &hashed, &c.tool_call_id, &c.tool_name);
+            b.core.id = counter.next(base);
+        }
+    }
+}

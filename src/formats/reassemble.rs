@@ -1,0 +1,167 @@
+//! Writing a view: the engine's cores back into provider request messages.
+//!
+//! Consecutive cores from one host message become that message again, with
+//! only the kept blocks and their edited text; everything else about the
+//! message comes from its original JSON. Cores with no host message (block
+//! summaries, the nudge) and every core of a conversion to another format are
+//! written from the core alone.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{Value, json};
+
+use super::{Block, HostMessage, Transcript, ViewFormat, anthropic, chat, codex};
+use crate::engine::CoreMessage;
+
+/// How a view core's text differs from its block's original text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BlockEdit {
+    /// Unchanged.
+    None,
+    /// Something (a ref tag) was appended.
+    Append(String),
+    /// The text was replaced (a truncated tool output).
+    Replace(String),
+}
+
+impl BlockEdit {
+    fn between(original: &str, shown: &str) -> BlockEdit {
+        if original == shown {
+            BlockEdit::None
+        } else if let Some(suffix) = shown.strip_prefix(original) {
+            BlockEdit::Append(suffix.to_string())
+        } else {
+            BlockEdit::Replace(shown.to_string())
+        }
+    }
+
+    pub(crate) fn is_none(&self) -> bool {
+        *self == BlockEdit::None
+    }
+
+    /// The edited form of a plain string.
+    pub(crate) fn apply_str(&self, s: &str) -> String {
+        match self {
+            BlockEdit::None => s.to_string(),
+            BlockEdit::Append(suffix) => format!("{s}{suffix}"),
+            BlockEdit::Replace(new) => new.clone(),
+        }
+    }
+
+    /// The edited form of a tool output that may be a string, a list of
+    /// parts, or absent. `text_type` is the part type a new text part gets.
+    pub(crate) fn apply_content(&self, content: Value, text_type: &str) -> Value {
+        let text_part = |t: &str| json!({ "type": text_type, "text": t });
+        match (self, content) {
+            (BlockEdit::None, c) => c,
+            (_, Value::String(s)) => Value::String(self.apply_str(&s)),
+            (BlockEdit::Append(suffix), Value::Array(mut parts)) => {
+                let last_text = parts.iter_mut().rev().find_map(|p| match p.get_mut("text") {
+                    Some(Value::String(t)) => Some(t),
+                    _ => None,
+                });
+                match last_text {
+                    Some(t) => t.push_str(suffix),
+                    None => parts.push(text_part(suffix.trim_start_matches('\n'))),
+                }
+                Value::Array(parts)
+            }
+            (BlockEdit::Replace(new), Value::Array(parts)) => {
+                let mut kept: Vec<Value> = vec![text_part(new)];
+                kept.extend(parts.into_iter().filter(|p| p.get("text").is_none()));
+                Value::Array(kept)
+            }
+            (BlockEdit::Append(suffix), _) => Value::String(suffix.trim_start_matches('\n').to_string()),
+            (BlockEdit::Replace(new), _) => Value::String(new.clone()),
+        }
+    }
+}
+
+/// Messages written so far, and what a conversion could not carry.
+#[derive(Debug, Default)]
+pub(crate) struct Emitted {
+    pub messages: Vec<Value>,
+    lost: BTreeSet<String>,
+}
+
+impl Emitted {
+    pub(crate) fn push(&mut self, v: Value) {
+        self.messages.push(v);
+    }
+    pub(crate) fn lost(&mut self, what: &str) {
+        self.lost.insert(what.to_string());
+    }
+}
+
+/// Whether a view is written in the transcript's own request format or
+/// converted to another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conversion {
+    /// The transcript's own view format: blocks come back as they were.
+    Native,
+    /// Another format: messages are rebuilt from the flat cores.
+    Converted,
+}
+
+/// Writes `view` as request messages in `to`. Returns the messages and a
+/// warning for each kind of thing a conversion had to drop.
+pub fn reassemble(t: &Transcript, view: &[CoreMessage], to: ViewFormat) -> (Vec<Value>, Vec<String>) {
+    let native = to == t.format.view_format();
+    let index: HashMap<&str, (usize, usize)> = t
+        .messages
+        .iter()
+        .enumerate()
+        .flat_map(|(mi, m)| m.blocks.iter().enumerate().map(move |(bi, b)| (b.core.id.as_str(), (mi, bi))))
+        .collect();
+    let mut out = Emitted::default();
+    let mut i = 0;
+    while i < view.len() {
+        let origin = index.get(view[i].id.as_str()).map(|&(mi, _)| mi);
+        let mut j = i + 1;
+        while j < view.len() && origin.is_some() && index.get(view[j].id.as_str()).map(|&(mi, _)| mi) == origin {
+            j += 1;
+        }
+        let group = &view[i..j];
+        match origin {
+            Some(mi) if native => {
+                let msg = &t.messages[mi];
+                let parts: Vec<(&Block, BlockEdit)> = group
+                    .iter()
+                    .map(|c| {
+                        let b = &msg.blocks[index[c.id.as_str()].1];
+                        (b, BlockEdit::between(&b.core.text, &c.text))
+                    })
+                    .collect();
+                rebuild(to, msg, &parts, &mut out);
+            }
+            _ => synthesize(to, &group.iter().collect::<Vec<_>>(), &mut out),
+        }
+        i = j;
+    }
+    let messages = match to {
+        ViewFormat::Anthropic => anthropic::merge_user_runs(out.messages),
+        _ => out.messages,
+    };
+    let warnings = out
+        .lost
+        .into_iter()
+        .map(|what| format!("converting {} to {}: dropped {what}", t.format.name(), to.name()))
+        .collect();
+    (messages, warnings)
+}
+
+fn rebuild(to: ViewFormat, msg: &HostMessage, parts: &[(&Block, BlockEdit)], out: &mut Emitted) {
+    match to {
+        ViewFormat::Anthropic => out.push(anthropic::rebuild(msg, parts)),
+        ViewFormat::Chat => out.push(chat::rebuild(msg, parts)),
+        ViewFormat::Responses => out.push(codex::rebuild(msg, parts)),
+    }
+}
+
+fn synthesize(to: ViewFormat, cores: &[&CoreMessage], out: &mut Emitted) {
+    match to {
+        ViewFormat::Anthropic => anthropic::synthesize(cores, out),
+        ViewFormat::Chat => chat::synthesize(cores, out),
+        ViewFormat::Responses => codex::synthesize(cores, out),
+    }
+}

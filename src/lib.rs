@@ -1,0 +1,16 @@
+//! noa: model-driven context compression for LLM-agent transcripts.
+//!
+//! A transcript is read by a [`formats`] adapter into flat
+//! [`engine::CoreMessage`]s; the pure [`engine`] assigns every message a
+//! stable ref and decides what the model sees; the [`store`] keeps the
+//! session's state and archives on disk; and the format adapter writes the
+//! view back out as the provider request it is. The [`cli`] wires these
+//! together as the `noa` command. noa never calls a model: the model writes
+//! the summaries, noa keeps the books.
+#![warn(missing_docs)]
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
+
+pub mod cli;
+pub mod engine;
+pub mod formats;
+pub mod store;

@@ -1,0 +1,5 @@
+//! The `noa` binary: everything lives in the library.
+
+fn main() -> std::process::ExitCode {
+    noa::cli::main()
+}

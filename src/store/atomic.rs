@@ -1,0 +1,57 @@
+//! Atomic file replacement.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Writes `bytes` to `path` so that readers see either the old file or the
+/// whole new one: a temp file beside it is written and synced, then renamed
+/// over the target, and the directory is synced so the rename survives a crash.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_and_leaves_no_temp_file() {
+        let dir = std::env::temp_dir().join(format!("noa-atomic-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("state.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_old_file() {
+        let dir = std::env::temp_dir().join(format!("noa-atomic-fail-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("state.json");
+        write_atomic(&p, b"old").unwrap();
+        // A directory where the file should go makes the rename fail.
+        let blocked = dir.join("blocked");
+        fs::create_dir_all(blocked.join("inner")).unwrap();
+        assert!(write_atomic(&blocked, b"new").is_err());
+        assert_eq!(fs::read(&p).unwrap(), b"old");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

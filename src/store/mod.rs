@@ -1,0 +1,12 @@
+//! Where noa keeps a session's files: state.json, archives and the lock.
+//!
+//! Every write is atomic (temp file in the same directory, fsync, rename), so
+//! a crash or a full disk leaves the previous file intact.
+
+mod atomic;
+mod lock;
+mod state_file;
+
+pub use atomic::write_atomic;
+pub use lock::SessionLock;
+pub use state_file::{SessionDir, StoreError};

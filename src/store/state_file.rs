@@ -1,0 +1,172 @@
+//! state.json: reading it strictly, writing it atomically.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use miette::Diagnostic;
+use thiserror::Error;
+
+use super::atomic::write_atomic;
+use crate::engine::state::{CompressionState, STATE_VERSION};
+
+/// Why the store could not do what was asked.
+#[derive(Debug, Error, Diagnostic)]
+pub enum StoreError {
+    /// state.json is not valid JSON or not a state.
+    #[error("{path}: state file is corrupt at line {line}, column {column}: {what}")]
+    #[diagnostic(
+        code(noa::corrupt_state),
+        help("noa left the file as it is. Move it aside and run `noa rebuild TRANSCRIPT` to recover the state from the transcript")
+    )]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What serde found.
+        what: String,
+    },
+    /// state.json was written by a newer noa.
+    #[error("{path}: state file version {found}, this noa reads version {supported}")]
+    #[diagnostic(code(noa::state_version), help("use the noa that wrote it, or move it aside and run `noa rebuild TRANSCRIPT`"))]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// Version in the file.
+        found: u64,
+        /// Version this build reads.
+        supported: u32,
+    },
+    /// Another process holds the session.
+    #[error("{path}: another noa process is working on this session")]
+    #[diagnostic(code(noa::locked), help("wait for it to finish; the lock is released when that process exits"))]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// Reading or writing failed.
+    #[error("{path}: {source}")]
+    #[diagnostic(code(noa::io))]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn io(path: &Path, source: io::Error) -> StoreError {
+        StoreError::Io { path: path.to_path_buf(), source }
+    }
+}
+
+/// One session's directory: `<state-dir>/<session>/`.
+#[derive(Debug, Clone)]
+pub struct SessionDir {
+    /// The session directory itself.
+    pub dir: PathBuf,
+    /// The session id (the directory's name).
+    pub session: String,
+}
+
+impl SessionDir {
+    /// The directory for `session` under `base`.
+    pub fn new(base: &Path, session: &str) -> SessionDir {
+        SessionDir { dir: base.join(session), session: session.to_string() }
+    }
+
+    /// Path of state.json.
+    pub fn state_path(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+
+    /// Creates the directory if needed.
+    pub fn create(&self) -> Result<(), StoreError> {
+        fs::create_dir_all(&self.dir).map_err(|e| StoreError::io(&self.dir, e))
+    }
+
+    /// Loads state.json; `None` when there is none yet. A file that cannot be
+    /// read as a state of this version is an error, never silently replaced.
+    pub fn load(&self) -> Result<Option<CompressionState>, StoreError> {
+        let path = self.state_path();
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(&path, e)),
+        };
+        let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+            path: path.clone(),
+            line: e.line(),
+            column: e.column(),
+            what: e.to_string(),
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(corrupt)?;
+        let found = value.get("version").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        if found != u64::from(STATE_VERSION) {
+            return Err(StoreError::Version { path, found, supported: STATE_VERSION });
+        }
+        serde_json::from_value(value).map(Some).map_err(corrupt)
+    }
+
+    /// Writes state.json atomically.
+    pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
+        self.create()?;
+        let path = self.state_path();
+        let mut bytes = serde_json::to_vec_pretty(state).map_err(|e| StoreError::io(&path, e.into()))?;
+        bytes.push(b'\n');
+        write_atomic(&path, &bytes).map_err(|e| StoreError::io(&path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("noa-state-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn round_trip() {
+        let base = temp("rt");
+        let s = SessionDir::new(&base, "sess");
+        assert!(s.load().unwrap().is_none());
+        let mut st = CompressionState::new("sess");
+        st.message_refs.by_raw.insert("h_a".into(), "m00001".into());
+        st.message_refs.by_ref.insert("m00001".into(), "h_a".into());
+        st.token_snapshot.insert("m00001".into(), 12);
+        s.save(&st).unwrap();
+        assert_eq!(s.load().unwrap(), Some(st));
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn corrupt_file_is_an_error_and_stays() {
+        let base = temp("corrupt");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        fs::write(s.state_path(), "{\"version\": 1, \"blocks\": [").unwrap();
+        let err = s.load().unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("corrupt"));
+        assert_eq!(fs::read_to_string(s.state_path()).unwrap(), "{\"version\": 1, \"blocks\": [");
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn future_version_is_refused() {
+        let base = temp("version");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        fs::write(s.state_path(), "{\"version\": 2}").unwrap();
+        let err = s.load().unwrap_err();
+        assert!(matches!(err, StoreError::Version { found: 2, .. }), "{err}");
+        fs::remove_dir_all(&base).unwrap();
+    }
+}
