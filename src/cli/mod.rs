@@ -49,7 +49,9 @@ impl CliError {
     fn exit(&self) -> Exit {
         match self {
             CliError::Read(_) | CliError::Usage(_) => Exit::BadInput,
-            CliError::Store(StoreError::Corrupt { .. } | StoreError::Version { .. }) => Exit::BadInput,
+            CliError::Store(StoreError::Corrupt { .. } | StoreError::Version { .. }) => {
+                Exit::BadInput
+            }
             CliError::Store(_) | CliError::Io { .. } => Exit::Failure,
         }
     }
@@ -64,7 +66,12 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let color = io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = miette::set_hook(Box::new(move |_| {
-        Box::new(miette::MietteHandlerOpts::new().color(color).unicode(color).build())
+        Box::new(
+            miette::MietteHandlerOpts::new()
+                .color(color)
+                .unicode(color)
+                .build(),
+        )
     }));
     match run(cli) {
         Ok(code) => code.into(),

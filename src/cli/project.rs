@@ -25,7 +25,9 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         session.create()?;
         Some(SessionLock::acquire(&session.dir)?)
     };
-    let mut state = session.load()?.unwrap_or_else(|| CompressionState::new(&session.session));
+    let mut state = session
+        .load()?
+        .unwrap_or_else(|| CompressionState::new(&session.session));
     let history = t.cores();
     let projection = turn::project(&mut state, &history, &TurnConfig::default());
     let (messages, conversion_warnings) = reassemble(t, &projection.view, to);
@@ -71,7 +73,9 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                 projection.tokens * 100 / global.limit.max(1),
                 tokens::format(global.limit),
                 projection.new_refs,
-                state_path.map(|p| format!(" · state {p}")).unwrap_or_else(|| " · dry run, no state written".into()),
+                state_path
+                    .map(|p| format!(" · state {p}"))
+                    .unwrap_or_else(|| " · dry run, no state written".into()),
             ),
         };
         let _ = writeln!(std::io::stderr(), "{line}");

@@ -62,8 +62,14 @@ mod tests {
     #[test]
     fn every_field_counts() {
         let base = derive_id(Role::User, ContentType::Text, "x", "", "");
-        assert_ne!(base, derive_id(Role::Assistant, ContentType::Text, "x", "", ""));
-        assert_ne!(base, derive_id(Role::User, ContentType::Reasoning, "x", "", ""));
+        assert_ne!(
+            base,
+            derive_id(Role::Assistant, ContentType::Text, "x", "", "")
+        );
+        assert_ne!(
+            base,
+            derive_id(Role::User, ContentType::Reasoning, "x", "", "")
+        );
         assert_ne!(base, derive_id(Role::User, ContentType::Text, "y", "", ""));
         assert_ne!(base, derive_id(Role::User, ContentType::Text, "x", "c", ""));
         assert_ne!(base, derive_id(Role::User, ContentType::Text, "x", "", "t"));

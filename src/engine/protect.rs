@@ -27,7 +27,9 @@ pub fn is_tool_protected(tool: &str, patterns: &[String]) -> bool {
 
 /// Whether recent calls to this tool leave the protected zone free.
 pub fn never_preserve_recent(tool: &str) -> bool {
-    NEVER_PRESERVE_RECENT.iter().any(|t| matches_pattern(t, tool))
+    NEVER_PRESERVE_RECENT
+        .iter()
+        .any(|t| matches_pattern(t, tool))
 }
 
 #[cfg(test)]

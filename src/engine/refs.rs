@@ -31,8 +31,7 @@ pub fn ref_to_index(s: &str) -> Option<u32> {
     let s = s.trim().to_ascii_lowercase();
     let digits = s.strip_prefix('m')?;
     let significant = digits.trim_start_matches('0');
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || significant.len() > 5
-    {
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || significant.len() > 5 {
         return None;
     }
     let n: u32 = significant.parse().ok()?;
@@ -48,15 +47,15 @@ pub fn normalize_ref(s: &str) -> Option<String> {
 /// printed in panels. Returns the canonical `bN`.
 pub fn parse_block_id(s: &str) -> Option<String> {
     let mut s = s.trim().to_ascii_lowercase();
-    if let Some(open) = s.find("(t") {
-        if s.ends_with(')') && s[open + 2..s.len() - 1].bytes().all(|b| b.is_ascii_digit()) {
-            s.truncate(open);
-        }
+    if let Some(open) = s.find("(t")
+        && s.ends_with(')')
+        && s[open + 2..s.len() - 1].bytes().all(|b| b.is_ascii_digit())
+    {
+        s.truncate(open);
     }
     let digits = s.strip_prefix('b').unwrap_or(&s);
     let significant = digits.trim_start_matches('0');
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || significant.len() > 9
-    {
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || significant.len() > 9 {
         return None;
     }
     let n: u64 = significant.parse().ok()?;

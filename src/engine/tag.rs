@@ -71,7 +71,10 @@ fn split_leading(body: &str) -> Option<(&str, &str)> {
 
 /// Whether `s` is exactly one tag: `<noa-ref` attributes `/>`, no nesting.
 fn is_tag(s: &str) -> bool {
-    let Some(inner) = s.strip_prefix("<noa-ref ").and_then(|r| r.strip_suffix("/>")) else {
+    let Some(inner) = s
+        .strip_prefix("<noa-ref ")
+        .and_then(|r| r.strip_suffix("/>"))
+    else {
         return false;
     };
     inner.contains("id=\"") && !inner.contains(['<', '>', '\n'])
@@ -83,7 +86,10 @@ mod tests {
 
     #[test]
     fn renders_user_and_tool_tags() {
-        assert_eq!(render("m00042", 1200, None), r#"<noa-ref id="m00042" tokens="1.2K"/>"#);
+        assert_eq!(
+            render("m00042", 1200, None),
+            r#"<noa-ref id="m00042" tokens="1.2K"/>"#
+        );
         assert_eq!(
             render("m00175", 8400, Some("Read")),
             r#"<noa-ref id="m00175" tokens="8.4K" src="Read"/>"#

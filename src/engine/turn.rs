@@ -5,7 +5,7 @@
 //! the view is trimmed to what the provider accepts, then tags are rendered
 //! with their token figures frozen in the state.
 
-use super::message::CoreMessage;
+use super::message::{ContentType, CoreMessage};
 use super::protect::is_tool_protected;
 use super::refs::{self, BLOCKED};
 use super::state::CompressionState;
@@ -32,7 +32,11 @@ pub struct Projection {
 }
 
 /// Projects `history` into a view, updating refs and token snapshots in `state`.
-pub fn project(state: &mut CompressionState, history: &[CoreMessage], cfg: &TurnConfig) -> Projection {
+pub fn project(
+    state: &mut CompressionState,
+    history: &[CoreMessage],
+    cfg: &TurnConfig,
+) -> Projection {
     let next = refs::highest_used(&state.message_refs) + 1;
     let new_refs = refs::assign(&mut state.message_refs, history, next, |m| {
         is_tool_protected(&m.tool_name, &cfg.protected_tools)
@@ -55,15 +59,23 @@ fn render_tag(state: &mut CompressionState, mut m: CoreMessage) -> CoreMessage {
     if !m.is_taggable() {
         return m;
     }
-    let Some(r) = state.message_refs.by_raw.get(&m.id).filter(|r| *r != BLOCKED) else {
+    let Some(r) = state
+        .message_refs
+        .by_raw
+        .get(&m.id)
+        .filter(|r| *r != BLOCKED)
+    else {
         return m;
     };
     let figure = *state
         .token_snapshot
         .entry(r.clone())
         .or_insert_with(|| tokens::estimate(&m.text));
-    let source = (m.content_type == super::ContentType::ToolResult)
-        .then(|| if m.tool_name.is_empty() { "tool" } else { m.tool_name.as_str() });
+    let source = match (m.content_type, m.tool_name.is_empty()) {
+        (ContentType::ToolResult, true) => Some("tool"),
+        (ContentType::ToolResult, false) => Some(m.tool_name.as_str()),
+        _ => None,
+    };
     let t = tag::render(r, figure, source);
     m.text = tag::append(&m.text, &t);
     m
@@ -84,7 +96,10 @@ mod tests {
         let p = project(&mut st, &h, &TurnConfig::default());
         assert_eq!(st.message_refs.by_raw["a"], "m00001");
         assert_eq!(st.message_refs.by_raw["b"], "m00002");
-        assert_eq!(p.view[0].text, "the task\n<noa-ref id=\"m00001\" tokens=\"2\"/>");
+        assert_eq!(
+            p.view[0].text,
+            "the task\n<noa-ref id=\"m00001\" tokens=\"2\"/>"
+        );
         assert_eq!(p.view[1].text, "reply");
         assert_eq!(p.new_refs, 2);
     }
@@ -110,9 +125,13 @@ mod tests {
     fn token_figures_are_frozen_at_first_render() {
         let mut st = CompressionState::new("s");
         let h = vec![CoreMessage::text("a", Role::User, "x".repeat(4000))];
-        let first = project(&mut st, &h, &TurnConfig::default()).view[0].text.clone();
+        let first = project(&mut st, &h, &TurnConfig::default()).view[0]
+            .text
+            .clone();
         st.token_snapshot.insert("m00001".into(), 1000);
-        let again = project(&mut st, &h, &TurnConfig::default()).view[0].text.clone();
+        let again = project(&mut st, &h, &TurnConfig::default()).view[0]
+            .text
+            .clone();
         assert_eq!(first, again);
         assert!(first.ends_with("tokens=\"1.0K\"/>"));
     }

@@ -61,7 +61,8 @@ fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
         for j in answers_start..i {
             let m = &messages[j];
             if m.content_type == ContentType::ToolResult {
-                if calls.contains(m.tool_call_id.as_str()) && answered.insert(m.tool_call_id.as_str())
+                if calls.contains(m.tool_call_id.as_str())
+                    && answered.insert(m.tool_call_id.as_str())
                 {
                     continue;
                 }
@@ -70,7 +71,8 @@ fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
         }
         for j in turn_start..answers_start {
             let m = &messages[j];
-            if m.content_type == ContentType::ToolCall && !answered.contains(m.tool_call_id.as_str())
+            if m.content_type == ContentType::ToolCall
+                && !answered.contains(m.tool_call_id.as_str())
             {
                 keep[j] = false;
             }
@@ -134,8 +136,19 @@ mod tests {
 
     #[test]
     fn keeps_a_well_formed_exchange() {
-        let v = vec![user("u"), think("r"), call("c1", "x"), call("c2", "y"), result("t1", "x"), result("t2", "y"), say("a")];
-        assert_eq!(ids(&drop_unpaired(v)), ["u", "r", "c1", "c2", "t1", "t2", "a"]);
+        let v = vec![
+            user("u"),
+            think("r"),
+            call("c1", "x"),
+            call("c2", "y"),
+            result("t1", "x"),
+            result("t2", "y"),
+            say("a"),
+        ];
+        assert_eq!(
+            ids(&drop_unpaired(v)),
+            ["u", "r", "c1", "c2", "t1", "t2", "a"]
+        );
     }
 
     #[test]
@@ -152,8 +165,20 @@ mod tests {
 
     #[test]
     fn a_result_after_a_later_turn_pairs_nothing() {
+        let v = vec![
+            user("u"),
+            call("c1", "x"),
+            user("u2"),
+            say("a"),
+            result("t1", "x"),
+        ];
+        assert_eq!(ids(&drop_unpaired(v)), ["u", "u2", "a"]);
+    }
+
+    #[test]
+    fn text_in_the_same_turn_does_not_split_it() {
         let v = vec![user("u"), call("c1", "x"), say("a"), result("t1", "x")];
-        assert_eq!(ids(&drop_unpaired(v)), ["u", "a"]);
+        assert_eq!(ids(&drop_unpaired(v)), ["u", "c1", "a", "t1"]);
     }
 
     #[test]

@@ -22,10 +22,18 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     for r in records {
         match host_message(&r.value, r.line, &mut tools) {
             Some(m) => messages.push(m),
-            None => warnings.push(format!("{name}:{}: not an Anthropic user/assistant message; skipped", r.line)),
+            None => warnings.push(format!(
+                "{name}:{}: not an Anthropic user/assistant message; skipped",
+                r.line
+            )),
         }
     }
-    Ok(Transcript { format: Format::Anthropic, session_id: None, messages, warnings })
+    Ok(Transcript {
+        format: Format::Anthropic,
+        session_id: None,
+        messages,
+        warnings,
+    })
 }
 
 /// Remembers tool names by call id, so a result can say which tool made it.
@@ -56,9 +64,16 @@ pub(crate) fn host_message(msg: &Value, line: usize, tools: &mut ToolNames) -> O
     match content {
         Value::String(s) => {
             if !s.trim().is_empty() {
-                let r = if assistant { Role::Assistant } else { Role::User };
+                let r = if assistant {
+                    Role::Assistant
+                } else {
+                    Role::User
+                };
                 let raw = json!({ "type": "text", "text": s });
-                blocks.push(Block { core: CoreMessage::text("", r, s.clone()), raw });
+                blocks.push(Block {
+                    core: CoreMessage::text("", r, s.clone()),
+                    raw,
+                });
             }
         }
         Value::Array(items) => {
@@ -71,7 +86,11 @@ pub(crate) fn host_message(msg: &Value, line: usize, tools: &mut ToolNames) -> O
         }
         _ => return None,
     }
-    let content = if content.is_string() { content.clone() } else { Value::Array(kept) };
+    let content = if content.is_string() {
+        content.clone()
+    } else {
+        Value::Array(kept)
+    };
     let raw = json!({ "role": role, "content": content });
     Some(HostMessage { raw, blocks, line })
 }
@@ -81,7 +100,11 @@ pub(crate) fn host_message(msg: &Value, line: usize, tools: &mut ToolNames) -> O
 fn block(item: &Value, assistant: bool, tools: &mut ToolNames) -> Option<Block> {
     let obj = item.as_object()?;
     let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
-    let side = if assistant { Role::Assistant } else { Role::User };
+    let side = if assistant {
+        Role::Assistant
+    } else {
+        Role::User
+    };
     let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let raw = request_fields(kind, obj);
     let core = match kind {
@@ -93,7 +116,10 @@ fn block(item: &Value, assistant: bool, tools: &mut ToolNames) -> Option<Block> 
             CoreMessage::text("", side, text)
         }
         "thinking" => CoreMessage::reasoning("", s("thinking")),
-        "redacted_thinking" => CoreMessage { opaque: true, ..CoreMessage::reasoning("", "[redacted thinking]") },
+        "redacted_thinking" => CoreMessage {
+            opaque: true,
+            ..CoreMessage::reasoning("", "[redacted thinking]")
+        },
         "tool_use" => {
             let (id, name) = (s("id"), s("name"));
             tools.note(&id, &name);
@@ -105,7 +131,10 @@ fn block(item: &Value, assistant: bool, tools: &mut ToolNames) -> Option<Block> 
             let text = result_text(obj.get("content"));
             CoreMessage::tool_result("", id.clone(), tools.get(&id), text)
         }
-        _ => CoreMessage { opaque: true, ..CoreMessage::text("", side, format!("[{kind}]")) },
+        _ => CoreMessage {
+            opaque: true,
+            ..CoreMessage::text("", side, format!("[{kind}]"))
+        },
     };
     Some(Block { core, raw })
 }
@@ -118,9 +147,22 @@ fn request_fields(kind: &str, obj: &Map<String, Value>) -> Value {
         "thinking" => &["type", "thinking", "signature"],
         "redacted_thinking" => &["type", "data"],
         "tool_use" => &["type", "id", "name", "input", "cache_control"],
-        "tool_result" => &["type", "tool_use_id", "content", "is_error", "cache_control"],
+        "tool_result" => &[
+            "type",
+            "tool_use_id",
+            "content",
+            "is_error",
+            "cache_control",
+        ],
         "image" => &["type", "source", "cache_control"],
-        "document" => &["type", "source", "title", "context", "citations", "cache_control"],
+        "document" => &[
+            "type",
+            "source",
+            "title",
+            "context",
+            "citations",
+            "cache_control",
+        ],
         _ => return Value::Object(obj.clone()),
     };
     Value::Object(
@@ -204,14 +246,15 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
     }
 }
 
-/// Merges consecutive user messages into one, tool results first, so every
-/// tool_use is answered in the very next message as the API requires.
-pub(crate) fn merge_user_runs(messages: Vec<Value>) -> Vec<Value> {
+/// Merges consecutive messages of one role into one, tool results first in
+/// user messages, so every tool_use is answered in the very next message as
+/// the API requires. (The API itself joins consecutive same-role turns; doing
+/// it here makes the pairing visible in the view.)
+pub(crate) fn merge_role_runs(messages: Vec<Value>) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::with_capacity(messages.len());
     for m in messages {
-        let is_user = m["role"] == "user";
         match out.last_mut() {
-            Some(prev) if is_user && prev["role"] == "user" => {
+            Some(prev) if prev["role"] == m["role"] => {
                 let mut blocks = as_blocks(prev["content"].take());
                 blocks.extend(as_blocks(m["content"].clone()));
                 blocks.sort_by_key(|b| b["type"] != "tool_result");

@@ -7,10 +7,19 @@ use super::reassemble::{BlockEdit, Emitted};
 use super::{BadLines, Block, Format, HostMessage, ReadError, Transcript, jsonl};
 use crate::engine::{ContentType, CoreMessage, Role};
 
-const EXPECTED: &str = "each line (or array item) is one Chat Completions message: {\"role\": ..., \"content\": ...}";
+const EXPECTED: &str =
+    "each line (or array item) is one Chat Completions message: {\"role\": ..., \"content\": ...}";
 
 /// Fields a Chat Completions request message may carry.
-const MESSAGE_FIELDS: [&str; 7] = ["role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "refusal"];
+const MESSAGE_FIELDS: [&str; 7] = [
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+    "refusal",
+];
 
 /// Reads chat messages: JSONL, a JSON array, or `{"messages": [...]}`.
 pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
@@ -24,7 +33,12 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
             None => warnings.push(format!("{name}:{}: not a chat message; skipped", r.line)),
         }
     }
-    Ok(Transcript { format: Format::Chat, session_id: None, messages, warnings })
+    Ok(Transcript {
+        format: Format::Chat,
+        session_id: None,
+        messages,
+        warnings,
+    })
 }
 
 fn host_message(v: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMessage> {
@@ -44,46 +58,91 @@ fn host_message(v: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMes
         .collect();
     let mut blocks = Vec::new();
     if role == Role::Tool {
-        let id = obj.get("tool_call_id").and_then(Value::as_str).unwrap_or("").to_string();
+        let id = obj
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let content = obj.get("content").cloned().unwrap_or(Value::Null);
         let text = super::anthropic::result_text(Some(&content));
-        blocks.push(Block { core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text), raw: content });
-        return Some(HostMessage { raw: Value::Object(raw), blocks, line });
+        blocks.push(Block {
+            core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
+            raw: content,
+        });
+        return Some(HostMessage {
+            raw: Value::Object(raw),
+            blocks,
+            line,
+        });
     }
     if let Some(r) = obj.get("reasoning_content").and_then(Value::as_str) {
-        blocks.push(Block { core: CoreMessage::reasoning("", r), raw: Value::String(r.to_string()) });
+        blocks.push(Block {
+            core: CoreMessage::reasoning("", r),
+            raw: Value::String(r.to_string()),
+        });
     }
     match obj.get("content") {
         Some(Value::String(s)) if !s.is_empty() => {
-            blocks.push(Block { core: CoreMessage::text("", role, s.clone()), raw: Value::String(s.clone()) });
+            blocks.push(Block {
+                core: CoreMessage::text("", role, s.clone()),
+                raw: Value::String(s.clone()),
+            });
         }
         Some(Value::Array(parts)) => {
             for p in parts {
                 let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
                 let core = match p.get("text").and_then(Value::as_str) {
                     Some(t) if kind == "text" => CoreMessage::text("", role, t),
-                    _ => CoreMessage { opaque: true, ..CoreMessage::text("", role, format!("[{kind}]")) },
+                    _ => CoreMessage {
+                        opaque: true,
+                        ..CoreMessage::text("", role, format!("[{kind}]"))
+                    },
                 };
-                blocks.push(Block { core, raw: p.clone() });
+                blocks.push(Block {
+                    core,
+                    raw: p.clone(),
+                });
             }
         }
         _ => {}
     }
-    for call in obj.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+    for call in obj
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let id = call.get("id").and_then(Value::as_str).unwrap_or("");
         let f = call.get("function");
-        let name = f.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or("");
-        let args = f.and_then(|f| f.get("arguments")).and_then(Value::as_str).unwrap_or("");
+        let name = f
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let args = f
+            .and_then(|f| f.get("arguments"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
         tools.note(id, name);
-        blocks.push(Block { core: CoreMessage::tool_call("", id, name, args), raw: call.clone() });
+        blocks.push(Block {
+            core: CoreMessage::tool_call("", id, name, args),
+            raw: call.clone(),
+        });
     }
-    Some(HostMessage { raw: Value::Object(raw), blocks, line })
+    Some(HostMessage {
+        raw: Value::Object(raw),
+        blocks,
+        line,
+    })
 }
 
 /// Writes one message from its original and the blocks the view keeps.
 pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value {
     let mut out = msg.raw.as_object().cloned().unwrap_or_default();
-    if msg.blocks.first().is_some_and(|b| b.core.content_type == ContentType::ToolResult) {
+    if msg
+        .blocks
+        .first()
+        .is_some_and(|b| b.core.content_type == ContentType::ToolResult)
+    {
         if let Some((b, edit)) = parts.first() {
             out.insert("content".into(), edit.apply_content(b.raw.clone(), "text"));
         }
@@ -100,7 +159,10 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
             }
             ContentType::ToolCall => calls.push(b.raw.clone()),
             _ if string_content => {
-                out.insert("content".into(), Value::String(edit.apply_str(b.raw.as_str().unwrap_or(""))));
+                out.insert(
+                    "content".into(),
+                    Value::String(edit.apply_str(b.raw.as_str().unwrap_or(""))),
+                );
             }
             _ => {
                 let mut p = b.raw.clone();
@@ -112,7 +174,11 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         }
     }
     if !string_content {
-        let content = if content_parts.is_empty() { Value::Null } else { Value::Array(content_parts) };
+        let content = if content_parts.is_empty() {
+            Value::Null
+        } else {
+            Value::Array(content_parts)
+        };
         out.insert("content".into(), content);
     }
     if calls.is_empty() {
@@ -133,7 +199,9 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
         match (c.content_type, c.role) {
             _ if c.opaque => out.lost("an opaque block (image or provider item)"),
             (ContentType::ToolResult, _) => {
-                out.push(json!({ "role": "tool", "tool_call_id": c.tool_call_id, "content": c.text }));
+                out.push(
+                    json!({ "role": "tool", "tool_call_id": c.tool_call_id, "content": c.text }),
+                );
             }
             (ContentType::ToolCall, _) => {
                 role = "assistant";
@@ -161,7 +229,14 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
     }
     let mut m = Map::new();
     m.insert("role".into(), json!(role));
-    m.insert("content".into(), if text.is_empty() { Value::Null } else { json!(text.join("\n\n")) });
+    m.insert(
+        "content".into(),
+        if text.is_empty() {
+            Value::Null
+        } else {
+            json!(text.join("\n\n"))
+        },
+    );
     if !reasoning.is_empty() {
         m.insert("reasoning_content".into(), json!(reasoning.join("\n\n")));
     }
@@ -169,4 +244,56 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
         m.insert("tool_calls".into(), Value::Array(calls));
     }
     out.push(Value::Object(m));
+}
+
+/// Moves the tool messages answering an assistant message to right after it,
+/// keeping their order: Chat Completions wants the answers before anything else.
+pub(crate) fn hoist_tool_messages(messages: Vec<Value>) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut rest = merge_assistant_runs(messages).into_iter().peekable();
+    while let Some(m) = rest.next() {
+        let is_assistant = m["role"] == "assistant";
+        out.push(m);
+        if !is_assistant {
+            continue;
+        }
+        let mut others = Vec::new();
+        while let Some(next) = rest.next_if(|n| n["role"] != "assistant") {
+            if next["role"] == "tool" {
+                out.push(next);
+            } else {
+                others.push(next);
+            }
+        }
+        out.extend(others);
+    }
+    out
+}
+
+/// Joins consecutive assistant messages into one. Formats that write each
+/// call as its own item (Responses) would otherwise leave a call unanswered
+/// before the next assistant message.
+fn merge_assistant_runs(messages: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(messages.len());
+    for m in messages {
+        match out.last_mut() {
+            Some(prev) if prev["role"] == "assistant" && m["role"] == "assistant" => {
+                for key in ["content", "reasoning_content"] {
+                    let joined = match (prev[key].as_str(), m[key].as_str()) {
+                        (Some(a), Some(b)) => json!(format!("{a}\n\n{b}")),
+                        (None, Some(b)) => json!(b),
+                        _ => continue,
+                    };
+                    prev[key] = joined;
+                }
+                if let Some(calls) = m["tool_calls"].as_array() {
+                    let mut all = prev["tool_calls"].as_array().cloned().unwrap_or_default();
+                    all.extend(calls.iter().cloned());
+                    prev["tool_calls"] = Value::Array(all);
+                }
+            }
+            _ => out.push(m),
+        }
+    }
+    out
 }

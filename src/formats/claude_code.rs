@@ -16,7 +16,8 @@ use serde_json::Value;
 use super::anthropic::{ToolNames, host_message};
 use super::{BadLines, Format, HostMessage, ReadError, Transcript, jsonl};
 
-const EXPECTED: &str = "each line is one Claude Code session record (a JSON object with a \"type\")";
+const EXPECTED: &str =
+    "each line is one Claude Code session record (a JSON object with a \"type\")";
 
 /// One conversation record (a user or assistant line).
 struct Turn<'a> {
@@ -69,7 +70,10 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     let mut by_message_id: HashMap<&str, usize> = HashMap::new();
     for (t, _) in turns.iter().zip(&chosen).filter(|(_, keep)| **keep) {
         let Some(m) = host_message(&t.value["message"], t.line, &mut tools) else {
-            warnings.push(format!("{name}:{}: message has no usable content; skipped", t.line));
+            warnings.push(format!(
+                "{name}:{}: message has no usable content; skipped",
+                t.line
+            ));
             continue;
         };
         match t.message_id.and_then(|id| by_message_id.get(id)) {
@@ -83,11 +87,21 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         }
     }
     messages.retain(|m| !m.blocks.is_empty());
-    Ok(Transcript { format: Format::ClaudeCode, session_id, messages, warnings })
+    Ok(Transcript {
+        format: Format::ClaudeCode,
+        session_id,
+        messages,
+        warnings,
+    })
 }
 
 /// A user or assistant record that belongs to the main conversation.
-fn conversation_turn<'a>(name: &str, line: usize, v: &'a Value, warnings: &mut Vec<String>) -> Option<Turn<'a>> {
+fn conversation_turn<'a>(
+    name: &str,
+    line: usize,
+    v: &'a Value,
+    warnings: &mut Vec<String>,
+) -> Option<Turn<'a>> {
     let obj = v.as_object()?;
     let kind = obj.get("type").and_then(Value::as_str)?;
     if !matches!(kind, "user" | "assistant") {
@@ -99,8 +113,10 @@ fn conversation_turn<'a>(name: &str, line: usize, v: &'a Value, warnings: &mut V
         return None;
     }
     let message = obj.get("message");
-    if !message.is_some_and(|m| m.get("content").is_some()) {
-        warnings.push(format!("{name}:{line}: {kind} record without message content; skipped"));
+    if message.is_none_or(|m| m.get("content").is_none()) {
+        warnings.push(format!(
+            "{name}:{line}: {kind} record without message content; skipped"
+        ));
         return None;
     }
     Some(Turn {
@@ -120,12 +136,20 @@ fn conversation_turn<'a>(name: &str, line: usize, v: &'a Value, warnings: &mut V
 /// it in the file. Side branches are taken in when they are part of the same
 /// exchange: blocks of a response already chosen, and tool results answering
 /// a chosen call. Abandoned branches (a rewound prompt and its replies) stay out.
-fn choose_branch(turns: &[Turn], parents: &HashMap<&str, Option<&str>>, boundaries: &HashSet<&str>) -> Vec<bool> {
+fn choose_branch(
+    turns: &[Turn],
+    parents: &HashMap<&str, Option<&str>>,
+    boundaries: &HashSet<&str>,
+) -> Vec<bool> {
     let mut chosen = vec![false; turns.len()];
     let Some(leaf) = turns.len().checked_sub(1) else {
         return chosen;
     };
-    let position: HashMap<&str, usize> = turns.iter().enumerate().filter_map(|(i, t)| Some((t.uuid?, i))).collect();
+    let position: HashMap<&str, usize> = turns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| Some((t.uuid?, i)))
+        .collect();
     let mut on_path: HashSet<&str> = HashSet::new();
     let mut i = leaf;
     'walk: loop {
@@ -156,8 +180,12 @@ fn choose_branch(turns: &[Turn], parents: &HashMap<&str, Option<&str>>, boundari
         }
     }
     // Side branches of the same exchanges.
-    let message_ids: HashSet<&str> =
-        turns.iter().zip(&chosen).filter(|(t, c)| **c && t.assistant).filter_map(|(t, _)| t.message_id).collect();
+    let message_ids: HashSet<&str> = turns
+        .iter()
+        .zip(&chosen)
+        .filter(|(t, c)| **c && t.assistant)
+        .filter_map(|(t, _)| t.message_id)
+        .collect();
     for (t, c) in turns.iter().zip(chosen.iter_mut()) {
         if !*c && t.assistant && t.message_id.is_some_and(|id| message_ids.contains(id)) {
             *c = true;
@@ -180,7 +208,11 @@ fn choose_branch(turns: &[Turn], parents: &HashMap<&str, Option<&str>>, boundari
             continue;
         }
         let results = block_ids(t.value, "tool_result", "tool_use_id");
-        if !results.is_empty() && results.iter().all(|id| calls.contains(id) && !answered.contains(id)) {
+        if !results.is_empty()
+            && results
+                .iter()
+                .all(|id| calls.contains(id) && !answered.contains(id))
+        {
             answered.extend(results);
             *c = true;
         }
@@ -201,7 +233,10 @@ fn block_ids<'a>(v: &'a Value, kind: &str, field: &str) -> Vec<&'a str> {
 
 /// Adds a later line's blocks to the message its response started.
 fn append_blocks(target: &mut HostMessage, more: HostMessage) {
-    if let (Some(a), Some(b)) = (target.raw["content"].as_array_mut(), more.raw["content"].as_array()) {
+    if let (Some(a), Some(b)) = (
+        target.raw["content"].as_array_mut(),
+        more.raw["content"].as_array(),
+    ) {
         a.extend(b.iter().cloned());
     }
     target.blocks.extend(more.blocks);

@@ -12,7 +12,8 @@ use super::reassemble::{BlockEdit, Emitted};
 use super::{BadLines, Block, Format, HostMessage, ReadError, Transcript, jsonl};
 use crate::engine::{ContentType, CoreMessage, Role};
 
-const EXPECTED: &str = "each line is one Codex rollout item: {\"timestamp\": ..., \"type\": ..., \"payload\": {...}}";
+const EXPECTED: &str =
+    "each line is one Codex rollout item: {\"timestamp\": ..., \"type\": ..., \"payload\": {...}}";
 
 /// Item types that are host bookkeeping, never sent to the model.
 const HOST_ONLY_ITEMS: [&str; 1] = ["ghost_snapshot"];
@@ -44,7 +45,10 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
                 }
             }
             ("event_msg" | "turn_context", _) => {}
-            _ => warnings.push(format!("{name}:{}: unknown rollout line type {kind:?}; skipped", r.line)),
+            _ => warnings.push(format!(
+                "{name}:{}: unknown rollout line type {kind:?}; skipped",
+                r.line
+            )),
         }
     }
     let mut tools = ToolNames::default();
@@ -52,15 +56,29 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         .into_iter()
         .filter_map(|(line, item)| host_message(item, line, &mut tools))
         .collect();
-    Ok(Transcript { format: Format::Codex, session_id, messages, warnings })
+    Ok(Transcript {
+        format: Format::Codex,
+        session_id,
+        messages,
+        warnings,
+    })
 }
 
 fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostMessage> {
-    let kind = item.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+    let kind = item
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if HOST_ONLY_ITEMS.contains(&kind.as_str()) {
         return None;
     }
-    let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |k: &str| {
+        item.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let mut blocks = Vec::new();
     match kind.as_str() {
         "message" => {
@@ -69,17 +87,31 @@ fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostM
                 "system" | "developer" => Role::System,
                 _ => Role::User,
             };
-            for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
+            for part in item
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let core = match part.get("text").and_then(Value::as_str) {
                     Some(t) => CoreMessage::text("", role, t),
-                    None => CoreMessage { opaque: true, ..CoreMessage::text("", role, "[image]") },
+                    None => CoreMessage {
+                        opaque: true,
+                        ..CoreMessage::text("", role, "[image]")
+                    },
                 };
-                blocks.push(Block { core, raw: part.clone() });
+                blocks.push(Block {
+                    core,
+                    raw: part.clone(),
+                });
             }
         }
         "reasoning" => {
             let text = reasoning_text(&item);
-            blocks.push(Block { core: CoreMessage::reasoning("", text), raw: Value::Null });
+            blocks.push(Block {
+                core: CoreMessage::reasoning("", text),
+                raw: Value::Null,
+            });
         }
         "function_call" | "custom_tool_call" | "local_shell_call" => {
             let (id, name) = (s("call_id"), s("name"));
@@ -90,29 +122,51 @@ fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostM
             };
             let name = if name.is_empty() { kind.clone() } else { name };
             tools.note(&id, &name);
-            blocks.push(Block { core: CoreMessage::tool_call("", id, name, args), raw: Value::Null });
+            blocks.push(Block {
+                core: CoreMessage::tool_call("", id, name, args),
+                raw: Value::Null,
+            });
         }
         "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
             let id = s("call_id");
             let text = super::anthropic::result_text(item.get("output"));
-            blocks.push(Block { core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text), raw: Value::Null });
+            blocks.push(Block {
+                core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
+                raw: Value::Null,
+            });
         }
         "compaction" | "compaction_summary" => {
-            let core = CoreMessage { opaque: true, ..CoreMessage::text("", Role::System, "[compacted history]") };
-            blocks.push(Block { core, raw: Value::Null });
+            let core = CoreMessage {
+                opaque: true,
+                ..CoreMessage::text("", Role::System, "[compacted history]")
+            };
+            blocks.push(Block {
+                core,
+                raw: Value::Null,
+            });
         }
         _ => {
-            let core = CoreMessage { opaque: true, ..CoreMessage::text("", Role::Assistant, format!("[{kind}]")) };
-            blocks.push(Block { core, raw: Value::Null });
+            let core = CoreMessage {
+                opaque: true,
+                ..CoreMessage::text("", Role::Assistant, format!("[{kind}]"))
+            };
+            blocks.push(Block {
+                core,
+                raw: Value::Null,
+            });
         }
     }
     // Whole-item blocks keep the item itself as their raw form.
-    if kind != "message" {
-        if let Some(b) = blocks.first_mut() {
-            b.raw = item.clone();
-        }
+    if kind != "message"
+        && let Some(b) = blocks.first_mut()
+    {
+        b.raw = item.clone();
     }
-    Some(HostMessage { raw: item, blocks, line })
+    Some(HostMessage {
+        raw: item,
+        blocks,
+        line,
+    })
 }
 
 /// Reasoning summaries and any plain reasoning text, joined.
@@ -143,11 +197,12 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         item["content"] = Value::Array(content);
         return item;
     }
-    if let (Some((b, edit)), Some(obj)) = (parts.first(), item.as_object_mut()) {
-        if b.core.content_type == ContentType::ToolResult && !edit.is_none() {
-            let output = obj.remove("output").unwrap_or(Value::Null);
-            obj.insert("output".into(), edit.apply_content(output, "input_text"));
-        }
+    if let (Some((b, edit)), Some(obj)) = (parts.first(), item.as_object_mut())
+        && b.core.content_type == ContentType::ToolResult
+        && !edit.is_none()
+    {
+        let output = obj.remove("output").unwrap_or(Value::Null);
+        obj.insert("output".into(), edit.apply_content(output, "input_text"));
     }
     item
 }

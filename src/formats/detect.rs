@@ -12,7 +12,10 @@ const LOOKAHEAD: usize = 50;
 pub fn detect(name: &str, text: &str) -> Result<Format, ReadError> {
     let samples = samples(text);
     if samples.is_empty() {
-        return Err(ReadError::UnknownFormat { name: name.to_string(), why: "no JSON records in the first lines".into() });
+        return Err(ReadError::UnknownFormat {
+            name: name.to_string(),
+            why: "no JSON records in the first lines".into(),
+        });
     }
     let mut plain_messages = false;
     for v in &samples {
@@ -34,16 +37,18 @@ pub fn detect(name: &str, text: &str) -> Result<Format, ReadError> {
 /// The first records worth looking at, whichever container holds them.
 fn samples(text: &str) -> Vec<Value> {
     let trimmed = text.trim_start();
-    if trimmed.starts_with('[') || trimmed.starts_with('{') {
-        if let Ok(doc) = serde_json::from_str::<Value>(text) {
-            let list = match &doc {
-                Value::Array(items) => Some(items.clone()),
-                Value::Object(o) if o.get("role").is_none() => o.get("messages").and_then(Value::as_array).cloned(),
-                _ => None,
-            };
-            if let Some(items) = list {
-                return items.into_iter().take(LOOKAHEAD).collect();
+    if (trimmed.starts_with('[') || trimmed.starts_with('{'))
+        && let Ok(doc) = serde_json::from_str::<Value>(text)
+    {
+        let list = match &doc {
+            Value::Array(items) => Some(items.clone()),
+            Value::Object(o) if o.get("role").is_none() => {
+                o.get("messages").and_then(Value::as_array).cloned()
             }
+            _ => None,
+        };
+        if let Some(items) = list {
+            return items.into_iter().take(LOOKAHEAD).collect();
         }
     }
     text.lines()
@@ -58,28 +63,52 @@ fn samples(text: &str) -> Vec<Value> {
 fn decisive(v: &Value) -> Option<Format> {
     let kind = v.get("type").and_then(Value::as_str);
     if v.get("payload").is_some()
-        && matches!(kind, Some("session_meta" | "response_item" | "turn_context" | "event_msg" | "compacted"))
+        && matches!(
+            kind,
+            Some("session_meta" | "response_item" | "turn_context" | "event_msg" | "compacted")
+        )
     {
         return Some(Format::Codex);
     }
     if matches!(
         kind,
-        Some("user" | "assistant" | "system" | "progress" | "summary" | "file-history-snapshot" | "queue-operation")
-    ) && (v.get("uuid").is_some() || v.get("sessionId").is_some() || v.get("message").is_some() || kind == Some("summary"))
+        Some(
+            "user"
+                | "assistant"
+                | "system"
+                | "progress"
+                | "summary"
+                | "file-history-snapshot"
+                | "queue-operation"
+        )
+    ) && (v.get("uuid").is_some()
+        || v.get("sessionId").is_some()
+        || v.get("message").is_some()
+        || kind == Some("summary"))
     {
         return Some(Format::ClaudeCode);
     }
     v.get("role")?;
-    if v.get("tool_calls").is_some() || v.get("tool_call_id").is_some() || v.get("reasoning_content").is_some() {
+    if v.get("tool_calls").is_some()
+        || v.get("tool_call_id").is_some()
+        || v.get("reasoning_content").is_some()
+    {
         return Some(Format::Chat);
     }
-    if matches!(v.get("role").and_then(Value::as_str), Some("system" | "developer" | "tool")) {
+    if matches!(
+        v.get("role").and_then(Value::as_str),
+        Some("system" | "developer" | "tool")
+    ) {
         return Some(Format::Chat);
     }
     let blocks = v.get("content").and_then(Value::as_array)?;
-    blocks.iter().find_map(|b| match b.get("type").and_then(Value::as_str)? {
-        "tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "image" => Some(Format::Anthropic),
-        "image_url" | "input_audio" => Some(Format::Chat),
-        _ => None,
-    })
+    blocks
+        .iter()
+        .find_map(|b| match b.get("type").and_then(Value::as_str)? {
+            "tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "image" => {
+                Some(Format::Anthropic)
+            }
+            "image_url" | "input_audio" => Some(Format::Chat),
+            _ => None,
+        })
 }

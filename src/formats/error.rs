@@ -1,6 +1,6 @@
 //! Read errors that point at the line, the column, and what was expected.
 
-use miette::{Diagnostic, NamedSource, SourceSpan};
+use miette::{Diagnostic, MietteError, MietteSpanContents, SourceCode, SourceSpan, SpanContents};
 use thiserror::Error;
 
 /// Why a transcript could not be read.
@@ -22,7 +22,7 @@ pub enum ReadError {
         expected: String,
         /// The offending line, for display.
         #[source_code]
-        src: NamedSource<String>,
+        src: LineSource,
         /// Where in that line.
         #[label("here")]
         at: SourceSpan,
@@ -61,11 +61,19 @@ impl ReadError {
         last_line_unterminated: bool,
     ) -> ReadError {
         let column = err.column().max(1);
-        let (shown, offset) = snippet(line_text, column);
+        let (shown, start, offset) = snippet(line_text, column);
+        // serde's own "at line 1 column N" counts within the line; the real
+        // position is in the header.
+        let full = err.to_string();
+        let reason = full
+            .rfind(" at line ")
+            .map_or(full.as_str(), |i| &full[..i]);
         let what = if last_line_unterminated && err.is_eof() {
-            format!("the last line is incomplete (no newline, JSON cut short: {err}); the log may still be being written")
+            format!(
+                "the last line is incomplete (no newline, JSON cut short: {reason}); the log may still be being written"
+            )
         } else {
-            format!("invalid JSON: {err}")
+            format!("invalid JSON: {reason}")
         };
         ReadError::Syntax {
             name: name.to_string(),
@@ -73,15 +81,48 @@ impl ReadError {
             column,
             what,
             expected: expected.to_string(),
-            src: NamedSource::new(format!("{name}:{line}"), shown.clone()),
+            src: LineSource {
+                name: name.to_string(),
+                text: shown,
+                line,
+                column: start,
+            },
             at: SourceSpan::from((offset, 0)),
         }
     }
 }
 
-/// Up to ~120 characters of the line around the column, and the column's
-/// offset in it, so a 30 KB line does not flood the terminal.
-fn snippet(line: &str, column: usize) -> (String, usize) {
+/// One line of a file (or a window of it), shown at its real line and column.
+#[derive(Debug)]
+pub struct LineSource {
+    name: String,
+    text: String,
+    line: usize,
+    column: usize,
+}
+
+impl SourceCode for LineSource {
+    fn read_span<'a>(
+        &'a self,
+        _span: &SourceSpan,
+        _before: usize,
+        _after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.name.clone(),
+            self.text.as_bytes(),
+            (0, self.text.len()).into(),
+            self.line - 1,
+            self.column,
+            1,
+        )))
+    }
+}
+
+/// Up to ~120 characters of the line around the column, where that window
+/// starts in the line, and the column's offset in it, so a 30 KB line does
+/// not flood the terminal.
+fn snippet(line: &str, column: usize) -> (String, usize, usize) {
     const RADIUS: usize = 60;
     let byte = column.saturating_sub(1).min(line.len());
     let mut start = byte.saturating_sub(RADIUS);
@@ -92,5 +133,5 @@ fn snippet(line: &str, column: usize) -> (String, usize) {
     while !line.is_char_boundary(end) {
         end += 1;
     }
-    (line[start..end].to_string(), byte - start)
+    (line[start..end].to_string(), start, byte - start)
 }

@@ -55,22 +55,26 @@ pub(crate) fn message_list(
 ) -> Result<Vec<Record>, ReadError> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('[') {
-        let doc: Value = serde_json::from_str(text).map_err(|e| document_error(name, text, &e, expected))?;
+        let doc: Value =
+            serde_json::from_str(text).map_err(|e| document_error(name, text, &e, expected))?;
         return Ok(spread(doc, 1));
     }
-    if trimmed.starts_with('{') {
-        if let Ok(doc @ Value::Object(_)) = serde_json::from_str::<Value>(text) {
-            if doc.get("messages").is_some_and(Value::is_array) && doc.get("role").is_none() {
-                return Ok(spread(doc["messages"].clone(), 1));
-            }
-        }
+    if trimmed.starts_with('{')
+        && let Ok(doc @ Value::Object(_)) = serde_json::from_str::<Value>(text)
+        && doc.get("messages").is_some_and(Value::is_array)
+        && doc.get("role").is_none()
+    {
+        return Ok(spread(doc["messages"].clone(), 1));
     }
     records(name, text, expected, bad, warnings)
 }
 
 fn spread(doc: Value, line: usize) -> Vec<Record> {
     match doc {
-        Value::Array(items) => items.into_iter().map(|value| Record { line, value }).collect(),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|value| Record { line, value })
+            .collect(),
         other => vec![Record { line, value: other }],
     }
 }
@@ -79,5 +83,12 @@ fn spread(doc: Value, line: usize) -> Vec<Record> {
 fn document_error(name: &str, text: &str, err: &serde_json::Error, expected: &str) -> ReadError {
     let line_no = err.line().max(1);
     let line = text.lines().nth(line_no - 1).unwrap_or("");
-    ReadError::syntax(name, line_no, line, err, expected, !text.ends_with('\n') && err.is_eof())
+    ReadError::syntax(
+        name,
+        line_no,
+        line,
+        err,
+        expected,
+        !text.ends_with('\n') && err.is_eof(),
+    )
 }

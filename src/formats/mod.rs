@@ -22,7 +22,7 @@ use crate::engine::CoreMessage;
 
 pub use detect::detect;
 pub use error::ReadError;
-pub use reassemble::{reassemble, Conversion};
+pub use reassemble::{Conversion, reassemble};
 
 /// A transcript format noa reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,12 @@ pub enum Format {
 
 impl Format {
     /// Every format, in the order detection tries them.
-    pub const ALL: [Format; 4] = [Format::Codex, Format::ClaudeCode, Format::Anthropic, Format::Chat];
+    pub const ALL: [Format; 4] = [
+        Format::Codex,
+        Format::ClaudeCode,
+        Format::Anthropic,
+        Format::Chat,
+    ];
 
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
@@ -139,7 +144,12 @@ pub enum BadLines {
 }
 
 /// Reads a transcript from its text. `name` is used in diagnostics.
-pub fn read(name: &str, text: &str, format: Option<Format>, bad: BadLines) -> Result<Transcript, ReadError> {
+pub fn read(
+    name: &str,
+    text: &str,
+    format: Option<Format>,
+    bad: BadLines,
+) -> Result<Transcript, ReadError> {
     let format = match format {
         Some(f) => f,
         None => detect(name, text)?,
@@ -161,8 +171,18 @@ fn assign_ids(t: &mut Transcript) {
     for m in &mut t.messages {
         for b in &mut m.blocks {
             let c = &b.core;
-            let hashed = if c.opaque { b.raw.to_string() } else { tag::strip(&c.text).to_string() };
-            let base = identity::derive_id(c.role, c.content_type, &hashed, &c.tool_call_id, &c.tool_name);
+            let hashed = if c.opaque {
+                b.raw.to_string()
+            } else {
+                tag::strip(&c.text).to_string()
+            };
+            let base = identity::derive_id(
+                c.role,
+                c.content_type,
+                &hashed,
+                &c.tool_call_id,
+                &c.tool_name,
+            );
             b.core.id = counter.next(base);
         }
     }

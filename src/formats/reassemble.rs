@@ -56,10 +56,13 @@ impl BlockEdit {
             (BlockEdit::None, c) => c,
             (_, Value::String(s)) => Value::String(self.apply_str(&s)),
             (BlockEdit::Append(suffix), Value::Array(mut parts)) => {
-                let last_text = parts.iter_mut().rev().find_map(|p| match p.get_mut("text") {
-                    Some(Value::String(t)) => Some(t),
-                    _ => None,
-                });
+                let last_text = parts
+                    .iter_mut()
+                    .rev()
+                    .find_map(|p| match p.get_mut("text") {
+                        Some(Value::String(t)) => Some(t),
+                        _ => None,
+                    });
                 match last_text {
                     Some(t) => t.push_str(suffix),
                     None => parts.push(text_part(suffix.trim_start_matches('\n'))),
@@ -71,7 +74,9 @@ impl BlockEdit {
                 kept.extend(parts.into_iter().filter(|p| p.get("text").is_none()));
                 Value::Array(kept)
             }
-            (BlockEdit::Append(suffix), _) => Value::String(suffix.trim_start_matches('\n').to_string()),
+            (BlockEdit::Append(suffix), _) => {
+                Value::String(suffix.trim_start_matches('\n').to_string())
+            }
             (BlockEdit::Replace(new), _) => Value::String(new.clone()),
         }
     }
@@ -105,20 +110,32 @@ pub enum Conversion {
 
 /// Writes `view` as request messages in `to`. Returns the messages and a
 /// warning for each kind of thing a conversion had to drop.
-pub fn reassemble(t: &Transcript, view: &[CoreMessage], to: ViewFormat) -> (Vec<Value>, Vec<String>) {
+pub fn reassemble(
+    t: &Transcript,
+    view: &[CoreMessage],
+    to: ViewFormat,
+) -> (Vec<Value>, Vec<String>) {
     let native = to == t.format.view_format();
     let index: HashMap<&str, (usize, usize)> = t
         .messages
         .iter()
         .enumerate()
-        .flat_map(|(mi, m)| m.blocks.iter().enumerate().map(move |(bi, b)| (b.core.id.as_str(), (mi, bi))))
+        .flat_map(|(mi, m)| {
+            m.blocks
+                .iter()
+                .enumerate()
+                .map(move |(bi, b)| (b.core.id.as_str(), (mi, bi)))
+        })
         .collect();
     let mut out = Emitted::default();
     let mut i = 0;
     while i < view.len() {
         let origin = index.get(view[i].id.as_str()).map(|&(mi, _)| mi);
         let mut j = i + 1;
-        while j < view.len() && origin.is_some() && index.get(view[j].id.as_str()).map(|&(mi, _)| mi) == origin {
+        while j < view.len()
+            && origin.is_some()
+            && index.get(view[j].id.as_str()).map(|&(mi, _)| mi) == origin
+        {
             j += 1;
         }
         let group = &view[i..j];
@@ -139,13 +156,20 @@ pub fn reassemble(t: &Transcript, view: &[CoreMessage], to: ViewFormat) -> (Vec<
         i = j;
     }
     let messages = match to {
-        ViewFormat::Anthropic => anthropic::merge_user_runs(out.messages),
+        ViewFormat::Anthropic => anthropic::merge_role_runs(out.messages),
+        ViewFormat::Chat => chat::hoist_tool_messages(out.messages),
         _ => out.messages,
     };
     let warnings = out
         .lost
         .into_iter()
-        .map(|what| format!("converting {} to {}: dropped {what}", t.format.name(), to.name()))
+        .map(|what| {
+            format!(
+                "converting {} to {}: dropped {what}",
+                t.format.name(),
+                to.name()
+            )
+        })
         .collect();
     (messages, warnings)
 }

@@ -30,8 +30,14 @@ impl SessionLock {
         loop {
             match file.try_lock() {
                 Ok(()) => return Ok(SessionLock { _file: file }),
-                Err(TryLockError::WouldBlock) if start.elapsed() < WAIT => sleep(Duration::from_millis(20)),
-                Err(TryLockError::WouldBlock) => return Err(StoreError::Locked { path: PathBuf::from(&path) }),
+                Err(TryLockError::WouldBlock) if start.elapsed() < WAIT => {
+                    sleep(Duration::from_millis(20))
+                }
+                Err(TryLockError::WouldBlock) => {
+                    return Err(StoreError::Locked {
+                        path: PathBuf::from(&path),
+                    });
+                }
                 Err(TryLockError::Error(e)) => return Err(StoreError::io(&path, e)),
             }
         }

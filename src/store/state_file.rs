@@ -17,7 +17,9 @@ pub enum StoreError {
     #[error("{path}: state file is corrupt at line {line}, column {column}: {what}")]
     #[diagnostic(
         code(noa::corrupt_state),
-        help("noa left the file as it is. Move it aside and run `noa rebuild TRANSCRIPT` to recover the state from the transcript")
+        help(
+            "noa left the file as it is. Move it aside and run `noa rebuild TRANSCRIPT` to recover the state from the transcript"
+        )
     )]
     Corrupt {
         /// The file.
@@ -31,7 +33,10 @@ pub enum StoreError {
     },
     /// state.json was written by a newer noa.
     #[error("{path}: state file version {found}, this noa reads version {supported}")]
-    #[diagnostic(code(noa::state_version), help("use the noa that wrote it, or move it aside and run `noa rebuild TRANSCRIPT`"))]
+    #[diagnostic(
+        code(noa::state_version),
+        help("use the noa that wrote it, or move it aside and run `noa rebuild TRANSCRIPT`")
+    )]
     Version {
         /// The file.
         path: PathBuf,
@@ -42,7 +47,10 @@ pub enum StoreError {
     },
     /// Another process holds the session.
     #[error("{path}: another noa process is working on this session")]
-    #[diagnostic(code(noa::locked), help("wait for it to finish; the lock is released when that process exits"))]
+    #[diagnostic(
+        code(noa::locked),
+        help("wait for it to finish; the lock is released when that process exits")
+    )]
     Locked {
         /// The lock file.
         path: PathBuf,
@@ -60,7 +68,10 @@ pub enum StoreError {
 
 impl StoreError {
     pub(crate) fn io(path: &Path, source: io::Error) -> StoreError {
-        StoreError::Io { path: path.to_path_buf(), source }
+        StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     }
 }
 
@@ -76,7 +87,10 @@ pub struct SessionDir {
 impl SessionDir {
     /// The directory for `session` under `base`.
     pub fn new(base: &Path, session: &str) -> SessionDir {
-        SessionDir { dir: base.join(session), session: session.to_string() }
+        SessionDir {
+            dir: base.join(session),
+            session: session.to_string(),
+        }
     }
 
     /// Path of state.json.
@@ -105,9 +119,16 @@ impl SessionDir {
             what: e.to_string(),
         };
         let value: serde_json::Value = serde_json::from_str(&text).map_err(corrupt)?;
-        let found = value.get("version").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let found = value
+            .get("version")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
         if found != u64::from(STATE_VERSION) {
-            return Err(StoreError::Version { path, found, supported: STATE_VERSION });
+            return Err(StoreError::Version {
+                path,
+                found,
+                supported: STATE_VERSION,
+            });
         }
         serde_json::from_value(value).map(Some).map_err(corrupt)
     }
@@ -116,7 +137,8 @@ impl SessionDir {
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
         self.create()?;
         let path = self.state_path();
-        let mut bytes = serde_json::to_vec_pretty(state).map_err(|e| StoreError::io(&path, e.into()))?;
+        let mut bytes =
+            serde_json::to_vec_pretty(state).map_err(|e| StoreError::io(&path, e.into()))?;
         bytes.push(b'\n');
         write_atomic(&path, &bytes).map_err(|e| StoreError::io(&path, e))
     }
@@ -155,7 +177,10 @@ mod tests {
         let err = s.load().unwrap_err();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("corrupt"));
-        assert_eq!(fs::read_to_string(s.state_path()).unwrap(), "{\"version\": 1, \"blocks\": [");
+        assert_eq!(
+            fs::read_to_string(s.state_path()).unwrap(),
+            "{\"version\": 1, \"blocks\": ["
+        );
         fs::remove_dir_all(&base).unwrap();
     }
 

@@ -1,0 +1,99 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The project's own testdata folder.
+pub fn testdata(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(rel)
+}
+
+/// Every real transcript bundled with the project, with its view format.
+pub fn real_transcripts() -> Vec<(PathBuf, &'static str)> {
+    let mut out = Vec::new();
+    for (dir, view) in [
+        ("real/claude-code", "anthropic"),
+        ("real/claude-code-edge", "anthropic"),
+        ("real/codex", "responses"),
+    ] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(testdata(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        files.sort();
+        out.extend(files.into_iter().map(|p| (p, view)));
+    }
+    out
+}
+
+/// A fresh empty directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "noa-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `noa` with the given arguments, no colour, from `cwd`.
+pub fn noa(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_noa"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .env_remove("NOA_STATE_DIR")
+        .output()
+        .unwrap()
+}
+
+/// Runs `noa project` on a transcript with a private state dir; returns the
+/// view's lines parsed, and the raw output.
+pub fn project(
+    transcript: &Path,
+    state: &Path,
+    extra: &[&str],
+) -> (Vec<serde_json::Value>, Output) {
+    let mut args = vec![
+        "project",
+        transcript.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    std::fs::create_dir_all(state).unwrap();
+    let out = noa(state, &args);
+    assert!(
+        out.status.success(),
+        "noa {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("view line is not JSON ({e}): {l}"))
+        })
+        .collect();
+    (lines, out)
+}

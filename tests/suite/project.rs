@@ -1,0 +1,272 @@
+//! `noa project` from the command line: outputs, reports and failure paths.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{TempDir, noa, project, testdata};
+
+/// Compares against a checked-in golden file; `NOA_BLESS=1` rewrites it.
+fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("NOA_BLESS").is_some() {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, actual).unwrap();
+    }
+    let expected = fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} missing; run with NOA_BLESS=1", path.display()));
+    pretty_assertions::assert_eq!(expected, actual, "golden {name}");
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).replace(env!("CARGO_MANIFEST_DIR"), "[ROOT]")
+}
+
+#[test]
+fn short_claude_code_session_view() {
+    let dir = TempDir::new();
+    let (_, out) = project(&testdata("real/claude-code/short.jsonl"), dir.path(), &[]);
+    golden("short.view.jsonl", &String::from_utf8(out.stdout).unwrap());
+}
+
+#[test]
+fn codex_plain_rollout_view_head() {
+    let dir = TempDir::new();
+    let (_, out) = project(&testdata("real/codex/rollout-plain.jsonl"), dir.path(), &[]);
+    let head: String = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .take(12)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    golden("rollout-plain.view-head.jsonl", &head);
+}
+
+#[test]
+fn report_line_and_json_report() {
+    let dir = TempDir::new();
+    let path = testdata("real/claude-code/tool-heavy.jsonl");
+    let (_, out) = project(&path, dir.path(), &["--dry-run"]);
+    golden("tool-heavy.report.txt", &stderr(&out));
+    let (_, out) = project(&path, dir.path(), &["--report", "json"]);
+    let report: Value =
+        serde_json::from_str(String::from_utf8(out.stderr).unwrap().trim()).unwrap();
+    assert_eq!(report["format"], "claude-code");
+    assert_eq!(report["view_format"], "anthropic");
+    assert_eq!(report["new_refs"], 21);
+    assert!(report["state"].as_str().unwrap().ends_with("state.json"));
+}
+
+#[test]
+fn a_cut_line_stops_with_its_position_and_writes_nothing() {
+    let full = fs::read_to_string(testdata("real/claude-code/short.jsonl")).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    let dir = TempDir::new();
+    let transcript = dir.path().join("cut.jsonl");
+    // Line 5 is cut in half; more lines follow it.
+    let mut text = lines[..4].join("\n");
+    text.push('\n');
+    text.push_str(&lines[4][..lines[4].len() / 2]);
+    text.push('\n');
+    text.push_str(&lines[5..].join("\n"));
+    text.push('\n');
+    fs::write(&transcript, &text).unwrap();
+    let out = noa(dir.path(), &["project", "cut.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("cut.jsonl:5:"), "{err}");
+    assert!(err.contains("invalid JSON"), "{err}");
+    assert!(err.contains("Claude Code session record"), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        !dir.path().join(".noa").exists(),
+        "nothing may be written on bad input"
+    );
+
+    let out = noa(
+        dir.path(),
+        &["project", "cut.jsonl", "--skip-bad-lines", "--dry-run"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning: skipped bad line"));
+}
+
+#[test]
+fn an_unfinished_last_line_is_reported_as_such() {
+    let full = fs::read_to_string(testdata("real/claude-code/short.jsonl")).unwrap();
+    let dir = TempDir::new();
+    fs::write(dir.path().join("live.jsonl"), &full[..full.len() - 200]).unwrap();
+    let out = noa(dir.path(), &["project", "live.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("last line is incomplete"), "{err}");
+    assert!(!dir.path().join(".noa/live/state.json").exists());
+}
+
+#[test]
+fn a_corrupt_state_is_never_replaced() {
+    let dir = TempDir::new();
+    let path = testdata("real/claude-code/short.jsonl");
+    project(&path, dir.path(), &[]);
+    let state = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path().join("state.json"))
+        .find(|p| p.exists())
+        .unwrap();
+    fs::write(&state, "{\"version\": 1, \"blocks\": [").unwrap();
+    let out = noa(
+        dir.path(),
+        &["project", path.to_str().unwrap(), "--state-dir", "."],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("noa rebuild"), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(&state).unwrap(),
+        "{\"version\": 1, \"blocks\": ["
+    );
+
+    fs::write(&state, "{\"version\": 7}").unwrap();
+    let out = noa(
+        dir.path(),
+        &["project", path.to_str().unwrap(), "--state-dir", "."],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("version 7"), "{}", stderr(&out));
+}
+
+#[test]
+fn state_lives_under_the_session_id() {
+    let dir = TempDir::new();
+    let src = testdata("real/claude-code/short.jsonl");
+    fs::copy(&src, dir.path().join("t.jsonl")).unwrap();
+    let out = noa(
+        dir.path(),
+        &["project", "t.jsonl", "-o", "view.jsonl", "-q"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.stderr.is_empty() && out.stdout.is_empty());
+    // Claude Code logs name their session; the default state dir is .noa beside the transcript.
+    let text = fs::read_to_string(&src).unwrap();
+    let session = text
+        .lines()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["sessionId"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap();
+    let session = session.as_str();
+    let state: Value = serde_json::from_str(
+        &fs::read_to_string(dir.path().join(".noa").join(session).join("state.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["version"], 1);
+    assert_eq!(state["sessionId"], session);
+    assert!(
+        fs::read_to_string(dir.path().join("view.jsonl"))
+            .unwrap()
+            .lines()
+            .count()
+            > 0
+    );
+
+    let out = noa(
+        dir.path(),
+        &[
+            "project",
+            "t.jsonl",
+            "--session",
+            "mine",
+            "--state-dir",
+            "st",
+            "--dry-run",
+        ],
+    );
+    assert!(out.status.success());
+    assert!(!dir.path().join("st").exists(), "--dry-run writes no state");
+}
+
+#[test]
+fn stdin_with_state_dir_and_session() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let dir = TempDir::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_noa"))
+        .args(["project", "-", "--state-dir", "st", "--session", "s1"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = fs::read(testdata("real/codex/rollout-plain.jsonl")).unwrap();
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("st/s1/state.json").exists());
+}
+
+#[test]
+fn an_unknown_format_names_what_was_tried() {
+    let dir = TempDir::new();
+    fs::write(
+        dir.path().join("x.jsonl"),
+        "{\"hello\": 1}\n{\"world\": 2}\n",
+    )
+    .unwrap();
+    let out = noa(dir.path(), &["project", "x.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("cannot tell the transcript format"), "{err}");
+    assert!(err.contains("--format"), "{err}");
+}
+
+#[test]
+fn compact_boundary_starts_the_view() {
+    let path = testdata("real/claude-code/long-session-with-compaction.jsonl");
+    let text = fs::read_to_string(&path).unwrap();
+    let boundary = text
+        .lines()
+        .position(|l| l.contains("\"compact_boundary\""))
+        .unwrap();
+    let before: Vec<String> = text
+        .lines()
+        .take(boundary)
+        .flat_map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["message"]["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|b| b["type"] == "tool_use")
+                .map(|b| b["id"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(!before.is_empty());
+    let dir = TempDir::new();
+    let (view, out) = project(&path, dir.path(), &[]);
+    let raw = String::from_utf8(out.stdout).unwrap();
+    for id in &before {
+        assert!(
+            !raw.contains(id.as_str()),
+            "tool call {id} from before the boundary is in the view"
+        );
+    }
+    let first = view[0]["content"].as_str().unwrap();
+    assert!(
+        first.starts_with("This session is being continued"),
+        "{first}"
+    );
+}
+
+#[test]
+fn help_lists_project() {
+    let dir = TempDir::new();
+    let out = noa(dir.path(), &["--help"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("project"));
+}

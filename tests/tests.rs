@@ -1,0 +1,13 @@
+//! Integration tests: the `noa` binary on real transcripts, and every view
+//! checked against its provider's request rules. One test binary, so the
+//! suite links once.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
+#[path = "suite/common/mod.rs"]
+mod common;
+#[path = "suite/project.rs"]
+mod project;
+#[path = "suite/providers.rs"]
+mod providers;
+#[path = "suite/refs_stability.rs"]
+mod refs_stability;
