@@ -7,7 +7,11 @@
 mod common;
 #[path = "suite/project.rs"]
 mod project;
+#[path = "suite/properties.rs"]
+mod properties;
 #[path = "suite/providers.rs"]
 mod providers;
 #[path = "suite/refs_stability.rs"]
 mod refs_stability;
+#[path = "suite/synth.rs"]
+mod synth;

@@ -211,6 +211,7 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
                 }));
             }
             (ContentType::Reasoning, _) => {
+                out.lost("the signature or encrypted form of reasoning (its text is kept)");
                 role = "assistant";
                 reasoning.push(c.text.as_str());
             }

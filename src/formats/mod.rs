@@ -187,3 +187,7 @@ fn assign_ids(t: &mut Transcript) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "round_trip_tests.rs"]
+mod round_trip_tests;

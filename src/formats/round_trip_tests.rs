@@ -1,0 +1,202 @@
+//! Each format read and written back with nothing changed gives back what
+//! came in: the request fields of every message, byte for byte.
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::{BadLines, Format, ViewFormat, read, reassemble};
+
+fn round_trip(text: &str, format: Format) -> Vec<Value> {
+    let t = read("t", text, Some(format), BadLines::Fail).unwrap();
+    let (out, warnings) = reassemble(&t, &t.cores(), format.view_format());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    out
+}
+
+fn lines(values: &[Value]) -> String {
+    values.iter().map(|v| format!("{v}\n")).collect()
+}
+
+#[test]
+fn chat_messages_come_back_unchanged() {
+    let input = vec![
+        json!({"role": "system", "content": "You are terse."}),
+        json!({"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}),
+        json!({"role": "assistant", "content": "Checking.", "reasoning_content": "think first", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\".\"}"}},
+            {"id": "c2", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]}),
+        json!({"role": "tool", "tool_call_id": "c1", "content": "a b"}),
+        json!({"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "x"}]}),
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c3", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}),
+        json!({"role": "tool", "tool_call_id": "c3", "content": ""}),
+        json!({"role": "assistant", "content": "Done."}),
+    ];
+    assert_eq!(round_trip(&lines(&input), Format::Chat), input);
+}
+
+#[test]
+fn chat_array_and_request_body_forms_read_alike() {
+    let msgs =
+        json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]);
+    let as_array = round_trip(&msgs.to_string(), Format::Chat);
+    let as_body = round_trip(
+        &json!({"model": "m", "messages": msgs}).to_string(),
+        Format::Chat,
+    );
+    assert_eq!(as_array, msgs.as_array().unwrap().clone());
+    assert_eq!(as_body, as_array);
+}
+
+#[test]
+fn anthropic_messages_come_back_unchanged() {
+    let input = vec![
+        json!({"role": "user", "content": "Fix the bug."}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Where is it?", "signature": "EqQBCkgIARABGAIiQL+/sig=="},
+            {"type": "redacted_thinking", "data": "opaque=="},
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a.rs", "n": 3}}]}),
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "fn main() {}", "is_error": false},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+            {"type": "text", "text": "also this"}]}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "Fixed."}]}),
+    ];
+    assert_eq!(round_trip(&lines(&input), Format::Anthropic), input);
+}
+
+#[test]
+fn anthropic_response_metadata_is_not_a_request_field() {
+    let input = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1}, "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}, "caller": {"type": "direct"}}]});
+    let t = read(
+        "t",
+        &format!("{input}\n"),
+        Some(Format::Anthropic),
+        BadLines::Fail,
+    )
+    .unwrap();
+    assert_eq!(
+        t.messages[0].raw,
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}]})
+    );
+}
+
+#[test]
+fn codex_items_come_back_byte_identical() {
+    let text = include_str!("../../testdata/real/codex/rollout-plain.jsonl");
+    let expected: String = text
+        .lines()
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["type"] == "response_item").then(|| format!("{}\n", v["payload"]))
+        })
+        .collect();
+    assert_eq!(lines(&round_trip(text, Format::Codex)), expected);
+}
+
+#[test]
+fn claude_code_blocks_come_back_as_they_were() {
+    let text = include_str!("../../testdata/real/claude-code/short.jsonl");
+    let out = round_trip(text, Format::ClaudeCode);
+    // Every block written is a block of the log with only request fields:
+    // each field it has, it has with the logged value.
+    let mut logged = Vec::new();
+    for l in text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        if let Some(blocks) = v["message"]["content"].as_array() {
+            logged.extend(blocks.iter().cloned());
+        }
+    }
+    let mut written = out.iter().filter(|m| m["content"].is_string()).count();
+    for m in &out {
+        for b in m["content"].as_array().into_iter().flatten() {
+            let fields = b.as_object().unwrap();
+            let found = logged
+                .iter()
+                .any(|l| fields.iter().all(|(k, v)| l.get(k) == Some(v)));
+            assert!(found, "block not in the log as written: {b}");
+            written += 1;
+        }
+    }
+    assert_eq!(written, t_blocks(text));
+}
+
+fn t_blocks(text: &str) -> usize {
+    read("t", text, None, BadLines::Fail).unwrap().cores().len()
+}
+
+#[test]
+fn conversions_warn_about_what_they_drop() {
+    let text = include_str!("../../testdata/real/claude-code/short.jsonl");
+    let t = read("t", text, None, BadLines::Fail).unwrap();
+    let (_, warnings) = reassemble(&t, &t.cores(), ViewFormat::Chat);
+    assert!(
+        warnings.iter().any(|w| w.contains("reasoning")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn detection_tells_the_formats_apart() {
+    use super::detect;
+    let cases = [
+        (
+            include_str!("../../testdata/real/codex/rollout-plain.jsonl"),
+            Format::Codex,
+        ),
+        (
+            include_str!("../../testdata/real/claude-code/short.jsonl"),
+            Format::ClaudeCode,
+        ),
+        (
+            include_str!("../../testdata/real/claude-code-edge/edge-cases.jsonl"),
+            Format::ClaudeCode,
+        ),
+        (
+            "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t\",\"content\":\"x\"}]}\n",
+            Format::Anthropic,
+        ),
+        (
+            "{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"x\"}\n",
+            Format::Chat,
+        ),
+        ("[{\"role\":\"user\",\"content\":\"hi\"}]", Format::Chat),
+    ];
+    for (text, want) in cases {
+        assert_eq!(detect("t", text).unwrap(), want);
+    }
+    assert!(detect("t", "{\"a\":1}\n").is_err());
+    assert!(detect("t", "").is_err());
+}
+
+#[test]
+fn ids_ignore_a_tag_the_host_echoed_back() {
+    let plain = read(
+        "t",
+        "{\"role\":\"user\",\"content\":\"hello\"}\n",
+        Some(Format::Chat),
+        BadLines::Fail,
+    )
+    .unwrap();
+    let tagged = read(
+        "t",
+        "{\"role\":\"user\",\"content\":\"hello\\n<noa-ref id=\\\"m00001\\\" tokens=\\\"2\\\"/>\"}\n",
+        Some(Format::Chat),
+        BadLines::Fail,
+    )
+    .unwrap();
+    assert_eq!(plain.cores()[0].id, tagged.cores()[0].id);
+}
+
+#[test]
+fn repeated_blocks_get_numbered_ids() {
+    let text = "{\"role\":\"user\",\"content\":\"again\"}\n{\"role\":\"assistant\",\"content\":\"ok\"}\n{\"role\":\"user\",\"content\":\"again\"}\n";
+    let ids: Vec<String> = read("t", text, Some(Format::Chat), BadLines::Fail)
+        .unwrap()
+        .cores()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids[2], format!("{}_1", ids[0]));
+}

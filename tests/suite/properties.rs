@@ -1,0 +1,49 @@
+//! Invariants over generated sessions, checked in-process.
+
+use std::collections::BTreeMap;
+
+use noa::engine::state::CompressionState;
+use noa::engine::turn::{TurnConfig, project};
+use noa::formats::{BadLines, Format, ViewFormat, read, reassemble};
+use proptest::prelude::*;
+use serde_json::Value;
+
+use crate::providers::check_chat;
+use crate::synth::{chat_session, jsonl};
+
+fn view(text: &str, state: &mut CompressionState) -> Vec<Value> {
+    let t = read("gen", text, Some(Format::Chat), BadLines::Fail).unwrap();
+    let p = project(state, &t.cores(), &TurnConfig::default());
+    reassemble(&t, &p.view, ViewFormat::Chat).0
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Refs are never reassigned as a session grows, the projection is pure,
+    /// and every view is a valid Chat Completions request.
+    #[test]
+    fn growth_keeps_refs_and_views_valid(seed in any::<u64>(), turns in 1usize..40, cuts in prop::collection::vec(0.0f64..1.0, 1..4)) {
+        let session = chat_session(seed, turns);
+        let mut points: Vec<usize> = cuts.iter().map(|c| 1 + (c * (session.len() - 1) as f64) as usize).collect();
+        points.sort();
+        points.push(session.len());
+        let mut state = CompressionState::new("p");
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        for n in points {
+            let text = jsonl(&session[..n]);
+            let before = state.clone();
+            let v = view(&text, &mut state);
+            if let Err(e) = check_chat(&v) {
+                prop_assert!(false, "invalid view at {n} messages: {e}");
+            }
+            let mut again = before;
+            prop_assert_eq!(&view(&text, &mut again), &v);
+            prop_assert_eq!(&again, &state);
+            for (id, r) in &seen {
+                prop_assert_eq!(state.message_refs.by_raw.get(id), Some(r));
+            }
+            seen = state.message_refs.by_raw.clone();
+        }
+    }
+}
