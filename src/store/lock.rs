@@ -19,6 +19,11 @@ pub struct SessionLock {
 impl SessionLock {
     /// Takes `dir/.lock`, waiting a bounded time for another holder.
     pub fn acquire(dir: &Path) -> Result<SessionLock, StoreError> {
+        Self::acquire_within(dir, WAIT)
+    }
+
+    /// Takes `dir/.lock`, waiting at most `wait` for another holder.
+    pub fn acquire_within(dir: &Path, wait: Duration) -> Result<SessionLock, StoreError> {
         let path = dir.join(".lock");
         let file = OpenOptions::new()
             .create(true)
@@ -30,7 +35,7 @@ impl SessionLock {
         loop {
             match file.try_lock() {
                 Ok(()) => return Ok(SessionLock { _file: file }),
-                Err(TryLockError::WouldBlock) if start.elapsed() < WAIT => {
+                Err(TryLockError::WouldBlock) if start.elapsed() < wait => {
                     sleep(Duration::from_millis(20))
                 }
                 Err(TryLockError::WouldBlock) => {
@@ -41,5 +46,22 @@ impl SessionLock {
                 Err(TryLockError::Error(e)) => return Err(StoreError::io(&path, e)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_waits_then_gives_up() {
+        let dir = std::env::temp_dir().join(format!("noa-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = SessionLock::acquire(&dir).unwrap();
+        let second = SessionLock::acquire_within(&dir, Duration::from_millis(60));
+        assert!(matches!(second, Err(StoreError::Locked { .. })), "{second:?}");
+        drop(first);
+        assert!(SessionLock::acquire_within(&dir, Duration::from_millis(60)).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
