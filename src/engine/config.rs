@@ -1,0 +1,259 @@
+//! Every knob of the engine, with the defaults a 200K-token window wants.
+
+use serde::{Deserialize, Serialize};
+
+/// Engine configuration. Every field has a default; a config file may set any
+/// subset (see the README for the file format).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct Config {
+    /// The model's context window, in tokens.
+    pub context_limit: usize,
+    /// Tiers of compression.
+    pub tiers: TierConfig,
+    /// When and how hard to nudge.
+    pub nudge: NudgeConfig,
+    /// Emergency truncation.
+    pub truncate: TruncateConfig,
+    /// Limits on one Compress call.
+    pub compress: CompressConfig,
+    /// The last N visible messages are never compressed.
+    pub preserve_recent_messages: usize,
+    /// Nor the last N tokens of visible messages.
+    pub preserve_recent_tokens: usize,
+    /// Failed Compress attempts in a row before nudging pauses.
+    pub max_compress_attempts: u32,
+    /// Tool-name patterns never compressed (`Name`, or `prefix*`), beside `Compress` itself.
+    pub protected_tools: Vec<String>,
+}
+
+/// Summaries of summaries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct TierConfig {
+    /// Whether tier 2 and 3 exist at all.
+    pub enabled: bool,
+    /// The highest tier (2 or 3).
+    pub max_tier: u8,
+    /// Active tier-1 blocks that make a tier-2 consolidation worth asking for.
+    pub tier2_trigger: usize,
+    /// Active tier-2 blocks that make a tier-3 consolidation worth asking for.
+    pub tier3_trigger: usize,
+}
+
+/// Nudge bands and pacing, as fractions of the window and token counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct NudgeConfig {
+    /// Above this share of the window, nudge whenever it pays.
+    pub max_context_limit_pct: f64,
+    /// Below this share, never nudge.
+    pub min_context_limit_pct: f64,
+    /// Above this share, the context is in the emergency band.
+    pub emergency_threshold_pct: f64,
+    /// Growth unit as a share of the window.
+    pub growth_ratio: f64,
+    /// Lower bound of the growth unit, in tokens.
+    pub growth_floor: usize,
+    /// Upper bound of the growth unit, in tokens.
+    pub growth_cap: usize,
+    /// Lower bound of the cadence step, in tokens.
+    pub min_growth_floor: usize,
+    /// Cadence step as a share of the growth unit.
+    pub min_growth_ratio: f64,
+    /// How much more than the growth unit tier-2/3 work must reclaim.
+    pub tier2_growth_multiplier: f64,
+    /// Least a pressure nudge must reclaim; default max(5000, 1% of the window).
+    pub min_pressure_benefit_tokens: Option<usize>,
+}
+
+/// Emergency truncation of old tool output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct TruncateConfig {
+    /// Share of the window at which truncation starts.
+    pub threshold: f64,
+}
+
+/// Limits on one Compress call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct CompressConfig {
+    /// Least characters one batch of message ranges must cover.
+    pub min_compress_range: usize,
+    /// Shortest summary accepted, in characters.
+    pub min_summary_length: usize,
+    /// Longest summary accepted, in characters (a call may raise it).
+    pub max_summary_length: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            context_limit: 200_000,
+            tiers: TierConfig::default(),
+            nudge: NudgeConfig::default(),
+            truncate: TruncateConfig::default(),
+            compress: CompressConfig::default(),
+            preserve_recent_messages: 5,
+            preserve_recent_tokens: 5_000,
+            max_compress_attempts: 3,
+            protected_tools: Vec::new(),
+        }
+    }
+}
+
+impl Default for TierConfig {
+    fn default() -> Self {
+        TierConfig { enabled: true, max_tier: 3, tier2_trigger: 5, tier3_trigger: 10 }
+    }
+}
+
+impl Default for NudgeConfig {
+    fn default() -> Self {
+        NudgeConfig {
+            max_context_limit_pct: 0.75,
+            min_context_limit_pct: 0.45,
+            emergency_threshold_pct: 0.95,
+            growth_ratio: 0.05,
+            growth_floor: 50_000,
+            growth_cap: 50_000,
+            min_growth_floor: 20_000,
+            min_growth_ratio: 0.45,
+            tier2_growth_multiplier: 1.5,
+            min_pressure_benefit_tokens: None,
+        }
+    }
+}
+
+impl Default for TruncateConfig {
+    fn default() -> Self {
+        TruncateConfig { threshold: 0.95 }
+    }
+}
+
+impl Default for CompressConfig {
+    fn default() -> Self {
+        CompressConfig { min_compress_range: 5_000, min_summary_length: 50, max_summary_length: 20_000 }
+    }
+}
+
+impl Config {
+    /// The default configuration for a window of `limit` tokens.
+    pub fn for_window(limit: usize) -> Config {
+        Config { context_limit: limit, ..Config::default() }
+    }
+
+    /// The highest tier in effect: 1 with tiers off, else 2 or 3.
+    pub fn max_tier(&self) -> u8 {
+        match (self.tiers.enabled, self.tiers.max_tier) {
+            (false, _) => 1,
+            (true, 2) => 2,
+            _ => 3,
+        }
+    }
+
+    /// Questionable values, each named. Never an error: a doubtful knob
+    /// degrades behaviour but must not stop an agent loop.
+    pub fn validate(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        let n = &self.nudge;
+        if self.context_limit == 0 {
+            w.push("context_limit is 0; the window must be positive".to_string());
+        }
+        if n.min_context_limit_pct > n.max_context_limit_pct {
+            w.push(format!(
+                "nudge.min_context_limit_pct ({}) is above nudge.max_context_limit_pct ({})",
+                n.min_context_limit_pct, n.max_context_limit_pct
+            ));
+        }
+        if n.max_context_limit_pct > n.emergency_threshold_pct {
+            w.push(format!(
+                "nudge.max_context_limit_pct ({}) is above nudge.emergency_threshold_pct ({})",
+                n.max_context_limit_pct, n.emergency_threshold_pct
+            ));
+        }
+        if !(self.truncate.threshold > 0.0 && self.truncate.threshold <= 1.0) {
+            w.push(format!("truncate.threshold ({}) must be in (0, 1]", self.truncate.threshold));
+        }
+        if self.tiers.tier2_trigger < 1 {
+            w.push("tiers.tier2_trigger must be at least 1".to_string());
+        }
+        if self.tiers.tier3_trigger <= self.tiers.tier2_trigger {
+            w.push(format!(
+                "tiers.tier3_trigger ({}) should be above tiers.tier2_trigger ({})",
+                self.tiers.tier3_trigger, self.tiers.tier2_trigger
+            ));
+        }
+        if !matches!(self.tiers.max_tier, 2 | 3) {
+            w.push(format!("tiers.max_tier ({}) must be 2 or 3; using 3", self.tiers.max_tier));
+        }
+        if self.compress.min_summary_length >= self.compress.max_summary_length {
+            w.push(format!(
+                "compress.min_summary_length ({}) is not below compress.max_summary_length ({})",
+                self.compress.min_summary_length, self.compress.max_summary_length
+            ));
+        }
+        if self.max_compress_attempts < 1 {
+            w.push("max_compress_attempts must be at least 1".to_string());
+        }
+        w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let c = Config::default();
+        assert_eq!(c.context_limit, 200_000);
+        assert_eq!((c.tiers.max_tier, c.tiers.tier2_trigger, c.tiers.tier3_trigger), (3, 5, 10));
+        assert_eq!(c.nudge.max_context_limit_pct, 0.75);
+        assert_eq!(c.nudge.min_context_limit_pct, 0.45);
+        assert_eq!(c.nudge.emergency_threshold_pct, 0.95);
+        assert_eq!((c.nudge.growth_floor, c.nudge.growth_cap, c.nudge.min_growth_floor), (50_000, 50_000, 20_000));
+        assert_eq!(c.nudge.min_growth_ratio, 0.45);
+        assert_eq!(c.nudge.tier2_growth_multiplier, 1.5);
+        assert_eq!(c.truncate.threshold, 0.95);
+        assert_eq!(
+            (c.compress.min_compress_range, c.compress.min_summary_length, c.compress.max_summary_length),
+            (5_000, 50, 20_000)
+        );
+        assert_eq!((c.preserve_recent_messages, c.preserve_recent_tokens, c.max_compress_attempts), (5, 5_000, 3));
+        assert!(c.validate().is_empty());
+        let two = Config { tiers: TierConfig { max_tier: 2, ..TierConfig::default() }, ..Config::default() };
+        assert!(two.validate().is_empty());
+    }
+
+    #[test]
+    fn each_doubtful_value_is_named() {
+        let cases: Vec<(Config, &str)> = vec![
+            (Config { context_limit: 0, ..Config::default() }, "context_limit"),
+            (Config { nudge: NudgeConfig { min_context_limit_pct: 0.9, ..NudgeConfig::default() }, ..Config::default() }, "min_context_limit_pct"),
+            (Config { nudge: NudgeConfig { max_context_limit_pct: 0.99, ..NudgeConfig::default() }, ..Config::default() }, "max_context_limit_pct"),
+            (Config { truncate: TruncateConfig { threshold: 0.0 }, ..Config::default() }, "truncate.threshold"),
+            (Config { truncate: TruncateConfig { threshold: 1.5 }, ..Config::default() }, "truncate.threshold"),
+            (Config { tiers: TierConfig { tier2_trigger: 0, ..TierConfig::default() }, ..Config::default() }, "tier2_trigger"),
+            (Config { tiers: TierConfig { tier3_trigger: 5, ..TierConfig::default() }, ..Config::default() }, "tier3_trigger"),
+            (Config { tiers: TierConfig { max_tier: 5, ..TierConfig::default() }, ..Config::default() }, "max_tier"),
+            (Config { tiers: TierConfig { max_tier: 1, ..TierConfig::default() }, ..Config::default() }, "max_tier"),
+            (Config { compress: CompressConfig { min_summary_length: 30_000, ..CompressConfig::default() }, ..Config::default() }, "min_summary_length"),
+            (Config { max_compress_attempts: 0, ..Config::default() }, "max_compress_attempts"),
+        ];
+        for (c, name) in cases {
+            let w = c.validate();
+            assert!(w.iter().any(|m| m.contains(name)), "{name}: {w:?}");
+        }
+    }
+
+    #[test]
+    fn max_tier_in_effect() {
+        assert_eq!(Config::default().max_tier(), 3);
+        let off = Config { tiers: TierConfig { enabled: false, ..TierConfig::default() }, ..Config::default() };
+        assert_eq!(off.max_tier(), 1);
+        let odd = Config { tiers: TierConfig { max_tier: 1, ..TierConfig::default() }, ..Config::default() };
+        assert_eq!(odd.max_tier(), 3);
+    }
+}
