@@ -7,9 +7,10 @@ use serde_json::json;
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
 use super::input::{emit, load, warn};
 use super::{CliError, Exit};
+use crate::engine::config::Config;
 use crate::engine::state::CompressionState;
 use crate::engine::tokens;
-use crate::engine::turn::{self, TurnConfig};
+use crate::engine::turn;
 use crate::formats::{ViewFormat, reassemble};
 use crate::store::SessionLock;
 
@@ -29,7 +30,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         .load()?
         .unwrap_or_else(|| CompressionState::new(&session.session));
     let history = t.cores();
-    let projection = turn::project(&mut state, &history, &TurnConfig::default());
+    let projection = turn::project(&mut state, &history, &Config::for_window(global.limit));
     let (messages, conversion_warnings) = reassemble(t, &projection.view, to);
 
     let mut bytes = Vec::new();

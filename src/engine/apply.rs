@@ -77,7 +77,12 @@ pub struct ApplyOutcome {
 }
 
 impl ApplyOutcome {
-    fn rejected(state: &CompressionState, errors: Vec<String>, warnings: Vec<String>, ranges_at_fault: bool) -> Self {
+    fn rejected(
+        state: &CompressionState,
+        errors: Vec<String>,
+        warnings: Vec<String>,
+        ranges_at_fault: bool,
+    ) -> Self {
         ApplyOutcome {
             state: state.clone(),
             created: Vec::new(),
@@ -116,11 +121,21 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
             Ok(res) => {
                 warnings.extend(res.warnings);
                 let (start, end) = exchange::snap(view, res.start, res.end);
-                spans.push(Span { range: r, start, end, names_block: res.names_block });
+                spans.push(Span {
+                    range: r,
+                    start,
+                    end,
+                    names_block: res.names_block,
+                });
             }
             Err(e) => {
                 unknown += usize::from(matches!(e, Unresolved::Unknown(_)));
-                errors.push(format!("{}..{}: {}", r.start.trim(), r.end.trim(), e.message()));
+                errors.push(format!(
+                    "{}..{}: {}",
+                    r.start.trim(),
+                    r.end.trim(),
+                    e.message()
+                ));
             }
         }
     }
@@ -129,7 +144,8 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
             errors = vec![format!(
                 "None of the {n} requested range(s) resolved: every ref is unknown to this session, and refs are never renumbered. Use refs shown in the current view. [diagnostics: highest ref {high}, unknown ranges {unknown}/{n}, {c} compression(s), {b} block(s)]",
                 n = input.ranges.len(),
-                high = index_to_ref(highest_used(&state.message_refs)).unwrap_or_else(|| "none".into()),
+                high = index_to_ref(highest_used(&state.message_refs))
+                    .unwrap_or_else(|| "none".into()),
                 c = state.stats.compression_count,
                 b = state.blocks.len(),
             )];
@@ -152,10 +168,20 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
 
     let covered = covered_ids(state);
     let addressable = |m: &CoreMessage| {
-        !covered.contains(m.id.as_str()) && state.message_refs.by_raw.get(&m.id).is_some_and(|r| r != BLOCKED)
+        !covered.contains(m.id.as_str())
+            && state
+                .message_refs
+                .by_raw
+                .get(&m.id)
+                .is_some_and(|r| r != BLOCKED)
     };
     let original_chars = |m: &CoreMessage| {
-        input.originals.get(m.id.as_str()).map_or(m.text.as_str(), |o| o.text.as_str()).chars().count()
+        input
+            .originals
+            .get(m.id.as_str())
+            .map_or(m.text.as_str(), |o| o.text.as_str())
+            .chars()
+            .count()
     };
     if !kept.iter().any(|s| s.names_block) {
         let chars: usize = kept
@@ -188,23 +214,41 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
     for s in &kept {
         match build(input, s, &zone, first_user, &mut next_state, &mut out) {
             Ok(()) => {}
-            Err(e) => errors.push(format!("{}..{}: {e}", s.range.start.trim(), s.range.end.trim())),
+            Err(e) => errors.push(format!(
+                "{}..{}: {e}",
+                s.range.start.trim(),
+                s.range.end.trim()
+            )),
         }
     }
     warnings.extend(std::mem::take(&mut out.warnings));
     if out.created.is_empty() {
         let at_fault = out.range_fault;
-        return ApplyOutcome { surviving: out.surviving, absorbed_tier: out.absorbed_tier, ..ApplyOutcome::rejected(state, errors, warnings, at_fault) };
+        return ApplyOutcome {
+            surviving: out.surviving,
+            absorbed_tier: out.absorbed_tier,
+            ..ApplyOutcome::rejected(state, errors, warnings, at_fault)
+        };
     }
-    let absorbed: HashSet<String> = out.created.iter().flat_map(|(b, _)| b.direct_block_ids.iter().cloned()).collect();
+    let absorbed: HashSet<String> = out
+        .created
+        .iter()
+        .flat_map(|(b, _)| b.direct_block_ids.iter().cloned())
+        .collect();
     for b in &mut next_state.blocks {
         if absorbed.contains(&b.block_id) {
             b.active = false;
         }
     }
-    next_state.blocks.extend(out.created.iter().map(|(b, _)| b.clone()));
+    next_state
+        .blocks
+        .extend(out.created.iter().map(|(b, _)| b.clone()));
     next_state.stats.compression_count += out.created.len();
-    next_state.stats.tokens_compressed += out.created.iter().map(|(b, _)| b.compressed_tokens).sum::<usize>();
+    next_state.stats.tokens_compressed += out
+        .created
+        .iter()
+        .map(|(b, _)| b.compressed_tokens)
+        .sum::<usize>();
     next_state.nudge = Default::default();
     ApplyOutcome {
         state: next_state,
@@ -242,11 +286,19 @@ fn build(
     let covered = covered_ids(state);
 
     // Tier: only the lowest tier among the blocks in range is absorbed.
-    let nested: Vec<&Block> = slice.iter().filter_map(|m| summary_block(m, state)).filter(|b| b.active).collect();
+    let nested: Vec<&Block> = slice
+        .iter()
+        .filter_map(|m| summary_block(m, state))
+        .filter(|b| b.active)
+        .collect();
     let target = nested.iter().map(|b| b.tier).min().unwrap_or(0);
     let max_tier = cfg.max_tier();
     let tier = (target + 1).min(max_tier);
-    let absorbed: Vec<&Block> = nested.iter().copied().filter(|b| b.tier == target).collect();
+    let absorbed: Vec<&Block> = nested
+        .iter()
+        .copied()
+        .filter(|b| b.tier == target)
+        .collect();
     for b in nested.iter().filter(|b| b.tier != target) {
         out.surviving.push((b.block_id.clone(), b.tier));
         out.absorbed_tier = target;
@@ -305,16 +357,23 @@ fn build(
     }
     let summary = s.range.summary.trim();
     let n = summary.chars().count();
-    let max = s.range.summary_max_chars.unwrap_or(cfg.compress.max_summary_length);
+    let max = s
+        .range
+        .summary_max_chars
+        .unwrap_or(cfg.compress.max_summary_length);
     let min = cfg.compress.min_summary_length;
     if n == 0 {
         return Err("Summary is empty: write the summary that is to replace this range.".into());
     }
     if n < min {
-        return Err(format!("Summary too short ({n} chars, min {min}): it cannot stand in for what it replaces."));
+        return Err(format!(
+            "Summary too short ({n} chars, min {min}): it cannot stand in for what it replaces."
+        ));
     }
     if n > max {
-        return Err(format!("Summary too long ({n} chars, max {max}): tighten it, or split the range."));
+        return Err(format!(
+            "Summary too long ({n} chars, max {max}): tighten it, or split the range."
+        ));
     }
     if let Some(first) = first_user.filter(|f| direct.iter().any(|&i| view[i].id == *f)) {
         let r = &state.message_refs.by_raw[first];
@@ -322,7 +381,10 @@ fn build(
     }
 
     let original = |m: &'_ CoreMessage| -> CoreMessage {
-        input.originals.get(m.id.as_str()).map_or_else(|| m.clone(), |o| (*o).clone())
+        input
+            .originals
+            .get(m.id.as_str())
+            .map_or_else(|| m.clone(), |o| (*o).clone())
     };
     let direct_ids: Vec<String> = direct.iter().map(|&i| view[i].id.clone()).collect();
     let mut effective = direct_ids.clone();
@@ -334,14 +396,32 @@ fn build(
         .filter_map(|id| state.message_refs.by_raw.get(id))
         .filter(|r| *r != BLOCKED)
         .collect();
-    let start_ref = ref_numbers.iter().min().map(|r| r.to_string()).unwrap_or_default();
-    let end_ref = ref_numbers.iter().max().map(|r| r.to_string()).unwrap_or_default();
-    let compressed_tokens = direct.iter().map(|&i| tokens::estimate(&original(&view[i]).text)).sum::<usize>()
-        + absorbed.iter().map(|b| tokens::estimate(&render_summary(b).text)).sum::<usize>();
+    let start_ref = ref_numbers
+        .iter()
+        .min()
+        .map(|r| r.to_string())
+        .unwrap_or_default();
+    let end_ref = ref_numbers
+        .iter()
+        .max()
+        .map(|r| r.to_string())
+        .unwrap_or_default();
+    let compressed_tokens = direct
+        .iter()
+        .map(|&i| tokens::estimate(&original(&view[i]).text))
+        .sum::<usize>()
+        + absorbed
+            .iter()
+            .map(|b| tokens::estimate(&render_summary(b).text))
+            .sum::<usize>();
     let block_id = format!("b{}", next_state.next_block_id.max(1));
     next_state.next_block_id = next_state.next_block_id.max(1) + 1;
     let rel = archive::rel_path(tier, &block_id, &start_ref, &end_ref);
-    let topic = if s.range.topic.trim().is_empty() { String::new() } else { s.range.topic.trim().to_string() };
+    let topic = if s.range.topic.trim().is_empty() {
+        String::new()
+    } else {
+        s.range.topic.trim().to_string()
+    };
     let block = Block {
         block_id,
         tier,
@@ -361,21 +441,36 @@ fn build(
     };
 
     // Archive entries in view order, originals not view text.
-    let originals: Vec<(usize, CoreMessage)> = direct.iter().map(|&i| (i, original(&view[i]))).collect();
+    let originals: Vec<(usize, CoreMessage)> =
+        direct.iter().map(|&i| (i, original(&view[i]))).collect();
     let mut entries: Vec<Entry> = Vec::new();
     for (off, m) in slice.iter().enumerate() {
         let i = s.start + off;
-        if let Some(b) = summary_block(m, state).filter(|b| absorbed.iter().any(|a| a.block_id == b.block_id)) {
+        if let Some(b) =
+            summary_block(m, state).filter(|b| absorbed.iter().any(|a| a.block_id == b.block_id))
+        {
             entries.push(Entry::Block(b));
         } else if let Some((_, o)) = originals.iter().find(|(j, _)| *j == i) {
-            entries.push(Entry::Message { reference: state.message_refs.by_raw.get(&o.id).map(String::as_str), message: o });
+            entries.push(Entry::Message {
+                reference: state.message_refs.by_raw.get(&o.id).map(String::as_str),
+                message: o,
+            });
         }
     }
-    let contents = archive::render(&ArchiveInput { block: &block, session: &state.session_id, created: input.created, entries });
+    let contents = archive::render(&ArchiveInput {
+        block: &block,
+        session: &state.session_id,
+        created: input.created,
+        entries,
+    });
     let partial = slice.iter().any(|m| {
         summary_block(m, state).is_none()
             && !block.direct_message_ids.contains(&m.id)
-            && state.message_refs.by_raw.get(&m.id).is_some_and(|r| r != BLOCKED && *r >= block.start_ref && *r <= block.end_ref)
+            && state
+                .message_refs
+                .by_raw
+                .get(&m.id)
+                .is_some_and(|r| r != BLOCKED && *r >= block.start_ref && *r <= block.end_ref)
     });
     out.archives.push(ArchiveFile { rel, contents });
     out.created.push((block, partial));
@@ -386,7 +481,11 @@ fn build(
 /// no call, result or reasoning is split from the rest of its exchange.
 /// Compress exchanges are shown whole anyway, so they split nothing.
 /// Returns how many messages were withdrawn.
-fn withdraw_split_exchanges(view: &[CoreMessage], direct: &mut Vec<usize>, excluded: &[usize]) -> usize {
+fn withdraw_split_exchanges(
+    view: &[CoreMessage],
+    direct: &mut Vec<usize>,
+    excluded: &[usize],
+) -> usize {
     let spans = exchange::spans(view);
     let split: HashSet<(usize, usize)> = excluded
         .iter()

@@ -19,22 +19,41 @@ struct Fixture {
 fn fixture(n: usize, chars: usize) -> Fixture {
     let mut view = vec![CoreMessage::text("u0", Role::User, "the task")];
     for i in 0..n {
-        view.push(CoreMessage::text(format!("a{i}"), Role::Assistant, "x".repeat(chars)));
+        view.push(CoreMessage::text(
+            format!("a{i}"),
+            Role::Assistant,
+            "x".repeat(chars),
+        ));
     }
     for i in 0..6 {
-        view.push(CoreMessage::text(format!("tail{i}"), Role::User, "t".repeat(4000)));
+        view.push(CoreMessage::text(
+            format!("tail{i}"),
+            Role::User,
+            "t".repeat(4000),
+        ));
     }
     let mut state = CompressionState::new("sess");
     refs::assign(&mut state.message_refs, &view, 1, |_| false);
-    Fixture { view, state, config: Config::default() }
+    Fixture {
+        view,
+        state,
+        config: Config::default(),
+    }
 }
 
 fn range(start: &str, end: &str, summary: &str) -> CompressRange {
-    CompressRange { start: start.into(), end: end.into(), summary: summary.into(), topic: String::new(), summary_max_chars: None }
+    CompressRange {
+        start: start.into(),
+        end: end.into(),
+        summary: summary.into(),
+        topic: String::new(),
+        summary_max_chars: None,
+    }
 }
 
 fn run(f: &Fixture, ranges: &[CompressRange]) -> ApplyOutcome {
-    let originals: HashMap<&str, &CoreMessage> = f.view.iter().map(|m| (m.id.as_str(), m)).collect();
+    let originals: HashMap<&str, &CoreMessage> =
+        f.view.iter().map(|m| (m.id.as_str(), m)).collect();
     apply(&ApplyInput {
         ranges,
         view: &f.view,
@@ -59,14 +78,22 @@ fn creates_a_block_and_its_archive() {
     let (b, partial) = &out.created[0];
     assert!(!partial);
     assert_eq!((b.block_id.as_str(), b.tier), ("b1", 1));
-    assert_eq!((b.start_ref.as_str(), b.end_ref.as_str()), ("m00002", "m00005"));
+    assert_eq!(
+        (b.start_ref.as_str(), b.end_ref.as_str()),
+        ("m00002", "m00005")
+    );
     assert_eq!(b.archive_rel, "tier1/b1_m00002-m00005.md");
     assert_eq!(b.archive_path, "/archive/tier1/b1_m00002-m00005.md");
     assert_eq!(b.compress_call_id, "toolu_1");
     assert_eq!(b.direct_message_ids, ["a0", "a1", "a2", "a3"]);
     assert_eq!(out.archives.len(), 1);
     let a = &out.archives[0].contents;
-    for want in ["block: b1", "tier: 1", "topic: JWT 认证方案", "session: sess"] {
+    for want in [
+        "block: b1",
+        "tier: 1",
+        "topic: JWT 认证方案",
+        "session: sess",
+    ] {
         assert!(a.contains(want), "{want}");
     }
     assert_eq!(out.state.stats.compression_count, 1);
@@ -78,13 +105,15 @@ fn creates_a_block_and_its_archive() {
 fn archives_hold_the_originals_not_the_view_text() {
     let mut f = fixture(0, 0);
     let big = "unique-content ".repeat(500);
-    f.view.insert(1, CoreMessage::text("big", Role::Assistant, big.clone()));
+    f.view
+        .insert(1, CoreMessage::text("big", Role::Assistant, big.clone()));
     f.state = CompressionState::new("sess");
     refs::assign(&mut f.state.message_refs, &f.view, 1, |_| false);
     // The view the model saw had the message cut short; the archive must not.
     let originals_view = f.view.clone();
     f.view[1].text = "unique-content [truncated for context space]".into();
-    let originals: HashMap<&str, &CoreMessage> = originals_view.iter().map(|m| (m.id.as_str(), m)).collect();
+    let originals: HashMap<&str, &CoreMessage> =
+        originals_view.iter().map(|m| (m.id.as_str(), m)).collect();
     let ranges = [range("m00002", "m00002", LONG)];
     let out = apply(&ApplyInput {
         ranges: &ranges,
@@ -98,7 +127,10 @@ fn archives_hold_the_originals_not_the_view_text() {
         now: 0,
     });
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
-    assert_eq!(out.archives[0].contents.matches("unique-content").count(), 500);
+    assert_eq!(
+        out.archives[0].contents.matches("unique-content").count(),
+        500
+    );
 }
 
 #[test]
@@ -107,7 +139,11 @@ fn a_small_batch_is_refused_whole() {
     let out = run(&f, &[range("m00002", "m00003", LONG)]);
     assert!(out.created.is_empty());
     assert_eq!(out.errors.len(), 1);
-    assert!(out.errors[0].contains("too small (100 chars across 1 range(s), min 5000)"), "{}", out.errors[0]);
+    assert!(
+        out.errors[0].contains("too small (100 chars across 1 range(s), min 5000)"),
+        "{}",
+        out.errors[0]
+    );
     assert!(out.archives.is_empty());
     assert!(out.ranges_at_fault);
 }
@@ -117,26 +153,54 @@ fn all_unknown_refs_get_diagnostics() {
     let f = fixture(4, 50);
     let out = run(&f, &[range("m09000", "m09001", LONG)]);
     let e = &out.errors[0];
-    assert!(e.contains("unknown to this session") && e.contains("renumbered") && e.contains("diagnostics:"), "{e}");
+    assert!(
+        e.contains("unknown to this session")
+            && e.contains("renumbered")
+            && e.contains("diagnostics:"),
+        "{e}"
+    );
     assert!(e.contains("highest ref m00011"), "{e}");
 }
 
 #[test]
 fn overlapping_ranges_keep_the_earlier() {
     let f = fixture(10, 2000);
-    let out = run(&f, &[range("m00002", "m00006", LONG), range("m00004", "m00008", LONG)]);
+    let out = run(
+        &f,
+        &[
+            range("m00002", "m00006", LONG),
+            range("m00004", "m00008", LONG),
+        ],
+    );
     assert_eq!(out.created.len(), 1);
-    assert!(out.warnings.iter().any(|w| w.contains("overlaps an earlier range")), "{:?}", out.warnings);
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("overlaps an earlier range")),
+        "{:?}",
+        out.warnings
+    );
 }
 
 #[test]
 fn summary_length_checks() {
     let f = fixture(6, 2000);
-    for (summary, want) in [("", "Summary is empty"), ("brief", "too short"), (&*"x".repeat(25_000), "too long")] {
+    for (summary, want) in [
+        ("", "Summary is empty"),
+        ("brief", "too short"),
+        (&*"x".repeat(25_000), "too long"),
+    ] {
         let out = run(&f, &[range("m00002", "m00005", summary)]);
         assert!(out.created.is_empty());
-        assert!(out.errors.iter().any(|e| e.contains(want)), "{want}: {:?}", out.errors);
-        assert!(!out.ranges_at_fault, "a summary problem is not the ranges' fault");
+        assert!(
+            out.errors.iter().any(|e| e.contains(want)),
+            "{want}: {:?}",
+            out.errors
+        );
+        assert!(
+            !out.ranges_at_fault,
+            "a summary problem is not the ranges' fault"
+        );
     }
 }
 
@@ -146,10 +210,20 @@ fn summary_bounds_are_inclusive_and_counted_in_characters() {
     let mut raised = range("m00002", "m00005", &"y".repeat(25_000));
     raised.summary_max_chars = Some(30_000);
     let cjk = "认证方案设计与实现决策记录".repeat(5);
-    let cases = [(raised, true), (range("m00002", "m00005", &"s".repeat(50)), true), (range("m00002", "m00005", &"s".repeat(49)), false), (range("m00002", "m00005", &"s".repeat(20_000)), true), (range("m00002", "m00005", &cjk), true)];
+    let cases = [
+        (raised, true),
+        (range("m00002", "m00005", &"s".repeat(50)), true),
+        (range("m00002", "m00005", &"s".repeat(49)), false),
+        (range("m00002", "m00005", &"s".repeat(20_000)), true),
+        (range("m00002", "m00005", &cjk), true),
+    ];
     for (r, ok) in cases {
         let len = r.summary.chars().count();
-        assert_eq!(run(&f, &[r]).created.len() == 1, ok, "summary of {len} chars");
+        assert_eq!(
+            run(&f, &[r]).created.len() == 1,
+            ok,
+            "summary of {len} chars"
+        );
     }
 }
 
@@ -158,7 +232,13 @@ fn the_recent_zone_is_not_compressible() {
     let f = fixture(2, 3000);
     let out = run(&f, &[range("m00008", "m00009", LONG)]);
     assert!(out.created.is_empty());
-    assert!(out.errors.iter().any(|e| e.contains("protected zone") || e.contains("too small")), "{:?}", out.errors);
+    assert!(
+        out.errors
+            .iter()
+            .any(|e| e.contains("protected zone") || e.contains("too small")),
+        "{:?}",
+        out.errors
+    );
 }
 
 #[test]
@@ -221,9 +301,27 @@ fn only_the_lowest_tier_is_absorbed() {
     assert_eq!((b.block_id.as_str(), b.tier), ("b5", 2));
     assert_eq!(b.direct_block_ids, ["b1", "b2", "b4"]);
     assert_eq!(out.surviving, [("b3".to_string(), 2)]);
-    let active: Vec<(&str, bool)> = out.state.blocks.iter().map(|b| (b.block_id.as_str(), b.active)).collect();
-    assert_eq!(active, [("b1", false), ("b2", false), ("b3", true), ("b4", false), ("b5", true)]);
-    assert!(out.archives[0].contents.contains("consumed_blocks: [b1, b2, b4]"));
+    let active: Vec<(&str, bool)> = out
+        .state
+        .blocks
+        .iter()
+        .map(|b| (b.block_id.as_str(), b.active))
+        .collect();
+    assert_eq!(
+        active,
+        [
+            ("b1", false),
+            ("b2", false),
+            ("b3", true),
+            ("b4", false),
+            ("b5", true)
+        ]
+    );
+    assert!(
+        out.archives[0]
+            .contents
+            .contains("consumed_blocks: [b1, b2, b4]")
+    );
 }
 
 #[test]
@@ -236,12 +334,22 @@ fn tiers_step_up_and_stop_at_the_top() {
     let f = with_summaries(&[3, 3]);
     let out = run(&f, &[range("b1", "b2", LONG)]);
     assert!(out.created.is_empty());
-    assert!(out.errors.iter().any(|e| e.contains("top tier")), "{:?}", out.errors);
+    assert!(
+        out.errors.iter().any(|e| e.contains("top tier")),
+        "{:?}",
+        out.errors
+    );
     let mut f = with_summaries(&[2, 2]);
     f.config.tiers.max_tier = 2;
     let out = run(&f, &[range("b1", "b2", LONG)]);
     assert!(out.created.is_empty() && out.archives.is_empty());
-    assert!(out.errors.iter().any(|e| e.contains("Tier 2 is the top tier")), "{:?}", out.errors);
+    assert!(
+        out.errors
+            .iter()
+            .any(|e| e.contains("Tier 2 is the top tier")),
+        "{:?}",
+        out.errors
+    );
 }
 
 #[test]
@@ -258,30 +366,49 @@ fn ranges_widen_to_whole_tool_exchanges() {
     let mut f = fixture(0, 0);
     let tails = f.view.split_off(1);
     f.view.push(CoreMessage::reasoning("k1", "x".repeat(3000)));
-    f.view.push(CoreMessage::tool_call("c1", "t1", "Edit", "{}"));
-    f.view.push(CoreMessage::tool_call("c2", "t2", "Edit", "{}"));
-    f.view.push(CoreMessage::tool_result("r1", "t1", "Edit", "y".repeat(3000)));
-    f.view.push(CoreMessage::tool_result("r2", "t2", "Edit", "ok"));
+    f.view
+        .push(CoreMessage::tool_call("c1", "t1", "Edit", "{}"));
+    f.view
+        .push(CoreMessage::tool_call("c2", "t2", "Edit", "{}"));
+    f.view.push(CoreMessage::tool_result(
+        "r1",
+        "t1",
+        "Edit",
+        "y".repeat(3000),
+    ));
+    f.view
+        .push(CoreMessage::tool_result("r2", "t2", "Edit", "ok"));
     f.view.extend(tails);
     f.state = CompressionState::new("sess");
     refs::assign(&mut f.state.message_refs, &f.view, 1, |_| false);
     // Asking for the reasoning alone takes the whole exchange.
     let out = run(&f, &[range("m00002", "m00002", LONG)]);
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
-    assert_eq!(out.created[0].0.direct_message_ids, ["k1", "c1", "c2", "r1", "r2"]);
+    assert_eq!(
+        out.created[0].0.direct_message_ids,
+        ["k1", "c1", "c2", "r1", "r2"]
+    );
 }
 
 #[test]
 fn compress_messages_are_never_covered() {
     let mut f = fixture(6, 2000);
-    f.view.insert(3, CoreMessage::tool_call("cc", "tc", "Compress", "{}"));
-    f.view.insert(4, CoreMessage::tool_result("cr", "tc", "Compress", "panel"));
+    f.view
+        .insert(3, CoreMessage::tool_call("cc", "tc", "Compress", "{}"));
+    f.view
+        .insert(4, CoreMessage::tool_result("cr", "tc", "Compress", "panel"));
     f.state = CompressionState::new("sess");
-    refs::assign(&mut f.state.message_refs, &f.view, 1, |m| m.tool_name == "Compress");
+    refs::assign(&mut f.state.message_refs, &f.view, 1, |m| {
+        m.tool_name == "Compress"
+    });
     let out = run(&f, &[range("m00002", "m00005", LONG)]);
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
     let b = &out.created[0].0;
-    assert!(!b.direct_message_ids.iter().any(|id| id == "cc" || id == "cr"));
+    assert!(
+        !b.direct_message_ids
+            .iter()
+            .any(|id| id == "cc" || id == "cr")
+    );
 }
 
 #[test]
@@ -289,5 +416,11 @@ fn the_first_user_message_is_archived_but_said_to_stay() {
     let f = fixture(6, 2000);
     let out = run(&f, &[range("m00001", "m00005", LONG)]);
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
-    assert!(out.warnings.iter().any(|w| w.contains("m00001 is the first user message")), "{:?}", out.warnings);
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("m00001 is the first user message")),
+        "{:?}",
+        out.warnings
+    );
 }

@@ -45,7 +45,11 @@ pub fn rel_path(tier: u8, block_id: &str, start: &str, end: &str) -> String {
 /// Renders the archive markdown.
 pub fn render(input: &ArchiveInput) -> String {
     let b = input.block;
-    let absorbed = input.entries.iter().filter(|e| matches!(e, Entry::Block(_))).count();
+    let absorbed = input
+        .entries
+        .iter()
+        .filter(|e| matches!(e, Entry::Block(_)))
+        .count();
     let loose = input.entries.len() - absorbed;
     let mut out = String::new();
     out.push_str("---\n");
@@ -77,7 +81,11 @@ pub fn render(input: &ArchiveInput) -> String {
         let _ = writeln!(out, "topic: {}", b.topic.trim());
     }
     out.push_str("---\n\n");
-    let _ = writeln!(out, "# Archive {} · Tier {} · {}–{}\n", b.block_id, b.tier, b.start_ref, b.end_ref);
+    let _ = writeln!(
+        out,
+        "# Archive {} · Tier {} · {}–{}\n",
+        b.block_id, b.tier, b.start_ref, b.end_ref
+    );
     if !b.summary.trim().is_empty() {
         out.push_str("**Summary** (what stands in for this range in the context):\n\n");
         for line in b.summary.trim().lines() {
@@ -91,14 +99,20 @@ pub fn render(input: &ArchiveInput) -> String {
         out.push('\n');
         match e {
             Entry::Block(c) => block_entry(&mut out, c),
-            Entry::Message { reference, message } => message_entry(&mut out, heading, *reference, message),
+            Entry::Message { reference, message } => {
+                message_entry(&mut out, heading, *reference, message)
+            }
         }
     }
     out
 }
 
 fn block_entry(out: &mut String, c: &Block) {
-    let _ = writeln!(out, "## {} · Tier {} · {}–{}\n", c.block_id, c.tier, c.start_ref, c.end_ref);
+    let _ = writeln!(
+        out,
+        "## {} · Tier {} · {}–{}\n",
+        c.block_id, c.tier, c.start_ref, c.end_ref
+    );
     if !c.topic.trim().is_empty() {
         let _ = writeln!(out, "**{}**\n", c.topic.trim());
     }
@@ -114,9 +128,16 @@ fn block_entry(out: &mut String, c: &Block) {
 fn message_entry(out: &mut String, heading: &str, reference: Option<&str>, m: &CoreMessage) {
     let r = reference.unwrap_or("(unaddressed)");
     let (title, lang) = match (m.role, m.content_type) {
-        (_, ContentType::ToolCall) => (format!("{r} · assistant · tool_use · {}", m.tool_name), "json"),
+        (_, ContentType::ToolCall) => (
+            format!("{r} · assistant · tool_use · {}", m.tool_name),
+            "json",
+        ),
         (_, ContentType::ToolResult) => {
-            let tool = if m.tool_name.is_empty() { "tool" } else { m.tool_name.as_str() };
+            let tool = if m.tool_name.is_empty() {
+                "tool"
+            } else {
+                m.tool_name.as_str()
+            };
             (format!("{r} · tool_result · {tool}"), "")
         }
         (role, ContentType::Reasoning) => (format!("{r} · {} · thinking", role.as_str()), ""),
@@ -140,7 +161,12 @@ mod tests {
     use crate::engine::test_support::block;
 
     fn archived(b: &Block, entries: Vec<Entry>) -> String {
-        render(&ArchiveInput { block: b, session: "sess", created: "2026-09-14T10:00:00+08:00", entries })
+        render(&ArchiveInput {
+            block: b,
+            session: "sess",
+            created: "2026-09-14T10:00:00+08:00",
+            entries,
+        })
     }
 
     #[test]
@@ -151,8 +177,22 @@ mod tests {
         b.end_ref = "m00005".into();
         b.compressed_tokens = 1234;
         let m = CoreMessage::text("a", Role::User, "hello");
-        let text = archived(&b, vec![Entry::Message { reference: Some("m00002"), message: &m }]);
-        for want in ["block: b1", "tier: 1", "session: sess", "range: m00002-m00005", "message_count: 1", "original_tokens: 1234", "topic: JWT 认证方案"] {
+        let text = archived(
+            &b,
+            vec![Entry::Message {
+                reference: Some("m00002"),
+                message: &m,
+            }],
+        );
+        for want in [
+            "block: b1",
+            "tier: 1",
+            "session: sess",
+            "range: m00002-m00005",
+            "message_count: 1",
+            "original_tokens: 1234",
+            "topic: JWT 认证方案",
+        ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
         assert!(text.contains("# Archive b1 · Tier 1 · m00002–m00005"));
@@ -164,7 +204,13 @@ mod tests {
     fn nested_fences_survive() {
         let body = "```go\npackage main\n```\nand more ```inline``` text";
         let m = CoreMessage::tool_result("r", "t", "Bash", body);
-        let text = archived(&block("b1", 1, &["r"]), vec![Entry::Message { reference: Some("m00001"), message: &m }]);
+        let text = archived(
+            &block("b1", 1, &["r"]),
+            vec![Entry::Message {
+                reference: Some("m00001"),
+                message: &m,
+            }],
+        );
         assert!(text.contains(body));
         assert!(text.contains("````\n```go"));
         assert!(text.contains("m00001 · tool_result · Bash"));
@@ -174,11 +220,26 @@ mod tests {
     fn originals_are_whole() {
         let big = "unique-content ".repeat(500);
         let m = CoreMessage::text("a", Role::User, big.clone());
-        let text = archived(&block("b1", 1, &["a"]), vec![Entry::Message { reference: Some("m00002"), message: &m }]);
+        let text = archived(
+            &block("b1", 1, &["a"]),
+            vec![Entry::Message {
+                reference: Some("m00002"),
+                message: &m,
+            }],
+        );
         assert_eq!(text.matches("unique-content").count(), 500);
         let cjk = "错误：认证失败 🔐 at auth/jwt.go:42\n".to_string() + &"日志行内容。".repeat(900);
         let m = CoreMessage::text("c", Role::User, cjk.clone());
-        assert!(archived(&block("b1", 1, &["c"]), vec![Entry::Message { reference: None, message: &m }]).contains(&cjk));
+        assert!(
+            archived(
+                &block("b1", 1, &["c"]),
+                vec![Entry::Message {
+                    reference: None,
+                    message: &m
+                }]
+            )
+            .contains(&cjk)
+        );
     }
 
     #[test]
@@ -191,20 +252,35 @@ mod tests {
         let think = CoreMessage::reasoning("k", "hmm");
         let text = archived(
             &b,
-            vec![Entry::Block(&child), Entry::Message { reference: Some("m00009"), message: &call }, Entry::Message { reference: None, message: &think }],
+            vec![
+                Entry::Block(&child),
+                Entry::Message {
+                    reference: Some("m00009"),
+                    message: &call,
+                },
+                Entry::Message {
+                    reference: None,
+                    message: &think,
+                },
+            ],
         );
         assert!(text.contains("consumed_blocks: [b1]"));
         assert!(text.contains("loose_messages: 2"));
         assert!(text.contains("## b1 · Tier 1 ·"));
         assert!(text.contains("**auth**"));
         assert!(text.contains("> Child archive: [`tier1/b1.md`](../tier1/b1.md)"));
-        assert!(text.contains("### m00009 · assistant · tool_use · Read\n\n```json\n{\"path\":\"a.rs\"}\n```"));
+        assert!(text.contains(
+            "### m00009 · assistant · tool_use · Read\n\n```json\n{\"path\":\"a.rs\"}\n```"
+        ));
         assert!(text.contains("### (unaddressed) · assistant · thinking"));
     }
 
     #[test]
     fn file_names() {
-        assert_eq!(rel_path(1, "b1", "m00002", "m00005"), "tier1/b1_m00002-m00005.md");
+        assert_eq!(
+            rel_path(1, "b1", "m00002", "m00005"),
+            "tier1/b1_m00002-m00005.md"
+        );
         assert_eq!(fence_for("plain"), "```");
         assert_eq!(fence_for("a ```` b"), "`````");
     }

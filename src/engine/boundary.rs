@@ -40,11 +40,21 @@ pub struct Resolved {
 
 /// Resolves `start`..`end` (refs or block ids) to view indices. Reversed ends
 /// are swapped: the model meant a span, whichever way round it wrote it.
-pub fn resolve(start: &str, end: &str, view: &[CoreMessage], state: &CompressionState) -> Result<Resolved, Unresolved> {
+pub fn resolve(
+    start: &str,
+    end: &str,
+    view: &[CoreMessage],
+    state: &CompressionState,
+) -> Result<Resolved, Unresolved> {
     let mut warnings = Vec::new();
     let (a, a_block) = resolve_end(start, view, state, &mut warnings)?;
     let (b, b_block) = resolve_end(end, view, state, &mut warnings)?;
-    Ok(Resolved { start: a.min(b), end: a.max(b), names_block: a_block || b_block, warnings })
+    Ok(Resolved {
+        start: a.min(b),
+        end: a.max(b),
+        names_block: a_block || b_block,
+        warnings,
+    })
 }
 
 fn resolve_end(
@@ -61,35 +71,55 @@ fn resolve_end(
         ))),
         Some(Boundary::Message(r)) => {
             let Some(raw) = state.message_refs.by_ref.get(&r) else {
-                return Err(Unresolved::Unknown(format!("{r} does not exist in this session")));
+                return Err(Unresolved::Unknown(format!(
+                    "{r} does not exist in this session"
+                )));
             };
             if let Some(i) = position(raw) {
                 return Ok((i, false));
             }
-            match owner(state, |b| b.effective_message_ids.contains(raw)).and_then(|o| Some((o, position(&summary_id(&o.block_id))?))) {
+            match owner(state, |b| b.effective_message_ids.contains(raw))
+                .and_then(|o| Some((o, position(&summary_id(&o.block_id))?)))
+            {
                 Some((o, i)) => {
-                    warnings.push(format!("Snapped {r} to block {}, which covers it.", o.block_id));
+                    warnings.push(format!(
+                        "Snapped {r} to block {}, which covers it.",
+                        o.block_id
+                    ));
                     Ok((i, true))
                 }
-                None => Err(Unresolved::Consumed(format!("{r} is not in the current view (already compressed or hidden)"))),
+                None => Err(Unresolved::Consumed(format!(
+                    "{r} is not in the current view (already compressed or hidden)"
+                ))),
             }
         }
         Some(Boundary::Block(id)) => {
             let Some(block) = state.blocks.iter().find(|b| b.block_id == id) else {
-                return Err(Unresolved::Unknown(format!("block {id} does not exist in this session")));
+                return Err(Unresolved::Unknown(format!(
+                    "block {id} does not exist in this session"
+                )));
             };
             if let Some(i) = position(&summary_id(&id)) {
                 return Ok((i, true));
             }
             if block.active {
-                return Err(Unresolved::Consumed(format!("block {id} is active but its summary is not in the view")));
+                return Err(Unresolved::Consumed(format!(
+                    "block {id} is active but its summary is not in the view"
+                )));
             }
-            match owner(state, |b| b.direct_block_ids.contains(&id)).and_then(|o| Some((o, position(&summary_id(&o.block_id))?))) {
+            match owner(state, |b| b.direct_block_ids.contains(&id))
+                .and_then(|o| Some((o, position(&summary_id(&o.block_id))?)))
+            {
                 Some((o, i)) => {
-                    warnings.push(format!("Snapped {id} to block {}, which absorbed it.", o.block_id));
+                    warnings.push(format!(
+                        "Snapped {id} to block {}, which absorbed it.",
+                        o.block_id
+                    ));
                     Ok((i, true))
                 }
-                None => Err(Unresolved::Consumed(format!("block {id} was already absorbed into a higher tier"))),
+                None => Err(Unresolved::Consumed(format!(
+                    "block {id} was already absorbed into a higher tier"
+                ))),
             }
         }
     }
@@ -97,7 +127,11 @@ fn resolve_end(
 
 /// The active block (highest tier first) that satisfies `covers`.
 fn owner(state: &CompressionState, covers: impl Fn(&Block) -> bool) -> Option<&Block> {
-    state.blocks.iter().filter(|b| b.active && covers(b)).max_by_key(|b| b.tier)
+    state
+        .blocks
+        .iter()
+        .filter(|b| b.active && covers(b))
+        .max_by_key(|b| b.tier)
 }
 
 /// The block a view message stands for, if it is a rendered summary.
@@ -137,7 +171,10 @@ mod tests {
         let v = [user("a")];
         let st = state_with_refs(&["a"]);
         let e = resolve("m00001", "m09999", &v, &st).unwrap_err();
-        assert_eq!(e, Unresolved::Unknown("m09999 does not exist in this session".into()));
+        assert_eq!(
+            e,
+            Unresolved::Unknown("m09999 does not exist in this session".into())
+        );
         let e = resolve("b99", "b99", &v, &st).unwrap_err();
         assert!(matches!(e, Unresolved::Unknown(m) if m.contains("block b99 does not exist")));
     }
@@ -148,7 +185,10 @@ mod tests {
         let st = state_with_refs(&["a"]);
         for bad in ["", "nonsense", "m0"] {
             let e = resolve(bad, "m00001", &v, &st).unwrap_err();
-            assert!(matches!(&e, Unresolved::Invalid(m) if m.starts_with(&format!("\"{bad}\""))), "{e:?}");
+            assert!(
+                matches!(&e, Unresolved::Invalid(m) if m.starts_with(&format!("\"{bad}\""))),
+                "{e:?}"
+            );
         }
     }
 
@@ -165,7 +205,11 @@ mod tests {
     fn block_ranges() {
         let mut st = state_with_refs(&["loose"]);
         st.blocks = vec![block("b1", 1, &["gone1"]), block("b2", 1, &["gone2"])];
-        let v = [render_summary(&st.blocks[0]), user("loose"), render_summary(&st.blocks[1])];
+        let v = [
+            render_summary(&st.blocks[0]),
+            user("loose"),
+            render_summary(&st.blocks[1]),
+        ];
         let r = resolve("b1", "b2", &v, &st).unwrap();
         assert_eq!((r.start, r.end, r.names_block), (0, 2, true));
         let r = resolve("b1", "m00001", &v, &st).unwrap();

@@ -105,7 +105,12 @@ impl Default for Config {
 
 impl Default for TierConfig {
     fn default() -> Self {
-        TierConfig { enabled: true, max_tier: 3, tier2_trigger: 5, tier3_trigger: 10 }
+        TierConfig {
+            enabled: true,
+            max_tier: 3,
+            tier2_trigger: 5,
+            tier3_trigger: 10,
+        }
     }
 }
 
@@ -134,14 +139,21 @@ impl Default for TruncateConfig {
 
 impl Default for CompressConfig {
     fn default() -> Self {
-        CompressConfig { min_compress_range: 5_000, min_summary_length: 50, max_summary_length: 20_000 }
+        CompressConfig {
+            min_compress_range: 5_000,
+            min_summary_length: 50,
+            max_summary_length: 20_000,
+        }
     }
 }
 
 impl Config {
     /// The default configuration for a window of `limit` tokens.
     pub fn for_window(limit: usize) -> Config {
-        Config { context_limit: limit, ..Config::default() }
+        Config {
+            context_limit: limit,
+            ..Config::default()
+        }
     }
 
     /// The highest tier in effect: 1 with tiers off, else 2 or 3.
@@ -174,7 +186,10 @@ impl Config {
             ));
         }
         if !(self.truncate.threshold > 0.0 && self.truncate.threshold <= 1.0) {
-            w.push(format!("truncate.threshold ({}) must be in (0, 1]", self.truncate.threshold));
+            w.push(format!(
+                "truncate.threshold ({}) must be in (0, 1]",
+                self.truncate.threshold
+            ));
         }
         if self.tiers.tier2_trigger < 1 {
             w.push("tiers.tier2_trigger must be at least 1".to_string());
@@ -186,7 +201,10 @@ impl Config {
             ));
         }
         if !matches!(self.tiers.max_tier, 2 | 3) {
-            w.push(format!("tiers.max_tier ({}) must be 2 or 3; using 3", self.tiers.max_tier));
+            w.push(format!(
+                "tiers.max_tier ({}) must be 2 or 3; using 3",
+                self.tiers.max_tier
+            ));
         }
         if self.compress.min_summary_length >= self.compress.max_summary_length {
             w.push(format!(
@@ -209,38 +227,156 @@ mod tests {
     fn defaults() {
         let c = Config::default();
         assert_eq!(c.context_limit, 200_000);
-        assert_eq!((c.tiers.max_tier, c.tiers.tier2_trigger, c.tiers.tier3_trigger), (3, 5, 10));
+        assert_eq!(
+            (
+                c.tiers.max_tier,
+                c.tiers.tier2_trigger,
+                c.tiers.tier3_trigger
+            ),
+            (3, 5, 10)
+        );
         assert_eq!(c.nudge.max_context_limit_pct, 0.75);
         assert_eq!(c.nudge.min_context_limit_pct, 0.45);
         assert_eq!(c.nudge.emergency_threshold_pct, 0.95);
-        assert_eq!((c.nudge.growth_floor, c.nudge.growth_cap, c.nudge.min_growth_floor), (50_000, 50_000, 20_000));
+        assert_eq!(
+            (
+                c.nudge.growth_floor,
+                c.nudge.growth_cap,
+                c.nudge.min_growth_floor
+            ),
+            (50_000, 50_000, 20_000)
+        );
         assert_eq!(c.nudge.min_growth_ratio, 0.45);
         assert_eq!(c.nudge.tier2_growth_multiplier, 1.5);
         assert_eq!(c.truncate.threshold, 0.95);
         assert_eq!(
-            (c.compress.min_compress_range, c.compress.min_summary_length, c.compress.max_summary_length),
+            (
+                c.compress.min_compress_range,
+                c.compress.min_summary_length,
+                c.compress.max_summary_length
+            ),
             (5_000, 50, 20_000)
         );
-        assert_eq!((c.preserve_recent_messages, c.preserve_recent_tokens, c.max_compress_attempts), (5, 5_000, 3));
+        assert_eq!(
+            (
+                c.preserve_recent_messages,
+                c.preserve_recent_tokens,
+                c.max_compress_attempts
+            ),
+            (5, 5_000, 3)
+        );
         assert!(c.validate().is_empty());
-        let two = Config { tiers: TierConfig { max_tier: 2, ..TierConfig::default() }, ..Config::default() };
+        let two = Config {
+            tiers: TierConfig {
+                max_tier: 2,
+                ..TierConfig::default()
+            },
+            ..Config::default()
+        };
         assert!(two.validate().is_empty());
     }
 
     #[test]
     fn each_doubtful_value_is_named() {
         let cases: Vec<(Config, &str)> = vec![
-            (Config { context_limit: 0, ..Config::default() }, "context_limit"),
-            (Config { nudge: NudgeConfig { min_context_limit_pct: 0.9, ..NudgeConfig::default() }, ..Config::default() }, "min_context_limit_pct"),
-            (Config { nudge: NudgeConfig { max_context_limit_pct: 0.99, ..NudgeConfig::default() }, ..Config::default() }, "max_context_limit_pct"),
-            (Config { truncate: TruncateConfig { threshold: 0.0 }, ..Config::default() }, "truncate.threshold"),
-            (Config { truncate: TruncateConfig { threshold: 1.5 }, ..Config::default() }, "truncate.threshold"),
-            (Config { tiers: TierConfig { tier2_trigger: 0, ..TierConfig::default() }, ..Config::default() }, "tier2_trigger"),
-            (Config { tiers: TierConfig { tier3_trigger: 5, ..TierConfig::default() }, ..Config::default() }, "tier3_trigger"),
-            (Config { tiers: TierConfig { max_tier: 5, ..TierConfig::default() }, ..Config::default() }, "max_tier"),
-            (Config { tiers: TierConfig { max_tier: 1, ..TierConfig::default() }, ..Config::default() }, "max_tier"),
-            (Config { compress: CompressConfig { min_summary_length: 30_000, ..CompressConfig::default() }, ..Config::default() }, "min_summary_length"),
-            (Config { max_compress_attempts: 0, ..Config::default() }, "max_compress_attempts"),
+            (
+                Config {
+                    context_limit: 0,
+                    ..Config::default()
+                },
+                "context_limit",
+            ),
+            (
+                Config {
+                    nudge: NudgeConfig {
+                        min_context_limit_pct: 0.9,
+                        ..NudgeConfig::default()
+                    },
+                    ..Config::default()
+                },
+                "min_context_limit_pct",
+            ),
+            (
+                Config {
+                    nudge: NudgeConfig {
+                        max_context_limit_pct: 0.99,
+                        ..NudgeConfig::default()
+                    },
+                    ..Config::default()
+                },
+                "max_context_limit_pct",
+            ),
+            (
+                Config {
+                    truncate: TruncateConfig { threshold: 0.0 },
+                    ..Config::default()
+                },
+                "truncate.threshold",
+            ),
+            (
+                Config {
+                    truncate: TruncateConfig { threshold: 1.5 },
+                    ..Config::default()
+                },
+                "truncate.threshold",
+            ),
+            (
+                Config {
+                    tiers: TierConfig {
+                        tier2_trigger: 0,
+                        ..TierConfig::default()
+                    },
+                    ..Config::default()
+                },
+                "tier2_trigger",
+            ),
+            (
+                Config {
+                    tiers: TierConfig {
+                        tier3_trigger: 5,
+                        ..TierConfig::default()
+                    },
+                    ..Config::default()
+                },
+                "tier3_trigger",
+            ),
+            (
+                Config {
+                    tiers: TierConfig {
+                        max_tier: 5,
+                        ..TierConfig::default()
+                    },
+                    ..Config::default()
+                },
+                "max_tier",
+            ),
+            (
+                Config {
+                    tiers: TierConfig {
+                        max_tier: 1,
+                        ..TierConfig::default()
+                    },
+                    ..Config::default()
+                },
+                "max_tier",
+            ),
+            (
+                Config {
+                    compress: CompressConfig {
+                        min_summary_length: 30_000,
+                        ..CompressConfig::default()
+                    },
+                    ..Config::default()
+                },
+                "min_summary_length",
+            ),
+            (
+                Config {
+                    max_compress_attempts: 0,
+                    ..Config::default()
+                },
+                "max_compress_attempts",
+            ),
         ];
         for (c, name) in cases {
             let w = c.validate();
@@ -251,9 +387,21 @@ mod tests {
     #[test]
     fn max_tier_in_effect() {
         assert_eq!(Config::default().max_tier(), 3);
-        let off = Config { tiers: TierConfig { enabled: false, ..TierConfig::default() }, ..Config::default() };
+        let off = Config {
+            tiers: TierConfig {
+                enabled: false,
+                ..TierConfig::default()
+            },
+            ..Config::default()
+        };
         assert_eq!(off.max_tier(), 1);
-        let odd = Config { tiers: TierConfig { max_tier: 1, ..TierConfig::default() }, ..Config::default() };
+        let odd = Config {
+            tiers: TierConfig {
+                max_tier: 1,
+                ..TierConfig::default()
+            },
+            ..Config::default()
+        };
         assert_eq!(odd.max_tier(), 3);
     }
 }

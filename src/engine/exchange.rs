@@ -16,10 +16,10 @@ use super::message::{ContentType, CoreMessage, Role};
 /// exchange per text block (with the reasoning before it); anything else
 /// stands alone.
 pub fn spans(msgs: &[CoreMessage]) -> Vec<(usize, usize)> {
-    let mut out: Vec<(usize, usize)> = (0..msgs.len()).map(|i| (i, i)).collect();
-    let mut mark = |out: &mut Vec<(usize, usize)>, start: usize, end: usize| {
+    fn mark(out: &mut [(usize, usize)], start: usize, end: usize) {
         out[start..=end].iter_mut().for_each(|s| *s = (start, end));
-    };
+    }
+    let mut out: Vec<(usize, usize)> = (0..msgs.len()).map(|i| (i, i)).collect();
     let mut i = 0;
     while i < msgs.len() {
         if msgs[i].role != Role::Assistant {
@@ -30,7 +30,10 @@ pub fn spans(msgs: &[CoreMessage]) -> Vec<(usize, usize)> {
         while i < msgs.len() && msgs[i].role == Role::Assistant {
             i += 1;
         }
-        if msgs[start..i].iter().any(|m| m.content_type == ContentType::ToolCall) {
+        if msgs[start..i]
+            .iter()
+            .any(|m| m.content_type == ContentType::ToolCall)
+        {
             while i < msgs.len() && msgs[i].content_type == ContentType::ToolResult {
                 i += 1;
             }
@@ -38,8 +41,8 @@ pub fn spans(msgs: &[CoreMessage]) -> Vec<(usize, usize)> {
             continue;
         }
         let mut unit = start;
-        for j in start..i {
-            if msgs[j].content_type != ContentType::Reasoning || j + 1 == i {
+        for (j, m) in msgs.iter().enumerate().take(i).skip(start) {
+            if m.content_type != ContentType::Reasoning || j + 1 == i {
                 mark(&mut out, unit, j);
                 unit = j + 1;
             }
@@ -73,7 +76,8 @@ pub fn is_boundary_after(before: &[CoreMessage], next: &CoreMessage) -> bool {
     match before.last() {
         None => true,
         Some(prev) => {
-            next.content_type != ContentType::ToolResult && !(prev.role == Role::Assistant && next.role == Role::Assistant)
+            next.content_type != ContentType::ToolResult
+                && !(prev.role == Role::Assistant && next.role == Role::Assistant)
         }
     }
 }
@@ -115,7 +119,13 @@ mod tests {
         assert_eq!(snap(&v, 0, 0), (0, 1));
         let v = [think("k1"), think("k2"), call("c", "x1")];
         assert_eq!(snap(&v, 2, 2), (0, 2));
-        let v = [user("u"), think("k"), call("c", "x1"), result("r", "x1"), user("u2")];
+        let v = [
+            user("u"),
+            think("k"),
+            call("c", "x1"),
+            result("r", "x1"),
+            user("u2"),
+        ];
         assert_eq!(snap(&v, 2, 2), (1, 3));
     }
 
@@ -132,7 +142,14 @@ mod tests {
 
     #[test]
     fn parallel_calls_are_one_unit() {
-        let v = [user("u"), call("c1", "a"), call("c2", "b"), result("r1", "a"), result("r2", "b"), user("u2")];
+        let v = [
+            user("u"),
+            call("c1", "a"),
+            call("c2", "b"),
+            result("r1", "a"),
+            result("r2", "b"),
+            user("u2"),
+        ];
         assert_eq!(snap(&v, 1, 3), (1, 4));
         assert!(!is_boundary(&v, 2));
         assert!(!is_boundary(&v, 3));

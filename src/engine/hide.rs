@@ -39,7 +39,9 @@ pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> 
             *acc.entry(id).or_insert(false) |= active;
             acc
         });
-    let last_success = calls.iter().rposition(|c| block_of.get(c.tool_call_id.as_str()) == Some(&true));
+    let last_success = calls
+        .iter()
+        .rposition(|c| block_of.get(c.tool_call_id.as_str()) == Some(&true));
     let mut keep: HashSet<String> = HashSet::new();
     if let Some(i) = last_success {
         keep.insert(calls[i].tool_call_id.clone());
@@ -47,7 +49,9 @@ pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> 
     let failed_after = calls
         .iter()
         .enumerate()
-        .filter(|(i, c)| last_success.is_none_or(|s| *i > s) && !block_of.contains_key(c.tool_call_id.as_str()))
+        .filter(|(i, c)| {
+            last_success.is_none_or(|s| *i > s) && !block_of.contains_key(c.tool_call_id.as_str())
+        })
         .map(|(_, c)| c.tool_call_id.clone())
         .collect::<Vec<_>>();
     keep.extend(failed_after.iter().rev().take(KEEP_FAILED).cloned());
@@ -60,10 +64,11 @@ pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> 
     view.into_iter()
         .filter(|m| !(m.tool_name == COMPRESS_TOOL && hidden.contains(&m.tool_call_id)))
         .map(|mut m| {
-            if m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL {
-                if let Some(stubbed) = stub_summaries(&m.text) {
-                    m.text = stubbed;
-                }
+            if m.content_type == ContentType::ToolCall
+                && m.tool_name == COMPRESS_TOOL
+                && let Some(stubbed) = stub_summaries(&m.text)
+            {
+                m.text = stubbed;
             }
             m
         })
@@ -97,11 +102,11 @@ pub fn stub_summaries(args: &str) -> Option<String> {
 fn stub_items(items: &mut [Value]) -> bool {
     let mut changed = false;
     for item in items {
-        if let Some(Value::String(s)) = item.get_mut("summary") {
-            if s.chars().count() > STUB_CHARS {
-                *s = s.chars().take(STUB_CHARS - 1).chain(['…']).collect();
-                changed = true;
-            }
+        if let Some(Value::String(s)) = item.get_mut("summary")
+            && s.chars().count() > STUB_CHARS
+        {
+            *s = s.chars().take(STUB_CHARS - 1).chain(['…']).collect();
+            changed = true;
         }
     }
     changed
@@ -117,8 +122,18 @@ mod tests {
     }
     fn exchange(call_id: &str, summary: &str) -> [CoreMessage; 2] {
         [
-            CoreMessage::tool_call(format!("call-{call_id}"), call_id, COMPRESS_TOOL, args(summary)),
-            CoreMessage::tool_result(format!("res-{call_id}"), call_id, COMPRESS_TOOL, "▣ noa | 12K → 3K tokens"),
+            CoreMessage::tool_call(
+                format!("call-{call_id}"),
+                call_id,
+                COMPRESS_TOOL,
+                args(summary),
+            ),
+            CoreMessage::tool_result(
+                format!("res-{call_id}"),
+                call_id,
+                COMPRESS_TOOL,
+                "▣ noa | 12K → 3K tokens",
+            ),
         ]
     }
     fn state(blocks: &[(&str, &str, bool)]) -> CompressionState {
@@ -186,7 +201,9 @@ mod tests {
 
     #[test]
     fn stringified_content_stays_a_string() {
-        let inner = serde_json::json!([{"startId": "m1", "endId": "m2", "summary": "d".repeat(500)}]).to_string();
+        let inner =
+            serde_json::json!([{"startId": "m1", "endId": "m2", "summary": "d".repeat(500)}])
+                .to_string();
         let raw = serde_json::json!({"content": inner}).to_string();
         let out: Value = serde_json::from_str(&stub_summaries(&raw).unwrap()).unwrap();
         assert!(out["content"].is_string());
@@ -195,7 +212,11 @@ mod tests {
     #[test]
     fn prose_before_the_json_is_kept() {
         let raw = format!("I'll compress that range.\n{}", args(&"s".repeat(300)));
-        assert!(stub_summaries(&raw).unwrap().starts_with("I'll compress that range.\n{"));
+        assert!(
+            stub_summaries(&raw)
+                .unwrap()
+                .starts_with("I'll compress that range.\n{")
+        );
     }
 
     #[test]

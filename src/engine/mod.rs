@@ -6,14 +6,27 @@
 //! the reading and writing.
 #![deny(clippy::disallowed_methods, clippy::disallowed_macros)]
 
+pub mod apply;
+pub mod archive;
+pub mod boundary;
+pub mod config;
+pub mod exchange;
+pub mod hide;
 pub mod identity;
 pub mod message;
+pub mod panel;
+pub mod parse_args;
 pub mod protect;
+pub mod prune;
 pub mod refs;
 pub mod state;
+pub mod sync;
 pub mod tag;
+#[cfg(test)]
+mod test_support;
 pub mod tokens;
 pub mod turn;
 pub mod view;
+pub mod zone;
 
 pub use message::{ContentType, CoreMessage, Role};

@@ -35,10 +35,20 @@ pub fn render(p: &PanelInput) -> String {
         out.push_str("▣ noa | 0 blocks created");
     } else {
         let saved = p.before.saturating_sub(p.after);
-        let _ = write!(out, "▣ noa | {} → {} tokens (~{} reclaimed)", format(p.before), format(p.after), format(saved));
+        let _ = write!(
+            out,
+            "▣ noa | {} → {} tokens (~{} reclaimed)",
+            format(p.before),
+            format(p.after),
+            format(saved)
+        );
         for (b, partial) in &p.blocks {
             let star = if *partial { "*" } else { "" };
-            let _ = write!(out, "\n  {}(T{})={}–{}{star} → {}", b.block_id, b.tier, b.start_ref, b.end_ref, b.archive_path);
+            let _ = write!(
+                out,
+                "\n  {}(T{})={}–{}{star} → {}",
+                b.block_id, b.tier, b.start_ref, b.end_ref, b.archive_path
+            );
         }
     }
     for (id, tier) in &p.surviving {
@@ -97,17 +107,37 @@ mod tests {
 
     #[test]
     fn success_headline_and_block_line() {
-        let b = made("b1", 1, "m00002", "m00005", "/archive/tier1/b1_m00002-m00005.md");
-        let text = render(&PanelInput { before: 12_000, after: 3_100, blocks: vec![(&b, false)], ..PanelInput::default() });
-        assert!(text.starts_with("▣ noa | 12K → 3.1K tokens (~8.9K reclaimed)"), "{text}");
+        let b = made(
+            "b1",
+            1,
+            "m00002",
+            "m00005",
+            "/archive/tier1/b1_m00002-m00005.md",
+        );
+        let text = render(&PanelInput {
+            before: 12_000,
+            after: 3_100,
+            blocks: vec![(&b, false)],
+            ..PanelInput::default()
+        });
+        assert!(
+            text.starts_with("▣ noa | 12K → 3.1K tokens (~8.9K reclaimed)"),
+            "{text}"
+        );
         assert!(text.contains("\n  b1(T1)=m00002–m00005 → /archive/tier1/b1_m00002-m00005.md"));
         assert_eq!(block_count(&text), 1);
     }
 
     #[test]
     fn nothing_created() {
-        let text = render(&PanelInput { errors: vec!["Summary too short (5 chars, min 50).".into()], ..PanelInput::default() });
-        assert_eq!(text, "▣ noa | 0 blocks created\n  error: Summary too short (5 chars, min 50).");
+        let text = render(&PanelInput {
+            errors: vec!["Summary too short (5 chars, min 50).".into()],
+            ..PanelInput::default()
+        });
+        assert_eq!(
+            text,
+            "▣ noa | 0 blocks created\n  error: Summary too short (5 chars, min 50)."
+        );
         assert_eq!(block_count(&text), 0);
     }
 
@@ -139,6 +169,14 @@ mod tests {
     #[test]
     fn reclaimed_never_negative() {
         let b = made("b1", 1, "m1", "m2", "/p");
-        assert!(render(&PanelInput { before: 10, after: 20, blocks: vec![(&b, false)], ..PanelInput::default() }).contains("(~0 reclaimed)"));
+        assert!(
+            render(&PanelInput {
+                before: 10,
+                after: 20,
+                blocks: vec![(&b, false)],
+                ..PanelInput::default()
+            })
+            .contains("(~0 reclaimed)")
+        );
     }
 }

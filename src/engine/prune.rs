@@ -69,7 +69,10 @@ pub fn prune(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessag
     if covered.is_empty() {
         return view;
     }
-    if let Some(first) = view.iter().find(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque) {
+    if let Some(first) = view
+        .iter()
+        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque)
+    {
         covered.remove(first.id.as_str());
     }
     keep_reasoning_of_visible_actions(&view, &mut covered);
@@ -90,7 +93,11 @@ pub fn prune(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessag
         .iter()
         .filter(|b| b.active)
         .filter_map(|b| {
-            let anchor = b.effective_message_ids.iter().filter_map(|id| anchor_of.get(id.as_str())).min()?;
+            let anchor = b
+                .effective_message_ids
+                .iter()
+                .filter_map(|id| anchor_of.get(id.as_str()))
+                .min()?;
             Some((*anchor, block_number(&b.block_id), render_summary(b)))
         })
         .collect();
@@ -127,7 +134,10 @@ fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut 
                 && !covered.contains(m.id.as_str())
         });
         if acts_visible {
-            for m in run.iter().filter(|m| m.content_type == ContentType::Reasoning) {
+            for m in run
+                .iter()
+                .filter(|m| m.content_type == ContentType::Reasoning)
+            {
                 covered.remove(m.id.as_str());
             }
         }
@@ -137,9 +147,19 @@ fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut 
 
 /// A Compress call and its result are shown together or not at all.
 fn keep_compress_pairs_whole<'a>(view: &'a [CoreMessage], covered: &mut HashSet<&'a str>) {
-    let compress: Vec<&CoreMessage> = view.iter().filter(|m| m.tool_name == COMPRESS_TOOL && !m.tool_call_id.is_empty()).collect();
-    for call in compress.iter().filter(|m| m.content_type == ContentType::ToolCall) {
-        let halves: Vec<&str> = compress.iter().filter(|m| m.tool_call_id == call.tool_call_id).map(|m| m.id.as_str()).collect();
+    let compress: Vec<&CoreMessage> = view
+        .iter()
+        .filter(|m| m.tool_name == COMPRESS_TOOL && !m.tool_call_id.is_empty())
+        .collect();
+    for call in compress
+        .iter()
+        .filter(|m| m.content_type == ContentType::ToolCall)
+    {
+        let halves: Vec<&str> = compress
+            .iter()
+            .filter(|m| m.tool_call_id == call.tool_call_id)
+            .map(|m| m.id.as_str())
+            .collect();
         let n = halves.iter().filter(|id| covered.contains(**id)).count();
         if n > 0 && n < halves.len() {
             for id in halves {

@@ -31,10 +31,16 @@ fn the_first_user_message_stays() {
 #[test]
 fn summaries_follow_coverage_order_then_block_number() {
     let v = vec![user("m1"), say("m2"), user("m3"), say("m4")];
-    let out = prune(v, &state_with(vec![block("b2", 1, &["m4"]), block("b1", 1, &["m2"])]));
+    let out = prune(
+        v,
+        &state_with(vec![block("b2", 1, &["m4"]), block("b1", 1, &["m2"])]),
+    );
     assert_eq!(ids(&out), ["m1", "noa_summary_b1", "m3", "noa_summary_b2"]);
     let v = vec![user("u"), say("x"), say("y")];
-    let out = prune(v, &state_with(vec![block("b2", 1, &["y"]), block("b1", 1, &["x"])]));
+    let out = prune(
+        v,
+        &state_with(vec![block("b2", 1, &["y"]), block("b1", 1, &["x"])]),
+    );
     assert_eq!(ids(&out), ["u", "noa_summary_b1", "noa_summary_b2"]);
 }
 
@@ -47,21 +53,38 @@ fn everything_covered_leaves_task_and_summary() {
 
 #[test]
 fn reasoning_beside_a_visible_action_stays() {
-    let v = vec![user("u"), say("old1"), think("k1"), call("a1", "t1", "Read"), result("r1", "t1", "Read")];
+    let v = vec![
+        user("u"),
+        say("old1"),
+        think("k1"),
+        call("a1", "t1", "Read"),
+        result("r1", "t1", "Read"),
+    ];
     let out = prune(v, &state_with(vec![block("b1", 1, &["old1", "k1"])]));
     assert_eq!(ids(&out), ["u", "noa_summary_b1", "k1", "a1", "r1"]);
 }
 
 #[test]
 fn a_whole_covered_turn_goes() {
-    let v = vec![user("u"), think("k1"), call("a1", "t1", "Read"), result("r1", "t1", "Read"), user("recent")];
+    let v = vec![
+        user("u"),
+        think("k1"),
+        call("a1", "t1", "Read"),
+        result("r1", "t1", "Read"),
+        user("recent"),
+    ];
     let out = prune(v, &state_with(vec![block("b1", 1, &["k1", "a1", "r1"])]));
     assert_eq!(ids(&out), ["u", "noa_summary_b1", "recent"]);
 }
 
 #[test]
 fn a_half_covered_compress_exchange_stays_whole() {
-    let v = vec![user("u"), say("old1"), call("cc", "tc", "Compress"), result("cr", "tc", "Compress")];
+    let v = vec![
+        user("u"),
+        say("old1"),
+        call("cc", "tc", "Compress"),
+        result("cr", "tc", "Compress"),
+    ];
     let out = prune(v, &state_with(vec![block("b1", 1, &["old1", "cr"])]));
     assert!(ids(&out).contains(&"cc") && ids(&out).contains(&"cr"));
 }
@@ -81,11 +104,20 @@ fn a_summary_never_lands_inside_a_tool_exchange() {
         user("later"),
     ];
     let out = prune(v.clone(), &state_with(vec![block("b1", 1, &["r1"])]));
-    assert_eq!(ids(&out), ["u", "x", "c1", "c2", "r2", "noa_summary_b1", "later"]);
+    assert_eq!(
+        ids(&out),
+        ["u", "x", "c1", "c2", "r2", "noa_summary_b1", "later"]
+    );
     let out = prune(v.clone(), &state_with(vec![block("b1", 1, &["c2"])]));
-    assert_eq!(ids(&out), ["u", "x", "c1", "r1", "r2", "noa_summary_b1", "later"]);
+    assert_eq!(
+        ids(&out),
+        ["u", "x", "c1", "r1", "r2", "noa_summary_b1", "later"]
+    );
     let out = prune(v, &state_with(vec![block("b1", 1, &["x", "c1"])]));
-    assert_eq!(ids(&out), ["u", "noa_summary_b1", "c2", "r1", "r2", "later"]);
+    assert_eq!(
+        ids(&out),
+        ["u", "noa_summary_b1", "c2", "r1", "r2", "later"]
+    );
 }
 
 #[test]
@@ -110,17 +142,28 @@ fn summary_rendering() {
 
     let mut bare = block("b1", 1, &[]);
     bare.summary = String::new();
-    assert!(render_summary(&bare).text.starts_with("[Compressed conversation section]\n\n<noa-archive"));
+    assert!(
+        render_summary(&bare)
+            .text
+            .starts_with("[Compressed conversation section]\n\n<noa-archive")
+    );
 }
 
 #[test]
 fn only_noa_summaries_count_as_rendered() {
-    let good = CoreMessage::text("noa_summary_b1", Role::User, format!("{SUMMARY_HEADER} — topic"));
+    let good = CoreMessage::text(
+        "noa_summary_b1",
+        Role::User,
+        format!("{SUMMARY_HEADER} — topic"),
+    );
     assert!(is_rendered_summary(&good));
     let cases = [
         CoreMessage::text("other", Role::User, SUMMARY_HEADER),
         CoreMessage::text("noa_summary_b1", Role::Assistant, SUMMARY_HEADER),
-        CoreMessage { content_type: ContentType::ToolResult, ..good.clone() },
+        CoreMessage {
+            content_type: ContentType::ToolResult,
+            ..good.clone()
+        },
         CoreMessage::text("noa_summary_b1", Role::User, "host wrote this"),
     ];
     for m in cases {

@@ -12,9 +12,16 @@ use super::state::CompressionState;
 /// longer in the history are dropped.
 pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
     let present: HashSet<&str> = history.iter().map(|m| m.id.as_str()).collect();
-    let absorbed: HashSet<String> = state.blocks.iter().flat_map(|b| b.direct_block_ids.iter().cloned()).collect();
+    let absorbed: HashSet<String> = state
+        .blocks
+        .iter()
+        .flat_map(|b| b.direct_block_ids.iter().cloned())
+        .collect();
     for b in &mut state.blocks {
-        b.active = !absorbed.contains(&b.block_id) && b.effective_message_ids.iter().any(|id| present.contains(id.as_str()));
+        b.active = !absorbed.contains(&b.block_id)
+            && b.effective_message_ids
+                .iter()
+                .any(|id| present.contains(id.as_str()));
     }
     let live: HashSet<&String> = history
         .iter()
@@ -62,7 +69,10 @@ mod tests {
         sync_blocks(&mut st, &[msg("other")]);
         assert!(!st.blocks[0].active);
         sync_blocks(&mut st, &[msg("gone")]);
-        assert!(st.blocks[0].active, "a block comes back when its messages do");
+        assert!(
+            st.blocks[0].active,
+            "a block comes back when its messages do"
+        );
     }
 
     #[test]
@@ -73,7 +83,12 @@ mod tests {
             st.message_refs.by_ref.insert(r.into(), raw.into());
         }
         st.message_refs.by_raw.insert("p".into(), BLOCKED.into());
-        st.token_snapshot = [("m00001".to_string(), 10), ("m00002".to_string(), 20), ("m00003".to_string(), 30)].into();
+        st.token_snapshot = [
+            ("m00001".to_string(), 10),
+            ("m00002".to_string(), 20),
+            ("m00003".to_string(), 30),
+        ]
+        .into();
         sync_blocks(&mut st, &[msg("live"), msg("p")]);
         assert_eq!(st.token_snapshot, [("m00001".to_string(), 10)].into());
     }

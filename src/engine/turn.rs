@@ -2,21 +2,17 @@
 //!
 //! Order matters and is fixed: refs are assigned over the whole history
 //! first (so every message has its address before anything is hidden), then
-//! the view is trimmed to what the provider accepts, then tags are rendered
-//! with their token figures frozen in the state.
+//! blocks are synced to the history, covered messages give way to summaries,
+//! spent Compress exchanges are hidden, the view is trimmed to what the
+//! provider accepts, and tags are rendered with their token figures frozen
+//! in the state.
 
+use super::config::Config;
 use super::message::{ContentType, CoreMessage};
 use super::protect::is_tool_protected;
 use super::refs::{self, BLOCKED};
 use super::state::CompressionState;
-use super::{tag, tokens, view};
-
-/// Settings a projection needs.
-#[derive(Debug, Clone, Default)]
-pub struct TurnConfig {
-    /// Tool-name patterns whose messages are never compressed.
-    pub protected_tools: Vec<String>,
-}
+use super::{hide, prune, sync, tag, tokens, view};
 
 /// The outcome of one projection.
 #[derive(Debug, Clone)]
@@ -31,18 +27,19 @@ pub struct Projection {
     pub dropped_unpaired: usize,
 }
 
-/// Projects `history` into a view, updating refs and token snapshots in `state`.
-pub fn project(
-    state: &mut CompressionState,
-    history: &[CoreMessage],
-    cfg: &TurnConfig,
-) -> Projection {
+/// Projects `history` into a view, updating refs, block activity and token
+/// snapshots in `state`.
+pub fn project(state: &mut CompressionState, history: &[CoreMessage], cfg: &Config) -> Projection {
     let next = refs::highest_used(&state.message_refs) + 1;
     let new_refs = refs::assign(&mut state.message_refs, history, next, |m| {
         is_tool_protected(&m.tool_name, &cfg.protected_tools)
     });
-    let paired = view::drop_unpaired(history.to_vec());
-    let dropped_unpaired = history.len() - paired.len();
+    sync::sync_blocks(state, history);
+    let pruned = prune::prune(history.to_vec(), state);
+    let shown = hide::hide_compress_calls(pruned, state);
+    let before_pairing = shown.len();
+    let paired = view::drop_unpaired(shown);
+    let dropped_unpaired = before_pairing - paired.len();
     let view: Vec<CoreMessage> = paired.into_iter().map(|m| render_tag(state, m)).collect();
     let tokens = view.iter().map(|m| tokens::estimate(&m.text)).sum();
     Projection {
@@ -93,7 +90,7 @@ mod tests {
             CoreMessage::text("a", Role::User, "the task"),
             CoreMessage::text("b", Role::Assistant, "reply"),
         ];
-        let p = project(&mut st, &h, &TurnConfig::default());
+        let p = project(&mut st, &h, &Config::default());
         assert_eq!(st.message_refs.by_raw["a"], "m00001");
         assert_eq!(st.message_refs.by_raw["b"], "m00002");
         assert_eq!(
@@ -114,7 +111,7 @@ mod tests {
             CoreMessage::tool_call("cc", "t2", "Compress", "{}"),
             CoreMessage::tool_result("cr", "t2", "Compress", "panel"),
         ];
-        let p = project(&mut st, &h, &TurnConfig::default());
+        let p = project(&mut st, &h, &Config::default());
         assert!(p.view[2].text.ends_with("src=\"Read\"/>"));
         assert_eq!(st.message_refs.by_raw["cc"], BLOCKED);
         assert_eq!(st.message_refs.by_raw["cr"], BLOCKED);
@@ -125,11 +122,11 @@ mod tests {
     fn token_figures_are_frozen_at_first_render() {
         let mut st = CompressionState::new("s");
         let h = vec![CoreMessage::text("a", Role::User, "x".repeat(4000))];
-        let first = project(&mut st, &h, &TurnConfig::default()).view[0]
+        let first = project(&mut st, &h, &Config::default()).view[0]
             .text
             .clone();
         st.token_snapshot.insert("m00001".into(), 1000);
-        let again = project(&mut st, &h, &TurnConfig::default()).view[0]
+        let again = project(&mut st, &h, &Config::default()).view[0]
             .text
             .clone();
         assert_eq!(first, again);

@@ -16,12 +16,23 @@ use super::tokens;
 /// `preserve_recent_messages` visible messages, as many more as it takes to
 /// reach `preserve_recent_tokens`, and the most recent user message. Outputs
 /// of cheap, re-runnable tools (Read, Bash, …) do not hold a place in it.
-pub fn protected_ids<'a>(view: &'a [CoreMessage], state: &CompressionState, cfg: &Config) -> HashSet<&'a str> {
+pub fn protected_ids<'a>(
+    view: &'a [CoreMessage],
+    state: &CompressionState,
+    cfg: &Config,
+) -> HashSet<&'a str> {
     let eligible: Vec<&CoreMessage> = view
         .iter()
         .filter(|m| {
-            state.message_refs.by_raw.get(&m.id).is_some_and(|r| r != BLOCKED)
-                && !(matches!(m.content_type, ContentType::ToolCall | ContentType::ToolResult) && never_preserve_recent(&m.tool_name))
+            state
+                .message_refs
+                .by_raw
+                .get(&m.id)
+                .is_some_and(|r| r != BLOCKED)
+                && !(matches!(
+                    m.content_type,
+                    ContentType::ToolCall | ContentType::ToolResult
+                ) && never_preserve_recent(&m.tool_name))
         })
         .collect();
     let mut out: HashSet<&str> = HashSet::new();
@@ -33,11 +44,15 @@ pub fn protected_ids<'a>(view: &'a [CoreMessage], state: &CompressionState, cfg:
         spent += tokens::estimate(&m.text);
         out.insert(m.id.as_str());
     }
-    if let Some(last_user) = view
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && state.message_refs.by_raw.get(&m.id).is_some_and(|r| r != BLOCKED))
-    {
+    if let Some(last_user) = view.iter().rev().find(|m| {
+        m.role == Role::User
+            && m.content_type == ContentType::Text
+            && state
+                .message_refs
+                .by_raw
+                .get(&m.id)
+                .is_some_and(|r| r != BLOCKED)
+    }) {
         out.insert(last_user.id.as_str());
     }
     out
@@ -58,10 +73,21 @@ mod tests {
 
     #[test]
     fn last_messages_and_last_user() {
-        let view: Vec<CoreMessage> = (0..10).map(|i| if i == 2 { user(&format!("u{i}")) } else { say(&format!("a{i}")) }).collect();
+        let view: Vec<CoreMessage> = (0..10)
+            .map(|i| {
+                if i == 2 {
+                    user(&format!("u{i}"))
+                } else {
+                    say(&format!("a{i}"))
+                }
+            })
+            .collect();
         let mut st = CompressionState::new("s");
         refs(&mut st, &view);
-        let cfg = Config { preserve_recent_tokens: 0, ..Config::default() };
+        let cfg = Config {
+            preserve_recent_tokens: 0,
+            ..Config::default()
+        };
         let z = protected_ids(&view, &st, &cfg);
         let mut got: Vec<&str> = z.into_iter().collect();
         got.sort();
@@ -81,10 +107,23 @@ mod tests {
 
     #[test]
     fn re_runnable_tools_hold_no_place() {
-        let view = vec![say("old"), call("c", "t", "Read"), result("r", "t", "Read"), say("a")];
+        let view = vec![
+            say("old"),
+            call("c", "t", "Read"),
+            result("r", "t", "Read"),
+            say("a"),
+        ];
         let mut st = CompressionState::new("s");
         refs(&mut st, &view);
-        let z = protected_ids(&view, &st, &Config { preserve_recent_messages: 2, preserve_recent_tokens: 0, ..Config::default() });
+        let z = protected_ids(
+            &view,
+            &st,
+            &Config {
+                preserve_recent_messages: 2,
+                preserve_recent_tokens: 0,
+                ..Config::default()
+            },
+        );
         assert!(z.contains("old") && z.contains("a"));
         assert!(!z.contains("c") && !z.contains("r"));
     }

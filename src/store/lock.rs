@@ -59,7 +59,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let first = SessionLock::acquire(&dir).unwrap();
         let second = SessionLock::acquire_within(&dir, Duration::from_millis(60));
-        assert!(matches!(second, Err(StoreError::Locked { .. })), "{second:?}");
+        assert!(
+            matches!(second, Err(StoreError::Locked { .. })),
+            "{second:?}"
+        );
         drop(first);
         assert!(SessionLock::acquire_within(&dir, Duration::from_millis(60)).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();

@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use noa::engine::config::Config;
 use noa::engine::state::CompressionState;
-use noa::engine::turn::{TurnConfig, project};
+use noa::engine::turn::project;
 use noa::formats::{BadLines, Format, ViewFormat, read, reassemble};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -13,7 +14,7 @@ use crate::synth::{chat_session, jsonl};
 
 fn view(text: &str, state: &mut CompressionState) -> Vec<Value> {
     let t = read("gen", text, Some(Format::Chat), BadLines::Fail).unwrap();
-    let p = project(state, &t.cores(), &TurnConfig::default());
+    let p = project(state, &t.cores(), &Config::default());
     reassemble(&t, &p.view, ViewFormat::Chat).0
 }
 
