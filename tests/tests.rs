@@ -5,6 +5,8 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
 #[path = "suite/common/mod.rs"]
 mod common;
+#[path = "suite/compress.rs"]
+mod compress;
 #[path = "suite/project.rs"]
 mod project;
 #[path = "suite/properties.rs"]

@@ -55,6 +55,31 @@ pub enum Command {
     /// writes one request message (or input item) per line. The same
     /// transcript and state always give the same bytes.
     Project(ProjectArgs),
+    /// Apply the model's Compress call and print the panel to hand back.
+    ///
+    /// By default applies the last Compress call in the transcript that has no
+    /// result yet; refs resolve against the view the model saw when it made
+    /// the call. The originals go to markdown archives before the state is
+    /// written. Prints the panel (the tool result to return to the model);
+    /// exits 1 when no block was created.
+    Apply(ApplyArgs),
+}
+
+/// Arguments of `noa apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The transcript (JSONL), or - for stdin
+    #[arg(value_name = "TRANSCRIPT")]
+    pub transcript: PathBuf,
+    /// Apply the Compress call with this tool-call id
+    #[arg(long, value_name = "ID", conflicts_with = "args")]
+    pub call_id: Option<String>,
+    /// Take the Compress arguments from a file (or - for stdin) instead of the transcript
+    #[arg(long, value_name = "FILE")]
+    pub args: Option<PathBuf>,
+    /// Print the panel and structured fields as one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `noa project`.

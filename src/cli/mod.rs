@@ -1,6 +1,8 @@
 //! The `noa` command line: parse arguments, run a command, report, exit.
 
+mod apply;
 mod args;
+mod clock;
 mod exit;
 mod input;
 mod project;
@@ -87,5 +89,6 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
         args::Command::Project(a) => project::run(&cli.global, &a),
+        args::Command::Apply(a) => apply::run(&cli.global, &a),
     }
 }
