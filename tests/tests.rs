@@ -7,6 +7,8 @@
 mod common;
 #[path = "suite/compress.rs"]
 mod compress;
+#[path = "suite/compress_properties.rs"]
+mod compress_properties;
 #[path = "suite/project.rs"]
 mod project;
 #[path = "suite/properties.rs"]

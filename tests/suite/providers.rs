@@ -73,6 +73,12 @@ pub fn check_anthropic(view: &[Value]) -> Result<(), String> {
         } else if !pending.is_empty() {
             return Err(format!("{at}: tool_use {pending:?} left unanswered"));
         }
+        if blocks
+            .last()
+            .is_some_and(|b| b["type"] == "thinking" || b["type"] == "redacted_thinking")
+        {
+            return Err(format!("{at}: thinking with nothing after it in its turn"));
+        }
         for b in &blocks {
             check_anthropic_block(b, role, &at)?;
             if b["type"] == "tool_use" {

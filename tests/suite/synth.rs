@@ -88,3 +88,42 @@ pub fn chat_session(seed: u64, turns: usize) -> Vec<Value> {
 pub fn jsonl(messages: &[Value]) -> String {
     messages.iter().map(|m| format!("{m}\n")).collect()
 }
+
+/// The same session as Anthropic messages: reasoning becomes signed
+/// thinking, tool calls `tool_use` blocks, and consecutive tool answers one
+/// user message of `tool_result` blocks.
+pub fn anthropic_session(seed: u64, turns: usize) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for (i, m) in chat_session(seed, turns).into_iter().enumerate() {
+        match m["role"].as_str().unwrap() {
+            "system" => {}
+            "user" => out.push(json!({"role": "user", "content": m["content"]})),
+            "assistant" => {
+                let mut blocks = Vec::new();
+                if let Some(r) = m["reasoning_content"].as_str() {
+                    blocks.push(json!({"type": "thinking", "thinking": r, "signature": format!("sig{seed}x{i}")}));
+                }
+                if let Some(t) = m["content"].as_str() {
+                    blocks.push(json!({"type": "text", "text": t}));
+                }
+                for c in m["tool_calls"].as_array().into_iter().flatten() {
+                    let input: Value =
+                        serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
+                    blocks.push(json!({"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": input}));
+                }
+                out.push(json!({"role": "assistant", "content": blocks}));
+            }
+            "tool" => {
+                let block = json!({"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]});
+                match out.last_mut() {
+                    Some(prev) if prev["role"] == "user" && prev["content"].is_array() => {
+                        prev["content"].as_array_mut().unwrap().push(block)
+                    }
+                    _ => out.push(json!({"role": "user", "content": [block]})),
+                }
+            }
+            other => panic!("unexpected role {other}"),
+        }
+    }
+    out
+}
