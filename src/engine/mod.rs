@@ -18,6 +18,8 @@ pub mod panel;
 pub mod parse_args;
 pub mod protect;
 pub mod prune;
+pub mod ranges;
+pub mod recommend;
 pub mod refs;
 pub mod state;
 pub mod sync;

@@ -8,7 +8,7 @@
 //! in the state.
 
 use super::config::Config;
-use super::message::{ContentType, CoreMessage};
+use super::message::{ContentType, CoreMessage, Role};
 use super::protect::is_tool_protected;
 use super::refs::{self, BLOCKED};
 use super::state::CompressionState;
@@ -32,7 +32,7 @@ pub struct Projection {
 pub fn project(state: &mut CompressionState, history: &[CoreMessage], cfg: &Config) -> Projection {
     let next = refs::highest_used(&state.message_refs) + 1;
     let new_refs = refs::assign(&mut state.message_refs, history, next, |m| {
-        is_tool_protected(&m.tool_name, &cfg.protected_tools)
+        m.role == Role::System || is_tool_protected(&m.tool_name, &cfg.protected_tools)
     });
     sync::sync_blocks(state, history);
     let pruned = prune::prune(history.to_vec(), state);

@@ -231,6 +231,24 @@ fn three_then_consolidate(s: &mut dyn Session, state: &Path) {
     let raw: String = view.iter().map(|v| v.to_string()).collect();
     assert_eq!(raw.matches("[Compressed conversation section]").count(), 1);
     assert!(raw.contains(r#"block=\"b4\" tier=\"2\""#));
+    // Compress exchanges do not pile up: only the latest one stays, short.
+    let overhead: usize = view.iter().map(|m| compress_bytes(m)).sum();
+    assert!(overhead * 100 < raw.len() * 5, "Compress overhead {overhead} of {} bytes", raw.len());
+}
+
+/// Bytes of Compress calls and results in one view message.
+fn compress_bytes(m: &Value) -> usize {
+    let is_compress = |v: &Value| v["name"] == "Compress" || v["function"]["name"] == "Compress";
+    let mut n = 0;
+    for b in m["content"].as_array().into_iter().flatten().chain(m["tool_calls"].as_array().into_iter().flatten()) {
+        if is_compress(b) || b["tool_use_id"].as_str().is_some_and(|id| id.starts_with("call_")) {
+            n += b.to_string().len();
+        }
+    }
+    if m["role"] == "tool" && m["tool_call_id"].as_str().is_some_and(|id| id.starts_with("call_")) {
+        n += m.to_string().len();
+    }
+    n
 }
 
 #[test]
@@ -309,4 +327,26 @@ fn apply_without_a_pending_call_is_a_usage_error() {
     let out = noa(dir.path(), &["apply", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no Compress call"));
+}
+
+#[test]
+fn a_failed_archive_write_leaves_nothing_behind() {
+    let dir = TempDir::new();
+    let path = dir.path().join("chat.jsonl");
+    fs::write(&path, jsonl(&chat_session(9, 40))).unwrap();
+    let state = dir.path().join("state");
+    let (view, _) = project(&path, &state, &[]);
+    let tags = tagged(&view);
+    let session_dir = state.join("chat");
+    let before = fs::read(session_dir.join("state.json")).unwrap();
+    // A file where the tier1 folder must go makes the archive write fail.
+    fs::write(session_dir.join("tier1"), "in the way").unwrap();
+    let mut s = Chat { path };
+    let args = json!({"content": [{"startId": tags[1].0, "endId": tags[12].0, "summary": SUMMARY}]});
+    s.append_call("call_x", &args);
+    let out = noa(dir.path(), &["apply", s.path().to_str().unwrap(), "--state-dir", state.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fs::read(session_dir.join("state.json")).unwrap(), before, "state must be untouched");
+    let names: Vec<_> = fs::read_dir(&session_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(!names.iter().any(|n| n.starts_with("tier2") || n.ends_with(".tmp")), "{names:?}");
 }
