@@ -186,7 +186,7 @@ fn three_then_consolidate(s: &mut dyn Session, state: &Path) {
     for (k, (a, b)) in [(1, 8), (9, 16), (17, 24)].into_iter().enumerate() {
         let (start, end) = (tags[a].0.clone(), tags[b].0.clone());
         let args = json!({"topic": format!("part {k}"), "content": [{"startId": start, "endId": end, "summary": format!("{SUMMARY} (part {k})")}]});
-        let (code, panel) = apply(s, state, &format!("call_{k}"), args);
+        let (code, panel) = apply(s, state, &format!("cmp_{k}"), args);
         assert_eq!(code, 0, "{panel}");
         let id = format!("b{}", k + 1);
         assert!(panel.contains(&format!("{id}(T1)=")), "{panel}");
@@ -219,7 +219,7 @@ fn three_then_consolidate(s: &mut dyn Session, state: &Path) {
         }
     }
     let args = json!({"topic": "consolidated", "content": [{"startId": "b1", "endId": "b3", "summary": format!("Tier 2 — {SUMMARY}")}]});
-    let (code, panel) = apply(s, state, "call_t2", args);
+    let (code, panel) = apply(s, state, "cmp_t2", args);
     assert_eq!(code, 0, "{panel}");
     assert!(panel.contains("b4(T2)="), "{panel}");
     let archive = panel.split(" → ").last().unwrap();
@@ -241,11 +241,11 @@ fn compress_bytes(m: &Value) -> usize {
     let is_compress = |v: &Value| v["name"] == "Compress" || v["function"]["name"] == "Compress";
     let mut n = 0;
     for b in m["content"].as_array().into_iter().flatten().chain(m["tool_calls"].as_array().into_iter().flatten()) {
-        if is_compress(b) || b["tool_use_id"].as_str().is_some_and(|id| id.starts_with("call_")) {
+        if is_compress(b) || b["tool_use_id"].as_str().is_some_and(|id| id.starts_with("cmp_")) {
             n += b.to_string().len();
         }
     }
-    if m["role"] == "tool" && m["tool_call_id"].as_str().is_some_and(|id| id.starts_with("call_")) {
+    if m["role"] == "tool" && m["tool_call_id"].as_str().is_some_and(|id| id.starts_with("cmp_")) {
         n += m.to_string().len();
     }
     n
@@ -343,7 +343,7 @@ fn a_failed_archive_write_leaves_nothing_behind() {
     fs::write(session_dir.join("tier1"), "in the way").unwrap();
     let mut s = Chat { path };
     let args = json!({"content": [{"startId": tags[1].0, "endId": tags[12].0, "summary": SUMMARY}]});
-    s.append_call("call_x", &args);
+    s.append_call("cmp_x", &args);
     let out = noa(dir.path(), &["apply", s.path().to_str().unwrap(), "--state-dir", state.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(fs::read(session_dir.join("state.json")).unwrap(), before, "state must be untouched");
