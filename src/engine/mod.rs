@@ -14,6 +14,7 @@ pub mod exchange;
 pub mod hide;
 pub mod identity;
 pub mod message;
+pub mod nudge;
 pub mod panel;
 pub mod parse_args;
 pub mod protect;
@@ -27,6 +28,7 @@ pub mod tag;
 #[cfg(test)]
 mod test_support;
 pub mod tokens;
+pub mod truncate;
 pub mod turn;
 pub mod view;
 pub mod zone;
