@@ -12,6 +12,7 @@ pub mod boundary;
 pub mod config;
 pub mod exchange;
 pub mod hide;
+pub mod host;
 pub mod identity;
 pub mod message;
 pub mod nudge;

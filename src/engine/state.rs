@@ -175,7 +175,20 @@ pub struct HostState {
     /// The context window the provider reported when it refused a request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_window: Option<usize>,
-    /// Token count of the last view noa produced.
+    /// Estimated tokens of the last view noa produced (before its nudge).
     #[serde(default)]
     pub last_view_tokens: usize,
+    /// Compressions done when that view was produced: provider figures for a
+    /// view from before a compression say nothing about the view now.
+    #[serde(default)]
+    pub last_view_compressions: usize,
+    /// History blocks when that view was produced, to tell what is new.
+    #[serde(default)]
+    pub history_len: usize,
+    /// Whether that view carried a nudge.
+    #[serde(default)]
+    pub nudged: bool,
+    /// Tool results cut by emergency truncation; they stay cut.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub truncated: std::collections::BTreeSet<String>,
 }
