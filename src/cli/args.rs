@@ -63,6 +63,23 @@ pub enum Command {
     /// written. Prints the panel (the tool result to return to the model);
     /// exits 1 when no block was created.
     Apply(ApplyArgs),
+    /// Write the transcript with its compression baked in, to go on without noa.
+    ///
+    /// Covered messages are replaced by their blocks' summaries (each with its
+    /// archive pointer); there are no ref tags and no nudge. The output is in
+    /// the transcript's own format, every kept record with all its fields.
+    Materialize(MaterializeArgs),
+}
+
+/// Arguments of `noa materialize`.
+#[derive(Debug, Args)]
+pub struct MaterializeArgs {
+    /// The transcript (JSONL), or - for stdin
+    #[arg(value_name = "TRANSCRIPT")]
+    pub transcript: PathBuf,
+    /// Write here instead of stdout
+    #[arg(short, long, value_name = "OUT")]
+    pub output: Option<PathBuf>,
 }
 
 /// Arguments of `noa apply`.

@@ -5,6 +5,7 @@ mod args;
 mod clock;
 mod exit;
 mod input;
+mod materialize;
 mod project;
 
 use std::io::{self, IsTerminal, Write};
@@ -90,5 +91,6 @@ fn run(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
         args::Command::Project(a) => project::run(&cli.global, &a),
         args::Command::Apply(a) => apply::run(&cli.global, &a),
+        args::Command::Materialize(a) => materialize::run(&cli.global, &a),
     }
 }

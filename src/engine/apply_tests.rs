@@ -428,8 +428,18 @@ fn the_first_user_message_is_archived_but_said_to_stay() {
 #[test]
 fn one_bad_range_does_not_sink_the_others() {
     let f = fixture(10, 2000);
-    let out = run(&f, &[range("m00002", "m00005", LONG), range("m00007", "m00009", "too brief")]);
+    let out = run(
+        &f,
+        &[
+            range("m00002", "m00005", LONG),
+            range("m00007", "m00009", "too brief"),
+        ],
+    );
     assert_eq!(out.created.len(), 1);
     assert_eq!(out.errors.len(), 1);
-    assert!(out.errors[0].starts_with("m00007..m00009: Summary too short"), "{:?}", out.errors);
+    assert!(
+        out.errors[0].starts_with("m00007..m00009: Summary too short"),
+        "{:?}",
+        out.errors
+    );
 }

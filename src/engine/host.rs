@@ -16,15 +16,21 @@ use super::state::HostState;
 /// a real user turn clears it; a nudge answered without any Compress call
 /// counts as a failure. (Failed Compress calls are counted by `apply`.)
 pub fn observe(host: &mut HostState, history: &[CoreMessage]) {
-    let new = history.get(host.history_len.min(history.len())..).unwrap_or(&[]);
-    let user_spoke = new.iter().any(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque);
+    let new = history
+        .get(host.history_len.min(history.len())..)
+        .unwrap_or(&[]);
+    let user_spoke = new
+        .iter()
+        .any(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque);
     if user_spoke {
         host.consecutive_failures = 0;
         host.suppressed_at_tokens = 0;
         return;
     }
     let answered = new.iter().any(|m| m.role == Role::Assistant);
-    let compressed = new.iter().any(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL);
+    let compressed = new
+        .iter()
+        .any(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL);
     if host.nudged && answered && !compressed {
         host.consecutive_failures += 1;
     }
@@ -54,9 +60,16 @@ pub fn suppressed(host: &mut HostState, tokens: usize, cfg: &Config) -> bool {
 /// The token count to decide on: the estimate, raised to the provider's own
 /// figure for the last request (plus what was added since) when that figure
 /// describes the same compression state.
-pub fn effective_tokens(host: &HostState, estimate: usize, input_tokens: Option<usize>, compressions: usize) -> usize {
+pub fn effective_tokens(
+    host: &HostState,
+    estimate: usize,
+    input_tokens: Option<usize>,
+    compressions: usize,
+) -> usize {
     match input_tokens {
-        Some(reported) if host.last_view_compressions == compressions && host.last_view_tokens > 0 => {
+        Some(reported)
+            if host.last_view_compressions == compressions && host.last_view_tokens > 0 =>
+        {
             estimate.max(reported + estimate.saturating_sub(host.last_view_tokens))
         }
         _ => estimate,
@@ -78,14 +91,24 @@ pub fn window_from_error(text: &str) -> Option<usize> {
             .collect();
         digits.parse().ok()
     };
-    for key in ["maximum context length is", "context window of", "context length of", "context_length_exceeded", "limit of"] {
+    for key in [
+        "maximum context length is",
+        "context window of",
+        "context length of",
+        "context_length_exceeded",
+        "limit of",
+    ] {
         if let Some(n) = number_after(key).filter(|n| *n >= 1_000) {
             return Some(n);
         }
     }
     // "X tokens > Y maximum" / "… + 16000 > 200000": the figure after the last '>'.
     let at = lower.rfind('>')?;
-    let digits: String = lower[at + 1..].trim_start().chars().take_while(|c| c.is_ascii_digit()).collect();
+    let digits: String = lower[at + 1..]
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
     digits.parse().ok().filter(|n: &usize| *n >= 1_000)
 }
 
@@ -96,14 +119,29 @@ mod tests {
     fn msgs(roles: &[(&str, Role, ContentType, &str)]) -> Vec<CoreMessage> {
         roles
             .iter()
-            .map(|(id, role, ct, tool)| CoreMessage { id: id.to_string(), role: *role, content_type: *ct, text: String::new(), tool_name: tool.to_string(), tool_call_id: String::new(), opaque: false })
+            .map(|(id, role, ct, tool)| CoreMessage {
+                id: id.to_string(),
+                role: *role,
+                content_type: *ct,
+                text: String::new(),
+                tool_name: tool.to_string(),
+                tool_call_id: String::new(),
+                opaque: false,
+            })
             .collect()
     }
 
     #[test]
     fn an_unanswered_nudge_is_a_failure_and_the_user_clears_it() {
-        let h = msgs(&[("u", Role::User, ContentType::Text, ""), ("a", Role::Assistant, ContentType::Text, "")]);
-        let mut host = HostState { nudged: true, history_len: 1, ..HostState::default() };
+        let h = msgs(&[
+            ("u", Role::User, ContentType::Text, ""),
+            ("a", Role::Assistant, ContentType::Text, ""),
+        ]);
+        let mut host = HostState {
+            nudged: true,
+            history_len: 1,
+            ..HostState::default()
+        };
         observe(&mut host, &h);
         assert_eq!(host.consecutive_failures, 1);
         let mut h2 = h.clone();
@@ -115,8 +153,16 @@ mod tests {
 
     #[test]
     fn a_compress_call_is_not_a_failure() {
-        let h = msgs(&[("u", Role::User, ContentType::Text, ""), ("c", Role::Assistant, ContentType::ToolCall, COMPRESS_TOOL), ("r", Role::Tool, ContentType::ToolResult, COMPRESS_TOOL)]);
-        let mut host = HostState { nudged: true, history_len: 1, ..HostState::default() };
+        let h = msgs(&[
+            ("u", Role::User, ContentType::Text, ""),
+            ("c", Role::Assistant, ContentType::ToolCall, COMPRESS_TOOL),
+            ("r", Role::Tool, ContentType::ToolResult, COMPRESS_TOOL),
+        ]);
+        let mut host = HostState {
+            nudged: true,
+            history_len: 1,
+            ..HostState::default()
+        };
         observe(&mut host, &h);
         assert_eq!(host.consecutive_failures, 0);
     }
@@ -124,30 +170,63 @@ mod tests {
     #[test]
     fn suppression_starts_and_lifts() {
         let cfg = Config::default();
-        let mut host = HostState { consecutive_failures: 3, ..HostState::default() };
+        let mut host = HostState {
+            consecutive_failures: 3,
+            ..HostState::default()
+        };
         assert!(suppressed(&mut host, 100_000, &cfg));
         assert_eq!(host.suppressed_at_tokens, 100_000);
         assert!(suppressed(&mut host, 110_000, &cfg));
-        assert!(!suppressed(&mut host, 100_000 + cadence(&cfg), &cfg), "growth lifts it");
-        let mut host = HostState { consecutive_failures: 3, suppressed_at_tokens: 180_000, ..HostState::default() };
-        assert!(!suppressed(&mut host, 191_000, &cfg), "the emergency band lifts it");
+        assert!(
+            !suppressed(&mut host, 100_000 + cadence(&cfg), &cfg),
+            "growth lifts it"
+        );
+        let mut host = HostState {
+            consecutive_failures: 3,
+            suppressed_at_tokens: 180_000,
+            ..HostState::default()
+        };
+        assert!(
+            !suppressed(&mut host, 191_000, &cfg),
+            "the emergency band lifts it"
+        );
     }
 
     #[test]
     fn provider_figures_raise_the_estimate() {
-        let host = HostState { last_view_tokens: 10_000, last_view_compressions: 2, ..HostState::default() };
+        let host = HostState {
+            last_view_tokens: 10_000,
+            last_view_compressions: 2,
+            ..HostState::default()
+        };
         assert_eq!(effective_tokens(&host, 12_000, Some(15_000), 2), 17_000);
-        assert_eq!(effective_tokens(&host, 12_000, Some(15_000), 3), 12_000, "stale after a compression");
+        assert_eq!(
+            effective_tokens(&host, 12_000, Some(15_000), 3),
+            12_000,
+            "stale after a compression"
+        );
         assert_eq!(effective_tokens(&host, 12_000, None, 2), 12_000);
     }
 
     #[test]
     fn windows_from_overflow_errors() {
         let cases = [
-            ("This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.", Some(128_000)),
-            ("prompt is too long: 215000 tokens > 200000 maximum", Some(200_000)),
-            ("input length and `max_tokens` exceed context limit: 190000 + 16000 > 200000", Some(200_000)),
-            ("the request exceeds the model's context window of 32,768 tokens", Some(32_768)),
+            (
+                "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
+                Some(128_000),
+            ),
+            (
+                "prompt is too long: 215000 tokens > 200000 maximum",
+                Some(200_000),
+            ),
+            (
+                "input length and `max_tokens` exceed context limit: 190000 + 16000 > 200000",
+                Some(200_000),
+            ),
+            (
+                "the request exceeds the model's context window of 32,768 tokens",
+                Some(32_768),
+            ),
             ("rate limited", None),
         ];
         for (text, want) in cases {

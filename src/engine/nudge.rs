@@ -20,7 +20,11 @@ pub fn growth_unit(cfg: &Config) -> usize {
     let limit = cfg.context_limit;
     let n = &cfg.nudge;
     let by_ratio = (limit as f64 * n.growth_ratio).round() as usize;
-    let floor = if limit >= FULL_UNIT_WINDOW { n.growth_floor } else { n.growth_floor * limit / FULL_UNIT_WINDOW };
+    let floor = if limit >= FULL_UNIT_WINDOW {
+        n.growth_floor
+    } else {
+        n.growth_floor * limit / FULL_UNIT_WINDOW
+    };
     by_ratio.max(floor).min(n.growth_cap.max(1))
 }
 
@@ -30,7 +34,9 @@ pub fn growth_unit(cfg: &Config) -> usize {
 pub fn cadence(cfg: &Config) -> usize {
     let unit = growth_unit(cfg);
     let n = &cfg.nudge;
-    let step = n.min_growth_floor.max((unit as f64 * n.min_growth_ratio) as usize);
+    let step = n
+        .min_growth_floor
+        .max((unit as f64 * n.min_growth_ratio) as usize);
     step.min(cfg.context_limit / 8).max(1)
 }
 
@@ -87,7 +93,8 @@ pub fn decide(input: &DecideInput) -> Decision {
         2 => &[1, 2],
         _ => &[1, 2, 3],
     };
-    let net = |t: u8| input.pending[t as usize - 1].saturating_sub(input.nudge_cost[t as usize - 1]);
+    let net =
+        |t: u8| input.pending[t as usize - 1].saturating_sub(input.nudge_cost[t as usize - 1]);
     let ready = format!(
         "; ready: T1({})/T2({})/T3({})",
         format(input.pending[0]),
@@ -95,18 +102,36 @@ pub fn decide(input: &DecideInput) -> Decision {
         format(input.pending[2])
     );
     let pct = (usage * 100.0).round() as usize;
-    let decision = |inject: bool, tier: u8, reason: String| Decision { inject, tier, emergency, pressure, reason: reason + &ready };
+    let decision = |inject: bool, tier: u8, reason: String| Decision {
+        inject,
+        tier,
+        emergency,
+        pressure,
+        reason: reason + &ready,
+    };
 
     if pressure {
-        let best = tiers.iter().copied().max_by_key(|&t| (net(t), std::cmp::Reverse(t))).unwrap_or(1);
+        let best = tiers
+            .iter()
+            .copied()
+            .max_by_key(|&t| (net(t), std::cmp::Reverse(t)))
+            .unwrap_or(1);
         let min = min_benefit(cfg);
         if net(best) >= min {
-            return decision(true, best, format!("pressure at {pct}%: tier {best} reclaims {}", net(best)));
+            return decision(
+                true,
+                best,
+                format!("pressure at {pct}%: tier {best} reclaims {}", net(best)),
+            );
         }
-        return decision(false, best, format!(
-            "pressure at {pct}% but the best tier reclaims only {} (< {min} minimum benefit)",
-            net(best)
-        ));
+        return decision(
+            false,
+            best,
+            format!(
+                "pressure at {pct}% but the best tier reclaims only {} (< {min} minimum benefit)",
+                net(best)
+            ),
+        );
     }
     if usage < n.min_context_limit_pct {
         return decision(false, 1, format!("below the nudge band at {pct}%"));
@@ -114,19 +139,34 @@ pub fn decide(input: &DecideInput) -> Decision {
     let unit = growth_unit(cfg);
     let step = cadence(cfg);
     let stamps = input.nudge;
-    let reference = [stamps.last_nudge_shown_tokens, stamps.last_per_message_nudge_tokens, input.tokens]
-        .into_iter()
-        .find(|&t| t > 0)
-        .unwrap_or(input.tokens);
+    let reference = [
+        stamps.last_nudge_shown_tokens,
+        stamps.last_per_message_nudge_tokens,
+        input.tokens,
+    ]
+    .into_iter()
+    .find(|&t| t > 0)
+    .unwrap_or(input.tokens);
     let grown = input.tokens.saturating_sub(reference);
     let first_sight = stamps.last_nudge_shown_tokens == 0
         && stamps.last_per_message_nudge_tokens == 0
         && input.pending.iter().max().copied().unwrap_or(0) >= unit;
     if !first_sight && grown < step {
-        return decision(false, 1, format!("below cadence: grew {grown} of {step} since last nudge"));
+        return decision(
+            false,
+            1,
+            format!("below cadence: grew {grown} of {step} since last nudge"),
+        );
     }
     if net(1) >= unit {
-        return decision(true, 1, format!("growth: tier 1 has {} pending (>= {unit})", input.pending[0]));
+        return decision(
+            true,
+            1,
+            format!(
+                "growth: tier 1 has {} pending (>= {unit})",
+                input.pending[0]
+            ),
+        );
     }
     let min = min_benefit(cfg);
     let mut blocked = Vec::new();
@@ -135,9 +175,12 @@ pub fn decide(input: &DecideInput) -> Decision {
             2 => (input.block_counts[0], cfg.tiers.tier2_trigger),
             _ => (input.block_counts[1], cfg.tiers.tier3_trigger),
         };
-        let bigger_than_lower = (1..t).all(|lower| input.pending[t as usize - 1] > input.pending[lower as usize - 1]);
+        let bigger_than_lower =
+            (1..t).all(|lower| input.pending[t as usize - 1] > input.pending[lower as usize - 1]);
         let by_count = count >= trigger;
-        let by_size = input.pending[t as usize - 1] as f64 >= unit as f64 * n.tier2_growth_multiplier && bigger_than_lower;
+        let by_size = input.pending[t as usize - 1] as f64
+            >= unit as f64 * n.tier2_growth_multiplier
+            && bigger_than_lower;
         if !(by_count || by_size) {
             continue;
         }
@@ -145,12 +188,23 @@ pub fn decide(input: &DecideInput) -> Decision {
             blocked.push(format!("T{t} (reclaims {} < {min})", net(t)));
             continue;
         }
-        let last = stamps.last_shown_by_tier.get(&t.to_string()).copied().unwrap_or(0);
+        let last = stamps
+            .last_shown_by_tier
+            .get(&t.to_string())
+            .copied()
+            .unwrap_or(0);
         if last != 0 && input.tokens.saturating_sub(last) < step {
             blocked.push(format!("T{t} (cadence)"));
             continue;
         }
-        return decision(true, t, format!("growth: tier {t} ready ({count} block(s), {} pending)", input.pending[t as usize - 1]));
+        return decision(
+            true,
+            t,
+            format!(
+                "growth: tier {t} ready ({count} block(s), {} pending)",
+                input.pending[t as usize - 1]
+            ),
+        );
     }
     if blocked.is_empty() {
         decision(false, 1, "growth ready but no tier qualifies".into())
@@ -164,7 +218,9 @@ pub fn decide(input: &DecideInput) -> Decision {
 /// clears the shown stamps, so pacing restarts from the new size.
 pub fn stamp(nudge: &mut NudgeState, tokens: usize, decision: &Decision, cfg: &Config) {
     let unit = growth_unit(cfg);
-    if nudge.last_per_message_nudge_tokens > 0 && tokens + unit < nudge.last_per_message_nudge_tokens {
+    if nudge.last_per_message_nudge_tokens > 0
+        && tokens + unit < nudge.last_per_message_nudge_tokens
+    {
         nudge.last_per_message_nudge_tokens = tokens;
         nudge.last_nudge_shown_tokens = 0;
         nudge.last_shown_by_tier.clear();
@@ -174,7 +230,9 @@ pub fn stamp(nudge: &mut NudgeState, tokens: usize, decision: &Decision, cfg: &C
     }
     if decision.inject {
         nudge.last_nudge_shown_tokens = tokens;
-        nudge.last_shown_by_tier.insert(decision.tier.to_string(), tokens);
+        nudge
+            .last_shown_by_tier
+            .insert(decision.tier.to_string(), tokens);
     }
 }
 

@@ -2,7 +2,11 @@ use super::*;
 use crate::engine::config::TierConfig;
 
 fn at(tokens: usize, pending: usize, baseline: usize) -> Decision {
-    let stamps = NudgeState { last_per_message_nudge_tokens: baseline, last_nudge_shown_tokens: baseline, ..NudgeState::default() };
+    let stamps = NudgeState {
+        last_per_message_nudge_tokens: baseline,
+        last_nudge_shown_tokens: baseline,
+        ..NudgeState::default()
+    };
     decide(&DecideInput {
         tokens,
         pending: [pending, 0, 0],
@@ -20,7 +24,13 @@ fn derived_numbers_at_200k() {
     assert_eq!(cadence(&c), 22_500);
     assert_eq!(min_benefit(&c), 5_000);
     assert_eq!(min_benefit(&Config::for_window(1_000_000)), 10_000);
-    let explicit = Config { nudge: crate::engine::config::NudgeConfig { min_pressure_benefit_tokens: Some(0), ..Default::default() }, ..Config::default() };
+    let explicit = Config {
+        nudge: crate::engine::config::NudgeConfig {
+            min_pressure_benefit_tokens: Some(0),
+            ..Default::default()
+        },
+        ..Config::default()
+    };
     assert_eq!(min_benefit(&explicit), 0);
 }
 
@@ -31,7 +41,11 @@ fn small_windows_get_a_smaller_unit() {
     assert!(growth_unit(&c40) < growth_unit(&c400));
     for limit in [40_000, 64_000, 128_000, 200_000] {
         let c = Config::for_window(limit);
-        assert!(cadence(&c) * 4 <= limit, "cadence {} at {limit}", cadence(&c));
+        assert!(
+            cadence(&c) * 4 <= limit,
+            "cadence {} at {limit}",
+            cadence(&c)
+        );
         assert!(growth_unit(&c) <= limit / 2);
     }
     assert_eq!(growth_unit(&Config::for_window(128_000)), 50_000);
@@ -41,7 +55,10 @@ fn small_windows_get_a_smaller_unit() {
 fn below_cadence() {
     let d = at(100_000, 60_000, 95_000);
     assert!(!d.inject);
-    assert_eq!(d.reason, "below cadence: grew 5000 of 22500 since last nudge; ready: T1(60K)/T2(0)/T3(0)");
+    assert_eq!(
+        d.reason,
+        "below cadence: grew 5000 of 22500 since last nudge; ready: T1(60K)/T2(0)/T3(0)"
+    );
 }
 
 #[test]
@@ -54,7 +71,11 @@ fn growth_fires() {
 fn small_backlog_waits() {
     let d = at(120_000, 5_000, 90_000);
     assert!(!d.inject);
-    assert!(d.reason.starts_with("growth ready but no tier qualifies"), "{}", d.reason);
+    assert!(
+        d.reason.starts_with("growth ready but no tier qualifies"),
+        "{}",
+        d.reason
+    );
 }
 
 #[test]
@@ -86,17 +107,36 @@ fn emergency() {
 
 #[test]
 fn every_reason_shows_the_backlog() {
-    for d in [at(100_000, 60_000, 0), at(10_000, 0, 0), at(160_000, 1_000, 0)] {
-        assert!(!d.reason.is_empty() && d.reason.contains("ready:"), "{}", d.reason);
+    for d in [
+        at(100_000, 60_000, 0),
+        at(10_000, 0, 0),
+        at(160_000, 1_000, 0),
+    ] {
+        assert!(
+            !d.reason.is_empty() && d.reason.contains("ready:"),
+            "{}",
+            d.reason
+        );
     }
 }
 
 fn tier2(tokens: usize, baseline: usize, shown_t2: usize, cost: usize, cfg: &Config) -> Decision {
-    let mut stamps = NudgeState { last_per_message_nudge_tokens: baseline, last_nudge_shown_tokens: baseline, ..NudgeState::default() };
+    let mut stamps = NudgeState {
+        last_per_message_nudge_tokens: baseline,
+        last_nudge_shown_tokens: baseline,
+        ..NudgeState::default()
+    };
     if shown_t2 > 0 {
         stamps.last_shown_by_tier.insert("2".into(), shown_t2);
     }
-    decide(&DecideInput { tokens, pending: [0, 6_500, 0], block_counts: [5, 0], nudge_cost: [0, cost, 0], nudge: &stamps, config: cfg })
+    decide(&DecideInput {
+        tokens,
+        pending: [0, 6_500, 0],
+        block_counts: [5, 0],
+        nudge_cost: [0, cost, 0],
+        nudge: &stamps,
+        config: cfg,
+    })
 }
 
 #[test]
@@ -128,7 +168,13 @@ fn tier_two_not_below_the_band() {
 
 #[test]
 fn tiers_off_means_tier_one_only() {
-    let cfg = Config { tiers: TierConfig { enabled: false, ..TierConfig::default() }, ..Config::default() };
+    let cfg = Config {
+        tiers: TierConfig {
+            enabled: false,
+            ..TierConfig::default()
+        },
+        ..Config::default()
+    };
     let d = tier2(120_000, 90_000, 0, 0, &cfg);
     assert!(!(d.inject && d.tier >= 2));
 }
@@ -137,7 +183,14 @@ fn tiers_off_means_tier_one_only() {
 fn tiny_windows_explain_themselves() {
     let cfg = Config::for_window(1_000);
     let stamps = NudgeState::default();
-    let d = decide(&DecideInput { tokens: 990, pending: [500, 0, 0], block_counts: [0, 0], nudge_cost: [0; 3], nudge: &stamps, config: &cfg });
+    let d = decide(&DecideInput {
+        tokens: 990,
+        pending: [500, 0, 0],
+        block_counts: [0, 0],
+        nudge_cost: [0; 3],
+        nudge: &stamps,
+        config: &cfg,
+    });
     assert!(!d.reason.is_empty());
 }
 
@@ -145,26 +198,53 @@ fn tiny_windows_explain_themselves() {
 fn emergency_at_40k() {
     let cfg = Config::for_window(40_000);
     let stamps = NudgeState::default();
-    let d = decide(&DecideInput { tokens: 38_400, pending: [20_000, 0, 0], block_counts: [0, 0], nudge_cost: [0; 3], nudge: &stamps, config: &cfg });
+    let d = decide(&DecideInput {
+        tokens: 38_400,
+        pending: [20_000, 0, 0],
+        block_counts: [0, 0],
+        nudge_cost: [0; 3],
+        nudge: &stamps,
+        config: &cfg,
+    });
     assert!(d.inject && d.emergency);
 }
 
 #[test]
 fn stamping() {
     let cfg = Config::default();
-    let quiet = Decision { inject: false, tier: 1, emergency: false, pressure: false, reason: String::new() };
-    let mut s = NudgeState { last_per_message_nudge_tokens: 150_000, last_nudge_shown_tokens: 148_000, ..NudgeState::default() };
+    let quiet = Decision {
+        inject: false,
+        tier: 1,
+        emergency: false,
+        pressure: false,
+        reason: String::new(),
+    };
+    let mut s = NudgeState {
+        last_per_message_nudge_tokens: 150_000,
+        last_nudge_shown_tokens: 148_000,
+        ..NudgeState::default()
+    };
     s.last_shown_by_tier.insert("2".into(), 140_000);
     stamp(&mut s, 60_000, &quiet, &cfg);
-    assert_eq!((s.last_per_message_nudge_tokens, s.last_nudge_shown_tokens), (60_000, 0));
+    assert_eq!(
+        (s.last_per_message_nudge_tokens, s.last_nudge_shown_tokens),
+        (60_000, 0)
+    );
     assert!(s.last_shown_by_tier.is_empty());
 
     let mut s = NudgeState::default();
     stamp(&mut s, 42_000, &quiet, &cfg);
     assert_eq!(s.last_per_message_nudge_tokens, 42_000);
 
-    let mut s = NudgeState { last_per_message_nudge_tokens: 100_000, ..NudgeState::default() };
-    let t2 = Decision { inject: true, tier: 2, ..quiet };
+    let mut s = NudgeState {
+        last_per_message_nudge_tokens: 100_000,
+        ..NudgeState::default()
+    };
+    let t2 = Decision {
+        inject: true,
+        tier: 2,
+        ..quiet
+    };
     stamp(&mut s, 120_000, &t2, &cfg);
     assert_eq!(s.last_nudge_shown_tokens, 120_000);
     assert_eq!(s.last_shown_by_tier["2"], 120_000);

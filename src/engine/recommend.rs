@@ -49,7 +49,12 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
         .find(|m| m.role == Role::User && m.content_type == ContentType::Text && has_ref(state, m))
         .map(|m| m.id.as_str());
     for m in view {
-        let Some(r) = state.message_refs.by_raw.get(&m.id).filter(|r| *r != BLOCKED) else {
+        let Some(r) = state
+            .message_refs
+            .by_raw
+            .get(&m.id)
+            .filter(|r| *r != BLOCKED)
+        else {
             // Summaries, hard-protected messages, instructions: a gap.
             runs.extend(open.take());
             segment += 1;
@@ -64,7 +69,11 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
         if zone.contains(m.id.as_str()) {
             runs.extend(open.take());
             segment += 1;
-            let reason = if Some(m.id.as_str()) == last_user { ProtectReason::LastUserMessage } else { ProtectReason::Recent };
+            let reason = if Some(m.id.as_str()) == last_user {
+                ProtectReason::LastUserMessage
+            } else {
+                ProtectReason::Recent
+            };
             extend_protected(&mut protected, r, t, m, reason);
             continue;
         }
@@ -86,23 +95,55 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
         .blocks
         .iter()
         .filter(|b| b.active)
-        .map(|b| BlockSpan { block_id: b.block_id.clone(), tier: b.tier, start_ref: b.start_ref.clone(), end_ref: b.end_ref.clone() })
+        .map(|b| BlockSpan {
+            block_id: b.block_id.clone(),
+            tier: b.tier,
+            start_ref: b.start_ref.clone(),
+            end_ref: b.end_ref.clone(),
+        })
         .collect();
     blocks.sort_by_key(|b| ref_to_index(&b.start_ref).unwrap_or(0));
-    let tier_blocks = |t: u8| -> Vec<Block> { state.blocks.iter().filter(|b| b.active && b.tier == t).cloned().collect() };
+    let tier_blocks = |t: u8| -> Vec<Block> {
+        state
+            .blocks
+            .iter()
+            .filter(|b| b.active && b.tier == t)
+            .cloned()
+            .collect()
+    };
     let tier1_blocks = tier_blocks(1);
     let tier2_blocks = tier_blocks(2);
-    let summary_tokens = |bs: &[Block]| bs.iter().map(|b| tokens::estimate(&b.summary)).sum::<usize>();
+    let summary_tokens = |bs: &[Block]| {
+        bs.iter()
+            .map(|b| tokens::estimate(&b.summary))
+            .sum::<usize>()
+    };
     let pending = [
-        ranges.iter().filter(|r| r.chars >= min_chars).map(|r| r.tokens).sum(),
+        ranges
+            .iter()
+            .filter(|r| r.chars >= min_chars)
+            .map(|r| r.tokens)
+            .sum(),
         summary_tokens(&tier1_blocks),
         summary_tokens(&tier2_blocks),
     ];
-    Recommendation { ranges, protected, blocks, breakdown: breakdown(view), pending, tier1_blocks, tier2_blocks }
+    Recommendation {
+        ranges,
+        protected,
+        blocks,
+        breakdown: breakdown(view),
+        pending,
+        tier1_blocks,
+        tier2_blocks,
+    }
 }
 
 fn has_ref(state: &CompressionState, m: &CoreMessage) -> bool {
-    state.message_refs.by_raw.get(&m.id).is_some_and(|r| r != BLOCKED)
+    state
+        .message_refs
+        .by_raw
+        .get(&m.id)
+        .is_some_and(|r| r != BLOCKED)
 }
 
 /// A compressible run being built, with the segment it belongs to: runs of
@@ -116,7 +157,15 @@ struct Run {
 impl Run {
     fn new(r: &str, segment: usize) -> Run {
         Run {
-            info: RangeInfo { start_ref: r.to_string(), end_ref: r.to_string(), count: 0, tokens: 0, chars: 0, tool_pct: 0, user_messages: 0 },
+            info: RangeInfo {
+                start_ref: r.to_string(),
+                end_ref: r.to_string(),
+                count: 0,
+                tokens: 0,
+                chars: 0,
+                tool_pct: 0,
+                user_messages: 0,
+            },
             tool: 0,
             segment,
         }
@@ -127,13 +176,16 @@ impl Run {
         self.info.tokens += t;
         self.info.chars += m.text.chars().count();
         self.info.user_messages += usize::from(is_user);
-        self.tool += usize::from(matches!(m.content_type, ContentType::ToolCall | ContentType::ToolResult));
+        self.tool += usize::from(matches!(
+            m.content_type,
+            ContentType::ToolCall | ContentType::ToolResult
+        ));
         self.info.tool_pct = pct(self.tool, self.info.count);
     }
 }
 
 fn pct(part: usize, whole: usize) -> u32 {
-    if whole == 0 { 0 } else { ((part * 100 + whole / 2) / whole) as u32 }
+    (part * 100 + whole / 2).checked_div(whole).unwrap_or(0) as u32
 }
 
 /// Merges neighbouring runs of a segment until each reaches `min_chars`, so
@@ -157,12 +209,28 @@ fn merge_to_threshold(runs: Vec<Run>, min_chars: usize) -> Vec<RangeInfo> {
     out.into_iter().map(|r| r.info).collect()
 }
 
-fn extend_protected(protected: &mut Vec<ProtectedRange>, r: &str, t: usize, m: &CoreMessage, reason: ProtectReason) {
+fn extend_protected(
+    protected: &mut Vec<ProtectedRange>,
+    r: &str,
+    t: usize,
+    m: &CoreMessage,
+    reason: ProtectReason,
+) {
     let adjacent = protected.last().is_some_and(|p| {
-        ref_to_index(&p.end_ref).zip(ref_to_index(r)).is_some_and(|(a, b)| b == a + 1) && p.reason == reason
+        ref_to_index(&p.end_ref)
+            .zip(ref_to_index(r))
+            .is_some_and(|(a, b)| b == a + 1)
+            && p.reason == reason
     });
     if !adjacent {
-        protected.push(ProtectedRange { start_ref: r.to_string(), end_ref: r.to_string(), count: 0, tokens: 0, tools: Vec::new(), reason });
+        protected.push(ProtectedRange {
+            start_ref: r.to_string(),
+            end_ref: r.to_string(),
+            count: 0,
+            tokens: 0,
+            tools: Vec::new(),
+            reason,
+        });
     }
     let p = protected.last_mut().expect("pushed above");
     p.end_ref = r.to_string();
@@ -183,7 +251,10 @@ pub fn breakdown(view: &[CoreMessage]) -> Breakdown {
             b.summaries += t;
         } else if m.role == Role::System {
             b.system += t;
-        } else if matches!(m.content_type, ContentType::ToolCall | ContentType::ToolResult) {
+        } else if matches!(
+            m.content_type,
+            ContentType::ToolCall | ContentType::ToolResult
+        ) {
             b.tool += t;
         } else if is_mostly_code(&m.text) {
             b.code += t;

@@ -32,7 +32,12 @@ pub struct Truncation {
 /// Cuts results in `view` (before the last `preserve_recent_messages`) so
 /// that `tokens` falls under 90% of the truncation threshold. Ids in `sticky`
 /// (cut on an earlier turn) are cut again regardless; ids cut now are added.
-pub fn truncate(view: &mut [CoreMessage], tokens_now: usize, cfg: &Config, sticky: &mut BTreeSet<String>) -> Truncation {
+pub fn truncate(
+    view: &mut [CoreMessage],
+    tokens_now: usize,
+    cfg: &Config,
+    sticky: &mut BTreeSet<String>,
+) -> Truncation {
     let mut done = Truncation::default();
     let protected_from = view.len().saturating_sub(cfg.preserve_recent_messages);
     for m in view.iter_mut().filter(|m| sticky.contains(&m.id)) {
@@ -76,7 +81,13 @@ fn cut(m: &mut CoreMessage) -> Option<usize> {
     let before = tokens::estimate(&m.text);
     let head: String = m.text.chars().take(KEEP_CHARS).collect();
     let tail: String = m.text.chars().skip(chars - KEEP_CHARS).collect();
-    let cut_tokens = tokens::estimate(&m.text.chars().skip(KEEP_CHARS).take(chars - 2 * KEEP_CHARS).collect::<String>());
+    let cut_tokens = tokens::estimate(
+        &m.text
+            .chars()
+            .skip(KEEP_CHARS)
+            .take(chars - 2 * KEEP_CHARS)
+            .collect::<String>(),
+    );
     m.text = format!(
         "{head}\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n{tail}"
     );
@@ -93,19 +104,30 @@ mod tests {
     }
     fn tail(view: &mut Vec<CoreMessage>) {
         for i in 0..5 {
-            view.push(CoreMessage::text(format!("recent{i}"), Role::User, "recent"));
+            view.push(CoreMessage::text(
+                format!("recent{i}"),
+                Role::User,
+                "recent",
+            ));
         }
     }
 
     #[test]
     fn nothing_below_the_threshold() {
         let mut v = vec![result("a", 100_000)];
-        assert_eq!(truncate(&mut v, 100_000, &Config::default(), &mut BTreeSet::new()).count, 0);
+        assert_eq!(
+            truncate(&mut v, 100_000, &Config::default(), &mut BTreeSet::new()).count,
+            0
+        );
     }
 
     #[test]
     fn the_largest_goes_first() {
-        let mut v = vec![result("small", 20_000), result("huge", 200_000), result("medium", 40_000)];
+        let mut v = vec![
+            result("small", 20_000),
+            result("huge", 200_000),
+            result("medium", 40_000),
+        ];
         tail(&mut v);
         let mut sticky = BTreeSet::new();
         let t = truncate(&mut v, 195_000, &Config::default(), &mut sticky);
@@ -118,7 +140,12 @@ mod tests {
 
     #[test]
     fn head_and_tail_survive() {
-        let body = format!("{}{}{}", "H".repeat(3000), "M".repeat(100_000), "T".repeat(3000));
+        let body = format!(
+            "{}{}{}",
+            "H".repeat(3000),
+            "M".repeat(100_000),
+            "T".repeat(3000)
+        );
         let mut v = vec![CoreMessage::tool_result("r", "r", "Bash", body)];
         tail(&mut v);
         truncate(&mut v, 195_000, &Config::default(), &mut BTreeSet::new());
@@ -130,24 +157,48 @@ mod tests {
     #[test]
     fn nothing_to_cut() {
         let cfg = Config::default();
-        let mut marked = vec![CoreMessage::tool_result("m", "m", "Bash", format!("{MARKER}]{}", "x".repeat(100_000)))];
+        let mut marked = vec![CoreMessage::tool_result(
+            "m",
+            "m",
+            "Bash",
+            format!("{MARKER}]{}", "x".repeat(100_000)),
+        )];
         tail(&mut marked);
-        assert_eq!(truncate(&mut marked, 195_000, &cfg, &mut BTreeSet::new()).count, 0);
-        let mut recent: Vec<CoreMessage> = (0..5).map(|i| result(&format!("r{i}"), 100_000)).collect();
-        assert_eq!(truncate(&mut recent, 195_000, &cfg, &mut BTreeSet::new()).count, 0);
+        assert_eq!(
+            truncate(&mut marked, 195_000, &cfg, &mut BTreeSet::new()).count,
+            0
+        );
+        let mut recent: Vec<CoreMessage> =
+            (0..5).map(|i| result(&format!("r{i}"), 100_000)).collect();
+        assert_eq!(
+            truncate(&mut recent, 195_000, &cfg, &mut BTreeSet::new()).count,
+            0
+        );
         let mut user = vec![CoreMessage::text("u", Role::User, "x".repeat(200_000))];
         tail(&mut user);
-        assert_eq!(truncate(&mut user, 195_000, &cfg, &mut BTreeSet::new()).count, 0);
+        assert_eq!(
+            truncate(&mut user, 195_000, &cfg, &mut BTreeSet::new()).count,
+            0
+        );
         let mut small = vec![result("s", 2_000)];
         tail(&mut small);
-        assert_eq!(truncate(&mut small, 195_000, &cfg, &mut BTreeSet::new()).count, 0);
+        assert_eq!(
+            truncate(&mut small, 195_000, &cfg, &mut BTreeSet::new()).count,
+            0
+        );
     }
 
     #[test]
     fn zero_preserve() {
-        let cfg = Config { preserve_recent_messages: 0, ..Config::default() };
+        let cfg = Config {
+            preserve_recent_messages: 0,
+            ..Config::default()
+        };
         let mut v = vec![result("a", 200_000)];
-        assert_eq!(truncate(&mut v, 195_000, &cfg, &mut BTreeSet::new()).count, 1);
+        assert_eq!(
+            truncate(&mut v, 195_000, &cfg, &mut BTreeSet::new()).count,
+            1
+        );
     }
 
     #[test]

@@ -50,6 +50,20 @@ pub fn project(state: &mut CompressionState, history: &[CoreMessage], cfg: &Conf
     }
 }
 
+/// The view without what only a live session needs: no tags, no
+/// truncation, no nudge. What `materialize` writes, so a session can go on
+/// without noa. Works on a copy of the state.
+pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) -> Vec<CoreMessage> {
+    let mut state = state.clone();
+    let next = refs::highest_used(&state.message_refs) + 1;
+    refs::assign(&mut state.message_refs, history, next, |m| {
+        m.role == Role::System || is_tool_protected(&m.tool_name, &cfg.protected_tools)
+    });
+    sync::sync_blocks(&mut state, history);
+    let pruned = prune::prune(history.to_vec(), &state);
+    view::drop_unpaired(hide::hide_compress_calls(pruned, &state))
+}
+
 /// Appends the ref tag to a taggable message that has a ref, freezing its
 /// token figure the first time it is shown.
 fn render_tag(state: &mut CompressionState, mut m: CoreMessage) -> CoreMessage {

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::reassemble::{BlockEdit, Emitted};
-use super::{BadLines, Block, Format, HostMessage, ReadError, Transcript, jsonl};
+use super::{
+    BadLines, Block, BlockSource, Format, HostMessage, ReadError, Slot, Transcript, jsonl,
+};
 use crate::engine::{ContentType, CoreMessage, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
@@ -19,9 +21,13 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     let records = jsonl::message_list(name, text, EXPECTED, bad, &mut warnings)?;
     let mut tools = ToolNames::default();
     let mut messages = Vec::new();
+    let mut originals = Vec::new();
     for r in records {
-        match host_message(&r.value, r.line, &mut tools) {
-            Some(m) => messages.push(m),
+        match host_message(&r.value, r.line, originals.len(), &mut tools) {
+            Some(m) => {
+                messages.push(m);
+                originals.push(r.value);
+            }
             None => warnings.push(format!(
                 "{name}:{}: not an Anthropic user/assistant message; skipped",
                 r.line
@@ -33,6 +39,8 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         session_id: None,
         messages,
         warnings,
+        records: originals,
+        preamble: Vec::new(),
     })
 }
 
@@ -50,8 +58,14 @@ impl ToolNames {
 }
 
 /// Builds a host message from an Anthropic message object; `None` when the
-/// value is not a user or assistant message.
-pub(crate) fn host_message(msg: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMessage> {
+/// value is not a user or assistant message. `record` is the index its blocks
+/// name as their source in the transcript's records.
+pub(crate) fn host_message(
+    msg: &Value,
+    line: usize,
+    record: usize,
+    tools: &mut ToolNames,
+) -> Option<HostMessage> {
     let role = msg.get("role")?.as_str()?;
     let assistant = match role {
         "user" => false,
@@ -73,12 +87,20 @@ pub(crate) fn host_message(msg: &Value, line: usize, tools: &mut ToolNames) -> O
                 blocks.push(Block {
                     core: CoreMessage::text("", r, s.clone()),
                     raw,
+                    source: BlockSource {
+                        record,
+                        slot: Slot::Content,
+                    },
                 });
             }
         }
         Value::Array(items) => {
-            for item in items {
-                if let Some(b) = block(item, assistant, tools) {
+            for (i, item) in items.iter().enumerate() {
+                let source = BlockSource {
+                    record,
+                    slot: Slot::Part(i),
+                };
+                if let Some(b) = block(item, assistant, source, tools) {
                     kept.push(b.raw.clone());
                     blocks.push(b);
                 }
@@ -97,7 +119,12 @@ pub(crate) fn host_message(msg: &Value, line: usize, tools: &mut ToolNames) -> O
 
 /// Flattens one content block; `None` for blocks a request may not carry
 /// (whitespace-only text) or that are not blocks at all.
-fn block(item: &Value, assistant: bool, tools: &mut ToolNames) -> Option<Block> {
+fn block(
+    item: &Value,
+    assistant: bool,
+    source: BlockSource,
+    tools: &mut ToolNames,
+) -> Option<Block> {
     let obj = item.as_object()?;
     let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
     let side = if assistant {
@@ -136,7 +163,7 @@ fn block(item: &Value, assistant: bool, tools: &mut ToolNames) -> Option<Block> 
             ..CoreMessage::text("", side, format!("[{kind}]"))
         },
     };
-    Some(Block { core, raw })
+    Some(Block { core, raw, source })
 }
 
 /// The fields each known block type may carry in a request. Unknown types are

@@ -4,7 +4,9 @@ use serde_json::{Map, Value, json};
 
 use super::anthropic::ToolNames;
 use super::reassemble::{BlockEdit, Emitted};
-use super::{BadLines, Block, Format, HostMessage, ReadError, Transcript, jsonl};
+use super::{
+    BadLines, Block, BlockSource, Format, HostMessage, ReadError, Slot, Transcript, jsonl,
+};
 use crate::engine::{ContentType, CoreMessage, Role};
 
 const EXPECTED: &str =
@@ -27,9 +29,13 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     let records = jsonl::message_list(name, text, EXPECTED, bad, &mut warnings)?;
     let mut tools = ToolNames::default();
     let mut messages = Vec::new();
+    let mut originals = Vec::new();
     for r in records {
-        match host_message(&r.value, r.line, &mut tools) {
-            Some(m) => messages.push(m),
+        match host_message(&r.value, r.line, originals.len(), &mut tools) {
+            Some(m) => {
+                messages.push(m);
+                originals.push(r.value);
+            }
             None => warnings.push(format!("{name}:{}: not a chat message; skipped", r.line)),
         }
     }
@@ -38,10 +44,18 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         session_id: None,
         messages,
         warnings,
+        records: originals,
+        preamble: Vec::new(),
     })
 }
 
-fn host_message(v: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMessage> {
+fn host_message(
+    v: &Value,
+    line: usize,
+    record: usize,
+    tools: &mut ToolNames,
+) -> Option<HostMessage> {
+    let source = |slot| BlockSource { record, slot };
     let obj = v.as_object()?;
     let role_name = obj.get("role")?.as_str()?;
     let role = match role_name {
@@ -68,6 +82,7 @@ fn host_message(v: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMes
         blocks.push(Block {
             core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
             raw: content,
+            source: source(Slot::Content),
         });
         return Some(HostMessage {
             raw: Value::Object(raw),
@@ -79,6 +94,7 @@ fn host_message(v: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMes
         blocks.push(Block {
             core: CoreMessage::reasoning("", r),
             raw: Value::String(r.to_string()),
+            source: source(Slot::Reasoning),
         });
     }
     match obj.get("content") {
@@ -86,10 +102,11 @@ fn host_message(v: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMes
             blocks.push(Block {
                 core: CoreMessage::text("", role, s.clone()),
                 raw: Value::String(s.clone()),
+                source: source(Slot::Content),
             });
         }
         Some(Value::Array(parts)) => {
-            for p in parts {
+            for (i, p) in parts.iter().enumerate() {
                 let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
                 let core = match p.get("text").and_then(Value::as_str) {
                     Some(t) if kind == "text" => CoreMessage::text("", role, t),
@@ -101,16 +118,18 @@ fn host_message(v: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMes
                 blocks.push(Block {
                     core,
                     raw: p.clone(),
+                    source: source(Slot::Part(i)),
                 });
             }
         }
         _ => {}
     }
-    for call in obj
+    for (i, call) in obj
         .get("tool_calls")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .enumerate()
     {
         let id = call.get("id").and_then(Value::as_str).unwrap_or("");
         let f = call.get("function");
@@ -126,6 +145,7 @@ fn host_message(v: &Value, line: usize, tools: &mut ToolNames) -> Option<HostMes
         blocks.push(Block {
             core: CoreMessage::tool_call("", id, name, args),
             raw: call.clone(),
+            source: source(Slot::ToolCall(i)),
         });
     }
     Some(HostMessage {

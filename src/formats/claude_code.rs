@@ -21,6 +21,8 @@ const EXPECTED: &str =
 
 /// One conversation record (a user or assistant line).
 struct Turn<'a> {
+    /// Position in the parsed records.
+    index: usize,
     line: usize,
     value: &'a Value,
     uuid: Option<&'a str>,
@@ -59,23 +61,29 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     }
 
     let start = last_boundary.map_or(0, |i| i + 1);
-    let turns: Vec<Turn> = records[start..]
+    let turns: Vec<Turn> = records
         .iter()
-        .filter_map(|r| conversation_turn(name, r.line, &r.value, &mut warnings))
+        .enumerate()
+        .skip(start)
+        .filter_map(|(i, r)| conversation_turn(name, i, r.line, &r.value, &mut warnings))
         .collect();
     let chosen = choose_branch(&turns, &parents, &boundaries);
 
     let mut tools = ToolNames::default();
     let mut messages: Vec<HostMessage> = Vec::new();
     let mut by_message_id: HashMap<&str, usize> = HashMap::new();
+    // Which parsed records the messages come from, in the order they are kept.
+    let mut kept_records: Vec<usize> = Vec::new();
     for (t, _) in turns.iter().zip(&chosen).filter(|(_, keep)| **keep) {
-        let Some(m) = host_message(&t.value["message"], t.line, &mut tools) else {
+        let Some(m) = host_message(&t.value["message"], t.line, kept_records.len(), &mut tools)
+        else {
             warnings.push(format!(
                 "{name}:{}: message has no usable content; skipped",
                 t.line
             ));
             continue;
         };
+        kept_records.push(t.index);
         match t.message_id.and_then(|id| by_message_id.get(id)) {
             Some(&at) if t.assistant => append_blocks(&mut messages[at], m),
             _ => {
@@ -87,17 +95,27 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         }
     }
     messages.retain(|m| !m.blocks.is_empty());
+    // The kept lines move out of the parse: one copy of each, none of the
+    // progress and bookkeeping lines around them.
+    let mut records = records;
+    let originals = kept_records
+        .iter()
+        .map(|&i| std::mem::take(&mut records[i].value))
+        .collect();
     Ok(Transcript {
         format: Format::ClaudeCode,
         session_id,
         messages,
         warnings,
+        records: originals,
+        preamble: Vec::new(),
     })
 }
 
 /// A user or assistant record that belongs to the main conversation.
 fn conversation_turn<'a>(
     name: &str,
+    index: usize,
     line: usize,
     v: &'a Value,
     warnings: &mut Vec<String>,
@@ -120,6 +138,7 @@ fn conversation_turn<'a>(
         return None;
     }
     Some(Turn {
+        index,
         line,
         value: v,
         uuid: obj.get("uuid").and_then(Value::as_str),

@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 
 use super::anthropic::ToolNames;
 use super::reassemble::{BlockEdit, Emitted};
-use super::{BadLines, Block, Format, HostMessage, ReadError, Transcript, jsonl};
+use super::{
+    BadLines, Block, BlockSource, Format, HostMessage, ReadError, Slot, Transcript, jsonl,
+};
 use crate::engine::{ContentType, CoreMessage, Role};
 
 const EXPECTED: &str =
@@ -23,7 +25,13 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     let mut warnings = Vec::new();
     let records = jsonl::records(name, text, EXPECTED, bad, &mut warnings)?;
     let mut session_id = None;
+    let mut preamble = Vec::new();
+    // `items[i]` is a model-visible item with the line it is on;
+    // `originals[i]` the rollout line it is written back as by `materialize`
+    // (for an item of a compaction's history, a `response_item` line made
+    // for it).
     let mut items: Vec<(usize, Value)> = Vec::new();
+    let mut originals: Vec<Value> = Vec::new();
     for r in records {
         let kind = r.value.get("type").and_then(Value::as_str).unwrap_or("");
         let payload = r.value.get("payload");
@@ -32,17 +40,29 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
                 if session_id.is_none() {
                     session_id = p.get("id").and_then(Value::as_str).map(str::to_string);
                 }
-            }
-            ("response_item", Some(p)) => items.push((r.line, p.clone())),
-            ("compacted", Some(p)) => {
-                if let Some(history) = p.get("replacement_history").and_then(Value::as_array) {
-                    items = history.iter().map(|h| (r.line, h.clone())).collect();
-                } else {
-                    let message = p.get("message").and_then(Value::as_str).unwrap_or("");
-                    let summary = json!({ "type": "message", "role": "user",
-                        "content": [{ "type": "input_text", "text": message }] });
-                    items = vec![(r.line, summary)];
+                if preamble.is_empty() {
+                    preamble.push(r.value.clone());
                 }
+            }
+            ("response_item", Some(p)) => {
+                items.push((r.line, p.clone()));
+                originals.push(r.value);
+            }
+            ("compacted", Some(p)) => {
+                let history = match p.get("replacement_history").and_then(Value::as_array) {
+                    Some(history) => history.clone(),
+                    None => {
+                        let message = p.get("message").and_then(Value::as_str).unwrap_or("");
+                        vec![json!({ "type": "message", "role": "user",
+                            "content": [{ "type": "input_text", "text": message }] })]
+                    }
+                };
+                let timestamp = r.value.get("timestamp");
+                originals = history
+                    .iter()
+                    .map(|item| response_item_line(timestamp, item.clone()))
+                    .collect();
+                items = history.into_iter().map(|h| (r.line, h)).collect();
             }
             ("event_msg" | "turn_context", _) => {}
             _ => warnings.push(format!(
@@ -54,17 +74,41 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     let mut tools = ToolNames::default();
     let messages = items
         .into_iter()
-        .filter_map(|(line, item)| host_message(item, line, &mut tools))
+        .enumerate()
+        .filter_map(|(record, (line, item))| host_message(item, line, record, &mut tools))
         .collect();
     Ok(Transcript {
         format: Format::Codex,
         session_id,
         messages,
         warnings,
+        records: originals,
+        preamble,
     })
 }
 
-fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostMessage> {
+/// A rollout line carrying one model-visible item, stamped with `timestamp`
+/// (left out when there is none).
+fn response_item_line(timestamp: Option<&Value>, payload: Value) -> Value {
+    let mut line = serde_json::Map::new();
+    if let Some(ts) = timestamp {
+        line.insert("timestamp".into(), ts.clone());
+    }
+    line.insert("type".into(), json!("response_item"));
+    line.insert("payload".into(), payload);
+    Value::Object(line)
+}
+
+fn host_message(
+    item: Value,
+    line: usize,
+    record: usize,
+    tools: &mut ToolNames,
+) -> Option<HostMessage> {
+    let whole = BlockSource {
+        record,
+        slot: Slot::Content,
+    };
     let kind = item
         .get("type")
         .and_then(Value::as_str)
@@ -87,11 +131,12 @@ fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostM
                 "system" | "developer" => Role::System,
                 _ => Role::User,
             };
-            for part in item
+            for (i, part) in item
                 .get("content")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
+                .enumerate()
             {
                 let core = match part.get("text").and_then(Value::as_str) {
                     Some(t) => CoreMessage::text("", role, t),
@@ -103,6 +148,10 @@ fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostM
                 blocks.push(Block {
                     core,
                     raw: part.clone(),
+                    source: BlockSource {
+                        record,
+                        slot: Slot::Part(i),
+                    },
                 });
             }
         }
@@ -111,6 +160,7 @@ fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostM
             blocks.push(Block {
                 core: CoreMessage::reasoning("", text),
                 raw: Value::Null,
+                source: whole,
             });
         }
         "function_call" | "custom_tool_call" | "local_shell_call" => {
@@ -125,6 +175,7 @@ fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostM
             blocks.push(Block {
                 core: CoreMessage::tool_call("", id, name, args),
                 raw: Value::Null,
+                source: whole,
             });
         }
         "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
@@ -133,6 +184,7 @@ fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostM
             blocks.push(Block {
                 core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
                 raw: Value::Null,
+                source: whole,
             });
         }
         "compaction" | "compaction_summary" => {
@@ -143,6 +195,7 @@ fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostM
             blocks.push(Block {
                 core,
                 raw: Value::Null,
+                source: whole,
             });
         }
         _ => {
@@ -153,6 +206,7 @@ fn host_message(item: Value, line: usize, tools: &mut ToolNames) -> Option<HostM
             blocks.push(Block {
                 core,
                 raw: Value::Null,
+                source: whole,
             });
         }
     }

@@ -6,6 +6,9 @@
 //! per content block. A block keeps its own JSON beside the flat core, so
 //! whatever the flat form cannot say (thinking signatures, `is_error`,
 //! images, unknown fields) comes back untouched when the view is written.
+//! The transcript also keeps the original records themselves, and each block
+//! its place in them, so [`materialize`] can write a compressed session back
+//! in the host's own format with every field the host wrote.
 
 mod anthropic;
 mod chat;
@@ -14,6 +17,7 @@ mod codex;
 mod detect;
 mod error;
 mod jsonl;
+mod materialize;
 mod reassemble;
 
 use serde_json::Value;
@@ -22,6 +26,7 @@ use crate::engine::CoreMessage;
 
 pub use detect::detect;
 pub use error::ReadError;
+pub use materialize::materialize;
 pub use reassemble::{Conversion, reassemble};
 
 /// A transcript format noa reads.
@@ -100,6 +105,14 @@ pub struct Transcript {
     pub messages: Vec<HostMessage>,
     /// Things skipped or repaired while reading, for the report.
     pub warnings: Vec<String>,
+    /// The original records the messages were read from (log lines, or the
+    /// message objects of an array), every field as read. Blocks point into
+    /// it through [`BlockSource`], so [`materialize`] can write a kept
+    /// message back exactly as the host wrote it, unknown fields included.
+    pub records: Vec<Value>,
+    /// Records a materialized transcript starts with that hold no message
+    /// (Codex's `session_meta`): a host needs them to resume the session.
+    pub preamble: Vec<Value>,
 }
 
 /// One model-visible message of a host log.
@@ -121,6 +134,36 @@ pub struct Block {
     pub core: CoreMessage,
     /// The block as the view format writes it.
     pub raw: Value,
+    /// Where the block sits in [`Transcript::records`]: what
+    /// [`materialize`] writes back when the block is kept.
+    pub source: BlockSource,
+}
+
+/// Where one block came from: a record and the place in it. An index rather
+/// than a copy, so keeping the originals costs one copy per record, not one
+/// per block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockSource {
+    /// Index into [`Transcript::records`].
+    pub record: usize,
+    /// The place in that record.
+    pub slot: Slot,
+}
+
+/// The place of a block inside its record. Which list a position counts in
+/// depends on the format: the message's `content` (for Claude Code the
+/// record's `message.content`, for Codex the item's `content`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// The record's content as a whole: string content, a chat tool
+    /// message's content, or a whole Codex item.
+    Content,
+    /// Position in the record's content list.
+    Part(usize),
+    /// Position in a chat message's `tool_calls`.
+    ToolCall(usize),
+    /// A chat message's `reasoning_content`.
+    Reasoning,
 }
 
 impl Transcript {

@@ -231,21 +231,85 @@ fn three_then_consolidate(s: &mut dyn Session, state: &Path) {
     let raw: String = view.iter().map(|v| v.to_string()).collect();
     assert_eq!(raw.matches("[Compressed conversation section]").count(), 1);
     assert!(raw.contains(r#"block=\"b4\" tier=\"2\""#));
+    // Materialized, the session carries the summary and no tags, reads back
+    // in its own format, and says what the view says.
+    let out = noa(
+        state,
+        &[
+            "materialize",
+            s.path().to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let baked = String::from_utf8(out.stdout).unwrap();
+    assert!(baked.contains("[Compressed conversation section] — consolidated"));
+    assert!(!baked.contains("<noa-ref"));
+    let baked_path = state.join("baked.jsonl");
+    fs::write(&baked_path, &baked).unwrap();
+    let (again, _) = project(&baked_path, &state.join("fresh"), &[]);
+    s.check(&again);
+    let strip = |v: &[Value]| -> Vec<String> {
+        let mut texts = Vec::new();
+        v.iter().for_each(|m| collect_texts(m, &mut texts));
+        texts
+            .iter()
+            .map(|t| t.split("<noa-ref ").next().unwrap().trim_end().to_string())
+            .filter(|t| t.len() > 40)
+            .collect()
+    };
+    let (a, b) = (strip(&again), strip(&view));
+    if a != b {
+        let first = a
+            .iter()
+            .zip(&b)
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len()));
+        panic!(
+            "materialize must say what the view says; first difference at {first} of {}/{}:\n{:.300}\n---\n{:.300}",
+            a.len(),
+            b.len(),
+            a.get(first).map_or("<end>", |s| s.as_str()),
+            b.get(first).map_or("<end>", |s| s.as_str())
+        );
+    }
     // Compress exchanges do not pile up: only the latest one stays, short.
-    let overhead: usize = view.iter().map(|m| compress_bytes(m)).sum();
-    assert!(overhead * 100 < raw.len() * 5, "Compress overhead {overhead} of {} bytes", raw.len());
+    let overhead: usize = view.iter().map(compress_bytes).sum();
+    assert!(
+        overhead * 100 < raw.len() * 5,
+        "Compress overhead {overhead} of {} bytes",
+        raw.len()
+    );
 }
 
 /// Bytes of Compress calls and results in one view message.
 fn compress_bytes(m: &Value) -> usize {
     let is_compress = |v: &Value| v["name"] == "Compress" || v["function"]["name"] == "Compress";
     let mut n = 0;
-    for b in m["content"].as_array().into_iter().flatten().chain(m["tool_calls"].as_array().into_iter().flatten()) {
-        if is_compress(b) || b["tool_use_id"].as_str().is_some_and(|id| id.starts_with("cmp_")) {
+    for b in m["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(m["tool_calls"].as_array().into_iter().flatten())
+    {
+        if is_compress(b)
+            || b["tool_use_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("cmp_"))
+        {
             n += b.to_string().len();
         }
     }
-    if m["role"] == "tool" && m["tool_call_id"].as_str().is_some_and(|id| id.starts_with("cmp_")) {
+    if m["role"] == "tool"
+        && m["tool_call_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("cmp_"))
+    {
         n += m.to_string().len();
     }
     n
@@ -342,11 +406,37 @@ fn a_failed_archive_write_leaves_nothing_behind() {
     // A file where the tier1 folder must go makes the archive write fail.
     fs::write(session_dir.join("tier1"), "in the way").unwrap();
     let mut s = Chat { path };
-    let args = json!({"content": [{"startId": tags[1].0, "endId": tags[12].0, "summary": SUMMARY}]});
+    let args =
+        json!({"content": [{"startId": tags[1].0, "endId": tags[12].0, "summary": SUMMARY}]});
     s.append_call("cmp_x", &args);
-    let out = noa(dir.path(), &["apply", s.path().to_str().unwrap(), "--state-dir", state.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(fs::read(session_dir.join("state.json")).unwrap(), before, "state must be untouched");
-    let names: Vec<_> = fs::read_dir(&session_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    assert!(!names.iter().any(|n| n.starts_with("tier2") || n.ends_with(".tmp")), "{names:?}");
+    let out = noa(
+        dir.path(),
+        &[
+            "apply",
+            s.path().to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        fs::read(session_dir.join("state.json")).unwrap(),
+        before,
+        "state must be untouched"
+    );
+    let names: Vec<_> = fs::read_dir(&session_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("tier2") || n.ends_with(".tmp")),
+        "{names:?}"
+    );
 }

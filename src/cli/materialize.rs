@@ -1,0 +1,27 @@
+//! `noa materialize`: the compression baked into a plain transcript.
+
+use super::args::{Global, MaterializeArgs};
+use super::input::{emit, load, warn};
+use super::{CliError, Exit};
+use crate::engine::config::Config;
+use crate::engine::state::CompressionState;
+use crate::engine::turn;
+use crate::formats;
+
+/// Runs `noa materialize`. Reads the state but writes none.
+pub fn run(global: &Global, args: &MaterializeArgs) -> Result<Exit, CliError> {
+    let loaded = load(global, &args.transcript)?;
+    let (t, session) = (&loaded.transcript, &loaded.session);
+    let state = session
+        .load()?
+        .unwrap_or_else(|| CompressionState::new(&session.session));
+    let view = turn::baked(&state, &t.cores(), &Config::for_window(global.limit));
+    let mut bytes = Vec::new();
+    for record in formats::materialize(t, &view) {
+        serde_json::to_writer(&mut bytes, &record).expect("a JSON value always serializes");
+        bytes.push(b'\n');
+    }
+    emit(args.output.as_ref(), &bytes)?;
+    warn(global, &t.warnings);
+    Ok(Exit::Success)
+}
