@@ -9,13 +9,14 @@ use serde_json::json;
 use super::args::{ApplyArgs, Global};
 use super::clock;
 use super::input::{load, warn};
+use super::settings;
 use super::{CliError, Exit};
 use crate::engine::apply::{self, ApplyInput, ApplyOutcome, NO_RANGES};
-use crate::engine::config::Config;
 use crate::engine::parse_args::{ParseKind, ParsedArgs, parse_compress_args};
 use crate::engine::protect::COMPRESS_TOOL;
 use crate::engine::state::CompressionState;
-use crate::engine::{ContentType, CoreMessage, panel, turn};
+use crate::engine::turn::{self, TurnInput};
+use crate::engine::{ContentType, CoreMessage, panel};
 use crate::store::{SessionDir, SessionLock, write_atomic};
 
 /// The shape the model should send, with placeholders that cannot be taken
@@ -34,8 +35,26 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     let mut state = session
         .load()?
         .unwrap_or_else(|| CompressionState::new(&session.session));
-    let config = Config::for_window(global.limit);
-    let seen = turn::project(&mut state, &history[..cut], &config);
+    let settings = settings::load(global, Some(&args.transcript))?;
+    let config = settings.for_host(&state.host);
+    // The view the model saw: the same projection, on a copy of the state so
+    // pacing and host counters are not counted twice. Refs it hands out stay.
+    let view_of = |s: &CompressionState| {
+        let mut scratch = s.clone();
+        let p = turn::project(
+            &mut scratch,
+            &TurnInput {
+                history: &history[..cut],
+                config: &config,
+                input_tokens: None,
+                sections: &settings.sections,
+            },
+        );
+        (p, scratch)
+    };
+    let (seen, scratch) = view_of(&state);
+    state.message_refs = scratch.message_refs;
+    state.token_snapshot = scratch.token_snapshot;
 
     let parsed = parse_compress_args(&raw);
     let key = dead_key(&parsed);
@@ -80,9 +99,9 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     let written = write_archives(session, &outcome)?;
     let mut next = outcome.state.clone();
     let after = if outcome.created.is_empty() {
-        seen.tokens
+        seen.measured
     } else {
-        turn::project(&mut next.clone(), &history[..cut], &config).tokens
+        view_of(&next).0.measured
     };
     record_attempt(&mut next, &outcome, key);
     if let Err(e) = session.save(&next) {
@@ -91,7 +110,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     }
 
     let text = panel::render(&panel::PanelInput {
-        before: seen.tokens,
+        before: seen.measured,
         after,
         blocks: outcome
             .created
@@ -116,7 +135,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             json!({
                 "panel": text, "call_id": call_id, "created": blocks, "errors": outcome.errors,
                 "warnings": outcome.warnings, "parse": parsed.kind.as_str(), "repairs": parsed.repairs,
-                "tokens_before": seen.tokens, "tokens_after": after,
+                "tokens_before": seen.measured, "tokens_after": after,
             })
         )
     } else {

@@ -31,9 +31,21 @@ pub struct Global {
     /// Transcript format
     #[arg(long, global = true, value_enum, default_value_t = FormatArg::Auto)]
     pub format: FormatArg,
-    /// The model's context window, in tokens
-    #[arg(long, global = true, default_value_t = 200_000, value_name = "TOKENS")]
-    pub limit: usize,
+    /// The model's context window, in tokens [default: 200000]
+    #[arg(long, global = true, value_name = "TOKENS")]
+    pub limit: Option<usize>,
+    /// Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Never compress this tool's calls and results (`Name`, or `prefix*`); repeatable
+    #[arg(long, global = true, value_name = "TOOL")]
+    pub protect: Vec<String>,
+    /// Keep the last N messages out of compression [default: 5]
+    #[arg(long, global = true, value_name = "N")]
+    pub preserve_messages: Option<usize>,
+    /// Keep the last N tokens out of compression [default: 5000]
+    #[arg(long, global = true, value_name = "N")]
+    pub preserve_tokens: Option<usize>,
     /// Treat lines that are not valid JSON as warnings instead of errors
     #[arg(long, global = true)]
     pub skip_bad_lines: bool,
@@ -117,6 +129,12 @@ pub struct ProjectArgs {
     /// Format of the report on stderr
     #[arg(long, value_enum, default_value_t = ReportArg::Text)]
     pub report: ReportArg,
+    /// The provider's input-token count for the last request
+    #[arg(long, value_name = "N")]
+    pub input_tokens: Option<usize>,
+    /// The provider's error text when a request overflowed: noa learns the real window from it
+    #[arg(long, value_name = "TEXT")]
+    pub overflow_error: Option<String>,
 }
 
 /// `--format` values.

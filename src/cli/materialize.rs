@@ -3,7 +3,6 @@
 use super::args::{Global, MaterializeArgs};
 use super::input::{emit, load, warn};
 use super::{CliError, Exit};
-use crate::engine::config::Config;
 use crate::engine::state::CompressionState;
 use crate::engine::turn;
 use crate::formats;
@@ -15,7 +14,8 @@ pub fn run(global: &Global, args: &MaterializeArgs) -> Result<Exit, CliError> {
     let state = session
         .load()?
         .unwrap_or_else(|| CompressionState::new(&session.session));
-    let view = turn::baked(&state, &t.cores(), &Config::for_window(global.limit));
+    let settings = super::settings::load(global, Some(&args.transcript))?;
+    let view = turn::baked(&state, &t.cores(), &settings.config);
     let mut bytes = Vec::new();
     for record in formats::materialize(t, &view) {
         serde_json::to_writer(&mut bytes, &record).expect("a JSON value always serializes");

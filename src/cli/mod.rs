@@ -7,6 +7,7 @@ mod exit;
 mod input;
 mod materialize;
 mod project;
+mod settings;
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;

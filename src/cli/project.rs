@@ -6,11 +6,12 @@ use serde_json::json;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
 use super::input::{emit, load, warn};
+use super::settings;
 use super::{CliError, Exit};
-use crate::engine::config::Config;
+use crate::engine::host::window_from_error;
 use crate::engine::state::CompressionState;
 use crate::engine::tokens;
-use crate::engine::turn;
+use crate::engine::turn::{self, TurnInput};
 use crate::formats::{ViewFormat, reassemble};
 use crate::store::SessionLock;
 
@@ -18,6 +19,7 @@ use crate::store::SessionLock;
 pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     let loaded = load(global, &args.transcript)?;
     let (t, session) = (&loaded.transcript, &loaded.session);
+    let settings = settings::load(global, Some(&args.transcript))?;
     let to = args.to.map_or(t.format.view_format(), view_format);
 
     let _lock = if args.dry_run {
@@ -29,9 +31,28 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     let mut state = session
         .load()?
         .unwrap_or_else(|| CompressionState::new(&session.session));
+    let mut warnings = t.warnings.clone();
+    warnings.extend(settings.warnings.iter().cloned());
+    if let Some(text) = &args.overflow_error {
+        match window_from_error(text) {
+            Some(w) => state.host.learned_window = Some(w),
+            None => warnings
+                .push("--overflow-error names no window size; the window stays as it was".into()),
+        }
+    }
+    let config = settings.for_host(&state.host);
     let history = t.cores();
-    let projection = turn::project(&mut state, &history, &Config::for_window(global.limit));
-    let (messages, conversion_warnings) = reassemble(t, &projection.view, to);
+    let p = turn::project(
+        &mut state,
+        &TurnInput {
+            history: &history,
+            config: &config,
+            input_tokens: args.input_tokens,
+            sections: &settings.sections,
+        },
+    );
+    let (messages, conversion_warnings) = reassemble(t, &p.view, to);
+    warnings.extend(conversion_warnings);
 
     let mut bytes = Vec::new();
     for m in &messages {
@@ -39,45 +60,72 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         bytes.push(b'\n');
     }
     if !args.dry_run {
-        state.host.last_view_tokens = projection.tokens;
         session.save(&state)?;
     }
     emit(args.output.as_ref(), &bytes)?;
 
-    let mut warnings = t.warnings.clone();
-    warnings.extend(conversion_warnings);
     warn(global, &warnings);
     if !global.quiet {
         let state_path = (!args.dry_run).then(|| session.state_path().display().to_string());
+        let limit = config.context_limit;
         let line = match args.report {
             ReportArg::Json => json!({
                 "format": t.format.name(),
                 "view_format": to.name(),
                 "history_messages": history.len(),
                 "view_messages": messages.len(),
-                "left_out_unpaired": projection.dropped_unpaired,
-                "tokens": projection.tokens,
-                "limit": global.limit,
-                "new_refs": projection.new_refs,
+                "left_out_unpaired": p.dropped_unpaired,
+                "tokens": p.tokens,
+                "measured_tokens": p.measured,
+                "limit": limit,
+                "new_refs": p.new_refs,
+                "truncated": p.truncation.count,
+                "nudge": p.decision.inject.then_some(p.decision.tier),
+                "emergency": p.decision.emergency,
+                "reason": p.decision.reason,
                 "state": state_path,
+                "config": settings.file.as_ref().map(|f| f.display().to_string()),
                 "warnings": warnings,
             })
             .to_string(),
-            ReportArg::Text => format!(
-                "noa: {} → {} · {} messages in view ({} blocks, {} left out unpaired) · {} tokens ({}% of {}) · {} new refs{}",
-                t.format.name(),
-                to.name(),
-                messages.len(),
-                projection.view.len(),
-                projection.dropped_unpaired,
-                tokens::format(projection.tokens),
-                projection.tokens * 100 / global.limit.max(1),
-                tokens::format(global.limit),
-                projection.new_refs,
-                state_path
-                    .map(|p| format!(" · state {p}"))
-                    .unwrap_or_else(|| " · dry run, no state written".into()),
-            ),
+            ReportArg::Text => {
+                let nudge = if p.decision.inject {
+                    format!(
+                        " · nudge T{}{}",
+                        p.decision.tier,
+                        if p.decision.emergency {
+                            " (emergency)"
+                        } else {
+                            ""
+                        }
+                    )
+                } else {
+                    String::new()
+                };
+                let truncated = match p.truncation.count {
+                    0 => String::new(),
+                    n => format!(" · {n} truncated"),
+                };
+                let mut line = format!(
+                    "noa: {} → {} · {} messages in view ({} blocks, {} left out unpaired) · {} tokens ({}% of {}){truncated}{nudge} · {} new refs{}",
+                    t.format.name(),
+                    to.name(),
+                    messages.len(),
+                    p.view.len(),
+                    p.dropped_unpaired,
+                    tokens::format(p.tokens),
+                    p.tokens * 100 / limit.max(1),
+                    tokens::format(limit),
+                    p.new_refs,
+                    state_path
+                        .map(|s| format!(" · state {s}"))
+                        .unwrap_or_else(|| " · dry run, no state written".into()),
+                );
+                if global.verbose {
+                    line.push_str(&format!("\nnoa: nudge decision: {}", p.decision.reason));
+                }
+                line
+            }
         };
         let _ = writeln!(std::io::stderr(), "{line}");
     }

@@ -3,51 +3,150 @@
 //! Order matters and is fixed: refs are assigned over the whole history
 //! first (so every message has its address before anything is hidden), then
 //! blocks are synced to the history, covered messages give way to summaries,
-//! spent Compress exchanges are hidden, the view is trimmed to what the
-//! provider accepts, and tags are rendered with their token figures frozen
-//! in the state.
+//! spent Compress exchanges are hidden and the view is trimmed to what the
+//! provider accepts. The view is then measured; if it is near the window the
+//! largest old tool outputs are cut; tags are rendered with their token
+//! figures frozen in the state; and last the nudge decision is taken and, if
+//! it says so, the nudge is appended as the final user message.
 
 use super::config::Config;
+use super::host;
 use super::message::{ContentType, CoreMessage, Role};
+use super::nudge::{self, DecideInput, Decision};
+use super::nudge_text::{self, NudgeInput};
+use super::prompt::Sections;
 use super::protect::is_tool_protected;
-use super::refs::{self, BLOCKED};
+use super::recommend::{Recommendation, recommend};
+use super::refs::{self, BLOCKED, NUDGE_ID};
 use super::state::CompressionState;
+use super::truncate::{self, Truncation};
 use super::{hide, prune, sync, tag, tokens, view};
+
+/// What one turn is projected from.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnInput<'a> {
+    /// The model-visible history, flattened.
+    pub history: &'a [CoreMessage],
+    /// Engine settings; `context_limit` is the window in force.
+    pub config: &'a Config,
+    /// The provider's input-token figure for the last request, if known.
+    pub input_tokens: Option<usize>,
+    /// Host overrides for the surface sections of the nudge.
+    pub sections: &'a Sections,
+}
 
 /// The outcome of one projection.
 #[derive(Debug, Clone)]
 pub struct Projection {
-    /// The messages to send, tags rendered into their text.
+    /// The messages to send: tags rendered, maybe truncated, maybe a nudge last.
     pub view: Vec<CoreMessage>,
     /// Refs handed out this turn.
     pub new_refs: usize,
-    /// Estimated tokens of the view.
+    /// Estimated tokens of the view as sent.
     pub tokens: usize,
-    /// History messages that were left out of the view as unpaired.
+    /// The size decisions were taken on: the pruned view before truncation,
+    /// raised to the provider's own figure when it is known.
+    pub measured: usize,
+    /// History messages left out of the view as unpaired.
     pub dropped_unpaired: usize,
+    /// What emergency truncation cut.
+    pub truncation: Truncation,
+    /// The nudge decision, with its reason.
+    pub decision: Decision,
+    /// What may and may not be compressed now.
+    pub recommendation: Recommendation,
 }
 
-/// Projects `history` into a view, updating refs, block activity and token
-/// snapshots in `state`.
-pub fn project(state: &mut CompressionState, history: &[CoreMessage], cfg: &Config) -> Projection {
+/// Projects the history into this turn's view, updating refs, block
+/// activity, token figures, nudge pacing and host counters in `state`.
+pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
+    let (history, cfg) = (input.history, input.config);
+    host::observe(&mut state.host, history);
     let next = refs::highest_used(&state.message_refs) + 1;
     let new_refs = refs::assign(&mut state.message_refs, history, next, |m| {
-        m.role == Role::System || is_tool_protected(&m.tool_name, &cfg.protected_tools)
+        hard_protected(m, cfg)
     });
     sync::sync_blocks(state, history);
     let pruned = prune::prune(history.to_vec(), state);
     let shown = hide::hide_compress_calls(pruned, state);
     let before_pairing = shown.len();
-    let paired = view::drop_unpaired(shown);
-    let dropped_unpaired = before_pairing - paired.len();
-    let view: Vec<CoreMessage> = paired.into_iter().map(|m| render_tag(state, m)).collect();
+    let mut view = view::drop_unpaired(shown);
+    let dropped_unpaired = before_pairing - view.len();
+
+    let estimate: usize = view.iter().map(|m| tokens::estimate(&m.text)).sum();
+    let compressions = state.stats.compression_count;
+    let measured = host::effective_tokens(&state.host, estimate, input.input_tokens, compressions);
+    let truncation = truncate::truncate(&mut view, measured, cfg, &mut state.host.truncated);
+    let mut view: Vec<CoreMessage> = view.into_iter().map(|m| render_tag(state, m)).collect();
+
+    let rec = recommend(&view, state, cfg);
+    let growth = match state.nudge.last_nudge_shown_tokens {
+        0 => 0,
+        shown => measured.saturating_sub(shown),
+    };
+    let nudge_input = |tier: u8| NudgeInput {
+        tier,
+        emergency: false,
+        ranges: &rec.ranges,
+        protected: &rec.protected,
+        blocks: &rec.blocks,
+        breakdown: rec.breakdown,
+        growth,
+        truncated: truncation.count,
+        targets: match tier {
+            2 => &rec.tier1_blocks,
+            3 => &rec.tier2_blocks,
+            _ => &[],
+        },
+    };
+    let mut decision = nudge::decide(&DecideInput {
+        tokens: measured,
+        pending: rec.pending,
+        block_counts: [rec.tier1_blocks.len(), rec.tier2_blocks.len()],
+        nudge_cost: [1, 2, 3].map(|t| nudge_text::rough_size(&nudge_input(t))),
+        nudge: &state.nudge,
+        config: cfg,
+    });
+    if decision.inject && host::suppressed(&mut state.host, measured, cfg) {
+        decision.inject = false;
+        decision.reason = format!(
+            "suppressed after {} failed attempt(s) in a row; {}",
+            state.host.consecutive_failures, decision.reason
+        );
+    }
+    nudge::stamp(&mut state.nudge, measured, &decision, cfg);
+    if decision.inject {
+        let text = nudge_text::render(
+            &NudgeInput {
+                emergency: decision.emergency,
+                ..nudge_input(decision.tier)
+            },
+            input.sections,
+        );
+        view.push(CoreMessage::text(NUDGE_ID, Role::User, text));
+    }
+
+    state.host.last_view_tokens = estimate;
+    state.host.last_view_compressions = compressions;
+    state.host.history_len = history.len();
+    state.host.nudged = decision.inject;
     let tokens = view.iter().map(|m| tokens::estimate(&m.text)).sum();
     Projection {
         view,
         new_refs,
         tokens,
+        measured,
         dropped_unpaired,
+        truncation,
+        decision,
+        recommendation: rec,
     }
+}
+
+/// Messages that never get a ref and are never compressed: instructions,
+/// Compress itself, and configured tools.
+fn hard_protected(m: &CoreMessage, cfg: &Config) -> bool {
+    m.role == Role::System || is_tool_protected(&m.tool_name, &cfg.protected_tools)
 }
 
 /// The view without what only a live session needs: no tags, no
@@ -57,7 +156,7 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
     let mut state = state.clone();
     let next = refs::highest_used(&state.message_refs) + 1;
     refs::assign(&mut state.message_refs, history, next, |m| {
-        m.role == Role::System || is_tool_protected(&m.tool_name, &cfg.protected_tools)
+        hard_protected(m, cfg)
     });
     sync::sync_blocks(&mut state, history);
     let pruned = prune::prune(history.to_vec(), &state);
@@ -95,7 +194,18 @@ fn render_tag(state: &mut CompressionState, mut m: CoreMessage) -> CoreMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::message::Role;
+
+    fn turn(history: &[CoreMessage]) -> TurnInput<'_> {
+        static CONFIG: std::sync::LazyLock<Config> = std::sync::LazyLock::new(Config::default);
+        static SECTIONS: std::sync::LazyLock<Sections> =
+            std::sync::LazyLock::new(Sections::default);
+        TurnInput {
+            history,
+            config: &CONFIG,
+            input_tokens: None,
+            sections: &SECTIONS,
+        }
+    }
 
     #[test]
     fn assigns_refs_and_tags_user_text() {
@@ -104,7 +214,7 @@ mod tests {
             CoreMessage::text("a", Role::User, "the task"),
             CoreMessage::text("b", Role::Assistant, "reply"),
         ];
-        let p = project(&mut st, &h, &Config::default());
+        let p = project(&mut st, &turn(&h));
         assert_eq!(st.message_refs.by_raw["a"], "m00001");
         assert_eq!(st.message_refs.by_raw["b"], "m00002");
         assert_eq!(
@@ -125,7 +235,7 @@ mod tests {
             CoreMessage::tool_call("cc", "t2", "Compress", "{}"),
             CoreMessage::tool_result("cr", "t2", "Compress", "panel"),
         ];
-        let p = project(&mut st, &h, &Config::default());
+        let p = project(&mut st, &turn(&h));
         assert!(p.view[2].text.ends_with("src=\"Read\"/>"));
         assert_eq!(st.message_refs.by_raw["cc"], BLOCKED);
         assert_eq!(st.message_refs.by_raw["cr"], BLOCKED);
@@ -136,13 +246,9 @@ mod tests {
     fn token_figures_are_frozen_at_first_render() {
         let mut st = CompressionState::new("s");
         let h = vec![CoreMessage::text("a", Role::User, "x".repeat(4000))];
-        let first = project(&mut st, &h, &Config::default()).view[0]
-            .text
-            .clone();
+        let first = project(&mut st, &turn(&h)).view[0].text.clone();
         st.token_snapshot.insert("m00001".into(), 1000);
-        let again = project(&mut st, &h, &Config::default()).view[0]
-            .text
-            .clone();
+        let again = project(&mut st, &turn(&h)).view[0].text.clone();
         assert_eq!(first, again);
         assert!(first.ends_with("tokens=\"1.0K\"/>"));
     }

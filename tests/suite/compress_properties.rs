@@ -6,9 +6,10 @@ use noa::engine::CoreMessage;
 use noa::engine::apply::{ApplyInput, apply};
 use noa::engine::config::Config;
 use noa::engine::parse_args::CompressRange;
+use noa::engine::prompt::Sections;
 use noa::engine::refs::BLOCKED;
 use noa::engine::state::CompressionState;
-use noa::engine::turn::project;
+use noa::engine::turn::{TurnInput, project};
 use noa::formats::{BadLines, Format, Transcript, ViewFormat, read, reassemble};
 use proptest::prelude::*;
 
@@ -31,7 +32,15 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
     let mut rng = Rng::new(seed);
     let mut made = 0;
     for call in 0..=calls {
-        let seen = project(&mut state, &history, &config);
+        let seen = project(
+            &mut state,
+            &TurnInput {
+                history: &history,
+                config: &config,
+                input_tokens: None,
+                sections: &Sections::default(),
+            },
+        );
         let (view, _) = reassemble(t, &seen.view, format);
         match format {
             ViewFormat::Chat => check_chat(&view),

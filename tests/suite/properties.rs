@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 
 use noa::engine::config::Config;
+use noa::engine::prompt::Sections;
 use noa::engine::state::CompressionState;
-use noa::engine::turn::project;
+use noa::engine::turn::{TurnInput, project};
 use noa::formats::{BadLines, Format, ViewFormat, read, reassemble};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -14,7 +15,15 @@ use crate::synth::{chat_session, jsonl};
 
 fn view(text: &str, state: &mut CompressionState) -> Vec<Value> {
     let t = read("gen", text, Some(Format::Chat), BadLines::Fail).unwrap();
-    let p = project(state, &t.cores(), &Config::default());
+    let p = project(
+        state,
+        &TurnInput {
+            history: &t.cores(),
+            config: &Config::default(),
+            input_tokens: None,
+            sections: &Sections::default(),
+        },
+    );
     reassemble(&t, &p.view, ViewFormat::Chat).0
 }
 

@@ -1,0 +1,120 @@
+//! The engine's settings for one run: defaults, then a config file, then flags.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::CliError;
+use super::args::Global;
+use crate::engine::config::Config;
+use crate::engine::prompt::Sections;
+use crate::engine::state::HostState;
+
+/// A config file: `[engine]` holds every engine knob, `[prompt]` the surface
+/// sections of the prompt and nudge texts a host may reword.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct FileConfig {
+    engine: Config,
+    prompt: Sections,
+}
+
+/// Resolved settings, and what looked doubtful in them.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Engine settings.
+    pub config: Config,
+    /// Prompt and nudge overrides.
+    pub sections: Sections,
+    /// The config file read, if any.
+    pub file: Option<PathBuf>,
+    /// Doubtful values, each named.
+    pub warnings: Vec<String>,
+}
+
+impl Settings {
+    /// The config with the window the provider taught us, when smaller.
+    pub fn for_host(&self, host: &HostState) -> Config {
+        let mut c = self.config.clone();
+        if let Some(w) = host.learned_window.filter(|w| *w > 0) {
+            c.context_limit = c.context_limit.min(w);
+        }
+        c
+    }
+}
+
+/// Reads `--config FILE`, else `noa.toml` or `.noa/config.toml` beside the
+/// transcript, then applies the flags, which win.
+pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliError> {
+    let file = match &global.config {
+        Some(f) => Some(f.clone()),
+        None => transcript.and_then(Path::parent).and_then(|dir| {
+            [dir.join("noa.toml"), dir.join(".noa").join("config.toml")]
+                .into_iter()
+                .find(|p| p.is_file())
+        }),
+    };
+    let parsed = match &file {
+        Some(path) => {
+            let text = fs::read_to_string(path).map_err(|source| CliError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            toml::from_str::<FileConfig>(&text).map_err(|e| {
+                CliError::Usage(format!("{}: {}", path.display(), e.to_string().trim_end()))
+            })?
+        }
+        None => FileConfig::default(),
+    };
+    let mut config = parsed.engine;
+    if let Some(limit) = global.limit {
+        config.context_limit = limit;
+    }
+    if let Some(n) = global.preserve_messages {
+        config.preserve_recent_messages = n;
+    }
+    if let Some(n) = global.preserve_tokens {
+        config.preserve_recent_tokens = n;
+    }
+    config
+        .protected_tools
+        .extend(global.protect.iter().cloned());
+    let warnings = config.validate();
+    Ok(Settings {
+        config,
+        sections: parsed.prompt,
+        file,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_sets_engine_knobs_and_prompt_sections() {
+        let f: FileConfig = toml::from_str(
+            "[engine]\ncontext_limit = 40000\nprotected_tools = [\"Write\", \"mcp__*\"]\n[engine.tiers]\nmax_tier = 2\n[prompt]\nefficiency_note = \"Keep it lean, please.\"\n",
+        )
+        .unwrap();
+        assert_eq!(f.engine.context_limit, 40_000);
+        assert_eq!(f.engine.tiers.max_tier, 2);
+        assert_eq!(
+            f.engine.tiers.tier2_trigger, 5,
+            "unset knobs keep their defaults"
+        );
+        assert_eq!(f.engine.protected_tools, ["Write", "mcp__*"]);
+        assert_eq!(
+            f.prompt.efficiency_note.as_deref(),
+            Some("Keep it lean, please.")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        assert!(toml::from_str::<FileConfig>("[engine]\ncontext_limt = 1\n").is_err());
+        assert!(toml::from_str::<FileConfig>("[prompt]\nhow_to_compress = \"\"\n").is_err());
+    }
+}
