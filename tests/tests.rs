@@ -3,12 +3,16 @@
 //! suite links once.
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
+#[path = "suite/agent_loop.rs"]
+mod agent_loop;
 #[path = "suite/common/mod.rs"]
 mod common;
 #[path = "suite/compress.rs"]
 mod compress;
 #[path = "suite/compress_properties.rs"]
 mod compress_properties;
+#[path = "suite/long_session.rs"]
+mod long_session;
 #[path = "suite/project.rs"]
 mod project;
 #[path = "suite/properties.rs"]

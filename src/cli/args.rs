@@ -81,6 +81,37 @@ pub enum Command {
     /// archive pointer); there are no ref tags and no nudge. The output is in
     /// the transcript's own format, every kept record with all its fields.
     Materialize(MaterializeArgs),
+    /// Show what may be compressed right now, what may not, and why.
+    ///
+    /// Lists compressible ranges oldest first (messages, tokens, tool and text
+    /// share, user messages) merged with the protected spans and the reason
+    /// each is protected, then the active blocks and where the context's
+    /// tokens are. Writes nothing.
+    Ranges(RangesArgs),
+    /// Print the resident system-prompt block, or the Compress tool definition.
+    Prompt(PromptArgs),
+}
+
+/// Arguments of `noa ranges`.
+#[derive(Debug, Args)]
+pub struct RangesArgs {
+    /// The transcript (JSONL), or - for stdin
+    #[arg(value_name = "TRANSCRIPT")]
+    pub transcript: PathBuf,
+    /// Print one JSON object instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `noa prompt`.
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// Print the Compress tool definition (JSON) instead of the system block
+    #[arg(long)]
+    pub tool_schema: bool,
+    /// Which provider's tools-array shape the definition takes
+    #[arg(long = "for", value_enum, default_value_t = ViewArg::Anthropic, requires = "tool_schema", value_name = "FORMAT")]
+    pub flavour: ViewArg,
 }
 
 /// Arguments of `noa materialize`.

@@ -7,6 +7,8 @@ mod exit;
 mod input;
 mod materialize;
 mod project;
+mod prompt;
+mod ranges;
 mod settings;
 
 use std::io::{self, IsTerminal, Write};
@@ -93,5 +95,7 @@ fn run(cli: Cli) -> Result<Exit, CliError> {
         args::Command::Project(a) => project::run(&cli.global, &a),
         args::Command::Apply(a) => apply::run(&cli.global, &a),
         args::Command::Materialize(a) => materialize::run(&cli.global, &a),
+        args::Command::Ranges(a) => ranges::run(&cli.global, &a),
+        args::Command::Prompt(a) => prompt::run(&cli.global, &a),
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use super::config::Config;
 use super::message::{ContentType, CoreMessage, Role};
-use super::prune::{block_of_summary, is_rendered_summary};
+use super::prune::{block_of_summary, is_rendered_summary, render_summary};
 use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeInfo};
 use super::refs::{BLOCKED, ref_to_index};
 use super::state::{Block, CompressionState};
@@ -113,9 +113,11 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
     };
     let tier1_blocks = tier_blocks(1);
     let tier2_blocks = tier_blocks(2);
+    // What consolidating a tier takes out of the view: each block's whole
+    // rendered summary (header and archive pointer included).
     let summary_tokens = |bs: &[Block]| {
         bs.iter()
-            .map(|b| tokens::estimate(&b.summary))
+            .map(|b| tokens::estimate(&render_summary(b).text))
             .sum::<usize>()
     };
     let pending = [

@@ -15,10 +15,16 @@ use super::tokens;
 
 /// What identifies a truncated result; detection is a substring test.
 pub const MARKER: &str = "[truncated for context space";
-/// Results smaller than this many tokens are never cut.
+/// Results smaller than this many tokens are left alone while larger ones can
+/// be cut.
 pub const MIN_TOKENS: usize = 1_000;
 /// Characters kept at each end of a cut result.
 pub const KEEP_CHARS: usize = 2_000;
+/// When cutting the large results is not enough, results down to this many
+/// tokens are cut too, keeping less of each end.
+pub const LAST_RESORT_MIN_TOKENS: usize = 250;
+/// Characters kept at each end in that last pass.
+pub const LAST_RESORT_KEEP_CHARS: usize = 400;
 
 /// What truncation did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,7 +47,7 @@ pub fn truncate(
     let mut done = Truncation::default();
     let protected_from = view.len().saturating_sub(cfg.preserve_recent_messages);
     for m in view.iter_mut().filter(|m| sticky.contains(&m.id)) {
-        if let Some(saved) = cut(m) {
+        if let Some(saved) = cut(m, KEEP_CHARS).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS)) {
             done.count += 1;
             done.saved += saved;
         }
@@ -51,41 +57,47 @@ pub fn truncate(
         return done;
     }
     let target = (threshold as f64 * 0.9) as usize;
-    let mut candidates: Vec<(usize, usize)> = view[..protected_from]
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.content_type == ContentType::ToolResult && !m.text.contains(MARKER))
-        .map(|(i, m)| (i, tokens::estimate(&m.text)))
-        .filter(|&(_, t)| t >= MIN_TOKENS)
-        .collect();
-    candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
-    for (i, _) in candidates {
-        if tokens_now.saturating_sub(done.saved) <= target {
-            break;
-        }
-        if let Some(saved) = cut(&mut view[i]) {
-            sticky.insert(view[i].id.clone());
-            done.count += 1;
-            done.saved += saved;
+    for (min_tokens, keep) in [
+        (MIN_TOKENS, KEEP_CHARS),
+        (LAST_RESORT_MIN_TOKENS, LAST_RESORT_KEEP_CHARS),
+    ] {
+        let mut candidates: Vec<(usize, usize)> = view[..protected_from]
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.content_type == ContentType::ToolResult && !m.text.contains(MARKER))
+            .map(|(i, m)| (i, tokens::estimate(&m.text)))
+            .filter(|&(_, t)| t >= min_tokens)
+            .collect();
+        candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
+        for (i, _) in candidates {
+            if tokens_now.saturating_sub(done.saved) <= target {
+                return done;
+            }
+            if let Some(saved) = cut(&mut view[i], keep) {
+                sticky.insert(view[i].id.clone());
+                done.count += 1;
+                done.saved += saved;
+            }
         }
     }
     done
 }
 
-/// Cuts one result to its head and tail; `None` when it is too short to cut.
-fn cut(m: &mut CoreMessage) -> Option<usize> {
+/// Cuts one result to `keep` characters at each end; `None` when it is too
+/// short for that to save anything.
+fn cut(m: &mut CoreMessage, keep: usize) -> Option<usize> {
     let chars = m.text.chars().count();
-    if chars <= 2 * KEEP_CHARS || m.text.contains(MARKER) {
+    if chars <= 2 * keep + 200 || m.text.contains(MARKER) {
         return None;
     }
     let before = tokens::estimate(&m.text);
-    let head: String = m.text.chars().take(KEEP_CHARS).collect();
-    let tail: String = m.text.chars().skip(chars - KEEP_CHARS).collect();
+    let head: String = m.text.chars().take(keep).collect();
+    let tail: String = m.text.chars().skip(chars - keep).collect();
     let cut_tokens = tokens::estimate(
         &m.text
             .chars()
-            .skip(KEEP_CHARS)
-            .take(chars - 2 * KEEP_CHARS)
+            .skip(keep)
+            .take(chars - 2 * keep)
             .collect::<String>(),
     );
     m.text = format!(
@@ -180,7 +192,7 @@ mod tests {
             truncate(&mut user, 195_000, &cfg, &mut BTreeSet::new()).count,
             0
         );
-        let mut small = vec![result("s", 2_000)];
+        let mut small = vec![result("s", 800)];
         tail(&mut small);
         assert_eq!(
             truncate(&mut small, 195_000, &cfg, &mut BTreeSet::new()).count,

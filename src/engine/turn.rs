@@ -70,13 +70,12 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let pruned = prune::prune(history.to_vec(), state);
     let shown = hide::hide_compress_calls(pruned, state);
     let before_pairing = shown.len();
-    let mut view = view::drop_unpaired(shown);
+    let view = view::drop_unpaired(shown);
     let dropped_unpaired = before_pairing - view.len();
 
     let estimate: usize = view.iter().map(|m| tokens::estimate(&m.text)).sum();
     let compressions = state.stats.compression_count;
     let measured = host::effective_tokens(&state.host, estimate, input.input_tokens, compressions);
-    let truncation = truncate::truncate(&mut view, measured, cfg, &mut state.host.truncated);
     let mut view: Vec<CoreMessage> = view.into_iter().map(|m| render_tag(state, m)).collect();
 
     let rec = recommend(&view, state, cfg);
@@ -84,7 +83,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         0 => 0,
         shown => measured.saturating_sub(shown),
     };
-    let nudge_input = |tier: u8| NudgeInput {
+    let nudge_input = |tier: u8, truncated: usize| NudgeInput {
         tier,
         emergency: false,
         ranges: &rec.ranges,
@@ -92,7 +91,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         blocks: &rec.blocks,
         breakdown: rec.breakdown,
         growth,
-        truncated: truncation.count,
+        truncated,
         targets: match tier {
             2 => &rec.tier1_blocks,
             3 => &rec.tier2_blocks,
@@ -103,7 +102,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         tokens: measured,
         pending: rec.pending,
         block_counts: [rec.tier1_blocks.len(), rec.tier2_blocks.len()],
-        nudge_cost: [1, 2, 3].map(|t| nudge_text::rough_size(&nudge_input(t))),
+        nudge_cost: [1, 2, 3].map(|t| nudge_text::rough_size(&nudge_input(t, 0))),
         nudge: &state.nudge,
         config: cfg,
     });
@@ -115,15 +114,29 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         );
     }
     nudge::stamp(&mut state.nudge, measured, &decision, cfg);
+
+    // Truncation makes room for the nudge too: the request as sent must fit.
+    let reserve = if decision.inject {
+        nudge_text::rough_size(&nudge_input(decision.tier, 1))
+    } else {
+        0
+    };
+    let truncation = truncate::truncate(
+        &mut view,
+        measured + reserve,
+        cfg,
+        &mut state.host.truncated,
+    );
     if decision.inject {
-        let text = nudge_text::render(
-            &NudgeInput {
-                emergency: decision.emergency,
-                ..nudge_input(decision.tier)
-            },
-            input.sections,
-        );
-        view.push(CoreMessage::text(NUDGE_ID, Role::User, text));
+        let nudge = NudgeInput {
+            emergency: decision.emergency,
+            ..nudge_input(decision.tier, truncation.count)
+        };
+        view.push(CoreMessage::text(
+            NUDGE_ID,
+            Role::User,
+            nudge_text::render(&nudge, input.sections),
+        ));
     }
 
     state.host.last_view_tokens = estimate;

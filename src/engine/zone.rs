@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use super::config::Config;
+use super::exchange;
 use super::message::{ContentType, CoreMessage, Role};
 use super::protect::never_preserve_recent;
 use super::refs::BLOCKED;
@@ -14,8 +15,9 @@ use super::tokens;
 
 /// Ids of the view messages in the protected zone: the last
 /// `preserve_recent_messages` visible messages, as many more as it takes to
-/// reach `preserve_recent_tokens`, and the most recent user message. Outputs
-/// of cheap, re-runnable tools (Read, Bash, …) do not hold a place in it.
+/// reach `preserve_recent_tokens`, and the most recent user message, each
+/// with the rest of its tool exchange. Outputs of cheap, re-runnable tools
+/// (Read, Bash, …) do not count towards the zone's size.
 pub fn protected_ids<'a>(
     view: &'a [CoreMessage],
     state: &CompressionState,
@@ -54,6 +56,26 @@ pub fn protected_ids<'a>(
                 .is_some_and(|r| r != BLOCKED)
     }) {
         out.insert(last_user.id.as_str());
+    }
+    // A response is protected whole: the zone never splits a tool exchange,
+    // so what it offers is what `apply` will take.
+    let spans = exchange::spans(view);
+    let touched: HashSet<(usize, usize)> = view
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| out.contains(m.id.as_str()))
+        .map(|(i, _)| spans[i])
+        .collect();
+    for (i, m) in view.iter().enumerate() {
+        if touched.contains(&spans[i])
+            && state
+                .message_refs
+                .by_raw
+                .get(&m.id)
+                .is_some_and(|r| r != BLOCKED)
+        {
+            out.insert(m.id.as_str());
+        }
     }
     out
 }
@@ -106,9 +128,34 @@ mod tests {
     }
 
     #[test]
+    fn a_protected_message_protects_its_exchange() {
+        let view = vec![
+            user("u"),
+            say("text"),
+            call("c", "t", "Edit"),
+            result("r", "t", "Edit"),
+            user("old"),
+            say("a"),
+        ];
+        let mut st = CompressionState::new("s");
+        refs(&mut st, &view);
+        let cfg = Config {
+            preserve_recent_messages: 3,
+            preserve_recent_tokens: 0,
+            ..Config::default()
+        };
+        let z = protected_ids(&view, &st, &cfg);
+        assert!(
+            z.contains("r") && z.contains("c") && z.contains("text"),
+            "{z:?}"
+        );
+        assert!(!z.contains("u"));
+    }
+
+    #[test]
     fn re_runnable_tools_hold_no_place() {
         let view = vec![
-            say("old"),
+            user("old"),
             call("c", "t", "Read"),
             result("r", "t", "Read"),
             say("a"),

@@ -1,0 +1,63 @@
+//! `noa ranges`: the recommendation, for a person or a script.
+
+use std::io::Write;
+
+use serde_json::json;
+
+use super::args::{Global, RangesArgs};
+use super::input::{load, warn};
+use super::{CliError, Exit, settings};
+use crate::engine::nudge_text::{format_block_map, format_breakdown, format_ranges};
+use crate::engine::prompt::Sections;
+use crate::engine::state::CompressionState;
+use crate::engine::turn::{self, TurnInput};
+
+/// Runs `noa ranges`. Works on a copy of the state: writes nothing.
+pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
+    let loaded = load(global, &args.transcript)?;
+    let (t, session) = (&loaded.transcript, &loaded.session);
+    let settings = settings::load(global, Some(&args.transcript))?;
+    let mut state = session
+        .load()?
+        .unwrap_or_else(|| CompressionState::new(&session.session));
+    let config = settings.for_host(&state.host);
+    let history = t.cores();
+    let p = turn::project(
+        &mut state,
+        &TurnInput {
+            history: &history,
+            config: &config,
+            input_tokens: None,
+            sections: &Sections::default(),
+        },
+    );
+    let r = &p.recommendation;
+    let text = if args.json {
+        json!({
+            "tokens": p.measured,
+            "limit": config.context_limit,
+            "ranges": r.ranges,
+            "protected": r.protected,
+            "blocks": r.blocks,
+            "breakdown": r.breakdown,
+            "pending": {"tier1": r.pending[0], "tier2": r.pending[1], "tier3": r.pending[2]},
+            "nudge": {"due": p.decision.inject, "tier": p.decision.tier, "reason": p.decision.reason},
+        })
+        .to_string()
+    } else {
+        let mut parts = vec![format_ranges(&r.ranges, &r.protected)];
+        let map = format_block_map(&r.blocks);
+        if !map.is_empty() {
+            parts.push(map);
+        }
+        parts.push(format_breakdown(&r.breakdown, 0));
+        parts.push(format!("Nudge: {}", p.decision.reason));
+        parts.join("\n\n")
+    };
+    writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
+        path: "<stdout>".into(),
+        source,
+    })?;
+    warn(global, &t.warnings);
+    Ok(Exit::Success)
+}

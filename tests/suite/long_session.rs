@@ -1,0 +1,118 @@
+//! Thousands of turns in-process: the view never outgrows the window and
+//! never breaks pairing, with the "model" compressing whenever nudged.
+
+use std::collections::HashMap;
+
+use noa::engine::apply::{ApplyInput, apply};
+use noa::engine::config::Config;
+use noa::engine::parse_args::CompressRange;
+use noa::engine::prompt::Sections;
+use noa::engine::refs::NUDGE_ID;
+use noa::engine::state::CompressionState;
+use noa::engine::turn::{TurnInput, project};
+use noa::engine::view::drop_unpaired;
+use noa::engine::{CoreMessage, Role};
+use noa::formats::{BadLines, Format, read};
+
+use crate::agent_loop::ranges_from_nudge;
+use crate::synth::{chat_session, jsonl};
+
+#[test]
+fn two_thousand_turns_stay_inside_a_40k_window() {
+    let limit = 40_000;
+    let t = read(
+        "long",
+        &jsonl(&chat_session(42, 2000)),
+        Some(Format::Chat),
+        BadLines::Fail,
+    )
+    .unwrap();
+    let config = Config::for_window(limit);
+    let sections = Sections::default();
+    let mut state = CompressionState::new("long");
+    let mut history: Vec<CoreMessage> = Vec::new();
+    let mut originals: HashMap<String, CoreMessage> = HashMap::new();
+    let (mut turns, mut blocks, mut peak) = (0, 0, 0);
+    for (i, m) in t.messages.iter().enumerate() {
+        for b in &m.blocks {
+            originals.insert(b.core.id.clone(), b.core.clone());
+            history.push(b.core.clone());
+        }
+        let ends_turn = t
+            .messages
+            .get(i + 1)
+            .is_none_or(|n| n.raw["role"] == "assistant");
+        if !ends_turn {
+            continue;
+        }
+        turns += 1;
+        let p = project(
+            &mut state,
+            &TurnInput {
+                history: &history,
+                config: &config,
+                input_tokens: None,
+                sections: &sections,
+            },
+        );
+        peak = peak.max(p.tokens);
+        assert!(
+            p.tokens <= limit,
+            "turn {turns}: {} tokens (measured {}, truncated {:?}, decision {:?}, blocks {}, failures {}, pending {:?})",
+            p.tokens,
+            p.measured,
+            p.truncation,
+            p.decision,
+            state.blocks.iter().filter(|b| b.active).count(),
+            state.host.consecutive_failures,
+            p.recommendation.pending
+        );
+        let body: Vec<CoreMessage> = p
+            .view
+            .iter()
+            .filter(|m| m.id != NUDGE_ID)
+            .cloned()
+            .collect();
+        assert_eq!(
+            drop_unpaired(body.clone()),
+            body,
+            "turn {turns}: unpaired view"
+        );
+        let Some(nudge) = p.view.last().filter(|m| m.id == NUDGE_ID) else {
+            continue;
+        };
+        let ranges: Vec<CompressRange> = ranges_from_nudge(&nudge.text)
+            .into_iter()
+            .map(|(start, end)| CompressRange { start, end, summary: "Summary of finished work: files touched, decisions and their reasons, errors seen, what remains open.".into(), topic: String::new(), summary_max_chars: None })
+            .collect();
+        let by_id: HashMap<&str, &CoreMessage> =
+            originals.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let call_id = format!("cmp{turns}");
+        let out = apply(&ApplyInput {
+            ranges: &ranges,
+            view: &p.view,
+            originals: &by_id,
+            state: &state,
+            config: &config,
+            call_id: &call_id,
+            archive_root: "/a",
+            created: "",
+            now: 0,
+        });
+        blocks += out.created.len();
+        if !out.created.is_empty() {
+            state = out.state;
+        }
+        let call = CoreMessage::tool_call(format!("c-{call_id}"), &call_id, "Compress", "{}");
+        let result = CoreMessage {
+            role: Role::Tool,
+            ..CoreMessage::tool_result(format!("r-{call_id}"), &call_id, "Compress", "▣ noa")
+        };
+        originals.insert(call.id.clone(), call.clone());
+        originals.insert(result.id.clone(), result.clone());
+        history.extend([call, result]);
+    }
+    assert!(turns >= 2000, "{turns}");
+    assert!(blocks > 20, "{blocks} blocks");
+    assert!(peak <= limit, "peak {peak}");
+}
