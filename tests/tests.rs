@@ -23,3 +23,5 @@ mod providers;
 mod refs_stability;
 #[path = "suite/synth.rs"]
 mod synth;
+#[path = "suite/pressure.rs"]
+mod pressure;
