@@ -13,6 +13,8 @@ mod compress;
 mod compress_properties;
 #[path = "suite/long_session.rs"]
 mod long_session;
+#[path = "suite/pressure.rs"]
+mod pressure;
 #[path = "suite/project.rs"]
 mod project;
 #[path = "suite/properties.rs"]
@@ -23,5 +25,3 @@ mod providers;
 mod refs_stability;
 #[path = "suite/synth.rs"]
 mod synth;
-#[path = "suite/pressure.rs"]
-mod pressure;

@@ -315,8 +315,13 @@ fn group_line(group: &[Span]) -> String {
             n => format!(" · {n} user msgs"),
         };
         let tool = r.tool_pct.min(100);
+        let task = if r.holds_task {
+            " · holds the task: keep its constraints"
+        } else {
+            ""
+        };
         return format!(
-            "{head}  {} [tool {tool}% | text {}%]{users}",
+            "{head}  {} [tool {tool}% | text {}%]{users}{task}",
             tokens::format(r.tokens),
             100 - tool
         );

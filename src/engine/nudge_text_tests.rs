@@ -18,6 +18,7 @@ fn range(
         chars: tokens * 4,
         tool_pct: tool,
         user_messages: users,
+        holds_task: false,
     }
 }
 

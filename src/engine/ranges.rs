@@ -20,6 +20,9 @@ pub struct RangeInfo {
     pub tool_pct: u32,
     /// User messages in it.
     pub user_messages: usize,
+    /// It holds the first user message (the task and its constraints): a
+    /// summary of it must carry those, and the message itself stays in view.
+    pub holds_task: bool,
 }
 
 /// Why a span may not be compressed now.

@@ -43,6 +43,10 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
     let mut protected: Vec<ProtectedRange> = Vec::new();
     let mut segment = 0usize;
     let mut open: Option<Run> = None;
+    let first_user = view
+        .iter()
+        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque)
+        .map(|m| m.id.as_str());
     let last_user = view
         .iter()
         .rev()
@@ -83,6 +87,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
         }
         let run = open.get_or_insert_with(|| Run::new(r, segment));
         run.add(r, m, t, is_user);
+        run.info.holds_task |= Some(m.id.as_str()) == first_user;
     }
     runs.extend(open);
 
@@ -167,6 +172,7 @@ impl Run {
                 chars: 0,
                 tool_pct: 0,
                 user_messages: 0,
+                holds_task: false,
             },
             tool: 0,
             segment,
@@ -202,6 +208,7 @@ fn merge_to_threshold(runs: Vec<Run>, min_chars: usize) -> Vec<RangeInfo> {
                 prev.info.tokens += run.info.tokens;
                 prev.info.chars += run.info.chars;
                 prev.info.user_messages += run.info.user_messages;
+                prev.info.holds_task |= run.info.holds_task;
                 prev.tool += run.tool;
                 prev.info.tool_pct = pct(prev.tool, prev.info.count);
             }

@@ -195,3 +195,17 @@ fn nothing_protected_with_zero_knobs() {
             .all(|p| p.reason == ProtectReason::LastUserMessage)
     );
 }
+
+#[test]
+fn a_range_holding_the_task_is_flagged() {
+    let mut v = vec![sized(user("task"), 3000)];
+    for i in 0..4 {
+        v.push(sized(say(&format!("s{i}")), 2000));
+    }
+    tails(&mut v);
+    let st = state_for(&v);
+    let rec = recommend(&v, &st, &Config::default());
+    assert!(rec.ranges[0].holds_task, "{:?}", rec.ranges);
+    let line = crate::engine::nudge_text::format_ranges(&rec.ranges, &[]);
+    assert!(line.contains("holds the task"), "{line}");
+}

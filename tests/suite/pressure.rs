@@ -16,14 +16,22 @@ fn the_real_session_at_30k_is_truncated_and_still_valid() {
     let (view, out) = project(&path, dir.path(), &["--limit", "30000", "--report", "json"]);
     check_anthropic(&view).unwrap();
     let raw = String::from_utf8(out.stdout).unwrap();
-    assert!(raw.contains("[truncated for context space"), "no truncation marker");
+    assert!(
+        raw.contains("[truncated for context space"),
+        "no truncation marker"
+    );
     let report: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
     assert!(report["truncated"].as_u64().unwrap() > 0);
     assert_eq!(report["nudge"], 1, "an emergency nudge asks for tier 1");
     assert_eq!(report["emergency"], true);
     // The nudge is the last user message and names real ranges.
     let last = view.last().unwrap();
-    let text: String = last["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
+    let text: String = last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect();
     assert!(text.contains("Compressible ranges ("), "{text:.300}");
     // The transcript itself is untouched: truncation is for the view only.
     let original = fs::read_to_string(&path).unwrap();
@@ -36,7 +44,11 @@ fn truncated_results_stay_cut_on_the_next_turn() {
     let path = testdata("real/claude-code/long-session-with-compaction.jsonl");
     let (_, first) = project(&path, dir.path(), &["--limit", "30000"]);
     let (_, second) = project(&path, dir.path(), &["--limit", "30000"]);
-    let cut = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).matches("[truncated for context space —").count();
+    let cut = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .matches("[truncated for context space —")
+            .count()
+    };
     assert!(cut(&first) > 0);
     assert_eq!(cut(&first), cut(&second));
 }
@@ -46,8 +58,21 @@ fn ranges_json_lists_refs_and_the_table_reads() {
     let dir = TempDir::new();
     let path = testdata("real/claude-code/long-session-with-compaction.jsonl");
     let state = dir.path().to_str().unwrap();
-    let out = noa(dir.path(), &["ranges", path.to_str().unwrap(), "--state-dir", state, "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = noa(
+        dir.path(),
+        &[
+            "ranges",
+            path.to_str().unwrap(),
+            "--state-dir",
+            state,
+            "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let ranges = v["ranges"].as_array().unwrap();
     assert!(!ranges.is_empty());
@@ -57,9 +82,23 @@ fn ranges_json_lists_refs_and_the_table_reads() {
             assert!(s.len() == 6 && s.starts_with('m'), "{s}");
         }
     }
-    assert!(v["protected"].as_array().unwrap().iter().any(|p| p["reason"] == "last-user-message"));
-    assert!(!dir.path().join("4d5611e5-241a-462a-8d15-5122611a9569").exists(), "ranges writes no state");
-    let out = noa(dir.path(), &["ranges", path.to_str().unwrap(), "--state-dir", state]);
+    assert!(
+        v["protected"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["reason"] == "last-user-message")
+    );
+    assert!(
+        !dir.path()
+            .join("4d5611e5-241a-462a-8d15-5122611a9569")
+            .exists(),
+        "ranges writes no state"
+    );
+    let out = noa(
+        dir.path(),
+        &["ranges", path.to_str().unwrap(), "--state-dir", state],
+    );
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.starts_with("Compressible ranges ("), "{table}");
     assert!(table.contains("Context breakdown:"));
@@ -72,13 +111,29 @@ fn prompt_and_tool_schemas() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("noa context management"));
     assert!(text.contains("<noa-ref") && text.contains("<noa-archive"));
-    for (flavour, name_at) in [("chat", "/function/name"), ("anthropic", "/name"), ("responses", "/name")] {
+    for (flavour, name_at) in [
+        ("chat", "/function/name"),
+        ("anthropic", "/name"),
+        ("responses", "/name"),
+    ] {
         let out = noa(dir.path(), &["prompt", "--tool-schema", "--for", flavour]);
         assert!(out.status.success());
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{flavour}: {e}"));
-        assert_eq!(v.pointer(name_at).and_then(Value::as_str), Some("Compress"), "{flavour}");
-        let params = v.pointer("/function/parameters").or(v.get("input_schema")).or(v.get("parameters")).unwrap();
-        assert!(params["properties"]["content"].get("type").is_none(), "{flavour}: content must carry no type");
+        let v: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{flavour}: {e}"));
+        assert_eq!(
+            v.pointer(name_at).and_then(Value::as_str),
+            Some("Compress"),
+            "{flavour}"
+        );
+        let params = v
+            .pointer("/function/parameters")
+            .or(v.get("input_schema"))
+            .or(v.get("parameters"))
+            .unwrap();
+        assert!(
+            params["properties"]["content"].get("type").is_none(),
+            "{flavour}: content must carry no type"
+        );
         assert_eq!(params["required"], serde_json::json!(["content"]));
     }
 }
@@ -94,19 +149,45 @@ fn a_config_file_beside_the_transcript_is_read_and_flags_win() {
     assert_eq!(report["limit"], 12000);
     assert!(report["config"].as_str().unwrap().ends_with("noa.toml"));
     let last = view.last().unwrap()["content"].as_str().unwrap_or("");
-    assert!(last.starts_with("OUT OF ROOM"), "the host's headline replaces ours: {last:.200}");
-    let (_, out) = project(&path, &dir.path().join("st2"), &["--report", "json", "--limit", "500000"]);
+    assert!(
+        last.starts_with("OUT OF ROOM"),
+        "the host's headline replaces ours: {last:.200}"
+    );
+    let (_, out) = project(
+        &path,
+        &dir.path().join("st2"),
+        &["--report", "json", "--limit", "500000"],
+    );
     let report: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
     assert_eq!(report["limit"], 500000, "flags win over the file");
 
     fs::write(dir.path().join("noa.toml"), "[engine]\ncontext_limt = 1\n").unwrap();
-    let out = noa(dir.path(), &["project", path.to_str().unwrap(), "--state-dir", "st3"]);
+    let out = noa(
+        dir.path(),
+        &["project", path.to_str().unwrap(), "--state-dir", "st3"],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("context_limt"));
 
-    fs::write(dir.path().join("noa.toml"), "[engine.nudge]\nmin_context_limit_pct = 0.9\n").unwrap();
-    let out = noa(dir.path(), &["project", path.to_str().unwrap(), "--state-dir", "st4", "--dry-run"]);
-    assert!(out.status.success(), "a doubtful value is a warning, not a failure");
+    fs::write(
+        dir.path().join("noa.toml"),
+        "[engine.nudge]\nmin_context_limit_pct = 0.9\n",
+    )
+    .unwrap();
+    let out = noa(
+        dir.path(),
+        &[
+            "project",
+            path.to_str().unwrap(),
+            "--state-dir",
+            "st4",
+            "--dry-run",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "a doubtful value is a warning, not a failure"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: nudge.min_context_limit_pct"));
 }
 
@@ -121,7 +202,11 @@ fn the_provider_teaches_the_window_and_the_size() {
     let tokens = before["tokens"].as_u64().unwrap();
     // The provider counted more than the estimate: decisions use its figure.
     let reported = (tokens * 2).to_string();
-    let (_, out) = project(&path, &st, &["--report", "json", "--input-tokens", &reported]);
+    let (_, out) = project(
+        &path,
+        &st,
+        &["--report", "json", "--input-tokens", &reported],
+    );
     let r: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
     assert!(r["measured_tokens"].as_u64().unwrap() >= tokens * 2, "{r}");
     // An overflow error names the real window; it is remembered.
