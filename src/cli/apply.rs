@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::args::{ApplyArgs, Global};
 use super::clock;
-use super::input::{load, warn};
+use super::input::{session_state, load, warn};
 use super::settings;
 use super::{CliError, Exit};
 use crate::engine::apply::{self, ApplyInput, ApplyOutcome, NO_RANGES};
@@ -32,9 +32,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
 
     session.create()?;
     let _lock = SessionLock::acquire(&session.dir)?;
-    let mut state = session
-        .load()?
-        .unwrap_or_else(|| CompressionState::new(&session.session));
+    let mut state = session_state(&loaded)?;
     let settings = settings::load(global, Some(&args.transcript))?;
     let config = settings.for_host(&state.host);
     // The view the model saw: the same projection, on a copy of the state so

@@ -49,6 +49,9 @@ pub struct Global {
     /// Treat lines that are not valid JSON as warnings instead of errors
     #[arg(long, global = true)]
     pub skip_bad_lines: bool,
+    /// Ancestor sessions to inherit a ledger from when this one has none, nearest first; repeatable
+    #[arg(long, global = true, value_name = "SESSION")]
+    pub parent: Vec<String>,
     /// Print nothing on stderr but errors
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -90,6 +93,50 @@ pub enum Command {
     Ranges(RangesArgs),
     /// Print the resident system-prompt block, or the Compress tool definition.
     Prompt(PromptArgs),
+    /// Rebuild the state from the transcript alone, replaying its Compress calls.
+    ///
+    /// Every Compress call whose recorded result shows a block is applied
+    /// again against the view as it was at that point of the log, with the
+    /// summaries from the recorded arguments; archives already on disk are
+    /// adopted unchanged. Refuses to replace an existing state.json without
+    /// --force; --check compares instead of writing.
+    Rebuild(RebuildArgs),
+    /// Show a session's blocks, stats, context breakdown and tier tree.
+    Inspect(InspectArgs),
+}
+
+/// Arguments of `noa rebuild`.
+#[derive(Debug, Args)]
+pub struct RebuildArgs {
+    /// The transcript (JSONL), or - for stdin
+    #[arg(value_name = "TRANSCRIPT")]
+    pub transcript: PathBuf,
+    /// Replace an existing state.json
+    #[arg(long, conflicts_with = "check")]
+    pub force: bool,
+    /// Compare the rebuilt state with the one on disk; exit 1 when they differ
+    #[arg(long)]
+    pub check: bool,
+    /// Print the report as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `noa inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The transcript (JSONL), or - for stdin; without it, --session names the session
+    #[arg(value_name = "TRANSCRIPT")]
+    pub transcript: Option<PathBuf>,
+    /// Print one JSON object instead of tables
+    #[arg(long)]
+    pub json: bool,
+    /// Print this block's archive (bN)
+    #[arg(long, value_name = "BLOCK")]
+    pub block: Option<String>,
+    /// Draw the context map as an SVG file
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 /// Arguments of `noa ranges`.

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use super::CliError;
 use super::args::{FormatArg, Global};
 use crate::formats::{self, BadLines, Format, Transcript};
+use crate::engine::lineage;
+use crate::engine::state::CompressionState;
 use crate::store::SessionDir;
 
 /// A transcript read from a file or stdin, with where its session lives.
@@ -15,6 +17,10 @@ pub struct Loaded {
     pub transcript: Transcript,
     /// The session's directory.
     pub session: SessionDir,
+    /// The state dir all sessions live under.
+    pub base: PathBuf,
+    /// Ancestors to inherit from, nearest first.
+    pub parents: Vec<String>,
 }
 
 /// Reads the transcript named on the command line and resolves its session
@@ -76,10 +82,55 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
             .unwrap_or_default()
             .join(".noa"),
     };
-    Ok(Loaded {
-        transcript,
-        session: SessionDir::new(&base, &session_id),
-    })
+    // A subagent's state and archives live under the session that spawned it.
+    let session = match (&global.session, &transcript.parent_session) {
+        (None, Some(parent)) if parent != &session_id => SessionDir::subagent(&base, parent, &session_id),
+        _ => SessionDir::new(&base, &session_id),
+    };
+    let mut parents = global.parent.clone();
+    parents.extend(transcript.parent_session.iter().filter(|p| **p != session_id).cloned());
+    Ok(Loaded { transcript, session, base, parents })
+}
+
+/// The session's state: its own state.json; else, for a new session, the
+/// ledger of its first ancestor that has blocks; else a fresh state. A state
+/// whose refs name none of this transcript's messages, from a transcript
+/// that says it is another session, is refused: it belongs elsewhere.
+pub fn session_state(loaded: &Loaded) -> Result<CompressionState, CliError> {
+    let session = &loaded.session;
+    if let Some(state) = session.load()? {
+        check_belongs(loaded, &state)?;
+        return Ok(state);
+    }
+    for parent in loaded.parents.iter().take(lineage::MAX_DEPTH) {
+        if let Some(p) = SessionDir::new(&loaded.base, parent).load()?.filter(|p| !p.blocks.is_empty()) {
+            return Ok(lineage::derive_child(&p, &session.session));
+        }
+    }
+    Ok(CompressionState::new(&session.session))
+}
+
+fn check_belongs(loaded: &Loaded, state: &CompressionState) -> Result<(), CliError> {
+    let t = &loaded.transcript;
+    if state.message_refs.by_raw.is_empty() || t.messages.is_empty() {
+        return Ok(());
+    }
+    let known = t.messages.iter().flat_map(|m| &m.blocks).any(|b| state.message_refs.by_raw.contains_key(&b.core.id));
+    // After a host compaction a log can share no message with its state,
+    // but it still names its own session.
+    let same_session = t.session_id.as_deref() == Some(state.session_id.as_str());
+    if known || same_session {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "{}: this state belongs to a different transcript: none of its {} refs name a message of this one. Pass the right --session, or run `noa rebuild` for this transcript into its own state dir",
+        session_path(loaded),
+        state.message_refs.by_ref.len()
+    )))
+}
+
+fn session_path(loaded: &Loaded) -> String {
+    loaded.session.state_path().display().to_string()
 }
 
 fn format(arg: FormatArg) -> Option<Format> {

@@ -1,19 +1,16 @@
 //! `noa materialize`: the compression baked into a plain transcript.
 
 use super::args::{Global, MaterializeArgs};
-use super::input::{emit, load, warn};
+use super::input::{session_state, emit, load, warn};
 use super::{CliError, Exit};
-use crate::engine::state::CompressionState;
 use crate::engine::turn;
 use crate::formats;
 
 /// Runs `noa materialize`. Reads the state but writes none.
 pub fn run(global: &Global, args: &MaterializeArgs) -> Result<Exit, CliError> {
     let loaded = load(global, &args.transcript)?;
-    let (t, session) = (&loaded.transcript, &loaded.session);
-    let state = session
-        .load()?
-        .unwrap_or_else(|| CompressionState::new(&session.session));
+    let t = &loaded.transcript;
+    let state = session_state(&loaded)?;
     let settings = super::settings::load(global, Some(&args.transcript))?;
     let view = turn::baked(&state, &t.cores(), &settings.config);
     let mut bytes = Vec::new();

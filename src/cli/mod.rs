@@ -5,9 +5,11 @@ mod args;
 mod clock;
 mod exit;
 mod input;
+mod inspect;
 mod materialize;
 mod project;
 mod prompt;
+mod rebuild;
 mod ranges;
 mod settings;
 
@@ -97,5 +99,7 @@ fn run(cli: Cli) -> Result<Exit, CliError> {
         args::Command::Materialize(a) => materialize::run(&cli.global, &a),
         args::Command::Ranges(a) => ranges::run(&cli.global, &a),
         args::Command::Prompt(a) => prompt::run(&cli.global, &a),
+        args::Command::Rebuild(a) => rebuild::run(&cli.global, &a),
+        args::Command::Inspect(a) => inspect::run(&cli.global, &a),
     }
 }

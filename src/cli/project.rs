@@ -5,11 +5,10 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
-use super::input::{emit, load, warn};
+use super::input::{session_state, emit, load, warn};
 use super::settings;
 use super::{CliError, Exit};
 use crate::engine::host::window_from_error;
-use crate::engine::state::CompressionState;
 use crate::engine::tokens;
 use crate::engine::turn::{self, TurnInput};
 use crate::formats::{ViewFormat, reassemble};
@@ -28,9 +27,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         session.create()?;
         Some(SessionLock::acquire(&session.dir)?)
     };
-    let mut state = session
-        .load()?
-        .unwrap_or_else(|| CompressionState::new(&session.session));
+    let mut state = session_state(&loaded)?;
     let mut warnings = t.warnings.clone();
     warnings.extend(settings.warnings.iter().cloned());
     if let Some(text) = &args.overflow_error {

@@ -5,21 +5,18 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, RangesArgs};
-use super::input::{load, warn};
+use super::input::{session_state, load, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::nudge_text::{format_block_map, format_breakdown, format_ranges};
 use crate::engine::prompt::Sections;
-use crate::engine::state::CompressionState;
 use crate::engine::turn::{self, TurnInput};
 
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let loaded = load(global, &args.transcript)?;
-    let (t, session) = (&loaded.transcript, &loaded.session);
+    let t = &loaded.transcript;
     let settings = settings::load(global, Some(&args.transcript))?;
-    let mut state = session
-        .load()?
-        .unwrap_or_else(|| CompressionState::new(&session.session));
+    let mut state = session_state(&loaded)?;
     let config = settings.for_host(&state.host);
     let history = t.cores();
     let p = turn::project(

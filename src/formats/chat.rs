@@ -42,6 +42,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     Ok(Transcript {
         format: Format::Chat,
         session_id: None,
+        parent_session: None,
         messages,
         warnings,
         records: originals,

@@ -60,12 +60,25 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         }
     }
 
+    // A subagent's own log holds nothing but sidechain records: then those
+    // are the conversation, and the session that spawned it is its parent.
+    let is_conversation = |v: &Value| matches!(v.get("type").and_then(Value::as_str), Some("user" | "assistant"));
+    let sidechain = |v: &Value| v.get("isSidechain").and_then(Value::as_bool) == Some(true);
+    let subagent = records.iter().any(|r| is_conversation(&r.value))
+        && records.iter().filter(|r| is_conversation(&r.value)).all(|r| sidechain(&r.value));
+    let (session_id, parent_session) = if subagent {
+        let agent = records.iter().find_map(|r| r.value.get("agentId").and_then(Value::as_str)).map(str::to_string);
+        (agent.or_else(|| session_id.clone()), session_id)
+    } else {
+        (session_id, None)
+    };
+
     let start = last_boundary.map_or(0, |i| i + 1);
     let turns: Vec<Turn> = records
         .iter()
         .enumerate()
         .skip(start)
-        .filter_map(|(i, r)| conversation_turn(name, i, r.line, &r.value, &mut warnings))
+        .filter_map(|(i, r)| conversation_turn(name, i, r.line, &r.value, subagent, &mut warnings))
         .collect();
     let chosen = choose_branch(&turns, &parents, &boundaries);
 
@@ -105,6 +118,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     Ok(Transcript {
         format: Format::ClaudeCode,
         session_id,
+        parent_session,
         messages,
         warnings,
         records: originals,
@@ -112,12 +126,14 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     })
 }
 
-/// A user or assistant record that belongs to the main conversation.
+/// A user or assistant record that belongs to the conversation (the main
+/// one, or a subagent's own in its sidechain file).
 fn conversation_turn<'a>(
     name: &str,
     index: usize,
     line: usize,
     v: &'a Value,
+    subagent: bool,
     warnings: &mut Vec<String>,
 ) -> Option<Turn<'a>> {
     let obj = v.as_object()?;
@@ -125,7 +141,7 @@ fn conversation_turn<'a>(
     if !matches!(kind, "user" | "assistant") {
         return None;
     }
-    if obj.get("isSidechain").and_then(Value::as_bool) == Some(true)
+    if (!subagent && obj.get("isSidechain").and_then(Value::as_bool) == Some(true))
         || obj.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true)
     {
         return None;

@@ -80,6 +80,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     Ok(Transcript {
         format: Format::Codex,
         session_id,
+        parent_session: None,
         messages,
         warnings,
         records: originals,

@@ -101,6 +101,10 @@ pub struct Transcript {
     pub format: Format,
     /// The id the log gives its session, if it gives one.
     pub session_id: Option<String>,
+    /// For a subagent's own log (a Claude Code sidechain file): the session
+    /// that spawned it, whose ledger it starts from and under whose
+    /// directory its archives go.
+    pub parent_session: Option<String>,
     /// Model-visible messages in the order the model saw them.
     pub messages: Vec<HostMessage>,
     /// Things skipped or repaired while reading, for the report.

@@ -1,0 +1,222 @@
+//! Rebuilding the state from the transcript alone.
+//!
+//! No model is involved: the summaries are in the recorded Compress
+//! arguments, so replaying a call gives back the very text the live run
+//! stored. A call is replayed when its recorded result shows a block,
+//! against the view as it stood at that point of the log, and every block
+//! it made live comes back, with its errors kept as warnings. That is what
+//! the live run applied, partial successes included.
+
+use std::collections::{HashMap, HashSet};
+
+use super::apply::{ApplyInput, ArchiveFile, apply};
+use super::config::Config;
+use super::message::{ContentType, CoreMessage, Role};
+use super::panel::block_count;
+use super::parse_args::parse_compress_args;
+use super::prompt::Sections;
+use super::protect::COMPRESS_TOOL;
+use super::state::{Block, CompressionState};
+use super::turn::{TurnInput, project};
+
+/// One Compress call found in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedCall {
+    /// Where the response holding the call starts: the model saw `history[..cut]`.
+    pub cut: usize,
+    /// The call's tool-call id.
+    pub call_id: String,
+    /// The raw arguments.
+    pub args: String,
+    /// The recorded result (the panel), if the log has one.
+    pub panel: Option<String>,
+}
+
+/// Every Compress call in the history, in order, with its recorded result.
+pub fn recorded_calls(history: &[CoreMessage]) -> Vec<RecordedCall> {
+    let results: HashMap<&str, &str> = history
+        .iter()
+        .filter(|m| m.content_type == ContentType::ToolResult && m.tool_name == COMPRESS_TOOL)
+        .map(|m| (m.tool_call_id.as_str(), m.text.as_str()))
+        .collect();
+    let mut out = Vec::new();
+    for (i, m) in history.iter().enumerate() {
+        if m.content_type != ContentType::ToolCall || m.tool_name != COMPRESS_TOOL {
+            continue;
+        }
+        let mut cut = i;
+        while cut > 0 && history[cut - 1].role == Role::Assistant {
+            cut -= 1;
+        }
+        out.push(RecordedCall {
+            cut,
+            call_id: m.tool_call_id.clone(),
+            args: m.text.clone(),
+            panel: results.get(m.tool_call_id.as_str()).map(|p| p.to_string()),
+        });
+    }
+    out
+}
+
+/// What happened to one recorded call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayOutcome {
+    /// Replayed: the blocks it made again.
+    Replayed {
+        /// Block ids made.
+        blocks: Vec<String>,
+    },
+    /// Not replayed, and why.
+    Skipped(String),
+}
+
+/// One recorded call and what its replay did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    /// The call's tool-call id.
+    pub call_id: String,
+    /// What happened.
+    pub outcome: ReplayOutcome,
+    /// Errors and warnings of the replay, kept as warnings.
+    pub warnings: Vec<String>,
+}
+
+/// The rebuilt state, the archives its blocks need, and a replay per call.
+#[derive(Debug, Clone)]
+pub struct Rebuilt {
+    /// The state, with refs for the whole history.
+    pub state: CompressionState,
+    /// Archives of the blocks made, to adopt when on disk or write when not.
+    pub archives: Vec<ArchiveFile>,
+    /// One entry per Compress call in the log.
+    pub replays: Vec<Replay>,
+}
+
+/// Where and when a rebuild writes.
+#[derive(Clone, Copy)]
+pub struct RebuildInput<'a> {
+    /// The whole history.
+    pub history: &'a [CoreMessage],
+    /// The state to start from: fresh, or a parent's ledger.
+    pub base: &'a CompressionState,
+    /// Engine settings.
+    pub config: &'a Config,
+    /// Absolute session directory, for archive paths.
+    pub archive_root: &'a str,
+    /// Creation time for blocks, Unix seconds.
+    pub now: i64,
+    /// Creation time for archives not on disk yet, RFC 3339.
+    pub created: &'a str,
+    /// Called after each recorded call (for progress bars).
+    pub on_step: &'a dyn Fn(usize),
+}
+
+/// Replays the log's Compress calls onto `base`. Pure: writes nothing.
+pub fn rebuild(input: &RebuildInput) -> Rebuilt {
+    let history = input.history;
+    let sections = Sections::default();
+    let originals: HashMap<&str, &CoreMessage> = history.iter().map(|m| (m.id.as_str(), m)).collect();
+    let mut state = input.base.clone();
+    let mut archives = Vec::new();
+    let mut replays = Vec::new();
+    let view_at = |state: &CompressionState, cut: usize| {
+        let mut scratch = state.clone();
+        let p = project(&mut scratch, &TurnInput { history: &history[..cut], config: input.config, input_tokens: None, sections: &sections });
+        (p.view, scratch)
+    };
+    for (n, call) in recorded_calls(history).into_iter().enumerate() {
+        (input.on_step)(n);
+        let recorded = call.panel.as_deref().map_or(0, block_count);
+        let skip = |why: &str| Replay { call_id: call.call_id.clone(), outcome: ReplayOutcome::Skipped(why.into()), warnings: Vec::new() };
+        if call.panel.is_none() {
+            replays.push(skip("no recorded result"));
+            continue;
+        }
+        if recorded == 0 {
+            replays.push(skip("its recorded result shows no block"));
+            continue;
+        }
+        let (view, scratch) = view_at(&state, call.cut);
+        state.message_refs = scratch.message_refs;
+        let parsed = parse_compress_args(&call.args);
+        let out = apply(&ApplyInput {
+            ranges: &parsed.ranges,
+            view: &view,
+            originals: &originals,
+            state: &state,
+            config: input.config,
+            call_id: &call.call_id,
+            archive_root: input.archive_root,
+            created: input.created,
+            now: input.now,
+        });
+        let mut warnings: Vec<String> = out.errors.iter().chain(&out.warnings).cloned().collect();
+        if out.created.is_empty() {
+            replays.push(Replay { call_id: call.call_id, outcome: ReplayOutcome::Skipped("the replay made no block".into()), warnings });
+            continue;
+        }
+        if out.created.len() != recorded {
+            warnings.push(format!("the recorded result shows {recorded} block(s), the replay made {}", out.created.len()));
+        }
+        let blocks = out.created.iter().map(|(b, _)| b.block_id.clone()).collect();
+        archives.extend(out.archives);
+        state = out.state;
+        replays.push(Replay { call_id: call.call_id, outcome: ReplayOutcome::Replayed { blocks }, warnings });
+    }
+    // Refs for the whole history, in the order the live run handed them out.
+    let (_, scratch) = view_at(&state, history.len());
+    state.message_refs = scratch.message_refs;
+    state.token_snapshot = scratch.token_snapshot;
+    for b in &mut state.blocks {
+        b.active = scratch.blocks.iter().any(|s| s.block_id == b.block_id && s.active);
+    }
+    Rebuilt { state, archives, replays }
+}
+
+/// Every way two states differ in what they record: blocks (ids, tiers,
+/// summaries, spans, coverage, activity, archives) and refs. Creation times,
+/// pacing and counters are not compared.
+pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<String> {
+    let mut out = Vec::new();
+    let by_id = |s: &CompressionState| -> HashMap<String, Block> { s.blocks.iter().map(|b| (b.block_id.clone(), b.clone())).collect() };
+    let (a, b) = (by_id(live), by_id(rebuilt));
+    let mut ids: Vec<&String> = a.keys().chain(b.keys()).collect::<HashSet<_>>().into_iter().collect();
+    ids.sort_by_key(|id| id.trim_start_matches('b').parse::<u64>().unwrap_or(u64::MAX));
+    for id in ids {
+        match (a.get(id), b.get(id)) {
+            (Some(x), None) if x.compress_call_id.is_empty() => {
+                out.push(format!("{id}: applied from --args, so it has no call in the transcript and is not rebuilt"))
+            }
+            (Some(_), None) => out.push(format!("{id}: in the state on disk, not rebuilt")),
+            (None, Some(_)) => out.push(format!("{id}: rebuilt, not in the state on disk")),
+            (Some(x), Some(y)) => {
+                let fields: [(&str, String, String); 10] = [
+                    ("tier", x.tier.to_string(), y.tier.to_string()),
+                    ("topic", x.topic.clone(), y.topic.clone()),
+                    ("summary", x.summary.clone(), y.summary.clone()),
+                    ("span", format!("{}–{}", x.start_ref, x.end_ref), format!("{}–{}", y.start_ref, y.end_ref)),
+                    ("active", x.active.to_string(), y.active.to_string()),
+                    ("messages", x.direct_message_ids.join(","), y.direct_message_ids.join(",")),
+                    ("coverage", x.effective_message_ids.join(","), y.effective_message_ids.join(",")),
+                    ("absorbed", x.direct_block_ids.join(","), y.direct_block_ids.join(",")),
+                    ("archive", x.archive_rel.clone(), y.archive_rel.clone()),
+                    ("call", x.compress_call_id.clone(), y.compress_call_id.clone()),
+                ];
+                for (name, l, r) in fields {
+                    if l != r {
+                        out.push(format!("{id}: {name} differs ({l:.60} on disk, {r:.60} rebuilt)"));
+                    }
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    let refs_differ = live.message_refs.by_raw.iter().filter(|(k, v)| rebuilt.message_refs.by_raw.get(*k) != Some(v)).count();
+    if refs_differ > 0 {
+        out.push(format!("{refs_differ} ref(s) differ"));
+    }
+    if live.next_block_id != rebuilt.next_block_id {
+        out.push(format!("next block id: {} on disk, {} rebuilt", live.next_block_id, rebuilt.next_block_id));
+    }
+    out
+}
