@@ -21,6 +21,8 @@ mod project;
 mod properties;
 #[path = "suite/providers.rs"]
 mod providers;
+#[path = "suite/rebuild.rs"]
+mod rebuild;
 #[path = "suite/refs_stability.rs"]
 mod refs_stability;
 #[path = "suite/synth.rs"]

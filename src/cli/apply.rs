@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::args::{ApplyArgs, Global};
 use super::clock;
-use super::input::{session_state, load, warn};
+use super::input::{load, session_state, warn};
 use super::settings;
 use super::{CliError, Exit};
 use crate::engine::apply::{self, ApplyInput, ApplyOutcome, NO_RANGES};

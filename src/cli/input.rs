@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::CliError;
 use super::args::{FormatArg, Global};
-use crate::formats::{self, BadLines, Format, Transcript};
 use crate::engine::lineage;
 use crate::engine::state::CompressionState;
+use crate::formats::{self, BadLines, Format, Transcript};
 use crate::store::SessionDir;
 
 /// A transcript read from a file or stdin, with where its session lives.
@@ -84,12 +84,25 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     };
     // A subagent's state and archives live under the session that spawned it.
     let session = match (&global.session, &transcript.parent_session) {
-        (None, Some(parent)) if parent != &session_id => SessionDir::subagent(&base, parent, &session_id),
+        (None, Some(parent)) if parent != &session_id => {
+            SessionDir::subagent(&base, parent, &session_id)
+        }
         _ => SessionDir::new(&base, &session_id),
     };
     let mut parents = global.parent.clone();
-    parents.extend(transcript.parent_session.iter().filter(|p| **p != session_id).cloned());
-    Ok(Loaded { transcript, session, base, parents })
+    parents.extend(
+        transcript
+            .parent_session
+            .iter()
+            .filter(|p| **p != session_id)
+            .cloned(),
+    );
+    Ok(Loaded {
+        transcript,
+        session,
+        base,
+        parents,
+    })
 }
 
 /// The session's state: its own state.json; else, for a new session, the
@@ -103,7 +116,10 @@ pub fn session_state(loaded: &Loaded) -> Result<CompressionState, CliError> {
         return Ok(state);
     }
     for parent in loaded.parents.iter().take(lineage::MAX_DEPTH) {
-        if let Some(p) = SessionDir::new(&loaded.base, parent).load()?.filter(|p| !p.blocks.is_empty()) {
+        if let Some(p) = SessionDir::new(&loaded.base, parent)
+            .load()?
+            .filter(|p| !p.blocks.is_empty())
+        {
             return Ok(lineage::derive_child(&p, &session.session));
         }
     }
@@ -115,7 +131,13 @@ fn check_belongs(loaded: &Loaded, state: &CompressionState) -> Result<(), CliErr
     if state.message_refs.by_raw.is_empty() || t.messages.is_empty() {
         return Ok(());
     }
-    let known = t.messages.iter().flat_map(|m| &m.blocks).any(|b| state.message_refs.by_raw.contains_key(&b.core.id));
+    let known = t.messages.iter().flat_map(|m| &m.blocks).any(|b| {
+        state
+            .message_refs
+            .by_raw
+            .get(&b.core.id)
+            .is_some_and(|r| r != crate::engine::refs::BLOCKED)
+    });
     // After a host compaction a log can share no message with its state,
     // but it still names its own session.
     let same_session = t.session_id.as_deref() == Some(state.session_id.as_str());

@@ -1,7 +1,7 @@
 //! `noa materialize`: the compression baked into a plain transcript.
 
 use super::args::{Global, MaterializeArgs};
-use super::input::{session_state, emit, load, warn};
+use super::input::{emit, load, session_state, warn};
 use super::{CliError, Exit};
 use crate::engine::turn;
 use crate::formats;

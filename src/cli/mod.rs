@@ -9,8 +9,8 @@ mod inspect;
 mod materialize;
 mod project;
 mod prompt;
-mod rebuild;
 mod ranges;
+mod rebuild;
 mod settings;
 
 use std::io::{self, IsTerminal, Write};

@@ -5,7 +5,7 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
-use super::input::{session_state, emit, load, warn};
+use super::input::{emit, load, session_state, warn};
 use super::settings;
 use super::{CliError, Exit};
 use crate::engine::host::window_from_error;

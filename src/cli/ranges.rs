@@ -5,7 +5,7 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, RangesArgs};
-use super::input::{session_state, load, warn};
+use super::input::{load, session_state, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::nudge_text::{format_block_map, format_breakdown, format_ranges};
 use crate::engine::prompt::Sections;

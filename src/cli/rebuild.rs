@@ -30,12 +30,18 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
     }
     let on_disk = if args.check { session.load()? } else { None };
     if args.check && on_disk.is_none() {
-        return Err(CliError::Usage(format!("{}: there is no state to check against", session.state_path().display())));
+        return Err(CliError::Usage(format!(
+            "{}: there is no state to check against",
+            session.state_path().display()
+        )));
     }
 
     let history = loaded.transcript.cores();
     let base = base_state(&loaded)?;
-    let root = fs::canonicalize(&session.dir).unwrap_or_else(|_| session.dir.clone()).to_string_lossy().into_owned();
+    let root = fs::canonicalize(&session.dir)
+        .unwrap_or_else(|_| session.dir.clone())
+        .to_string_lossy()
+        .into_owned();
     let now = clock::now();
     let created = clock::rfc3339(now);
     let calls = recorded_calls(&history).len();
@@ -51,11 +57,17 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
     });
     bar.finish_and_clear();
 
-    let replayed = rebuilt.replays.iter().filter(|r| matches!(r.outcome, ReplayOutcome::Replayed { .. })).count();
+    let replayed = rebuilt
+        .replays
+        .iter()
+        .filter(|r| matches!(r.outcome, ReplayOutcome::Replayed { .. }))
+        .count();
     let mut lines: Vec<String> = Vec::new();
     for r in &rebuilt.replays {
         match &r.outcome {
-            ReplayOutcome::Replayed { blocks } => lines.push(format!("  {}: replayed → {}", r.call_id, blocks.join(", "))),
+            ReplayOutcome::Replayed { blocks } => {
+                lines.push(format!("  {}: replayed → {}", r.call_id, blocks.join(", ")))
+            }
             ReplayOutcome::Skipped(why) => lines.push(format!("  {}: skipped ({why})", r.call_id)),
         }
         lines.extend(r.warnings.iter().map(|w| format!("    warn: {w}")));
@@ -66,12 +78,27 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         let text = if args.json {
             json!({"replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(), "differences": diffs}).to_string()
         } else if diffs.is_empty() {
-            format!("noa rebuild --check: the state on disk matches the transcript ({} block(s), {replayed} call(s) replayed)", rebuilt.state.blocks.len())
+            format!(
+                "noa rebuild --check: the state on disk matches the transcript ({} block(s), {replayed} call(s) replayed)",
+                rebuilt.state.blocks.len()
+            )
         } else {
-            format!("noa rebuild --check: {} difference(s)\n{}", diffs.len(), diffs.iter().map(|d| format!("  {d}")).collect::<Vec<_>>().join("\n"))
+            format!(
+                "noa rebuild --check: {} difference(s)\n{}",
+                diffs.len(),
+                diffs
+                    .iter()
+                    .map(|d| format!("  {d}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )
         };
         print(&text)?;
-        return Ok(if diffs.is_empty() { Exit::Success } else { Exit::Rejected });
+        return Ok(if diffs.is_empty() {
+            Exit::Success
+        } else {
+            Exit::Rejected
+        });
     }
 
     // Archives first: adopt what is on disk, write what is missing.
@@ -85,7 +112,10 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         path.parent()
             .map_or(Ok(()), fs::create_dir_all)
             .and_then(|_| write_atomic(&path, a.contents.as_bytes()))
-            .map_err(|source| CliError::Io { path: path.clone(), source })?;
+            .map_err(|source| CliError::Io {
+                path: path.clone(),
+                source,
+            })?;
         written += 1;
     }
     session.save(&rebuilt.state)?;
@@ -114,7 +144,10 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
 /// nothing.
 fn base_state(loaded: &Loaded) -> Result<CompressionState, CliError> {
     for parent in loaded.parents.iter().take(lineage::MAX_DEPTH) {
-        if let Some(p) = SessionDir::new(&loaded.base, parent).load()?.filter(|p| !p.blocks.is_empty()) {
+        if let Some(p) = SessionDir::new(&loaded.base, parent)
+            .load()?
+            .filter(|p| !p.blocks.is_empty())
+        {
             return Ok(lineage::derive_child(&p, &loaded.session.session));
         }
     }
@@ -126,12 +159,16 @@ fn progress(global: &Global, len: u64) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(len);
-    if let Ok(style) = ProgressStyle::with_template("replaying {bar:30} {pos}/{len} Compress calls") {
+    if let Ok(style) = ProgressStyle::with_template("replaying {bar:30} {pos}/{len} Compress calls")
+    {
         bar.set_style(style);
     }
     bar
 }
 
 fn print(text: &str) -> Result<(), CliError> {
-    writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io { path: "<stdout>".into(), source })
+    writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
+        path: "<stdout>".into(),
+        source,
+    })
 }

@@ -330,13 +330,13 @@ fn build(
             out.range_fault = true;
             return Err(format!(
                 "Range is entirely within the protected zone (the most recent messages and the last user message): {}. Pick older messages.",
-                zoned.join(", ")
+                ref_list(&zoned)
             ));
         }
         out.warnings.push(format!(
             "Left {} protected message(s) out of the range (recent zone): {}.",
             zoned.len(),
-            zoned.join(", ")
+            ref_list(&zoned)
         ));
     }
     let withdrawn = withdraw_split_exchanges(view, &mut direct, &excluded);
@@ -475,6 +475,15 @@ fn build(
     out.archives.push(ArchiveFile { rel, contents });
     out.created.push((block, partial));
     Ok(())
+}
+
+/// A list of refs short enough for a panel: the first few and a count.
+fn ref_list(refs: &[&str]) -> String {
+    const SHOWN: usize = 4;
+    match refs.len() {
+        n if n <= SHOWN + 1 => refs.join(", "),
+        n => format!("{}, … and {} more", refs[..SHOWN].join(", "), n - SHOWN),
+    }
 }
 
 /// Removes from `direct` every exchange that also has an excluded member, so

@@ -39,7 +39,10 @@ mod tests {
         assert_eq!(c.session_id, "child");
         assert_eq!(c.derived_from, "parent");
         assert_eq!(c.blocks, p.blocks);
-        assert_eq!(c.blocks[0].archive_path, "/archive/tier1/b1.md", "archives stay where they are");
+        assert_eq!(
+            c.blocks[0].archive_path, "/archive/tier1/b1.md",
+            "archives stay where they are"
+        );
         assert_eq!(c.next_block_id, 2);
         assert_eq!(c.message_refs, p.message_refs);
         assert_eq!(c.nudge, NudgeState::default());

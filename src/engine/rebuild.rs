@@ -115,19 +115,32 @@ pub struct RebuildInput<'a> {
 pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let history = input.history;
     let sections = Sections::default();
-    let originals: HashMap<&str, &CoreMessage> = history.iter().map(|m| (m.id.as_str(), m)).collect();
+    let originals: HashMap<&str, &CoreMessage> =
+        history.iter().map(|m| (m.id.as_str(), m)).collect();
     let mut state = input.base.clone();
     let mut archives = Vec::new();
     let mut replays = Vec::new();
     let view_at = |state: &CompressionState, cut: usize| {
         let mut scratch = state.clone();
-        let p = project(&mut scratch, &TurnInput { history: &history[..cut], config: input.config, input_tokens: None, sections: &sections });
+        let p = project(
+            &mut scratch,
+            &TurnInput {
+                history: &history[..cut],
+                config: input.config,
+                input_tokens: None,
+                sections: &sections,
+            },
+        );
         (p.view, scratch)
     };
     for (n, call) in recorded_calls(history).into_iter().enumerate() {
         (input.on_step)(n);
         let recorded = call.panel.as_deref().map_or(0, block_count);
-        let skip = |why: &str| Replay { call_id: call.call_id.clone(), outcome: ReplayOutcome::Skipped(why.into()), warnings: Vec::new() };
+        let skip = |why: &str| Replay {
+            call_id: call.call_id.clone(),
+            outcome: ReplayOutcome::Skipped(why.into()),
+            warnings: Vec::new(),
+        };
         if call.panel.is_none() {
             replays.push(skip("no recorded result"));
             continue;
@@ -152,25 +165,47 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
         });
         let mut warnings: Vec<String> = out.errors.iter().chain(&out.warnings).cloned().collect();
         if out.created.is_empty() {
-            replays.push(Replay { call_id: call.call_id, outcome: ReplayOutcome::Skipped("the replay made no block".into()), warnings });
+            replays.push(Replay {
+                call_id: call.call_id,
+                outcome: ReplayOutcome::Skipped("the replay made no block".into()),
+                warnings,
+            });
             continue;
         }
         if out.created.len() != recorded {
-            warnings.push(format!("the recorded result shows {recorded} block(s), the replay made {}", out.created.len()));
+            warnings.push(format!(
+                "the recorded result shows {recorded} block(s), the replay made {}",
+                out.created.len()
+            ));
         }
-        let blocks = out.created.iter().map(|(b, _)| b.block_id.clone()).collect();
+        let blocks = out
+            .created
+            .iter()
+            .map(|(b, _)| b.block_id.clone())
+            .collect();
         archives.extend(out.archives);
         state = out.state;
-        replays.push(Replay { call_id: call.call_id, outcome: ReplayOutcome::Replayed { blocks }, warnings });
+        replays.push(Replay {
+            call_id: call.call_id,
+            outcome: ReplayOutcome::Replayed { blocks },
+            warnings,
+        });
     }
     // Refs for the whole history, in the order the live run handed them out.
     let (_, scratch) = view_at(&state, history.len());
     state.message_refs = scratch.message_refs;
     state.token_snapshot = scratch.token_snapshot;
     for b in &mut state.blocks {
-        b.active = scratch.blocks.iter().any(|s| s.block_id == b.block_id && s.active);
+        b.active = scratch
+            .blocks
+            .iter()
+            .any(|s| s.block_id == b.block_id && s.active);
     }
-    Rebuilt { state, archives, replays }
+    Rebuilt {
+        state,
+        archives,
+        replays,
+    }
 }
 
 /// Every way two states differ in what they record: blocks (ids, tiers,
@@ -178,15 +213,29 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
 /// pacing and counters are not compared.
 pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<String> {
     let mut out = Vec::new();
-    let by_id = |s: &CompressionState| -> HashMap<String, Block> { s.blocks.iter().map(|b| (b.block_id.clone(), b.clone())).collect() };
+    let by_id = |s: &CompressionState| -> HashMap<String, Block> {
+        s.blocks
+            .iter()
+            .map(|b| (b.block_id.clone(), b.clone()))
+            .collect()
+    };
     let (a, b) = (by_id(live), by_id(rebuilt));
-    let mut ids: Vec<&String> = a.keys().chain(b.keys()).collect::<HashSet<_>>().into_iter().collect();
-    ids.sort_by_key(|id| id.trim_start_matches('b').parse::<u64>().unwrap_or(u64::MAX));
+    let mut ids: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    ids.sort_by_key(|id| {
+        id.trim_start_matches('b')
+            .parse::<u64>()
+            .unwrap_or(u64::MAX)
+    });
     for id in ids {
         match (a.get(id), b.get(id)) {
-            (Some(x), None) if x.compress_call_id.is_empty() => {
-                out.push(format!("{id}: applied from --args, so it has no call in the transcript and is not rebuilt"))
-            }
+            (Some(x), None) if x.compress_call_id.is_empty() => out.push(format!(
+                "{id}: applied from --args, so it has no call in the transcript and is not rebuilt"
+            )),
             (Some(_), None) => out.push(format!("{id}: in the state on disk, not rebuilt")),
             (None, Some(_)) => out.push(format!("{id}: rebuilt, not in the state on disk")),
             (Some(x), Some(y)) => {
@@ -194,29 +243,59 @@ pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<S
                     ("tier", x.tier.to_string(), y.tier.to_string()),
                     ("topic", x.topic.clone(), y.topic.clone()),
                     ("summary", x.summary.clone(), y.summary.clone()),
-                    ("span", format!("{}–{}", x.start_ref, x.end_ref), format!("{}–{}", y.start_ref, y.end_ref)),
+                    (
+                        "span",
+                        format!("{}–{}", x.start_ref, x.end_ref),
+                        format!("{}–{}", y.start_ref, y.end_ref),
+                    ),
                     ("active", x.active.to_string(), y.active.to_string()),
-                    ("messages", x.direct_message_ids.join(","), y.direct_message_ids.join(",")),
-                    ("coverage", x.effective_message_ids.join(","), y.effective_message_ids.join(",")),
-                    ("absorbed", x.direct_block_ids.join(","), y.direct_block_ids.join(",")),
+                    (
+                        "messages",
+                        x.direct_message_ids.join(","),
+                        y.direct_message_ids.join(","),
+                    ),
+                    (
+                        "coverage",
+                        x.effective_message_ids.join(","),
+                        y.effective_message_ids.join(","),
+                    ),
+                    (
+                        "absorbed",
+                        x.direct_block_ids.join(","),
+                        y.direct_block_ids.join(","),
+                    ),
                     ("archive", x.archive_rel.clone(), y.archive_rel.clone()),
-                    ("call", x.compress_call_id.clone(), y.compress_call_id.clone()),
+                    (
+                        "call",
+                        x.compress_call_id.clone(),
+                        y.compress_call_id.clone(),
+                    ),
                 ];
                 for (name, l, r) in fields {
                     if l != r {
-                        out.push(format!("{id}: {name} differs ({l:.60} on disk, {r:.60} rebuilt)"));
+                        out.push(format!(
+                            "{id}: {name} differs ({l:.60} on disk, {r:.60} rebuilt)"
+                        ));
                     }
                 }
             }
             (None, None) => {}
         }
     }
-    let refs_differ = live.message_refs.by_raw.iter().filter(|(k, v)| rebuilt.message_refs.by_raw.get(*k) != Some(v)).count();
+    let refs_differ = live
+        .message_refs
+        .by_raw
+        .iter()
+        .filter(|(k, v)| rebuilt.message_refs.by_raw.get(*k) != Some(v))
+        .count();
     if refs_differ > 0 {
         out.push(format!("{refs_differ} ref(s) differ"));
     }
     if live.next_block_id != rebuilt.next_block_id {
-        out.push(format!("next block id: {} on disk, {} rebuilt", live.next_block_id, rebuilt.next_block_id));
+        out.push(format!(
+            "next block id: {} on disk, {} rebuilt",
+            live.next_block_id, rebuilt.next_block_id
+        ));
     }
     out
 }

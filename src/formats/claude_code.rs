@@ -62,12 +62,23 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
 
     // A subagent's own log holds nothing but sidechain records: then those
     // are the conversation, and the session that spawned it is its parent.
-    let is_conversation = |v: &Value| matches!(v.get("type").and_then(Value::as_str), Some("user" | "assistant"));
+    let is_conversation = |v: &Value| {
+        matches!(
+            v.get("type").and_then(Value::as_str),
+            Some("user" | "assistant")
+        )
+    };
     let sidechain = |v: &Value| v.get("isSidechain").and_then(Value::as_bool) == Some(true);
     let subagent = records.iter().any(|r| is_conversation(&r.value))
-        && records.iter().filter(|r| is_conversation(&r.value)).all(|r| sidechain(&r.value));
+        && records
+            .iter()
+            .filter(|r| is_conversation(&r.value))
+            .all(|r| sidechain(&r.value));
     let (session_id, parent_session) = if subagent {
-        let agent = records.iter().find_map(|r| r.value.get("agentId").and_then(Value::as_str)).map(str::to_string);
+        let agent = records
+            .iter()
+            .find_map(|r| r.value.get("agentId").and_then(Value::as_str))
+            .map(str::to_string);
         (agent.or_else(|| session_id.clone()), session_id)
     } else {
         (session_id, None)

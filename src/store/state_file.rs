@@ -96,7 +96,10 @@ impl SessionDir {
     /// The directory of a subagent spawned by `parent`: under the parent's,
     /// so its archives sit beside the ones it inherited.
     pub fn subagent(base: &Path, parent: &str, agent: &str) -> SessionDir {
-        SessionDir { dir: base.join(parent).join("subagents").join(agent), session: agent.to_string() }
+        SessionDir {
+            dir: base.join(parent).join("subagents").join(agent),
+            session: agent.to_string(),
+        }
     }
 
     /// Path of state.json.

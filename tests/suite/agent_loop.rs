@@ -84,7 +84,20 @@ fn common_prefix(a: &str, b: &str) -> usize {
 /// Runs the loop: `turns` assistant turns of a generated session at `limit`.
 pub fn run_loop(seed: u64, turns: usize, limit: usize) -> LoopStats {
     let dir = TempDir::new();
-    let path = dir.path().join("agent.jsonl");
+    run_loop_in(dir.path(), seed, turns, limit, None)
+}
+
+/// The loop in `dir` (transcript `agent.jsonl`, state under `st/`). With
+/// `partial_at = Some(n)`, the n-th Compress call also names a range that
+/// cannot resolve, so that call succeeds only in part.
+pub fn run_loop_in(
+    dir: &Path,
+    seed: u64,
+    turns: usize,
+    limit: usize,
+    partial_at: Option<usize>,
+) -> LoopStats {
+    let path = dir.join("agent.jsonl");
     let session = chat_session(seed, turns);
     let mut stats = LoopStats::default();
     // System prompt and task first; then one assistant turn (with its tool
@@ -104,7 +117,7 @@ pub fn run_loop(seed: u64, turns: usize, limit: usize) -> LoopStats {
         }
         fs::write(&path, &text).unwrap();
         stats.turns += 1;
-        let (view, raw, report) = project(dir.path(), &path, limit);
+        let (view, raw, report) = project(dir, &path, limit);
         check_chat(&view).unwrap_or_else(|e| panic!("turn {}: {e}", stats.turns));
         let tokens = report["tokens"].as_u64().unwrap() as usize;
         stats.peak_pct = stats.peak_pct.max(tokens * 100 / limit);
@@ -125,18 +138,21 @@ pub fn run_loop(seed: u64, turns: usize, limit: usize) -> LoopStats {
             .unwrap()
             .to_string();
         let ranges = ranges_from_nudge(&nudge);
-        let content: Vec<Value> = ranges
+        let mut content: Vec<Value> = ranges
             .iter()
             .map(|(a, b)| json!({"startId": a, "endId": b, "summary": SUMMARY}))
             .collect();
         calls += 1;
+        if partial_at == Some(calls) {
+            content.push(json!({"startId": "m09990", "endId": "m09999", "summary": SUMMARY}));
+        }
         let id = format!("cmp_{calls}");
         let args =
             json!({"topic": format!("work before turn {}", stats.turns), "content": content});
         text.push_str(&format!("{}\n", json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]})));
         fs::write(&path, &text).unwrap();
         let out = noa(
-            dir.path(),
+            dir,
             &[
                 "apply",
                 path.to_str().unwrap(),

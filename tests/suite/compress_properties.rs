@@ -132,3 +132,146 @@ fn the_driver_does_compress() {
         "the random calls should create blocks, made {made}"
     );
 }
+
+/// A live run: random Compress calls made turn by turn, each recorded in the
+/// log with its panel as a host would; returns the log and the live state.
+fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
+    use noa::engine::identity::derive_id;
+    use noa::engine::panel::{PanelInput, render};
+    use noa::engine::{ContentType, Role};
+    let t = read(
+        "p",
+        &jsonl(&chat_session(seed, turns)),
+        Some(Format::Chat),
+        BadLines::Fail,
+    )
+    .unwrap();
+    let config = Config {
+        preserve_recent_messages: 3,
+        preserve_recent_tokens: 500,
+        ..Config::default()
+    };
+    let sections = Sections::default();
+    let mut rng = Rng::new(seed ^ 0x5eed);
+    let mut state = CompressionState::new("p");
+    let mut history: Vec<CoreMessage> = Vec::new();
+    for (i, m) in t.messages.iter().enumerate() {
+        history.extend(m.blocks.iter().map(|b| b.core.clone()));
+        // A request ends with the user's or a tool's message; a Compress call
+        // is the model's next response.
+        let turn_ends = t
+            .messages
+            .get(i + 1)
+            .is_none_or(|n| n.raw["role"] == "assistant");
+        let awaits_model = history.last().is_some_and(|m| m.role != Role::Assistant);
+        if !turn_ends || !awaits_model || rng.below(3) != 0 {
+            continue;
+        }
+        let mut scratch = state.clone();
+        let seen = project(
+            &mut scratch,
+            &TurnInput {
+                history: &history,
+                config: &config,
+                input_tokens: None,
+                sections: &sections,
+            },
+        );
+        state.message_refs = scratch.message_refs;
+        let ends: Vec<String> = seen
+            .view
+            .iter()
+            .filter_map(|m| match state.message_refs.by_raw.get(&m.id) {
+                Some(r) if r != BLOCKED => Some(r.clone()),
+                _ => m.id.strip_prefix("noa_summary_").map(str::to_string),
+            })
+            .collect();
+        if ends.len() < 2 {
+            continue;
+        }
+        let content: Vec<serde_json::Value> = (0..1 + rng.below(2))
+            .map(|_| {
+                let a = rng.below(ends.len() as u64) as usize;
+                let b = (a + rng.below(12) as usize).min(ends.len() - 1);
+                serde_json::json!({"startId": ends[a], "endId": ends[b], "summary": SUMMARY})
+            })
+            .collect();
+        let args = serde_json::json!({"content": content}).to_string();
+        let call_id = format!("call_{seed}_{i}");
+        let parsed = noa::engine::parse_args::parse_compress_args(&args);
+        let originals: HashMap<&str, &CoreMessage> =
+            history.iter().map(|m| (m.id.as_str(), m)).collect();
+        let out = apply(&ApplyInput {
+            ranges: &parsed.ranges,
+            view: &seen.view,
+            originals: &originals,
+            state: &state,
+            config: &config,
+            call_id: &call_id,
+            archive_root: "/a",
+            created: "",
+            now: 0,
+        });
+        let panel = render(&PanelInput {
+            before: 1,
+            after: 0,
+            blocks: out.created.iter().map(|(b, p)| (b, *p)).collect(),
+            errors: out.errors.clone(),
+            warnings: out.warnings.clone(),
+            ..PanelInput::default()
+        });
+        if !out.created.is_empty() {
+            state = out.state;
+        }
+        let call = CoreMessage::tool_call(
+            derive_id(
+                Role::Assistant,
+                ContentType::ToolCall,
+                &args,
+                &call_id,
+                "Compress",
+            ),
+            &call_id,
+            "Compress",
+            args,
+        );
+        let result = CoreMessage::tool_result(
+            derive_id(
+                Role::Tool,
+                ContentType::ToolResult,
+                &panel,
+                &call_id,
+                "Compress",
+            ),
+            &call_id,
+            "Compress",
+            panel,
+        );
+        history.extend([call, result]);
+    }
+    project(
+        &mut state,
+        &TurnInput {
+            history: &history,
+            config: &config,
+            input_tokens: None,
+            sections: &sections,
+        },
+    );
+    (history, state)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Rebuilding from the log alone gives back the live state's blocks and refs.
+    #[test]
+    fn rebuild_reproduces_the_live_state(seed in any::<u64>(), turns in 10usize..50) {
+        use noa::engine::rebuild::{RebuildInput, differences, rebuild};
+        let (history, live) = live_run(seed, turns);
+        let config = Config { preserve_recent_messages: 3, preserve_recent_tokens: 500, ..Config::default() };
+        let rebuilt = rebuild(&RebuildInput { history: &history, base: &CompressionState::new("p"), config: &config, archive_root: "/a", now: 0, created: "", on_step: &|_| {} });
+        let diffs = differences(&live, &rebuilt.state);
+        prop_assert!(diffs.is_empty(), "{} block(s) live: {diffs:?}", live.blocks.len());
+    }
+}

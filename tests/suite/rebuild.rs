@@ -1,0 +1,251 @@
+//! Rebuild, lineage and host compactions.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::agent_loop::run_loop_in;
+use crate::common::{TempDir, noa, project, testdata};
+use crate::synth::{chat_session, jsonl};
+
+/// Every archive under a session dir, with its bytes.
+fn archives(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for tier in ["tier1", "tier2", "tier3"] {
+        let Ok(entries) = fs::read_dir(dir.join(tier)) else {
+            continue;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            out.insert(
+                format!("{tier}/{}", p.file_name().unwrap().to_string_lossy()),
+                fs::read(&p).unwrap(),
+            );
+        }
+    }
+    out
+}
+
+fn blocks(state: &Value) -> Vec<Value> {
+    state["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            json!([
+                b["blockId"],
+                b["tier"],
+                b["summary"],
+                b["startRef"],
+                b["endRef"],
+                b["active"],
+                b["directBlockIds"],
+                b["effectiveMessageIds"]
+            ])
+        })
+        .collect()
+}
+
+#[test]
+fn rebuild_after_a_loop_gives_back_the_live_state() {
+    let dir = TempDir::new();
+    let stats = run_loop_in(dir.path(), 5, 120, 40_000, Some(2));
+    assert!(stats.blocks >= 4, "{stats:?}");
+    let session = dir.path().join("st/agent");
+    let state_path = session.join("state.json");
+    let live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    let before = archives(&session);
+    assert_eq!(before.len(), live["blocks"].as_array().unwrap().len());
+
+    // The partly successful call's panel records its error next to its block.
+    let transcript = fs::read_to_string(dir.path().join("agent.jsonl")).unwrap();
+    let partial = transcript.lines().any(|l| {
+        l.contains("\"role\":\"tool\"") && l.contains("m09990..m09999: ") && l.contains("(T1)=")
+    });
+    assert!(
+        partial,
+        "the loop must record a partial success:\n{}",
+        transcript
+            .lines()
+            .filter(|l| l.contains("▣ noa"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    fs::remove_file(&state_path).unwrap();
+    let out = noa(dir.path(), &["rebuild", "agent.jsonl", "--state-dir", "st"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        report.contains("warn: m09990..m09999:"),
+        "errors of a partial success are kept as warnings:\n{report}"
+    );
+    let rebuilt: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    assert_eq!(blocks(&rebuilt), blocks(&live));
+    assert_eq!(rebuilt["messageRefs"], live["messageRefs"]);
+    assert_eq!(
+        archives(&session),
+        before,
+        "archives are adopted byte for byte"
+    );
+
+    let out = noa(
+        dir.path(),
+        &["rebuild", "agent.jsonl", "--state-dir", "st", "--check"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let kept = fs::read(&state_path).unwrap();
+    let out = noa(dir.path(), &["rebuild", "agent.jsonl", "--state-dir", "st"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    assert_eq!(
+        fs::read(&state_path).unwrap(),
+        kept,
+        "a refused rebuild leaves state.json untouched"
+    );
+}
+
+#[test]
+fn check_reports_every_difference() {
+    let dir = TempDir::new();
+    run_loop_in(dir.path(), 6, 80, 40_000, None);
+    let state_path = dir.path().join("st/agent/state.json");
+    let mut live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    live["blocks"][0]["summary"] = json!("edited by hand");
+    live["blocks"][0]["tier"] = json!(2);
+    fs::write(&state_path, serde_json::to_vec_pretty(&live).unwrap()).unwrap();
+    let out = noa(
+        dir.path(),
+        &["rebuild", "agent.jsonl", "--state-dir", "st", "--check"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        report.contains("b1: tier differs") && report.contains("b1: summary differs"),
+        "{report}"
+    );
+}
+
+#[test]
+fn codex_view_has_nothing_from_before_its_compaction() {
+    let path = testdata("real/codex/rollout-with-remote-compaction.jsonl");
+    let text = fs::read_to_string(&path).unwrap();
+    let compacted = text
+        .lines()
+        .position(|l| l.contains("\"type\":\"compacted\""))
+        .unwrap();
+    let before: Vec<String> = text
+        .lines()
+        .take(compacted)
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            (v["type"] == "response_item")
+                .then(|| v["payload"]["call_id"].as_str().map(str::to_string))
+                .flatten()
+        })
+        .collect();
+    assert!(!before.is_empty());
+    let dir = TempDir::new();
+    let (view, out) = project(&path, dir.path(), &[]);
+    let raw = String::from_utf8(out.stdout).unwrap();
+    for id in &before {
+        assert!(
+            !raw.contains(id.as_str()),
+            "call {id} from before the compaction is in the view"
+        );
+    }
+    assert!(
+        view.iter().any(|i| i["type"] == "compaction"),
+        "the compaction item stands in for the history"
+    );
+}
+
+#[test]
+fn a_fork_starts_from_its_parents_ledger() {
+    let dir = TempDir::new();
+    run_loop_in(dir.path(), 8, 80, 40_000, None);
+    let parent: Value =
+        serde_json::from_slice(&fs::read(dir.path().join("st/agent/state.json")).unwrap()).unwrap();
+    assert!(!parent["blocks"].as_array().unwrap().is_empty());
+    // The fork is the same log under another session, continued.
+    let mut text = fs::read_to_string(dir.path().join("agent.jsonl")).unwrap();
+    text.push_str(&format!(
+        "{}\n",
+        json!({"role": "user", "content": "Now a different direction."})
+    ));
+    fs::write(dir.path().join("fork.jsonl"), text).unwrap();
+    let out = noa(
+        dir.path(),
+        &[
+            "project",
+            "fork.jsonl",
+            "--state-dir",
+            "st",
+            "--parent",
+            "agent",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let child: Value =
+        serde_json::from_slice(&fs::read(dir.path().join("st/fork/state.json")).unwrap()).unwrap();
+    assert_eq!(child["derivedFrom"], "agent");
+    assert_eq!(
+        child["blocks"], parent["blocks"],
+        "blocks, spans and archive paths carry over"
+    );
+    assert_eq!(child["nextBlockId"], parent["nextBlockId"]);
+    assert_eq!(child["stats"]["compressionCount"], 0, "stats start fresh");
+    let view = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        view.contains("[Compressed conversation section]"),
+        "the inherited summaries are in the fork's view"
+    );
+}
+
+#[test]
+fn a_state_from_another_transcript_is_refused() {
+    let dir = TempDir::new();
+    fs::write(dir.path().join("a.jsonl"), jsonl(&chat_session(1, 10))).unwrap();
+    fs::write(dir.path().join("b.jsonl"), jsonl(&chat_session(2, 10))).unwrap();
+    let out = noa(
+        dir.path(),
+        &[
+            "project",
+            "a.jsonl",
+            "--state-dir",
+            "st",
+            "--session",
+            "shared",
+        ],
+    );
+    assert!(out.status.success());
+    let out = noa(
+        dir.path(),
+        &[
+            "project",
+            "b.jsonl",
+            "--state-dir",
+            "st",
+            "--session",
+            "shared",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("belongs to a different transcript"));
+}
