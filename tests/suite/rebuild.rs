@@ -249,3 +249,30 @@ fn a_state_from_another_transcript_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("belongs to a different transcript"));
 }
+
+#[test]
+fn a_subagent_log_lives_under_its_parent() {
+    let dir = TempDir::new();
+    // A subagent's own log: every conversation record is a sidechain record
+    // carrying the parent's sessionId and the agent's id.
+    let text = fs::read_to_string(testdata("real/claude-code/short.jsonl")).unwrap();
+    let mut session = String::new();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["type"] == "user" || v["type"] == "assistant" {
+                v["isSidechain"] = json!(true);
+                v["agentId"] = json!("a1b2c3");
+                session = v["sessionId"].as_str().unwrap().to_string();
+            }
+            v.to_string()
+        })
+        .collect();
+    fs::write(dir.path().join("agent-a1b2c3.jsonl"), lines.join("\n") + "\n").unwrap();
+    let out = noa(dir.path(), &["project", "agent-a1b2c3.jsonl", "--state-dir", "st"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!out.stdout.is_empty(), "the subagent's own conversation is its view");
+    let state = dir.path().join("st").join(&session).join("subagents/a1b2c3/state.json");
+    assert!(state.exists(), "no state at {}", state.display());
+}
