@@ -11,6 +11,8 @@ mod common;
 mod compress;
 #[path = "suite/compress_properties.rs"]
 mod compress_properties;
+#[path = "suite/inspect.rs"]
+mod inspect;
 #[path = "suite/long_session.rs"]
 mod long_session;
 #[path = "suite/pressure.rs"]
@@ -27,3 +29,5 @@ mod rebuild;
 mod refs_stability;
 #[path = "suite/synth.rs"]
 mod synth;
+#[path = "suite/cli_docs.rs"]
+mod cli_docs;

@@ -4,12 +4,38 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// Exit codes, listed under `noa --help` and in the man page: a heading
+/// line, then one `CODE  meaning` line each.
+pub const EXIT_STATUS: &str = "\
+Exit status:
+  0  done (also when stdout is closed early, as by `| head`)
+  1  apply: the Compress call was rejected (the panel says why); rebuild --check: states differ
+  2  bad input or usage; nothing was written
+  3  I/O or internal failure; nothing was half-written";
+
+/// Where `noa completions` output goes, shown under `noa completions --help`
+/// and in the man page: a heading line, then one command a line.
+pub const INSTALL: &str = "\
+To install:
+  noa completions bash > ~/.local/share/bash-completion/completions/noa
+  noa completions zsh > \"${fpath[1]}/_noa\"
+  noa completions fish > ~/.config/fish/completions/noa.fish
+  noa completions man > ~/.local/share/man/man1/noa.1";
+
 /// Model-driven context compression for LLM-agent transcripts.
 ///
 /// noa reads an agent's JSONL transcript, gives every message a stable ref,
 /// and writes the view to send to the model. It never calls a model itself.
+/// Each session keeps its state.json and archives in a folder of its own
+/// under --state-dir.
 #[derive(Debug, Parser)]
-#[command(name = "noa", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "noa",
+    version,
+    propagate_version = true,
+    max_term_width = 100,
+    after_help = EXIT_STATUS
+)]
 pub struct Cli {
     /// Options every command takes.
     #[command(flatten)]
@@ -21,17 +47,18 @@ pub struct Cli {
 
 /// Options every command takes.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct Global {
-    /// Base directory for session state and archives [default: .noa beside the transcript]
+    /// Where sessions live, one folder each: DIR/SESSION/state.json [default: .noa beside the transcript]
     #[arg(long, global = true, env = "NOA_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Session id [default: the transcript's own id, else its file stem]
+    /// Session id, the state's folder name [default: the transcript's own id, else its file stem]
     #[arg(long, global = true, value_name = "ID")]
     pub session: Option<String>,
-    /// Transcript format
+    /// The transcript's format, when detection guesses wrong
     #[arg(long, global = true, value_enum, default_value_t = FormatArg::Auto)]
     pub format: FormatArg,
-    /// The model's context window, in tokens [default: 200000]
+    /// The model's context window in tokens; a window learned by --overflow-error caps it [default: 200000]
     #[arg(long, global = true, value_name = "TOKENS")]
     pub limit: Option<usize>,
     /// Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]
@@ -49,13 +76,13 @@ pub struct Global {
     /// Treat lines that are not valid JSON as warnings instead of errors
     #[arg(long, global = true)]
     pub skip_bad_lines: bool,
-    /// Ancestor sessions to inherit a ledger from when this one has none, nearest first; repeatable
+    /// A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first
     #[arg(long, global = true, value_name = "SESSION")]
     pub parent: Vec<String>,
-    /// Print nothing on stderr but errors
+    /// Print nothing on stderr but errors (no report, no warnings)
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
-    /// List every warning instead of counting them
+    /// List every warning instead of a count; project also says why it nudged or not
     #[arg(short, long, global = true)]
     pub verbose: bool,
 }
@@ -92,6 +119,11 @@ pub enum Command {
     /// tokens are. Writes nothing.
     Ranges(RangesArgs),
     /// Print the resident system-prompt block, or the Compress tool definition.
+    ///
+    /// Both are set up once: the block goes at the end of the system prompt,
+    /// the definition (--tool-schema) into the request's tools. The block
+    /// reads its sections from --config, else noa.toml or .noa/config.toml
+    /// in the current directory.
     Prompt(PromptArgs),
     /// Rebuild the state from the transcript alone, replaying its Compress calls.
     ///
@@ -102,7 +134,38 @@ pub enum Command {
     /// --force; --check compares instead of writing.
     Rebuild(RebuildArgs),
     /// Show a session's blocks, stats, context breakdown and tier tree.
+    ///
+    /// Reads the transcript and the session's state.json and writes nothing
+    /// but the --svg file. Without a transcript, --session (and --state-dir)
+    /// name the session; --block prints one block's archive.
     Inspect(InspectArgs),
+    /// Print a shell completion script, or the man page.
+    ///
+    /// Generated from this same command line; the project keeps copies in
+    /// completions/.
+    #[command(after_long_help = INSTALL)]
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `noa completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// What to print
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: ShellArg,
+}
+
+/// `noa completions` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShellArg {
+    /// Bash completion script
+    Bash,
+    /// Zsh completion script (install as _noa)
+    Zsh,
+    /// Fish completion script
+    Fish,
+    /// The roff man page, noa.1
+    Man,
 }
 
 /// Arguments of `noa rebuild`.
@@ -131,7 +194,7 @@ pub struct InspectArgs {
     /// Print one JSON object instead of tables
     #[arg(long)]
     pub json: bool,
-    /// Print this block's archive (bN)
+    /// Print one block's archive, the markdown of what it replaced (b1, b2, …)
     #[arg(long, value_name = "BLOCK")]
     pub block: Option<String>,
     /// Draw the context map as an SVG file
@@ -167,7 +230,7 @@ pub struct MaterializeArgs {
     /// The transcript (JSONL), or - for stdin
     #[arg(value_name = "TRANSCRIPT")]
     pub transcript: PathBuf,
-    /// Write here instead of stdout
+    /// Write the transcript here (atomically) instead of stdout
     #[arg(short, long, value_name = "OUT")]
     pub output: Option<PathBuf>,
 }
@@ -178,7 +241,7 @@ pub struct ApplyArgs {
     /// The transcript (JSONL), or - for stdin
     #[arg(value_name = "TRANSCRIPT")]
     pub transcript: PathBuf,
-    /// Apply the Compress call with this tool-call id
+    /// Apply the Compress call with this tool-call id [default: the last one with no result yet]
     #[arg(long, value_name = "ID", conflicts_with = "args")]
     pub call_id: Option<String>,
     /// Take the Compress arguments from a file (or - for stdin) instead of the transcript
@@ -195,19 +258,19 @@ pub struct ProjectArgs {
     /// The transcript (JSONL), or - for stdin
     #[arg(value_name = "TRANSCRIPT")]
     pub transcript: PathBuf,
-    /// Write the view here instead of stdout
+    /// Write the view here (atomically) instead of stdout
     #[arg(short, long, value_name = "VIEW")]
     pub output: Option<PathBuf>,
     /// Request format of the view [default: the transcript's own]
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub to: Option<ViewArg>,
-    /// Compute and print the view, but write no state
+    /// Print the view but write no state: no new refs are kept
     #[arg(long)]
     pub dry_run: bool,
-    /// Format of the report on stderr
+    /// Format of the one-line report on stderr
     #[arg(long, value_enum, default_value_t = ReportArg::Text)]
     pub report: ReportArg,
-    /// The provider's input-token count for the last request
+    /// The provider's input-token count for the last request; raises noa's estimate when larger
     #[arg(long, value_name = "N")]
     pub input_tokens: Option<usize>,
     /// The provider's error text when a request overflowed: noa learns the real window from it

@@ -1,9 +1,496 @@
 //! `noa inspect`: what a session's state holds, for a person or a script.
+//!
+//! Reads the state (and the transcript when one is named), projects the view
+//! on a copy of the state and writes nothing but the `--svg` file: the block
+//! map, the stats, the context breakdown and window usage, the tier tree and
+//! a one-line context map. Without a transcript there is no current view, so
+//! only what the state alone holds is shown, and the output says so.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
+use serde_json::{Value, json};
 
 use super::args::{Global, InspectArgs};
-use super::{CliError, Exit};
+use super::input::{load, warn};
+use super::{CliError, Exit, settings};
+use crate::engine::map::{self, Run, STRIP_LEGEND, Segment, SvgInput};
+use crate::engine::nudge_text::format_breakdown;
+use crate::engine::prompt::Sections;
+use crate::engine::prune::render_summary;
+use crate::engine::ranges::Breakdown;
+use crate::engine::state::{Block, CompressionState};
+use crate::engine::turn::{self, TurnInput};
+use crate::engine::{tokens, zone};
+use crate::store::{SessionDir, write_atomic};
 
-/// Runs `noa inspect`.
-pub fn run(_global: &Global, _args: &InspectArgs) -> Result<Exit, CliError> {
-    Err(CliError::Usage("inspect is being written".into()))
+/// Characters in the terminal context map.
+const STRIP_WIDTH: usize = 60;
+/// Topics longer than this are cut in the table (the JSON has them whole).
+const TOPIC_WIDTH: usize = 40;
+
+/// What the current view adds to the state: only known with a transcript.
+struct Current {
+    breakdown: Breakdown,
+    measured: usize,
+    limit: usize,
+    history: Vec<Segment>,
+    view: Vec<Segment>,
+}
+
+/// Runs `noa inspect`. Works on a copy of the state: writes nothing but the
+/// `--svg` file.
+pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
+    let (session, loaded) = match &args.transcript {
+        Some(path) => {
+            let l = load(global, path)?;
+            (l.session.clone(), Some(l))
+        }
+        None => (session_only(global)?, None),
+    };
+    let stored = session.load()?;
+    if stored.is_none() && loaded.is_none() {
+        return Err(CliError::Usage(format!(
+            "no state for session {:?}: {} does not exist",
+            session.session,
+            session.state_path().display()
+        )));
+    }
+    let fresh = stored.is_none();
+    let stored = stored.unwrap_or_else(|| CompressionState::new(&session.session));
+
+    if let Some(id) = &args.block {
+        return print_archive(&session, &stored, id);
+    }
+
+    let settings = settings::load(global, args.transcript.as_deref())?;
+    let config = settings.for_host(&stored.host);
+    let mut state = stored.clone();
+    let current = loaded.as_ref().map(|l| {
+        let history = l.transcript.cores();
+        let p = turn::project(
+            &mut state,
+            &TurnInput {
+                history: &history,
+                config: &config,
+                input_tokens: None,
+                sections: &Sections::default(),
+            },
+        );
+        let zone: HashSet<&str> = zone::protected_ids(&p.view, &state, &config);
+        Current {
+            breakdown: p.recommendation.breakdown,
+            measured: p.measured,
+            limit: config.context_limit,
+            history: map::history_segments(&history, &p.view, &state, &zone),
+            view: map::view_segments(&p.view, &state, &zone),
+        }
+    });
+    // Block activity as of this transcript; as stored when there is none.
+    let blocks = &state.blocks;
+    let base = state_base(&session);
+
+    if let Some(file) = &args.svg {
+        let Some(c) = &current else {
+            return Err(CliError::Usage(
+                "--svg needs the transcript: the map is drawn from its messages".into(),
+            ));
+        };
+        let svg = map::svg(&SvgInput {
+            session: &session.session,
+            history: &c.history,
+            view: &c.view,
+            measured: c.measured,
+            limit: c.limit,
+            blocks,
+        });
+        write_atomic(file, svg.as_bytes()).map_err(|source| CliError::Io {
+            path: file.clone(),
+            source,
+        })?;
+        if !global.quiet {
+            let _ = writeln!(
+                std::io::stderr(),
+                "noa: context map written to {}",
+                file.display()
+            );
+        }
+    }
+
+    let text = if args.json {
+        to_json(&session, &stored, fresh, blocks, &base, current.as_ref()).to_string()
+    } else {
+        to_text(&session, &stored, fresh, blocks, &base, current.as_ref())
+    };
+    writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
+        path: "<stdout>".into(),
+        source,
+    })?;
+    if let Some(l) = &loaded {
+        warn(global, &l.transcript.warnings);
+    }
+    Ok(Exit::Success)
+}
+
+/// The session named by `--session` under `--state-dir`, for inspecting
+/// without a transcript.
+fn session_only(global: &Global) -> Result<SessionDir, CliError> {
+    let (Some(base), Some(id)) = (&global.state_dir, &global.session) else {
+        return Err(CliError::Usage(
+            "inspect needs a transcript, or --session with --state-dir (or NOA_STATE_DIR) to name the session".into(),
+        ));
+    };
+    if id.is_empty() || id.contains(['/', '\\']) || id == "." || id == ".." {
+        return Err(CliError::Usage(format!(
+            "{id:?} cannot be a session id: it must be a plain directory name"
+        )));
+    }
+    Ok(SessionDir::new(base, id))
+}
+
+/// The state dir (the session dir's parent) as archive paths name it:
+/// apply writes them from the canonical session dir.
+fn state_base(session: &SessionDir) -> PathBuf {
+    let dir = fs::canonicalize(&session.dir).unwrap_or_else(|_| session.dir.clone());
+    dir.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// A block's archive relative to the state dir (`<session>/tier1/…`), or
+/// its absolute path when it lies outside (a block inherited from elsewhere).
+fn archive_shown(b: &Block, session: &SessionDir, base: &Path) -> String {
+    if b.archive_path.is_empty() {
+        return if b.archive_rel.is_empty() {
+            String::new()
+        } else {
+            format!("{}/{}", session.session, b.archive_rel)
+        };
+    }
+    match Path::new(&b.archive_path).strip_prefix(base) {
+        Ok(rel) if !base.as_os_str().is_empty() => rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/"),
+        _ => b.archive_path.clone(),
+    }
+}
+
+/// Tokens of a block's summary as it is rendered into the view.
+fn after_tokens(b: &Block) -> usize {
+    tokens::estimate(&render_summary(b).text)
+}
+
+fn span(b: &Block) -> String {
+    format!("{}–{}", b.start_ref, b.end_ref)
+}
+
+fn cut(s: &str, max: usize) -> String {
+    let s = s.trim();
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let head: String = s.chars().take(max - 1).collect();
+        format!("{head}…")
+    }
+}
+
+fn block_table(blocks: &[Block], session: &SessionDir, base: &Path) -> String {
+    let mut t = Table::new();
+    t.load_preset(presets::ASCII_MARKDOWN)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header([
+            "id", "tier", "active", "span", "messages", "tokens", "topic", "archive",
+        ]);
+    for b in blocks {
+        t.add_row([
+            b.block_id.clone(),
+            format!("T{}", b.tier),
+            if b.active { "yes" } else { "no" }.to_string(),
+            span(b),
+            b.effective_message_ids.len().to_string(),
+            format!(
+                "{} → {}",
+                tokens::format(b.compressed_tokens),
+                tokens::format(after_tokens(b))
+            ),
+            cut(&b.topic, TOPIC_WIDTH),
+            archive_shown(b, session, base),
+        ]);
+    }
+    for i in [4, 5] {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t.to_string()
+}
+
+fn stats_line(stored: &CompressionState, blocks: &[Block]) -> String {
+    let active = blocks.iter().filter(|b| b.active).count();
+    let s = &stored.stats;
+    format!(
+        "Stats: {} compression{} · {} tokens reclaimed · {active} of {} block{} active · {} refs handed out · next block b{}",
+        s.compression_count,
+        if s.compression_count == 1 { "" } else { "s" },
+        tokens::format(s.tokens_compressed),
+        blocks.len(),
+        if blocks.len() == 1 { "" } else { "s" },
+        stored.message_refs.by_ref.len(),
+        stored.next_block_id
+    )
+}
+
+fn to_text(
+    session: &SessionDir,
+    stored: &CompressionState,
+    fresh: bool,
+    blocks: &[Block],
+    base: &Path,
+    current: Option<&Current>,
+) -> String {
+    let mut parts = vec![format!(
+        "Session {} · {}",
+        session.session,
+        session.dir.display()
+    )];
+    if fresh {
+        parts.push(format!(
+            "No state yet ({} does not exist): nothing has been compressed; what follows is \
+             the transcript as the next `noa project` would see it.",
+            session.state_path().display()
+        ));
+    }
+    if current.is_none() {
+        parts.push(
+            "No transcript given: what follows is the state alone. Block activity is as last \
+             stored; the context breakdown, window usage and map need the transcript."
+                .into(),
+        );
+    }
+    if blocks.is_empty() {
+        parts.push("Blocks: none yet.".into());
+    } else {
+        let active = blocks.iter().filter(|b| b.active).count();
+        parts.push(format!(
+            "Blocks ({}, {active} active):\n{}",
+            blocks.len(),
+            block_table(blocks, session, base)
+        ));
+    }
+    parts.push(stats_line(stored, blocks));
+    if let Some(c) = current {
+        let breakdown = format_breakdown(&c.breakdown, 0);
+        let window = format!(
+            "Window: {} of {} tokens ({}%)",
+            tokens::format(c.measured),
+            tokens::format(c.limit),
+            c.measured * 100 / c.limit.max(1)
+        );
+        parts.push(if breakdown.is_empty() {
+            window
+        } else {
+            format!("{breakdown}\n{window}")
+        });
+    }
+    if !blocks.is_empty() {
+        parts.push(format!(
+            "Tier tree:\n{}",
+            map::format_tree(&map::tier_tree(blocks))
+        ));
+    }
+    if let Some(c) = current {
+        let total: usize = c.view.iter().map(|s| s.tokens).sum();
+        let per = total.max(c.limit).max(1) as f64 / STRIP_WIDTH as f64;
+        parts.push(format!(
+            "Context map (one character ≈ {} tokens; | marks the {} window):\n{}\n{STRIP_LEGEND}",
+            tokens::format(per.round() as usize),
+            tokens::format(c.limit),
+            map::strip(&c.view, STRIP_WIDTH, c.limit)
+        ));
+    }
+    parts.join("\n\n")
+}
+
+fn run_json(r: &Run) -> Value {
+    serde_json::to_value(r).expect("a run always serializes")
+}
+
+fn to_json(
+    session: &SessionDir,
+    stored: &CompressionState,
+    fresh: bool,
+    blocks: &[Block],
+    base: &Path,
+    current: Option<&Current>,
+) -> Value {
+    let active = blocks.iter().filter(|b| b.active).count();
+    let blocks_json: Vec<Value> = blocks
+        .iter()
+        .map(|b| {
+            json!({
+                "id": b.block_id,
+                "tier": b.tier,
+                "active": b.active,
+                "start": b.start_ref,
+                "end": b.end_ref,
+                "messages": b.effective_message_ids.len(),
+                "direct_messages": b.direct_message_ids.len(),
+                "absorbed": b.direct_block_ids,
+                "tokens_before": b.compressed_tokens,
+                "tokens_after": after_tokens(b),
+                "topic": b.topic,
+                "summary": b.summary,
+                "archive": archive_shown(b, session, base),
+                "archive_path": b.archive_path,
+                "archive_rel": b.archive_rel,
+                "created_at": b.created_at,
+                "compress_call_id": b.compress_call_id,
+            })
+        })
+        .collect();
+    let mut out = json!({
+        "session": session.session,
+        "state": (!fresh).then(|| session.state_path().display().to_string()),
+        "transcript": current.is_some(),
+        "blocks": blocks_json,
+        "stats": {
+            "compressions": stored.stats.compression_count,
+            "tokens_reclaimed": stored.stats.tokens_compressed,
+            "active_blocks": active,
+            "total_blocks": blocks.len(),
+            "refs": stored.message_refs.by_ref.len(),
+            "next_block_id": format!("b{}", stored.next_block_id),
+        },
+        "tree": map::tier_tree(blocks),
+        "breakdown": Value::Null,
+        "tokens": Value::Null,
+        "limit": Value::Null,
+        "map": Value::Null,
+    });
+    if let Some(c) = current {
+        out["breakdown"] = serde_json::to_value(c.breakdown).expect("serializes");
+        out["tokens"] = json!(c.measured);
+        out["limit"] = json!(c.limit);
+        out["map"] = json!({
+            "strip": map::strip(&c.view, STRIP_WIDTH, c.limit),
+            "view": map::runs(&c.view).iter().map(run_json).collect::<Vec<_>>(),
+            "history": map::runs(&c.history).iter().map(run_json).collect::<Vec<_>>(),
+        });
+    }
+    out
+}
+
+/// Prints one block's archive: exit 2 for a block the session does not
+/// have, 3 when its archive file cannot be read.
+fn print_archive(
+    session: &SessionDir,
+    state: &CompressionState,
+    id: &str,
+) -> Result<Exit, CliError> {
+    let wanted = normalize_block_id(id);
+    let Some(b) = state
+        .blocks
+        .iter()
+        .find(|b| Some(&b.block_id) == wanted.as_ref())
+    else {
+        let known: Vec<&str> = state.blocks.iter().map(|b| b.block_id.as_str()).collect();
+        let have = if known.is_empty() {
+            "it has no blocks yet".to_string()
+        } else {
+            format!("it has {}", known.join(", "))
+        };
+        return Err(CliError::Usage(format!(
+            "no block {id:?} in session {}: {have}",
+            session.session
+        )));
+    };
+    let primary = if b.archive_path.is_empty() {
+        session.dir.join(&b.archive_rel)
+    } else {
+        PathBuf::from(&b.archive_path)
+    };
+    // A state dir that moved still has its archives beside the state.
+    let fallback = (!b.archive_rel.is_empty()).then(|| session.dir.join(&b.archive_rel));
+    let text = match fs::read(&primary) {
+        Ok(t) => t,
+        Err(source) => match fallback.as_ref().map(fs::read) {
+            Some(Ok(t)) => t,
+            _ => {
+                return Err(CliError::Io {
+                    path: primary,
+                    source,
+                });
+            }
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(&text)
+        .and_then(|_| out.flush())
+        .map_err(|source| CliError::Io {
+            path: "<stdout>".into(),
+            source,
+        })?;
+    Ok(Exit::Success)
+}
+
+/// `b3`, `B3`, `3` and `b3(T1)` all name block b3.
+fn normalize_block_id(id: &str) -> Option<String> {
+    let s = id.trim().to_ascii_lowercase();
+    let s = s.split('(').next().unwrap_or("").trim();
+    let digits = s.strip_prefix('b').unwrap_or(s);
+    (!digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()))
+        .then(|| format!("b{}", digits.trim_start_matches('0')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_ids_are_read_leniently() {
+        for s in ["b3", "B3", "3", " b3(T1) ", "b03"] {
+            assert_eq!(normalize_block_id(s).as_deref(), Some("b3"), "{s}");
+        }
+        assert_eq!(normalize_block_id("m3"), None);
+        assert_eq!(normalize_block_id("b"), None);
+    }
+
+    #[test]
+    fn archives_are_shown_relative_to_the_state_dir() {
+        let session = SessionDir::new(Path::new("/s"), "abc");
+        let mut b = crate::engine::state::Block {
+            block_id: "b1".into(),
+            tier: 1,
+            topic: String::new(),
+            summary: String::new(),
+            direct_message_ids: vec![],
+            effective_message_ids: vec![],
+            direct_block_ids: vec![],
+            archive_path: "/s/abc/tier1/b1_m00002-m00005.md".into(),
+            archive_rel: "tier1/b1_m00002-m00005.md".into(),
+            compressed_tokens: 0,
+            start_ref: String::new(),
+            end_ref: String::new(),
+            created_at: 0,
+            active: true,
+            compress_call_id: String::new(),
+        };
+        assert_eq!(
+            archive_shown(&b, &session, Path::new("/s")),
+            "abc/tier1/b1_m00002-m00005.md"
+        );
+        b.archive_path = "/elsewhere/parent/tier1/b1.md".into();
+        assert_eq!(
+            archive_shown(&b, &session, Path::new("/s")),
+            "/elsewhere/parent/tier1/b1.md"
+        );
+        b.archive_path.clear();
+        assert_eq!(
+            archive_shown(&b, &session, Path::new("/s")),
+            "abc/tier1/b1_m00002-m00005.md"
+        );
+    }
 }

@@ -3,6 +3,7 @@
 mod apply;
 mod args;
 mod clock;
+mod completions;
 mod exit;
 mod input;
 mod inspect;
@@ -101,5 +102,6 @@ fn run(cli: Cli) -> Result<Exit, CliError> {
         args::Command::Prompt(a) => prompt::run(&cli.global, &a),
         args::Command::Rebuild(a) => rebuild::run(&cli.global, &a),
         args::Command::Inspect(a) => inspect::run(&cli.global, &a),
+        args::Command::Completions(a) => completions::run(&a),
     }
 }

@@ -14,6 +14,7 @@ pub mod exchange;
 pub mod hide;
 pub mod host;
 pub mod identity;
+pub mod map;
 pub mod lineage;
 pub mod message;
 pub mod nudge;

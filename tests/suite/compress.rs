@@ -12,12 +12,12 @@ use crate::common::{TempDir, noa, project, testdata};
 use crate::providers::{check_anthropic, check_chat};
 use crate::synth::{chat_session, jsonl};
 
-const SUMMARY: &str = "Worked on the transcript panel: moved shared rendering into lib/spotter_web/transcript.ex:40-88 \
+pub(crate) const SUMMARY: &str = "Worked on the transcript panel: moved shared rendering into lib/spotter_web/transcript.ex:40-88 \
     and fixed the guard clause in expand_control_for; tests pass. Decided to keep rendering server-side because \
     LiveView streams need it. Open: selection behaviour in TranscriptHighlighter.";
 
 /// How a test session is written to: its format and how to append a call.
-trait Session {
+pub(crate) trait Session {
     fn path(&self) -> &Path;
     fn append_call(&mut self, call_id: &str, args: &Value);
     fn append_result(&mut self, call_id: &str, panel: &str, is_error: bool);
@@ -31,7 +31,7 @@ fn append_line(path: &Path, v: &Value) {
     fs::write(path, text).unwrap();
 }
 
-struct ClaudeCode {
+pub(crate) struct ClaudeCode {
     path: PathBuf,
     last_uuid: String,
     session: String,
@@ -39,7 +39,7 @@ struct ClaudeCode {
 }
 
 impl ClaudeCode {
-    fn new(dir: &Path) -> ClaudeCode {
+    pub(crate) fn new(dir: &Path) -> ClaudeCode {
         let path = dir.join("session.jsonl");
         fs::copy(
             testdata("real/claude-code/long-session-with-compaction.jsonl"),
@@ -110,7 +110,7 @@ impl Session for Chat {
 }
 
 /// Every ref tag in a view, in order, with the tagged text before the tag.
-fn tagged(view: &[Value]) -> Vec<(String, String)> {
+pub(crate) fn tagged(view: &[Value]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut texts = Vec::new();
     for m in view {
