@@ -141,7 +141,7 @@ fn main() {
     for (name, messages, kind) in [
         ("chat 1K", 1_000, "chat"),
         ("chat 10K", 10_000, "chat"),
-        ("chat 100K", 100_000, "chat"),
+        ("chat 40K", 40_000, "chat"),
         ("claude-code 100K", 100_000, "cc"),
     ] {
         let file = dir.join(format!("{}.jsonl", name.replace(' ', "-")));

@@ -5,6 +5,8 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
 #[path = "suite/agent_loop.rs"]
 mod agent_loop;
+#[path = "suite/cli_docs.rs"]
+mod cli_docs;
 #[path = "suite/common/mod.rs"]
 mod common;
 #[path = "suite/compress.rs"]
@@ -29,5 +31,3 @@ mod rebuild;
 mod refs_stability;
 #[path = "suite/synth.rs"]
 mod synth;
-#[path = "suite/cli_docs.rs"]
-mod cli_docs;

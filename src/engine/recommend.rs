@@ -182,7 +182,7 @@ impl Run {
         self.info.end_ref = r.to_string();
         self.info.count += 1;
         self.info.tokens += t;
-        self.info.chars += m.text.chars().count();
+        self.info.chars += tokens::chars(&m.text);
         self.info.user_messages += usize::from(is_user);
         self.tool += usize::from(matches!(
             m.content_type,

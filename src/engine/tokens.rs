@@ -10,6 +10,9 @@ fn is_cjk(c: char) -> bool {
 /// (rounded up). Counted per Unicode scalar, so astral characters are not
 /// double-counted the way UTF-16 counting would.
 pub fn estimate(text: &str) -> usize {
+    if text.is_ascii() {
+        return text.len().div_ceil(4);
+    }
     let (cjk, other) = text.chars().fold((0usize, 0usize), |(cjk, other), c| {
         if is_cjk(c) {
             (cjk + 1, other)
@@ -18,6 +21,16 @@ pub fn estimate(text: &str) -> usize {
         }
     });
     cjk + other.div_ceil(4)
+}
+
+/// Characters in a text: its length when it is ASCII, which most tool
+/// output is, without walking it.
+pub fn chars(text: &str) -> usize {
+    if text.is_ascii() {
+        text.len()
+    } else {
+        text.chars().count()
+    }
 }
 
 /// Renders a token count the way tags and panels show it: `999`, `1.2K`, `12K`.

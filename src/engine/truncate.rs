@@ -86,22 +86,23 @@ pub fn truncate(
 /// Cuts one result to `keep` characters at each end; `None` when it is too
 /// short for that to save anything.
 fn cut(m: &mut CoreMessage, keep: usize) -> Option<usize> {
-    let chars = m.text.chars().count();
-    if chars <= 2 * keep + 200 || m.text.contains(MARKER) {
+    if tokens::chars(&m.text) <= 2 * keep + 200 || m.text.contains(MARKER) {
         return None;
     }
-    let before = tokens::estimate(&m.text);
-    let head: String = m.text.chars().take(keep).collect();
-    let tail: String = m.text.chars().skip(chars - keep).collect();
-    let cut_tokens = tokens::estimate(
-        &m.text
-            .chars()
-            .skip(keep)
-            .take(chars - 2 * keep)
-            .collect::<String>(),
-    );
+    let text = &m.text;
+    // Byte offsets of the head's end and the tail's start, counted in characters.
+    let head_end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .rev()
+        .nth(keep - 1)
+        .map_or(0, |(i, _)| i);
+    let before = tokens::estimate(text);
+    let cut_tokens = tokens::estimate(&text[head_end..tail_start]);
     m.text = format!(
-        "{head}\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n{tail}"
+        "{}\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n{}",
+        &text[..head_end],
+        &text[tail_start..]
     );
     Some(before.saturating_sub(tokens::estimate(&m.text)))
 }

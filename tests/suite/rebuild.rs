@@ -269,10 +269,28 @@ fn a_subagent_log_lives_under_its_parent() {
             v.to_string()
         })
         .collect();
-    fs::write(dir.path().join("agent-a1b2c3.jsonl"), lines.join("\n") + "\n").unwrap();
-    let out = noa(dir.path(), &["project", "agent-a1b2c3.jsonl", "--state-dir", "st"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!out.stdout.is_empty(), "the subagent's own conversation is its view");
-    let state = dir.path().join("st").join(&session).join("subagents/a1b2c3/state.json");
+    fs::write(
+        dir.path().join("agent-a1b2c3.jsonl"),
+        lines.join("\n") + "\n",
+    )
+    .unwrap();
+    let out = noa(
+        dir.path(),
+        &["project", "agent-a1b2c3.jsonl", "--state-dir", "st"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.stdout.is_empty(),
+        "the subagent's own conversation is its view"
+    );
+    let state = dir
+        .path()
+        .join("st")
+        .join(&session)
+        .join("subagents/a1b2c3/state.json");
     assert!(state.exists(), "no state at {}", state.display());
 }
