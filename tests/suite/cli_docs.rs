@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 use clap::CommandFactory;
 
-use crate::common::TempDir;
+use crate::common::{TempDir, golden};
 
 /// Runs `noa` with a fixed environment, so help text does not depend on the
 /// terminal or on a NOA_STATE_DIR the developer has set.
@@ -24,20 +24,6 @@ fn noa(args: &[&str]) -> Output {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-/// Compares against a checked-in golden file; `NOA_BLESS=1` rewrites it.
-fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("NOA_BLESS").is_some() {
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, actual).unwrap();
-    }
-    let expected = fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} missing; run with NOA_BLESS=1", path.display()));
-    pretty_assertions::assert_eq!(expected, actual, "golden {name}");
 }
 
 /// The commands the README documents; the definition may add more.

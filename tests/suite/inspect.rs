@@ -8,25 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::common::{noa, project};
+use crate::common::{golden, noa, project};
 use crate::compress::{ClaudeCode, SUMMARY, Session, tagged};
 
 /// Fixed clock for archives, so their bytes are the same on every run.
 const NOW: &str = "1789000000";
-
-/// Compares against a checked-in golden file; `NOA_BLESS=1` rewrites it.
-fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("NOA_BLESS").is_some() {
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, actual).unwrap();
-    }
-    let expected = fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} missing; run with NOA_BLESS=1", path.display()));
-    pretty_assertions::assert_eq!(expected, actual, "golden {name}");
-}
 
 /// Length of the test's canonical temp dir. Archive paths are written into
 /// summaries and panels, so the token figures in the golden table depend on
@@ -195,6 +181,11 @@ fn inspect_shows_blocks_tiers_json_and_archives() {
         .map(|k| k["id"].as_str().unwrap())
         .collect();
     assert_eq!(kids, ["b1", "b2", "b3"]);
+    let snapshot = serde_json::to_string_pretty(
+        &json!({"blocks": v["blocks"], "stats": v["stats"], "tree": v["tree"]}),
+    )
+    .unwrap();
+    golden("inspect.claude-code.json", &c.scrub(&snapshot));
     assert!(v["tokens"].as_u64().unwrap() > 0);
     assert_eq!(v["limit"], 200_000);
     assert!(v["breakdown"]["summaries"].as_u64().unwrap() > 0);

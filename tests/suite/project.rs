@@ -5,21 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{TempDir, noa, project, testdata};
-
-/// Compares against a checked-in golden file; `NOA_BLESS=1` rewrites it.
-fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("NOA_BLESS").is_some() {
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, actual).unwrap();
-    }
-    let expected = fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} missing; run with NOA_BLESS=1", path.display()));
-    pretty_assertions::assert_eq!(expected, actual, "golden {name}");
-}
+use crate::common::{TempDir, golden, noa, project, testdata};
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).replace(env!("CARGO_MANIFEST_DIR"), "[ROOT]")

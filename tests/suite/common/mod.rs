@@ -97,3 +97,18 @@ pub fn project(
         .collect();
     (lines, out)
 }
+
+/// Compares `actual` with the checked-in `tests/golden/<name>`;
+/// `NOA_BLESS=1` rewrites the file instead, after a deliberate change.
+pub fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("NOA_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} missing; run with NOA_BLESS=1", path.display()));
+    pretty_assertions::assert_eq!(expected, actual, "golden {name}");
+}
