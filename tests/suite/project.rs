@@ -1,7 +1,6 @@
 //! `noa project` from the command line: outputs, reports and failure paths.
 
 use std::fs;
-use std::path::Path;
 
 use serde_json::Value;
 
