@@ -1,7 +1,7 @@
 //! Reading the transcript and finding the session's directory.
 
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::CliError;
@@ -54,7 +54,11 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     } else {
         BadLines::Fail
     };
-    let transcript = formats::read(&name, &text, format(global.format), bad)?;
+    let spinner = reading_spinner(global, &name, text.len());
+    let transcript = formats::read(&name, &text, format(global.format), bad);
+    spinner.finish_and_clear();
+    let transcript = transcript?;
+    drop(text);
     let session_id = global
         .session
         .clone()
@@ -153,6 +157,18 @@ fn check_belongs(loaded: &Loaded, state: &CompressionState) -> Result<(), CliErr
 
 fn session_path(loaded: &Loaded) -> String {
     loaded.session.state_path().display().to_string()
+}
+
+/// A spinner on stderr while a large transcript is read (TTY only, not with -q).
+fn reading_spinner(global: &Global, name: &str, bytes: usize) -> indicatif::ProgressBar {
+    const LARGE: usize = 32 << 20;
+    if global.quiet || bytes < LARGE || !io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_message(format!("reading {name} ({} MB)", bytes >> 20));
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
 }
 
 fn format(arg: FormatArg) -> Option<Format> {
