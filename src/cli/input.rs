@@ -135,13 +135,11 @@ fn check_belongs(loaded: &Loaded, state: &CompressionState) -> Result<(), CliErr
     if state.message_refs.by_raw.is_empty() || t.messages.is_empty() {
         return Ok(());
     }
-    let known = t.messages.iter().flat_map(|m| &m.blocks).any(|b| {
-        state
-            .message_refs
-            .by_raw
-            .get(&b.core.id)
-            .is_some_and(|r| r != crate::engine::refs::BLOCKED)
-    });
+    let known = t
+        .messages
+        .iter()
+        .flat_map(|m| &m.blocks)
+        .any(|b| state.message_refs.usable(&b.core.id).is_some());
     // After a host compaction a log can share no message with its state,
     // but it still names its own session.
     let same_session = t.session_id.as_deref() == Some(state.session_id.as_str());

@@ -168,12 +168,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
 
     let covered = covered_ids(state);
     let addressable = |m: &CoreMessage| {
-        !covered.contains(m.id.as_str())
-            && state
-                .message_refs
-                .by_raw
-                .get(&m.id)
-                .is_some_and(|r| r != BLOCKED)
+        !covered.contains(m.id.as_str()) && state.message_refs.usable(&m.id).is_some()
     };
     let original_chars = |m: &CoreMessage| {
         input
@@ -393,8 +388,7 @@ fn build(
     }
     let ref_numbers: Vec<&String> = effective
         .iter()
-        .filter_map(|id| state.message_refs.by_raw.get(id))
-        .filter(|r| *r != BLOCKED)
+        .filter_map(|id| state.message_refs.usable(id))
         .collect();
     let start_ref = ref_numbers
         .iter()
@@ -468,9 +462,8 @@ fn build(
             && !block.direct_message_ids.contains(&m.id)
             && state
                 .message_refs
-                .by_raw
-                .get(&m.id)
-                .is_some_and(|r| r != BLOCKED && *r >= block.start_ref && *r <= block.end_ref)
+                .usable(&m.id)
+                .is_some_and(|r| *r >= block.start_ref && *r <= block.end_ref)
     });
     out.archives.push(ArchiveFile { rel, contents });
     out.created.push((block, partial));

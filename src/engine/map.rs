@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::message::{ContentType, CoreMessage, Role};
 use super::prune::{block_of_summary, is_rendered_summary};
-use super::refs::{BLOCKED, NUDGE_ID, ref_to_index};
+use super::refs::{NUDGE_ID, ref_to_index};
 use super::state::{Block, CompressionState};
 use super::tokens;
 use super::truncate::MARKER;
@@ -105,13 +105,7 @@ fn kind(m: &CoreMessage) -> Class {
 }
 
 fn reference(state: &CompressionState, id: &str) -> String {
-    state
-        .message_refs
-        .by_raw
-        .get(id)
-        .filter(|r| *r != BLOCKED)
-        .cloned()
-        .unwrap_or_default()
+    state.message_refs.usable(id).cloned().unwrap_or_default()
 }
 
 /// The class of a message that is in the view: truncated before protected

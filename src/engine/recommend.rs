@@ -7,7 +7,7 @@ use super::config::Config;
 use super::message::{ContentType, CoreMessage, Role};
 use super::prune::{block_of_summary, is_rendered_summary, render_summary};
 use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeInfo};
-use super::refs::{BLOCKED, ref_to_index};
+use super::refs::ref_to_index;
 use super::state::{Block, CompressionState};
 use super::sync::covered_ids;
 use super::{tokens, zone};
@@ -53,12 +53,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
         .find(|m| m.role == Role::User && m.content_type == ContentType::Text && has_ref(state, m))
         .map(|m| m.id.as_str());
     for m in view {
-        let Some(r) = state
-            .message_refs
-            .by_raw
-            .get(&m.id)
-            .filter(|r| *r != BLOCKED)
-        else {
+        let Some(r) = state.message_refs.usable(&m.id) else {
             // Summaries, hard-protected messages, instructions: a gap.
             runs.extend(open.take());
             segment += 1;
@@ -146,11 +141,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
 }
 
 fn has_ref(state: &CompressionState, m: &CoreMessage) -> bool {
-    state
-        .message_refs
-        .by_raw
-        .get(&m.id)
-        .is_some_and(|r| r != BLOCKED)
+    state.message_refs.usable(&m.id).is_some()
 }
 
 /// A compressible run being built, with the segment it belongs to: runs of

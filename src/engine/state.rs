@@ -80,6 +80,16 @@ pub struct MessageRefs {
     pub by_ref: BTreeMap<String, String>,
 }
 
+impl MessageRefs {
+    /// The ref a message can be addressed by: none for unknown messages and
+    /// for hard-protected ones, which are known but have no number.
+    pub fn usable(&self, id: &str) -> Option<&String> {
+        self.by_raw
+            .get(id)
+            .filter(|r| r.as_str() != super::refs::BLOCKED)
+    }
+}
+
 /// One compression: a range of messages (and maybe older blocks) replaced by
 /// a summary the model wrote.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,6 @@
 use std::collections::HashSet;
 
 use super::message::CoreMessage;
-use super::refs::BLOCKED;
 use super::state::CompressionState;
 
 /// Marks each block active or not for this view: a block absorbed by another
@@ -25,8 +24,7 @@ pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
     }
     let live: HashSet<&String> = history
         .iter()
-        .filter_map(|m| state.message_refs.by_raw.get(&m.id))
-        .filter(|r| *r != BLOCKED)
+        .filter_map(|m| state.message_refs.usable(&m.id))
         .collect();
     state.token_snapshot.retain(|r, _| live.contains(r));
 }
@@ -45,6 +43,7 @@ pub fn covered_ids(state: &CompressionState) -> HashSet<&str> {
 mod tests {
     use super::*;
     use crate::engine::message::Role;
+    use crate::engine::refs::BLOCKED;
     use crate::engine::test_support::block;
 
     fn msg(id: &str) -> CoreMessage {

@@ -17,7 +17,7 @@ use super::nudge_text::{self, NudgeInput};
 use super::prompt::Sections;
 use super::protect::is_tool_protected;
 use super::recommend::{Recommendation, recommend};
-use super::refs::{self, BLOCKED, NUDGE_ID};
+use super::refs::{self, NUDGE_ID};
 use super::state::CompressionState;
 use super::truncate::{self, Truncation};
 use super::{hide, prune, sync, tag, tokens, view};
@@ -182,12 +182,7 @@ fn render_tag(state: &mut CompressionState, mut m: CoreMessage) -> CoreMessage {
     if !m.is_taggable() {
         return m;
     }
-    let Some(r) = state
-        .message_refs
-        .by_raw
-        .get(&m.id)
-        .filter(|r| *r != BLOCKED)
-    else {
+    let Some(r) = state.message_refs.usable(&m.id) else {
         return m;
     };
     let figure = *state
@@ -207,6 +202,7 @@ fn render_tag(state: &mut CompressionState, mut m: CoreMessage) -> CoreMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::refs::BLOCKED;
 
     fn turn(history: &[CoreMessage]) -> TurnInput<'_> {
         static CONFIG: std::sync::LazyLock<Config> = std::sync::LazyLock::new(Config::default);

@@ -9,7 +9,6 @@ use super::config::Config;
 use super::exchange;
 use super::message::{ContentType, CoreMessage, Role};
 use super::protect::never_preserve_recent;
-use super::refs::BLOCKED;
 use super::state::CompressionState;
 use super::tokens;
 
@@ -26,11 +25,7 @@ pub fn protected_ids<'a>(
     let eligible: Vec<&CoreMessage> = view
         .iter()
         .filter(|m| {
-            state
-                .message_refs
-                .by_raw
-                .get(&m.id)
-                .is_some_and(|r| r != BLOCKED)
+            state.message_refs.usable(&m.id).is_some()
                 && !(matches!(
                     m.content_type,
                     ContentType::ToolCall | ContentType::ToolResult
@@ -49,11 +44,7 @@ pub fn protected_ids<'a>(
     if let Some(last_user) = view.iter().rev().find(|m| {
         m.role == Role::User
             && m.content_type == ContentType::Text
-            && state
-                .message_refs
-                .by_raw
-                .get(&m.id)
-                .is_some_and(|r| r != BLOCKED)
+            && state.message_refs.usable(&m.id).is_some()
     }) {
         out.insert(last_user.id.as_str());
     }
@@ -67,13 +58,7 @@ pub fn protected_ids<'a>(
         .map(|(i, _)| spans[i])
         .collect();
     for (i, m) in view.iter().enumerate() {
-        if touched.contains(&spans[i])
-            && state
-                .message_refs
-                .by_raw
-                .get(&m.id)
-                .is_some_and(|r| r != BLOCKED)
-        {
+        if touched.contains(&spans[i]) && state.message_refs.usable(&m.id).is_some() {
             out.insert(m.id.as_str());
         }
     }
