@@ -27,7 +27,7 @@ use crate::engine::CoreMessage;
 pub use detect::detect;
 pub use error::ReadError;
 pub use materialize::materialize;
-pub use reassemble::{Conversion, reassemble};
+pub use reassemble::reassemble;
 
 /// A transcript format noa reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

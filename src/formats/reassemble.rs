@@ -98,16 +98,6 @@ impl Emitted {
     }
 }
 
-/// Whether a view is written in the transcript's own request format or
-/// converted to another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conversion {
-    /// The transcript's own view format: blocks come back as they were.
-    Native,
-    /// Another format: messages are rebuilt from the flat cores.
-    Converted,
-}
-
 /// Writes `view` as request messages in `to`. Returns the messages and a
 /// warning for each kind of thing a conversion had to drop.
 pub fn reassemble(
