@@ -17,12 +17,14 @@ use serde_json::{Value, json};
 use super::args::{Global, InspectArgs};
 use super::input::{load, warn};
 use super::{CliError, Exit, settings};
-use crate::engine::map::{self, Run, STRIP_LEGEND, Segment, SvgInput};
+use crate::engine::map::{self, Run, STRIP_LEGEND, Segment};
 use crate::engine::nudge_text::format_breakdown;
 use crate::engine::prompt::Sections;
 use crate::engine::prune::render_summary;
 use crate::engine::ranges::Breakdown;
 use crate::engine::state::{Block, CompressionState};
+use crate::engine::svg::{self, SvgInput};
+use crate::engine::tree;
 use crate::engine::turn::{self, TurnInput};
 use crate::engine::{tokens, zone};
 use crate::store::{SessionDir, write_atomic};
@@ -99,7 +101,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
                 "--svg needs the transcript: the map is drawn from its messages".into(),
             ));
         };
-        let svg = map::svg(&SvgInput {
+        let svg = svg::svg(&SvgInput {
             session: &session.session,
             history: &c.history,
             view: &c.view,
@@ -298,7 +300,7 @@ fn to_text(
     if !blocks.is_empty() {
         parts.push(format!(
             "Tier tree:\n{}",
-            map::format_tree(&map::tier_tree(blocks))
+            tree::format_tree(&tree::tier_tree(blocks))
         ));
     }
     if let Some(c) = current {
@@ -364,7 +366,7 @@ fn to_json(
             "refs": stored.message_refs.by_ref.len(),
             "next_block_id": format!("b{}", stored.next_block_id),
         },
-        "tree": map::tier_tree(blocks),
+        "tree": tree::tier_tree(blocks),
         "breakdown": Value::Null,
         "tokens": Value::Null,
         "limit": Value::Null,

@@ -29,11 +29,13 @@ pub mod rebuild;
 pub mod recommend;
 pub mod refs;
 pub mod state;
+pub mod svg;
 pub mod sync;
 pub mod tag;
 #[cfg(test)]
 mod test_support;
 pub mod tokens;
+pub mod tree;
 pub mod truncate;
 pub mod turn;
 pub mod view;
