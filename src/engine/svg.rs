@@ -14,9 +14,9 @@ use super::map::{Class, Segment, runs};
 pub struct SvgInput<'a> {
     /// The session id, for the title.
     pub session: &'a str,
-    /// The whole history, from [`history_segments`].
+    /// The whole history, from [`history_segments`](super::map::history_segments).
     pub history: &'a [Segment],
-    /// The view as sent, from [`view_segments`].
+    /// The view as sent, from [`view_segments`](super::map::view_segments).
     pub view: &'a [Segment],
     /// The view's measured tokens (what the window is judged on).
     pub measured: usize,
