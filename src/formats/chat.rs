@@ -66,10 +66,15 @@ fn host_message(
         "tool" => Role::Tool,
         _ => return None,
     };
+    // The request fields, with the block-bearing ones as placeholders: the
+    // blocks carry their contents, and a placeholder keeps the field's place.
     let raw: Map<String, Value> = obj
         .iter()
         .filter(|(k, _)| MESSAGE_FIELDS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|(k, v)| match k.as_str() {
+            "content" | "tool_calls" | "reasoning_content" => (k.clone(), Value::Null),
+            _ => (k.clone(), v.clone()),
+        })
         .collect();
     let mut blocks = Vec::new();
     if role == Role::Tool {
@@ -170,7 +175,9 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         return Value::Object(out);
     }
     out.remove("reasoning_content");
-    let string_content = msg.raw.get("content").is_some_and(Value::is_string);
+    let string_content = msg.blocks.iter().any(|b| {
+        b.source.slot == Slot::Content && b.core.content_type == ContentType::Text
+    });
     let mut content_parts = Vec::new();
     let mut calls = Vec::new();
     for (b, edit) in parts {
