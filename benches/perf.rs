@@ -124,6 +124,11 @@ fn row(name: &str, file: &Path, cmd_time: Duration, base: Duration, peak_kb: u64
 }
 
 fn main() {
+    // `cargo test --all-targets` also runs this target, without `--bench`:
+    // the measurements are only for `cargo bench`.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
     let noa = noa_bin();
     let dir = std::env::temp_dir().join(format!("noa-bench-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();

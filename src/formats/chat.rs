@@ -175,9 +175,10 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         return Value::Object(out);
     }
     out.remove("reasoning_content");
-    let string_content = msg.blocks.iter().any(|b| {
-        b.source.slot == Slot::Content && b.core.content_type == ContentType::Text
-    });
+    let string_content = msg
+        .blocks
+        .iter()
+        .any(|b| b.source.slot == Slot::Content && b.core.content_type == ContentType::Text);
     let mut content_parts = Vec::new();
     let mut calls = Vec::new();
     for (b, edit) in parts {
