@@ -75,7 +75,6 @@ pub(crate) fn host_message(
     };
     let content = msg.get("content")?;
     let mut blocks = Vec::new();
-    let mut kept = Vec::new();
     match content {
         Value::String(s) => {
             if !s.trim().is_empty() {
@@ -102,17 +101,17 @@ pub(crate) fn host_message(
                     slot: Slot::Part(i),
                 };
                 if let Some(b) = block(item, assistant, source, tools) {
-                    kept.push(b.raw.clone());
                     blocks.push(b);
                 }
             }
         }
         _ => return None,
     }
+    // The blocks carry the content; the message keeps only its form.
     let content = if content.is_string() {
-        content.clone()
+        json!("")
     } else {
-        Value::Array(kept)
+        json!([])
     };
     let raw = json!({ "role": role, "content": content });
     Some(HostMessage { raw, blocks, line })

@@ -211,11 +211,13 @@ fn host_message(
             });
         }
     }
-    // Whole-item blocks keep the item itself as their raw form.
-    if kind != "message"
-        && let Some(b) = blocks.first_mut()
-    {
-        b.raw = item.clone();
+    // A whole-item block keeps the item itself as its raw form, and a message
+    // keeps its parts in its blocks: the host message holds only the rest.
+    let mut item = item;
+    if kind == "message" {
+        item["content"] = Value::Array(Vec::new());
+    } else if let Some(b) = blocks.first_mut() {
+        b.raw = std::mem::replace(&mut item, json!({ "type": kind }));
     }
     Some(HostMessage {
         raw: item,
@@ -237,8 +239,8 @@ fn reasoning_text(item: &Value) -> String {
 
 /// Writes one item from its original and the blocks the view keeps.
 pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value {
-    let mut item = msg.raw.clone();
-    if item["type"] == "message" {
+    if msg.raw["type"] == "message" {
+        let mut item = msg.raw.clone();
         let content: Vec<Value> = parts
             .iter()
             .map(|(b, edit)| {
@@ -252,9 +254,12 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         item["content"] = Value::Array(content);
         return item;
     }
-    if let (Some((b, edit)), Some(obj)) = (parts.first(), item.as_object_mut())
-        && b.core.content_type == ContentType::ToolResult
-        && !edit.is_none()
+    let Some((b, edit)) = parts.first() else {
+        return msg.raw.clone();
+    };
+    let mut item = b.raw.clone();
+    if let (Some(obj), ContentType::ToolResult, false) =
+        (item.as_object_mut(), b.core.content_type, edit.is_none())
     {
         let output = obj.remove("output").unwrap_or(Value::Null);
         obj.insert("output".into(), edit.apply_content(output, "input_text"));

@@ -76,9 +76,12 @@ fn anthropic_response_metadata_is_not_a_request_field() {
         BadLines::Fail,
     )
     .unwrap();
+    let (view, _) = reassemble(&t, &t.cores(), ViewFormat::Anthropic);
     assert_eq!(
-        t.messages[0].raw,
-        json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}]})
+        view,
+        [
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}]})
+        ]
     );
 }
 
