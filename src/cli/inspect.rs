@@ -15,7 +15,7 @@ use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use serde_json::{Value, json};
 
 use super::args::{Global, InspectArgs};
-use super::input::{load, warn};
+use super::input::{load, session_state, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::map::{self, Run, STRIP_LEGEND, Segment};
 use crate::engine::nudge_text::format_breakdown;
@@ -53,7 +53,13 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         }
         None => (session_only(global)?, None),
     };
-    let stored = session.load()?;
+    // With a transcript, the state a command would use: its own, or the one
+    // it inherits from a parent session.
+    let stored = match &loaded {
+        Some(l) => Some(session_state(l)?)
+            .filter(|s| !s.blocks.is_empty() || !s.message_refs.by_raw.is_empty()),
+        None => session.load()?,
+    };
     if stored.is_none() && loaded.is_none() {
         return Err(CliError::Usage(format!(
             "no state for session {:?}: {} does not exist",

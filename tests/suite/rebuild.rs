@@ -216,6 +216,20 @@ fn a_fork_starts_from_its_parents_ledger() {
         view.contains("[Compressed conversation section]"),
         "the inherited summaries are in the fork's view"
     );
+    let out = noa(
+        dir.path(),
+        &["inspect", "fork.jsonl", "--state-dir", "st", "--json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["blocks"].as_array().unwrap().len(),
+        parent["blocks"].as_array().unwrap().len()
+    );
 }
 
 #[test]
