@@ -25,6 +25,14 @@ const EXPECTED_SHAPE: &str = r#"{"topic": "<short label>", "content": [{"startId
 
 /// Runs `noa apply`.
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
+    if args.transcript.as_os_str() == "-"
+        && args.args.as_ref().is_some_and(|a| a.as_os_str() == "-")
+    {
+        return Err(CliError::Usage(
+            "the transcript and --args cannot both come from stdin; put one of them in a file"
+                .into(),
+        ));
+    }
     let loaded = load(global, &args.transcript)?;
     let (t, session) = (&loaded.transcript, &loaded.session);
     let history = t.cores();

@@ -440,3 +440,23 @@ fn a_failed_archive_write_leaves_nothing_behind() {
         "{names:?}"
     );
 }
+
+#[test]
+fn stdin_cannot_carry_both_transcript_and_arguments() {
+    let dir = TempDir::new();
+    let out = noa(
+        dir.path(),
+        &[
+            "apply",
+            "-",
+            "--args",
+            "-",
+            "--state-dir",
+            "st",
+            "--session",
+            "s",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot both come from stdin"));
+}
