@@ -7,7 +7,6 @@ use noa::engine::apply::{ApplyInput, apply};
 use noa::engine::config::Config;
 use noa::engine::parse_args::CompressRange;
 use noa::engine::prompt::Sections;
-use noa::engine::refs::BLOCKED;
 use noa::engine::state::CompressionState;
 use noa::engine::turn::{TurnInput, project};
 use noa::formats::{BadLines, Format, Transcript, ViewFormat, read, reassemble};
@@ -17,6 +16,17 @@ use crate::providers::{check_anthropic, check_chat};
 use crate::synth::{Rng, anthropic_session, chat_session, jsonl};
 
 const SUMMARY: &str = "Explored the parser and cache modules, fixed the range error in src/index.rs:40; decided to keep the schema because clients depend on it. Open: retry limit.";
+
+/// What a model can name as a range end in a view: message refs and the
+/// block ids of summaries.
+fn range_ends(view: &[CoreMessage], state: &CompressionState) -> Vec<String> {
+    view.iter()
+        .filter_map(|m| match state.message_refs.usable(&m.id) {
+            Some(r) => Some(r.clone()),
+            None => m.id.strip_prefix("noa_summary_").map(str::to_string),
+        })
+        .collect()
+}
 
 /// Runs `calls` random Compress calls against a session, checking every view.
 fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<usize, String> {
@@ -50,14 +60,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
         if call == calls {
             break;
         }
-        let ends: Vec<String> = seen
-            .view
-            .iter()
-            .filter_map(|m| match state.message_refs.by_raw.get(&m.id) {
-                Some(r) if r != BLOCKED => Some(r.clone()),
-                _ => m.id.strip_prefix("noa_summary_").map(str::to_string),
-            })
-            .collect();
+        let ends = range_ends(&seen.view, &state);
         if ends.len() < 2 {
             break;
         }
@@ -178,14 +181,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
             },
         );
         state.message_refs = scratch.message_refs;
-        let ends: Vec<String> = seen
-            .view
-            .iter()
-            .filter_map(|m| match state.message_refs.by_raw.get(&m.id) {
-                Some(r) if r != BLOCKED => Some(r.clone()),
-                _ => m.id.strip_prefix("noa_summary_").map(str::to_string),
-            })
-            .collect();
+        let ends = range_ends(&seen.view, &state);
         if ends.len() < 2 {
             continue;
         }
