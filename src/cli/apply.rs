@@ -233,7 +233,7 @@ fn unreadable(state: &CompressionState, parsed: &ParsedArgs) -> ApplyOutcome {
     }
     why.push_str(" Expected: ");
     why.push_str(EXPECTED_SHAPE);
-    rejected(state, why, false)
+    ApplyOutcome::rejected(state, vec![why], Vec::new(), false)
 }
 
 /// The outcome for a batch that already failed once, unchanged.
@@ -255,20 +255,7 @@ fn refused_repeat(state: &CompressionState) -> ApplyOutcome {
             live.join(", ")
         ));
     }
-    rejected(state, why, true)
-}
-
-fn rejected(state: &CompressionState, error: String, ranges_at_fault: bool) -> ApplyOutcome {
-    ApplyOutcome {
-        state: state.clone(),
-        created: Vec::new(),
-        archives: Vec::new(),
-        errors: vec![error],
-        warnings: Vec::new(),
-        surviving: Vec::new(),
-        absorbed_tier: 0,
-        ranges_at_fault,
-    }
+    ApplyOutcome::rejected(state, vec![why], Vec::new(), true)
 }
 
 /// The identity of a batch for the repeat guard: its ends, sorted.

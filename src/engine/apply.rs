@@ -77,7 +77,8 @@ pub struct ApplyOutcome {
 }
 
 impl ApplyOutcome {
-    fn rejected(
+    /// A call that made nothing, with why.
+    pub fn rejected(
         state: &CompressionState,
         errors: Vec<String>,
         warnings: Vec<String>,

@@ -146,14 +146,7 @@ pub fn history_segments(
                 (None, Some(b)) => (Class::Block, b.tier, b.block_id.clone()),
                 (None, None) => (Class::Hidden, 0, String::new()),
             };
-            Segment {
-                id: m.id.clone(),
-                reference: reference(state, &m.id),
-                class,
-                tier,
-                block,
-                tokens: tokens::estimate(&m.text),
-            }
+            Segment::of(m, state, class, tier, block)
         })
         .collect()
 }
@@ -175,16 +168,29 @@ pub fn view_segments(
                 Some((id, b)) => (Class::Block, b.map_or(1, |b| b.tier), id.to_string()),
                 None => (visible_class(m, state, zone), 0, String::new()),
             };
-            Segment {
-                id: m.id.clone(),
-                reference: reference(state, &m.id),
-                class,
-                tier,
-                block,
-                tokens: tokens::estimate(&m.text),
-            }
+            Segment::of(m, state, class, tier, block)
         })
         .collect()
+}
+
+impl Segment {
+    /// The segment for one message, in a given class.
+    fn of(
+        m: &CoreMessage,
+        state: &CompressionState,
+        class: Class,
+        tier: u8,
+        block: String,
+    ) -> Segment {
+        Segment {
+            id: m.id.clone(),
+            reference: reference(state, &m.id),
+            class,
+            tier,
+            block,
+            tokens: tokens::estimate(&m.text),
+        }
+    }
 }
 
 /// Merges neighbouring segments of one class and block.

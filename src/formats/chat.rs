@@ -194,11 +194,7 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
                 );
             }
             _ => {
-                let mut p = b.raw.clone();
-                if let (false, Some(Value::String(t))) = (edit.is_none(), p.get_mut("text")) {
-                    *t = edit.apply_str(t);
-                }
-                content_parts.push(p);
+                content_parts.push(edit.apply_part(&b.raw));
             }
         }
     }

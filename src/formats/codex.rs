@@ -243,13 +243,7 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         let mut item = msg.raw.clone();
         let content: Vec<Value> = parts
             .iter()
-            .map(|(b, edit)| {
-                let mut p = b.raw.clone();
-                if let (false, Some(Value::String(t))) = (edit.is_none(), p.get_mut("text")) {
-                    *t = edit.apply_str(t);
-                }
-                p
-            })
+            .map(|(b, edit)| edit.apply_part(&b.raw))
             .collect();
         item["content"] = Value::Array(content);
         return item;

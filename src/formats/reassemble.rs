@@ -48,6 +48,15 @@ impl BlockEdit {
         }
     }
 
+    /// A copy of a content part (`{"type": …, "text": …}`) with its text edited.
+    pub(crate) fn apply_part(&self, part: &Value) -> Value {
+        let mut p = part.clone();
+        if let (false, Some(Value::String(t))) = (self.is_none(), p.get_mut("text")) {
+            *t = self.apply_str(t);
+        }
+        p
+    }
+
     /// The edited form of a tool output that may be a string, a list of
     /// parts, or absent. `text_type` is the part type a new text part gets.
     pub(crate) fn apply_content(&self, content: Value, text_type: &str) -> Value {
