@@ -19,7 +19,6 @@ use super::input::{load, session_state, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::map::{self, Run, STRIP_LEGEND, Segment};
 use crate::engine::nudge_text::format_breakdown;
-use crate::engine::prompt::Sections;
 use crate::engine::prune::render_summary;
 use crate::engine::ranges::Breakdown;
 use crate::engine::state::{Block, CompressionState};
@@ -85,7 +84,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
                 history: &history,
                 config: &config,
                 input_tokens: None,
-                sections: &Sections::default(),
+                sections: &settings.sections,
             },
         );
         let zone: HashSet<&str> = zone::protected_ids(&p.view, &state, &config);

@@ -8,7 +8,6 @@ use super::args::{Global, RangesArgs};
 use super::input::{load, session_state, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::nudge_text::{format_block_map, format_breakdown, format_ranges};
-use crate::engine::prompt::Sections;
 use crate::engine::turn::{self, TurnInput};
 
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
@@ -25,7 +24,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
             history: &history,
             config: &config,
             input_tokens: None,
-            sections: &Sections::default(),
+            sections: &settings.sections,
         },
     );
     let r = &p.recommendation;
