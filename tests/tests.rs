@@ -29,5 +29,7 @@ mod providers;
 mod rebuild;
 #[path = "suite/refs_stability.rs"]
 mod refs_stability;
+#[path = "suite/shapes.rs"]
+mod shapes;
 #[path = "suite/synth.rs"]
 mod synth;

@@ -42,7 +42,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     let _lock = SessionLock::acquire(&session.dir)?;
     let mut state = session_state(&loaded)?;
     let settings = settings::load(global, Some(&args.transcript))?;
-    let config = settings.for_host(&state.host);
+    let config = settings.for_host(&state.host, Some(t.format));
     // The view the model saw: the same projection, on a copy of the state so
     // pacing and host counters are not counted twice. Refs it hands out stay.
     let view_of = |s: &CompressionState| {
@@ -53,6 +53,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
                 history: &history[..cut],
                 config: &config,
                 input_tokens: None,
+                recorded: &t.recorded(),
                 sections: &settings.sections,
             },
         );

@@ -74,7 +74,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     }
 
     let settings = settings::load(global, args.transcript.as_deref())?;
-    let config = settings.for_host(&stored.host);
+    let config = settings.for_host(&stored.host, loaded.as_ref().map(|l| l.transcript.format));
     let mut state = stored.clone();
     let current = loaded.as_ref().map(|l| {
         let history = l.transcript.cores();
@@ -84,6 +84,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
                 history: &history,
                 config: &config,
                 input_tokens: None,
+                recorded: &l.transcript.recorded(),
                 sections: &settings.sections,
             },
         );

@@ -37,7 +37,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                 .push("--overflow-error names no window size; the window stays as it was".into()),
         }
     }
-    let config = settings.for_host(&state.host);
+    let config = settings.for_host(&state.host, Some(t.format));
     let history = t.cores();
     let p = turn::project(
         &mut state,
@@ -45,6 +45,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
             history: &history,
             config: &config,
             input_tokens: args.input_tokens,
+            recorded: &t.recorded(),
             sections: &settings.sections,
         },
     );
@@ -65,6 +66,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     if !global.quiet {
         let state_path = (!args.dry_run).then(|| session.state_path().display().to_string());
         let limit = config.context_limit;
+        let window = settings.window(&state.host);
         let line = match args.report {
             ReportArg::Json => json!({
                 "format": t.format.name(),
@@ -73,8 +75,12 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                 "view_messages": messages.len(),
                 "left_out_unpaired": p.dropped_unpaired,
                 "tokens": p.tokens,
+                "tokens_source": p.gauge.source.name(),
                 "measured_tokens": p.measured,
-                "limit": limit,
+                "estimate_ratio": (p.gauge.ratio * 1000.0).round() / 1000.0,
+                "limit": window,
+                "budget": limit,
+                "omitted": p.omitted,
                 "new_refs": p.new_refs,
                 "truncated": p.truncation.count,
                 "nudge": p.decision.inject.then_some(p.decision.tier),
@@ -103,16 +109,21 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                     0 => String::new(),
                     n => format!(" · {n} truncated"),
                 };
+                let omitted = match p.omitted {
+                    0 => String::new(),
+                    n => format!(" · {n} left out to fit"),
+                };
                 let mut line = format!(
-                    "noa: {} → {} · {} messages in view ({} blocks, {} left out unpaired) · {} tokens ({}% of {}){truncated}{nudge} · {} new refs{}",
+                    "noa: {} → {} · {} messages in view ({} blocks, {} left out unpaired) · {} tokens ({}, {}% of {}){truncated}{omitted}{nudge} · {} new refs{}",
                     t.format.name(),
                     to.name(),
                     messages.len(),
                     p.view.len(),
                     p.dropped_unpaired,
                     tokens::format(p.tokens),
-                    p.tokens * 100 / limit.max(1),
-                    tokens::format(limit),
+                    p.gauge.source.name(),
+                    p.tokens * 100 / window.max(1),
+                    tokens::format(window),
                     p.new_refs,
                     state_path
                         .map(|s| format!(" · state {s}"))

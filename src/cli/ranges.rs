@@ -16,7 +16,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let t = &loaded.transcript;
     let settings = settings::load(global, Some(&args.transcript))?;
     let mut state = session_state(&loaded)?;
-    let config = settings.for_host(&state.host);
+    let config = settings.for_host(&state.host, Some(t.format));
     let history = t.cores();
     let p = turn::project(
         &mut state,
@@ -24,6 +24,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
             history: &history,
             config: &config,
             input_tokens: None,
+            recorded: &t.recorded(),
             sections: &settings.sections,
         },
     );

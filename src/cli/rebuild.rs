@@ -49,7 +49,8 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
     let rebuilt = rebuild(&RebuildInput {
         history: &history,
         base: &base,
-        config: &settings.config,
+        config: &settings.for_host(&base.host, Some(loaded.transcript.format)),
+        recorded: &loaded.transcript.recorded(),
         archive_root: &root,
         now,
         created: &created,

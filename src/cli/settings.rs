@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::CliError;
 use super::args::Global;
+use crate::formats::Format;
 use crate::engine::config::Config;
 use crate::engine::prompt::Sections;
 use crate::engine::state::HostState;
@@ -34,13 +35,28 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The config with the window the provider taught us, when smaller.
-    pub fn for_host(&self, host: &HostState) -> Config {
-        let mut c = self.config.clone();
-        if let Some(w) = host.learned_window.filter(|w| *w > 0) {
-            c.context_limit = c.context_limit.min(w);
+    /// The window in force: the configured one, or the one the provider
+    /// taught us when smaller.
+    pub fn window(&self, host: &HostState) -> usize {
+        match host.learned_window.filter(|w| *w > 0) {
+            Some(w) => self.config.context_limit.min(w),
+            None => self.config.context_limit,
         }
-        c
+    }
+
+    /// The config the engine decides on: the window in force, less the
+    /// room kept for the reply, and the host's request overhead for the
+    /// transcript's format unless the config names one.
+    pub fn for_host(&self, host: &HostState, format: Option<Format>) -> Config {
+        Config {
+            context_limit: self.window(host),
+            request_overhead: self
+                .config
+                .request_overhead
+                .or(format.map(Format::host_overhead)),
+            ..self.config.clone()
+        }
+        .budgeted()
     }
 }
 

@@ -25,6 +25,15 @@ pub struct Config {
     pub max_compress_attempts: u32,
     /// Tool-name patterns never compressed (`Name`, or `prefix*`), beside `Compress` itself.
     pub protected_tools: Vec<String>,
+    /// The recent zone never holds more than this share of the window.
+    pub recent_zone_share: f64,
+    /// Room kept free for the model's reply, in tokens; default min(8192, an
+    /// eighth of the window).
+    pub reserve_output: Option<usize>,
+    /// Tokens the host sends beside the messages (system prompt, tool
+    /// definitions), counted until the provider reports a real figure;
+    /// default: what the transcript's host is known to send.
+    pub request_overhead: Option<usize>,
 }
 
 /// Summaries of summaries.
@@ -99,6 +108,9 @@ impl Default for Config {
             preserve_recent_tokens: 5_000,
             max_compress_attempts: 3,
             protected_tools: Vec::new(),
+            recent_zone_share: 0.25,
+            reserve_output: None,
+            request_overhead: None,
         }
     }
 }
@@ -153,6 +165,28 @@ impl Config {
         Config {
             context_limit: limit,
             ..Config::default()
+        }
+    }
+
+    /// Tokens in a text, as this config counts them.
+    pub fn count(&self, text: &str) -> usize {
+        super::tokens::estimate(text)
+    }
+
+    /// Tokens kept free for the reply.
+    pub fn reserve(&self) -> usize {
+        self.reserve_output
+            .unwrap_or_else(|| 8_192.min(self.context_limit / 8))
+            .min(self.context_limit / 2)
+    }
+
+    /// The config the engine decides on: the window less the room for the
+    /// reply, so every band, nudge and cut keeps that room free.
+    pub fn budgeted(&self) -> Config {
+        Config {
+            context_limit: self.context_limit - self.reserve(),
+            reserve_output: Some(0),
+            ..self.clone()
         }
     }
 

@@ -1,5 +1,5 @@
 //! What an agent loop remembers between turns: failed attempts, suppression,
-//! the provider's real numbers.
+//! the window the provider named.
 //!
 //! A model that is nudged and does not compress, or whose calls keep failing,
 //! should not be nagged every turn: after a few failures in a row nudging
@@ -55,25 +55,6 @@ pub fn suppressed(host: &mut HostState, tokens: usize, cfg: &Config) -> bool {
         return false;
     }
     true
-}
-
-/// The token count to decide on: the estimate, raised to the provider's own
-/// figure for the last request (plus what was added since) when that figure
-/// describes the same compression state.
-pub fn effective_tokens(
-    host: &HostState,
-    estimate: usize,
-    input_tokens: Option<usize>,
-    compressions: usize,
-) -> usize {
-    match input_tokens {
-        Some(reported)
-            if host.last_view_compressions == compressions && host.last_view_tokens > 0 =>
-        {
-            estimate.max(reported + estimate.saturating_sub(host.last_view_tokens))
-        }
-        _ => estimate,
-    }
 }
 
 /// Reads a context window out of a provider's overflow error, if it names
@@ -190,22 +171,6 @@ mod tests {
             !suppressed(&mut host, 191_000, &cfg),
             "the emergency band lifts it"
         );
-    }
-
-    #[test]
-    fn provider_figures_raise_the_estimate() {
-        let host = HostState {
-            last_view_tokens: 10_000,
-            last_view_compressions: 2,
-            ..HostState::default()
-        };
-        assert_eq!(effective_tokens(&host, 12_000, Some(15_000), 2), 17_000);
-        assert_eq!(
-            effective_tokens(&host, 12_000, Some(15_000), 3),
-            12_000,
-            "stale after a compression"
-        );
-        assert_eq!(effective_tokens(&host, 12_000, None, 2), 12_000);
     }
 
     #[test]

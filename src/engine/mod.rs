@@ -11,6 +11,7 @@ pub mod archive;
 pub mod boundary;
 pub mod config;
 pub mod exchange;
+pub mod gauge;
 pub mod hide;
 pub mod host;
 pub mod identity;

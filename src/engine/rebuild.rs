@@ -17,6 +17,7 @@ use super::parse_args::parse_compress_args;
 use super::prompt::Sections;
 use super::protect::COMPRESS_TOOL;
 use super::state::{Block, CompressionState};
+use super::gauge::Recorded;
 use super::turn::{TurnInput, project};
 
 /// One Compress call found in the log.
@@ -101,6 +102,8 @@ pub struct RebuildInput<'a> {
     pub base: &'a CompressionState,
     /// Engine settings.
     pub config: &'a Config,
+    /// Prompt sizes the transcript records, as `project` is given them.
+    pub recorded: &'a [Recorded],
     /// Absolute session directory, for archive paths.
     pub archive_root: &'a str,
     /// Creation time for blocks, Unix seconds.
@@ -128,6 +131,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
                 history: &history[..cut],
                 config: input.config,
                 input_tokens: None,
+                recorded: input.recorded,
                 sections: &sections,
             },
         );

@@ -17,6 +17,8 @@ pub const BLOCKED: &str = "BLOCKED";
 pub const SUMMARY_ID_PREFIX: &str = "noa_summary_";
 /// Id of the nudge message appended to a view.
 pub const NUDGE_ID: &str = "noa_nudge";
+/// Id of the note that stands for messages the last resort left out.
+pub const OMITTED_ID: &str = "noa_omitted";
 
 /// `42` → `m00042`; `None` outside `1..=99999`.
 pub fn index_to_ref(index: u32) -> Option<String> {
@@ -88,10 +90,10 @@ pub fn highest_used(refs: &MessageRefs) -> u32 {
         .unwrap_or(0)
 }
 
-/// Whether a message is one noa put into the view itself (a summary or the
-/// nudge): those are not history and get no ref.
+/// Whether a message is one noa put into the view itself (a summary, the
+/// nudge, the note on omitted messages): those are not history and get no ref.
 pub fn is_synthetic(id: &str) -> bool {
-    id.starts_with(SUMMARY_ID_PREFIX) || id == NUDGE_ID
+    id.starts_with(SUMMARY_ID_PREFIX) || id == NUDGE_ID || id == OMITTED_ID
 }
 
 /// Gives every message that has none yet a ref, starting the search at

@@ -185,20 +185,45 @@ pub struct HostState {
     /// The context window the provider reported when it refused a request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_window: Option<usize>,
-    /// Estimated tokens of the last view noa produced (before its nudge).
+    /// Estimated tokens of the last view noa produced, as sent (nudge included).
     #[serde(default)]
     pub last_view_tokens: usize,
-    /// Compressions done when that view was produced: provider figures for a
-    /// view from before a compression say nothing about the view now.
-    #[serde(default)]
-    pub last_view_compressions: usize,
     /// History blocks when that view was produced, to tell what is new.
     #[serde(default)]
     pub history_len: usize,
     /// Whether that view carried a nudge.
     #[serde(default)]
     pub nudged: bool,
+    /// What the host's own token figures taught.
+    #[serde(default, skip_serializing_if = "Calibration::is_empty")]
+    pub calibration: Calibration,
     /// Tool results cut by emergency truncation; they stay cut.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub truncated: std::collections::BTreeSet<String>,
+}
+
+/// What the provider's figures for past requests taught about this host's
+/// requests (see the gauge).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Calibration {
+    /// Tokens the provider counts beyond the corrected estimate of the
+    /// messages: the host's system prompt and tools, mostly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<i64>,
+    /// Growth of the provider's figures between reports…
+    #[serde(default)]
+    pub provider_growth: u64,
+    /// …against the growth of noa's estimates of the same requests.
+    #[serde(default)]
+    pub estimate_growth: u64,
+    /// The last figure learned from, and the estimate of the request it counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<(usize, usize)>,
+}
+
+impl Calibration {
+    fn is_empty(&self) -> bool {
+        *self == Calibration::default()
+    }
 }

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use super::config::Config;
-use super::message::{ContentType, CoreMessage};
+use super::message::{ContentType, CoreMessage, Role};
 use super::tokens;
 
 /// What identifies a truncated result; detection is a substring test.
@@ -31,61 +31,138 @@ pub const LAST_RESORT_KEEP_CHARS: usize = 400;
 pub struct Truncation {
     /// Results cut this turn (newly or again).
     pub count: usize,
-    /// Tokens taken out of the view.
+    /// Estimated tokens taken out of the view.
     pub saved: usize,
 }
 
-/// Cuts results in `view` (before the last `preserve_recent_messages`) so
-/// that `tokens` falls under 90% of the truncation threshold. Ids in `sticky`
-/// (cut on an earlier turn) are cut again regardless; ids cut now are added.
+impl Truncation {
+    fn add(&mut self, saved: usize) {
+        self.count += 1;
+        self.saved += saved;
+    }
+}
+
+/// Cuts made on earlier turns, made again: a result cut once stays cut.
+pub fn reapply(view: &mut [CoreMessage], sticky: &BTreeSet<String>, cfg: &Config) -> Truncation {
+    let mut done = Truncation::default();
+    for m in view.iter_mut().filter(|m| sticky.contains(&m.id)) {
+        if let Some(saved) =
+            cut(m, KEEP_CHARS, cfg).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS, cfg))
+        {
+            done.add(saved);
+        }
+    }
+    done
+}
+
+/// Cuts the largest tool results before the last `preserve_recent_messages`
+/// until the view's estimate (`estimate` now) is down to `target`; first
+/// the large ones, then, if that is not enough, the mid-size ones with less
+/// kept. Ids cut are added to `sticky`.
 pub fn truncate(
     view: &mut [CoreMessage],
-    tokens_now: usize,
+    estimate: usize,
+    target: usize,
+    cfg: &Config,
+    sticky: &mut BTreeSet<String>,
+) -> Truncation {
+    let protected_from = view.len().saturating_sub(cfg.preserve_recent_messages);
+    cut_largest(&mut view[..protected_from], estimate, target, cfg, sticky)
+}
+
+/// The cutting passes over `view`, largest results first.
+fn cut_largest(
+    view: &mut [CoreMessage],
+    estimate: usize,
+    target: usize,
     cfg: &Config,
     sticky: &mut BTreeSet<String>,
 ) -> Truncation {
     let mut done = Truncation::default();
-    let protected_from = view.len().saturating_sub(cfg.preserve_recent_messages);
-    for m in view.iter_mut().filter(|m| sticky.contains(&m.id)) {
-        if let Some(saved) = cut(m, KEEP_CHARS).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS)) {
-            done.count += 1;
-            done.saved += saved;
-        }
-    }
-    let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
-    if tokens_now.saturating_sub(done.saved) < threshold {
-        return done;
-    }
-    let target = (threshold as f64 * 0.9) as usize;
     for (min_tokens, keep) in [
         (MIN_TOKENS, KEEP_CHARS),
         (LAST_RESORT_MIN_TOKENS, LAST_RESORT_KEEP_CHARS),
     ] {
-        let mut candidates: Vec<(usize, usize)> = view[..protected_from]
+        let mut candidates: Vec<(usize, usize)> = view
             .iter()
             .enumerate()
             .filter(|(_, m)| m.content_type == ContentType::ToolResult && !m.text.contains(MARKER))
-            .map(|(i, m)| (i, tokens::estimate(&m.text)))
+            .map(|(i, m)| (i, cfg.count(&m.text)))
             .filter(|&(_, t)| t >= min_tokens)
             .collect();
         candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
         for (i, _) in candidates {
-            if tokens_now.saturating_sub(done.saved) <= target {
+            if estimate.saturating_sub(done.saved) <= target {
                 return done;
             }
-            if let Some(saved) = cut(&mut view[i], keep) {
+            if let Some(saved) = cut(&mut view[i], keep, cfg) {
                 sticky.insert(view[i].id.clone());
-                done.count += 1;
-                done.saved += saved;
+                done.add(saved);
             }
         }
     }
     done
 }
 
+/// What the last resort did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LastResort {
+    /// Results cut, recent ones included.
+    pub cut: Truncation,
+    /// Messages left out of the view, oldest first.
+    pub omitted: Vec<CoreMessage>,
+}
+
+/// The mechanical last resort, for when nothing else brings the view
+/// (estimate `estimate`) down to `target`: cut every large result, recent
+/// ones too, then leave out the oldest whole exchanges after the task,
+/// putting a note in their place that says what is missing and where it is.
+/// The view stays a valid request: exchanges go whole, and the task and the
+/// last exchange stay.
+pub fn last_resort(
+    view: &mut Vec<CoreMessage>,
+    estimate: usize,
+    target: usize,
+    cfg: &Config,
+    sticky: &mut BTreeSet<String>,
+    note: impl Fn(&[CoreMessage]) -> CoreMessage,
+) -> LastResort {
+    let mut done = LastResort {
+        cut: cut_largest(view, estimate, target, cfg, sticky),
+        omitted: Vec::new(),
+    };
+    let mut left = estimate.saturating_sub(done.cut.saved);
+    if left <= target {
+        return done;
+    }
+    let spans = super::exchange::spans(view);
+    // The task (the first user message) and whatever precedes it stay.
+    let first = view
+        .iter()
+        .position(|m| m.role == Role::User && m.content_type == ContentType::Text)
+        .map_or(0, |i| spans[i].1 + 1);
+    let last_span = spans.last().map_or(0, |s| s.0);
+    let mut end = first;
+    while end < last_span && left > target {
+        let span_end = spans[end].1;
+        left = left.saturating_sub(
+            view[end..=span_end]
+                .iter()
+                .map(|m| cfg.count(&m.text))
+                .sum(),
+        );
+        end = span_end + 1;
+    }
+    if end > first {
+        done.omitted = view.drain(first..end).collect();
+        view.insert(first, note(&done.omitted));
+    }
+    done
+}
+
 /// Cuts one result to `keep` characters at each end; `None` when it is too
 /// short for that to save anything.
-fn cut(m: &mut CoreMessage, keep: usize) -> Option<usize> {
+fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
     if tokens::chars(&m.text) <= 2 * keep + 200 || m.text.contains(MARKER) {
         return None;
     }
@@ -97,14 +174,14 @@ fn cut(m: &mut CoreMessage, keep: usize) -> Option<usize> {
         .rev()
         .nth(keep - 1)
         .map_or(0, |(i, _)| i);
-    let before = tokens::estimate(text);
-    let cut_tokens = tokens::estimate(&text[head_end..tail_start]);
+    let before = cfg.count(text);
+    let cut_tokens = cfg.count(&text[head_end..tail_start]);
     m.text = format!(
         "{}\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n{}",
         &text[..head_end],
         &text[tail_start..]
     );
-    Some(before.saturating_sub(tokens::estimate(&m.text)))
+    Some(before.saturating_sub(cfg.count(&m.text)))
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ use super::nudge_text::{self, NudgeInput};
 use super::prompt::Sections;
 use super::protect::is_tool_protected;
 use super::recommend::{Recommendation, recommend};
-use super::refs::{self, NUDGE_ID};
-use super::state::CompressionState;
+use super::gauge::{self, Gauge, GaugeInput, Recorded};
+use super::refs::{self, NUDGE_ID, OMITTED_ID};
+use super::state::{CompressionState, MessageRefs};
 use super::truncate::{self, Truncation};
 use super::{hide, prune, sync, tag, tokens, view};
 
@@ -27,10 +28,13 @@ use super::{hide, prune, sync, tag, tokens, view};
 pub struct TurnInput<'a> {
     /// The model-visible history, flattened.
     pub history: &'a [CoreMessage],
-    /// Engine settings; `context_limit` is the window in force.
+    /// Engine settings; `context_limit` is the window in force (less the
+    /// room kept for the reply: see [`Config::budgeted`]).
     pub config: &'a Config,
-    /// The provider's input-token figure for the last request, if known.
+    /// The provider's input-token figure for the last request, if the host gave it.
     pub input_tokens: Option<usize>,
+    /// Prompt sizes the transcript itself records.
+    pub recorded: &'a [Recorded],
     /// Host overrides for the surface sections of the nudge.
     pub sections: &'a Sections,
 }
@@ -42,15 +46,20 @@ pub struct Projection {
     pub view: Vec<CoreMessage>,
     /// Refs handed out this turn.
     pub new_refs: usize,
-    /// Estimated tokens of the view as sent.
+    /// The request as sent, on the provider's scale: the figure to hold
+    /// against the window.
     pub tokens: usize,
-    /// The size decisions were taken on: the pruned view before truncation,
-    /// raised to the provider's own figure when it is known.
+    /// The size decisions were taken on: the view before this turn's cuts
+    /// and nudge, on the provider's scale.
     pub measured: usize,
+    /// How estimates became provider figures, and where the anchor came from.
+    pub gauge: Gauge,
     /// History messages left out of the view as unpaired.
     pub dropped_unpaired: usize,
-    /// What emergency truncation cut.
+    /// What emergency truncation cut (the last resort's cuts included).
     pub truncation: Truncation,
+    /// Messages the last resort left out of the view.
+    pub omitted: usize,
     /// The nudge decision, with its reason.
     pub decision: Decision,
     /// What may and may not be compressed now.
@@ -72,11 +81,29 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
     let dropped_unpaired = before_pairing - view.len();
-
-    let estimate: usize = view.iter().map(|m| tokens::estimate(&m.text)).sum();
-    let compressions = state.stats.compression_count;
-    let measured = host::effective_tokens(&state.host, estimate, input.input_tokens, compressions);
     let mut view: Vec<CoreMessage> = view.into_iter().map(|m| render_tag(state, m)).collect();
+    let mut truncation = truncate::reapply(&mut view, &state.host.truncated, cfg);
+
+    // Measure the view as it would go out, on the provider's scale.
+    let count = |t: &str| cfg.count(t);
+    let estimate: usize = view.iter().map(|m| count(&m.text)).sum();
+    let g = gauge::gauge(&GaugeInput {
+        history,
+        view: &view,
+        recorded: input.recorded,
+        input_tokens: input.input_tokens,
+        state,
+        config: cfg,
+        count: &count,
+    });
+    if let Some(n) = input.input_tokens {
+        let sent = match state.host.last_view_tokens {
+            0 => estimate,
+            sent => sent,
+        };
+        gauge::learn(&mut state.host.calibration, &g, n, sent);
+    }
+    let measured = g.tokens(estimate);
 
     let rec = recommend(&view, state, cfg);
     let growth = match state.nudge.last_nudge_shown_tokens {
@@ -100,9 +127,9 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     };
     let mut decision = nudge::decide(&DecideInput {
         tokens: measured,
-        pending: rec.pending,
+        pending: rec.pending.map(|p| g.scale(p)),
         block_counts: [rec.tier1_blocks.len(), rec.tier2_blocks.len()],
-        nudge_cost: [1, 2, 3].map(|t| nudge_text::rough_size(&nudge_input(t, 0))),
+        nudge_cost: [1, 2, 3].map(|t| g.scale(nudge_text::rough_size(&nudge_input(t, 0)))),
         nudge: &state.nudge,
         config: cfg,
     });
@@ -121,12 +148,43 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     } else {
         0
     };
-    let truncation = truncate::truncate(
-        &mut view,
-        measured + reserve,
-        cfg,
-        &mut state.host.truncated,
-    );
+    let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
+    if measured + g.scale(reserve) >= threshold {
+        let target = g
+            .estimate_for((threshold as f64 * 0.9) as usize)
+            .saturating_sub(reserve);
+        let more = truncate::truncate(
+            &mut view,
+            estimate,
+            target,
+            cfg,
+            &mut state.host.truncated,
+        );
+        truncation.count += more.count;
+        truncation.saved += more.saved;
+    }
+    let mut omitted = 0;
+    let left = estimate.saturating_sub(truncation.saved);
+    if g.tokens(left + reserve) > cfg.context_limit {
+        // Nothing the model can do in time, and truncation was not enough:
+        // the last resort, aiming a little under the window so the next
+        // turn does not land on the edge again.
+        let target = g
+            .estimate_for(cfg.context_limit * 9 / 10)
+            .saturating_sub(reserve);
+        let refs = &state.message_refs;
+        let lr = truncate::last_resort(
+            &mut view,
+            left,
+            target,
+            cfg,
+            &mut state.host.truncated,
+            |gone| omitted_note(gone, refs),
+        );
+        truncation.count += lr.cut.count;
+        truncation.saved += lr.cut.saved;
+        omitted = lr.omitted.len();
+    }
     if decision.inject {
         let nudge = NudgeInput {
             emergency: decision.emergency,
@@ -139,21 +197,44 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         ));
     }
 
-    state.host.last_view_tokens = estimate;
-    state.host.last_view_compressions = compressions;
+    let sent: usize = view.iter().map(|m| count(&m.text)).sum();
+    state.host.last_view_tokens = sent;
     state.host.history_len = history.len();
     state.host.nudged = decision.inject;
-    let tokens = view.iter().map(|m| tokens::estimate(&m.text)).sum();
     Projection {
         view,
         new_refs,
-        tokens,
+        tokens: g.tokens(sent),
         measured,
+        gauge: g,
         dropped_unpaired,
         truncation,
+        omitted,
         decision,
         recommendation: rec,
     }
+}
+
+/// The note that stands where the last resort left messages out: how many,
+/// which refs, and that the transcript still holds them.
+fn omitted_note(gone: &[CoreMessage], refs: &MessageRefs) -> CoreMessage {
+    let refs: Vec<&String> = gone
+        .iter()
+        .filter_map(|m| refs.usable(&m.id))
+        .collect();
+    let span = match (refs.first(), refs.last()) {
+        (Some(a), Some(b)) if a != b => format!(" ({a}–{b})"),
+        (Some(a), _) => format!(" ({a})"),
+        _ => String::new(),
+    };
+    CoreMessage::text(
+        OMITTED_ID,
+        Role::User,
+        format!(
+            "[noa: {} earlier message(s){span} are left out of this request: even with old tool output cut, the conversation did not fit the context window. The session transcript keeps them unchanged.]",
+            gone.len()
+        ),
+    )
 }
 
 /// Messages that never get a ref and are never compressed: instructions,
@@ -212,6 +293,7 @@ mod tests {
             history,
             config: &CONFIG,
             input_tokens: None,
+            recorded: &[],
             sections: &SECTIONS,
         }
     }

@@ -114,7 +114,12 @@ pub(crate) fn host_message(
         json!([])
     };
     let raw = json!({ "role": role, "content": content });
-    Some(HostMessage { raw, blocks, line })
+    Some(HostMessage {
+        raw,
+        blocks,
+        line,
+        prompt_tokens: None,
+    })
 }
 
 /// Flattens one content block; `None` for blocks a request may not carry

@@ -94,6 +94,7 @@ fn host_message(
             raw: Value::Object(raw),
             blocks,
             line,
+            prompt_tokens: None,
         });
     }
     if let Some(r) = obj.get("reasoning_content").and_then(Value::as_str) {
@@ -158,6 +159,7 @@ fn host_message(
         raw: Value::Object(raw),
         blocks,
         line,
+        prompt_tokens: None,
     })
 }
 

@@ -114,7 +114,11 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
                 if let (true, Some(id)) = (t.assistant, t.message_id) {
                     by_message_id.insert(id, messages.len());
                 }
-                messages.push(m);
+                let prompt_tokens = t.assistant.then(|| prompt_size(&t.value["message"]));
+                messages.push(HostMessage {
+                    prompt_tokens: prompt_tokens.flatten(),
+                    ..m
+                });
             }
         }
     }
@@ -135,6 +139,18 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         records: originals,
         preamble: Vec::new(),
     })
+}
+
+/// The prompt size the API reported for a response: fresh input plus what
+/// was written to and read from the prompt cache. `None` when the record
+/// carries no usage, or a zero one (synthetic messages the host wrote).
+fn prompt_size(message: &Value) -> Option<usize> {
+    let usage = message.get("usage")?;
+    let field = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let total = field("input_tokens")
+        + field("cache_creation_input_tokens")
+        + field("cache_read_input_tokens");
+    usize::try_from(total).ok().filter(|&n| n > 0)
 }
 
 /// A user or assistant record that belongs to the conversation (the main

@@ -32,6 +32,11 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     // for it).
     let mut items: Vec<(usize, Value)> = Vec::new();
     let mut originals: Vec<Value> = Vec::new();
+    // Prompt sizes from `token_count` events, each at the item that starts
+    // the response it was counted for. Codex repeats an event after the
+    // response's tool outputs; only one that follows new output counts.
+    let mut counted: Vec<(usize, usize)> = Vec::new();
+    let mut output_since_count = false;
     for r in records {
         let kind = r.value.get("type").and_then(Value::as_str).unwrap_or("");
         let payload = r.value.get("payload");
@@ -45,8 +50,25 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
                 }
             }
             ("response_item", Some(p)) => {
+                output_since_count |= is_output(p);
                 items.push((r.line, p.clone()));
                 originals.push(r.value);
+            }
+            ("event_msg", Some(p)) => {
+                let input = p
+                    .pointer("/info/last_token_usage/input_tokens")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .filter(|&n| n > 0);
+                if let (Some(tokens), true) = (input, output_since_count) {
+                    let floor = counted.last().map_or(0, |&(at, _)| at);
+                    let mut start = items.len();
+                    while start > floor && is_output(&items[start - 1].1) {
+                        start -= 1;
+                    }
+                    counted.push((start, tokens));
+                    output_since_count = false;
+                }
             }
             ("compacted", Some(p)) => {
                 let history = match p.get("replacement_history").and_then(Value::as_array) {
@@ -63,8 +85,12 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
                     .map(|item| response_item_line(timestamp, item.clone()))
                     .collect();
                 items = history.into_iter().map(|h| (r.line, h)).collect();
+                // Figures counted before a compaction describe a history
+                // that is gone.
+                counted.clear();
+                output_since_count = false;
             }
-            ("event_msg" | "turn_context", _) => {}
+            ("turn_context", _) => {}
             _ => warnings.push(format!(
                 "{name}:{}: unknown rollout line type {kind:?}; skipped",
                 r.line
@@ -72,11 +98,20 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         }
     }
     let mut tools = ToolNames::default();
-    let messages = items
-        .into_iter()
-        .enumerate()
-        .filter_map(|(record, (line, item))| host_message(item, line, record, &mut tools))
-        .collect();
+    let mut counted = counted.into_iter().peekable();
+    let mut pending = None;
+    let mut messages = Vec::new();
+    for (record, (line, item)) in items.into_iter().enumerate() {
+        while let Some((_, tokens)) = counted.next_if(|&(at, _)| at <= record) {
+            pending = Some(tokens);
+        }
+        if let Some(m) = host_message(item, line, record, &mut tools) {
+            messages.push(HostMessage {
+                prompt_tokens: pending.take(),
+                ..m
+            });
+        }
+    }
     Ok(Transcript {
         format: Format::Codex,
         session_id,
@@ -86,6 +121,19 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         records: originals,
         preamble,
     })
+}
+
+/// Whether an item is something the model produced (as opposed to input
+/// it was given): a response's reasoning, text, tool calls and searches.
+fn is_output(item: &Value) -> bool {
+    match item.get("type").and_then(Value::as_str) {
+        Some("message") => item.get("role").and_then(Value::as_str) == Some("assistant"),
+        Some(kind) => matches!(
+            kind,
+            "reasoning" | "function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call"
+        ),
+        None => false,
+    }
 }
 
 /// A rollout line carrying one model-visible item, stamped with `timestamp`
@@ -223,6 +271,7 @@ fn host_message(
         raw: item,
         blocks,
         line,
+        prompt_tokens: None,
     })
 }
 

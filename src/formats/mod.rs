@@ -23,6 +23,7 @@ mod reassemble;
 use serde_json::Value;
 
 use crate::engine::CoreMessage;
+use crate::engine::gauge::Recorded;
 
 pub use detect::detect;
 pub use error::ReadError;
@@ -58,6 +59,18 @@ impl Format {
             Format::Anthropic => "anthropic",
             Format::ClaudeCode => "claude-code",
             Format::Codex => "codex",
+        }
+    }
+
+    /// Tokens the host behind this format sends beside the messages (its
+    /// system prompt and tool definitions), as measured on real sessions:
+    /// Claude Code's first requests carry about 25K before any message,
+    /// Codex's about 12K. A stand-in until the provider reports a figure.
+    pub fn host_overhead(self) -> usize {
+        match self {
+            Format::ClaudeCode => 25_000,
+            Format::Codex => 12_000,
+            Format::Chat | Format::Anthropic => 0,
         }
     }
 
@@ -129,6 +142,10 @@ pub struct HostMessage {
     pub blocks: Vec<Block>,
     /// 1-based line of the log it starts on.
     pub line: usize,
+    /// For a response the log says the size of: the prompt tokens the
+    /// provider counted for the request this message answered (system
+    /// prompt and tool definitions included, which the log does not hold).
+    pub prompt_tokens: Option<usize>,
 }
 
 /// One content block: its flat core and its own JSON.
@@ -171,6 +188,21 @@ pub enum Slot {
 }
 
 impl Transcript {
+    /// The provider's recorded prompt sizes, each at the flat history index
+    /// of the response it was counted for: that request held everything
+    /// before it.
+    pub fn recorded(&self) -> Vec<Recorded> {
+        let mut at = 0;
+        let mut out = Vec::new();
+        for m in &self.messages {
+            if let Some(tokens) = m.prompt_tokens {
+                out.push(Recorded { at, tokens });
+            }
+            at += m.blocks.len();
+        }
+        out
+    }
+
     /// The flat history the engine works on, in order.
     pub fn cores(&self) -> Vec<CoreMessage> {
         self.messages
