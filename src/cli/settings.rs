@@ -7,10 +7,10 @@ use serde::Deserialize;
 
 use super::CliError;
 use super::args::Global;
-use crate::formats::Format;
 use crate::engine::config::Config;
 use crate::engine::prompt::Sections;
 use crate::engine::state::HostState;
+use crate::formats::Format;
 
 /// A config file: `[engine]` holds every engine knob, `[prompt]` the surface
 /// sections of the prompt and nudge texts a host may reword.

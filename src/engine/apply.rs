@@ -335,6 +335,32 @@ fn build(
             ref_list(&zoned)
         ));
     }
+    // A block is one unbroken run of the visible history: no message that
+    // stays visible may sit inside its span, or the summary would stand
+    // before messages it describes as past.
+    if let Some(&first) = direct.first()
+        && let Some(&stop) = excluded.iter().find(|&&i| i > first)
+    {
+        let later = direct.iter().filter(|&&i| i > stop).count();
+        if later > 0 {
+            direct.retain(|&i| i < stop);
+            let m = &view[stop];
+            let why = if zone.contains(m.id.as_str()) {
+                "it is in the recent zone".to_string()
+            } else if m.tool_name.is_empty() {
+                "it cannot be compressed".to_string()
+            } else {
+                format!("{} is a protected tool", m.tool_name)
+            };
+            let at = state
+                .message_refs
+                .usable(&m.id)
+                .map_or("a protected message", String::as_str);
+            out.warnings.push(format!(
+                "Stopped the range at {at} ({why}): {later} later message(s) stay visible, so the block covers one unbroken run."
+            ));
+        }
+    }
     let withdrawn = withdraw_split_exchanges(view, &mut direct, &excluded);
     if withdrawn > 0 {
         out.warnings.push(format!(

@@ -443,3 +443,31 @@ fn one_bad_range_does_not_sink_the_others() {
         out.errors
     );
 }
+
+#[test]
+fn a_range_reaching_a_protected_message_stops_before_it() {
+    let mut f = fixture(8, 2000);
+    f.view[5] = CoreMessage::text("q", Role::User, "x".repeat(2000));
+    f.view
+        .insert(6, CoreMessage::tool_call("e", "te", "Edit", "{}"));
+    f.view
+        .insert(7, CoreMessage::tool_result("er", "te", "Edit", "done"));
+    f.config.protected_tools = vec!["Edit".into()];
+    f.state = CompressionState::new("sess");
+    refs::assign(&mut f.state.message_refs, &f.view, 1, |_| false);
+    let out = run(&f, &[range("m00002", "m00010", LONG)]);
+    assert_eq!(out.created.len(), 1, "{:?}", out.errors);
+    let b = &out.created[0].0;
+    assert_eq!(b.direct_message_ids, ["a0", "a1", "a2", "a3", "q"]);
+    assert_eq!(
+        (b.start_ref.as_str(), b.end_ref.as_str()),
+        ("m00002", "m00006")
+    );
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("Stopped the range at m00007") && w.contains("Edit")),
+        "{:?}",
+        out.warnings
+    );
+}

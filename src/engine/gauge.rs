@@ -150,10 +150,7 @@ pub fn gauge(input: &GaugeInput) -> Gauge {
 /// growth of provider figures against the growth of estimates.
 pub fn learn(calibration: &mut Calibration, gauge: &Gauge, input_tokens: usize, sent: usize) {
     if let Some((f0, e0)) = calibration.last {
-        let (df, de) = (
-            input_tokens as i64 - f0 as i64,
-            sent as i64 - e0 as i64,
-        );
+        let (df, de) = (input_tokens as i64 - f0 as i64, sent as i64 - e0 as i64);
         // Only growth in the same direction says something about the ratio.
         if de.abs() >= 200 && df.signum() == de.signum() {
             calibration.provider_growth += df.unsigned_abs();

@@ -11,13 +11,13 @@ use std::collections::{HashMap, HashSet};
 
 use super::apply::{ApplyInput, ArchiveFile, apply};
 use super::config::Config;
+use super::gauge::Recorded;
 use super::message::{ContentType, CoreMessage, Role};
 use super::panel::block_count;
 use super::parse_args::parse_compress_args;
 use super::prompt::Sections;
 use super::protect::COMPRESS_TOOL;
 use super::state::{Block, CompressionState};
-use super::gauge::Recorded;
 use super::turn::{TurnInput, project};
 
 /// One Compress call found in the log.

@@ -46,8 +46,7 @@ impl Truncation {
 pub fn reapply(view: &mut [CoreMessage], sticky: &BTreeSet<String>, cfg: &Config) -> Truncation {
     let mut done = Truncation::default();
     for m in view.iter_mut().filter(|m| sticky.contains(&m.id)) {
-        if let Some(saved) =
-            cut(m, KEEP_CHARS, cfg).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS, cfg))
+        if let Some(saved) = cut(m, KEEP_CHARS, cfg).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS, cfg))
         {
             done.add(saved);
         }
@@ -189,6 +188,9 @@ mod tests {
     use super::*;
     use crate::engine::message::Role;
 
+    /// Where the turn asks truncation to bring the view down to.
+    const TARGET: usize = 171_000;
+
     fn result(id: &str, chars: usize) -> CoreMessage {
         CoreMessage::tool_result(id, id, "Bash", "x".repeat(chars))
     }
@@ -206,7 +208,14 @@ mod tests {
     fn nothing_below_the_threshold() {
         let mut v = vec![result("a", 100_000)];
         assert_eq!(
-            truncate(&mut v, 100_000, &Config::default(), &mut BTreeSet::new()).count,
+            truncate(
+                &mut v,
+                100_000,
+                TARGET,
+                &Config::default(),
+                &mut BTreeSet::new()
+            )
+            .count,
             0
         );
     }
@@ -220,7 +229,7 @@ mod tests {
         ];
         tail(&mut v);
         let mut sticky = BTreeSet::new();
-        let t = truncate(&mut v, 195_000, &Config::default(), &mut sticky);
+        let t = truncate(&mut v, 195_000, TARGET, &Config::default(), &mut sticky);
         assert_eq!(t.count, 1);
         assert!(v[1].text.contains(MARKER));
         assert!(!v[0].text.contains(MARKER) && !v[2].text.contains(MARKER));
@@ -238,7 +247,13 @@ mod tests {
         );
         let mut v = vec![CoreMessage::tool_result("r", "r", "Bash", body)];
         tail(&mut v);
-        truncate(&mut v, 195_000, &Config::default(), &mut BTreeSet::new());
+        truncate(
+            &mut v,
+            195_000,
+            TARGET,
+            &Config::default(),
+            &mut BTreeSet::new(),
+        );
         assert!(v[0].text.starts_with(&"H".repeat(2000)));
         assert!(v[0].text.ends_with(&"T".repeat(2000)));
         assert!(v[0].text.contains("tokens cut from the middle"));
@@ -255,25 +270,25 @@ mod tests {
         )];
         tail(&mut marked);
         assert_eq!(
-            truncate(&mut marked, 195_000, &cfg, &mut BTreeSet::new()).count,
+            truncate(&mut marked, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
             0
         );
         let mut recent: Vec<CoreMessage> =
             (0..5).map(|i| result(&format!("r{i}"), 100_000)).collect();
         assert_eq!(
-            truncate(&mut recent, 195_000, &cfg, &mut BTreeSet::new()).count,
+            truncate(&mut recent, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
             0
         );
         let mut user = vec![CoreMessage::text("u", Role::User, "x".repeat(200_000))];
         tail(&mut user);
         assert_eq!(
-            truncate(&mut user, 195_000, &cfg, &mut BTreeSet::new()).count,
+            truncate(&mut user, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
             0
         );
         let mut small = vec![result("s", 800)];
         tail(&mut small);
         assert_eq!(
-            truncate(&mut small, 195_000, &cfg, &mut BTreeSet::new()).count,
+            truncate(&mut small, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
             0
         );
     }
@@ -286,17 +301,53 @@ mod tests {
         };
         let mut v = vec![result("a", 200_000)];
         assert_eq!(
-            truncate(&mut v, 195_000, &cfg, &mut BTreeSet::new()).count,
+            truncate(&mut v, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
             1
         );
+    }
+
+    #[test]
+    fn the_last_resort_cuts_recent_output_then_leaves_out_old_exchanges() {
+        let cfg = Config::default();
+        let mut v = vec![CoreMessage::text("task", Role::User, "the task")];
+        for i in 0..10 {
+            v.push(CoreMessage::tool_call(
+                format!("c{i}"),
+                format!("t{i}"),
+                "Edit",
+                "{}",
+            ));
+            v.push(result(&format!("t{i}"), 400));
+            v.push(CoreMessage::text(
+                format!("a{i}"),
+                Role::Assistant,
+                "x".repeat(4_000),
+            ));
+        }
+        let recent = v.len() - 2;
+        v[recent].text = "y".repeat(40_000);
+        let estimate: usize = v.iter().map(|m| cfg.count(&m.text)).sum();
+        let mut sticky = BTreeSet::new();
+        let note = |gone: &[CoreMessage]| {
+            CoreMessage::text("note", Role::User, format!("{} left out", gone.len()))
+        };
+        let lr = last_resort(&mut v, estimate, 8_000, &cfg, &mut sticky, note);
+        assert_eq!(lr.cut.count, 1, "the recent output is cut");
+        assert!(sticky.contains("t9"));
+        assert!(!lr.omitted.is_empty());
+        assert_eq!(v[0].id, "task");
+        assert_eq!(v[1].text, format!("{} left out", lr.omitted.len()));
+        assert_eq!(lr.omitted[0].id, "c0", "oldest first, whole exchanges");
+        assert!(v.iter().map(|m| cfg.count(&m.text)).sum::<usize>() <= 8_000 + 100);
+        assert_eq!(v.last().unwrap().id, "a9");
     }
 
     #[test]
     fn a_cut_result_stays_cut() {
         let mut v = vec![result("a", 200_000)];
         tail(&mut v);
-        let mut sticky = BTreeSet::from(["a".to_string()]);
-        let t = truncate(&mut v, 10_000, &Config::default(), &mut sticky);
+        let sticky = BTreeSet::from(["a".to_string()]);
+        let t = reapply(&mut v, &sticky, &Config::default());
         assert_eq!(t.count, 1);
         assert!(v[0].text.contains(MARKER));
     }

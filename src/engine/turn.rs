@@ -10,6 +10,7 @@
 //! it says so, the nudge is appended as the final user message.
 
 use super::config::Config;
+use super::gauge::{self, Gauge, GaugeInput, Recorded};
 use super::host;
 use super::message::{ContentType, CoreMessage, Role};
 use super::nudge::{self, DecideInput, Decision};
@@ -17,7 +18,6 @@ use super::nudge_text::{self, NudgeInput};
 use super::prompt::Sections;
 use super::protect::is_tool_protected;
 use super::recommend::{Recommendation, recommend};
-use super::gauge::{self, Gauge, GaugeInput, Recorded};
 use super::refs::{self, NUDGE_ID, OMITTED_ID};
 use super::state::{CompressionState, MessageRefs};
 use super::truncate::{self, Truncation};
@@ -153,13 +153,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         let target = g
             .estimate_for((threshold as f64 * 0.9) as usize)
             .saturating_sub(reserve);
-        let more = truncate::truncate(
-            &mut view,
-            estimate,
-            target,
-            cfg,
-            &mut state.host.truncated,
-        );
+        let more = truncate::truncate(&mut view, estimate, target, cfg, &mut state.host.truncated);
         truncation.count += more.count;
         truncation.saved += more.saved;
     }
@@ -218,10 +212,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
 /// The note that stands where the last resort left messages out: how many,
 /// which refs, and that the transcript still holds them.
 fn omitted_note(gone: &[CoreMessage], refs: &MessageRefs) -> CoreMessage {
-    let refs: Vec<&String> = gone
-        .iter()
-        .filter_map(|m| refs.usable(&m.id))
-        .collect();
+    let refs: Vec<&String> = gone.iter().filter_map(|m| refs.usable(&m.id)).collect();
     let span = match (refs.first(), refs.last()) {
         (Some(a), Some(b)) if a != b => format!(" ({a}–{b})"),
         (Some(a), _) => format!(" ({a})"),

@@ -1,7 +1,9 @@
 //! The soft protected zone: the recent tail the current step is still using.
 //!
 //! Unlike protected tools (never compressed), the zone slides: a message in
-//! it now becomes compressible as the conversation moves on.
+//! it now becomes compressible as the conversation moves on. It is bounded
+//! by what it holds, so a history of large tool outputs cannot pull the
+//! whole session into it.
 
 use std::collections::HashSet;
 
@@ -10,59 +12,70 @@ use super::exchange;
 use super::message::{ContentType, CoreMessage, Role};
 use super::protect::never_preserve_recent;
 use super::state::CompressionState;
-use super::tokens;
 
-/// Ids of the view messages in the protected zone: the last
-/// `preserve_recent_messages` visible messages, as many more as it takes to
-/// reach `preserve_recent_tokens`, and the most recent user message, each
-/// with the rest of its tool exchange. Outputs of cheap, re-runnable tools
-/// (Read, Bash, …) do not count towards the zone's size.
+/// Ids of the view messages in the protected zone.
+///
+/// The zone is a cap, not a sprawl: the most recent whole exchanges (a
+/// response with its tool results goes in or out as one), taken newest
+/// first while fewer than `preserve_recent_messages` addressable messages
+/// or `preserve_recent_tokens` tokens are in, counting everything they hold,
+/// tool output included, and never past `recent_zone_share` of the window
+/// (the newest exchange always counts, whatever its size). Exchanges made
+/// only of cheap, re-runnable tools (Read, Bash, …) take their place in
+/// that count but stay compressible. The most recent user message is
+/// protected too, wherever it is.
 pub fn protected_ids<'a>(
     view: &'a [CoreMessage],
     state: &CompressionState,
     cfg: &Config,
 ) -> HashSet<&'a str> {
-    let eligible: Vec<&CoreMessage> = view
-        .iter()
-        .filter(|m| {
-            state.message_refs.usable(&m.id).is_some()
-                && !(matches!(
-                    m.content_type,
-                    ContentType::ToolCall | ContentType::ToolResult
-                ) && never_preserve_recent(&m.tool_name))
-        })
-        .collect();
+    let spans = exchange::spans(view);
+    let cap = (cfg.context_limit as f64 * cfg.recent_zone_share) as usize;
+    let addressable = |m: &CoreMessage| state.message_refs.usable(&m.id).is_some();
     let mut out: HashSet<&str> = HashSet::new();
-    let mut spent = 0;
-    for (n, m) in eligible.iter().rev().enumerate() {
-        if n >= cfg.preserve_recent_messages && spent >= cfg.preserve_recent_tokens {
+    let (mut messages, mut spent) = (0, 0);
+    let mut end = view.len();
+    while end > 0 {
+        if messages >= cfg.preserve_recent_messages && spent >= cfg.preserve_recent_tokens {
             break;
         }
-        spent += tokens::estimate(&m.text);
-        out.insert(m.id.as_str());
+        let start = spans[end - 1].0;
+        let unit = &view[start..end];
+        let tokens: usize = unit.iter().map(|m| cfg.count(&m.text)).sum();
+        if spent > 0 && spent + tokens > cap {
+            break;
+        }
+        spent += tokens;
+        messages += unit.iter().filter(|m| addressable(m)).count();
+        if !re_runnable_only(unit) {
+            out.extend(
+                unit.iter()
+                    .filter(|m| addressable(m))
+                    .map(|m| m.id.as_str()),
+            );
+        }
+        end = start;
     }
-    if let Some(last_user) = view.iter().rev().find(|m| {
-        m.role == Role::User
-            && m.content_type == ContentType::Text
-            && state.message_refs.usable(&m.id).is_some()
-    }) {
+    if let Some(last_user) = view
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && addressable(m))
+    {
         out.insert(last_user.id.as_str());
     }
-    // A response is protected whole: the zone never splits a tool exchange,
-    // so what it offers is what `apply` will take.
-    let spans = exchange::spans(view);
-    let touched: HashSet<(usize, usize)> = view
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| out.contains(m.id.as_str()))
-        .map(|(i, _)| spans[i])
-        .collect();
-    for (i, m) in view.iter().enumerate() {
-        if touched.contains(&spans[i]) && state.message_refs.usable(&m.id).is_some() {
-            out.insert(m.id.as_str());
-        }
-    }
     out
+}
+
+/// Whether an exchange is nothing but calls to re-runnable tools and their
+/// results (with the prose and reasoning of that response).
+fn re_runnable_only(unit: &[CoreMessage]) -> bool {
+    let mut tools = unit.iter().filter(|m| {
+        matches!(
+            m.content_type,
+            ContentType::ToolCall | ContentType::ToolResult
+        )
+    });
+    tools.clone().next().is_some() && tools.all(|m| never_preserve_recent(&m.tool_name))
 }
 
 #[cfg(test)]
@@ -158,5 +171,65 @@ mod tests {
         );
         assert!(z.contains("old") && z.contains("a"));
         assert!(!z.contains("c") && !z.contains("r"));
+    }
+
+    /// The read-heavy shape coding agents produce: a short question, one
+    /// line of prose, a Read of a page of source, one line of prose.
+    fn read_heavy(turns: usize) -> Vec<CoreMessage> {
+        let mut view = Vec::new();
+        for t in 0..turns {
+            view.push(user(&format!("q{t}")));
+            view.push(say(&format!("p{t}")));
+            view.push(call(&format!("c{t}"), &format!("t{t}"), "Read"));
+            let mut r = result(&format!("r{t}"), &format!("t{t}"), "Read");
+            r.text = "fn main() { let x = 1; }\n".repeat(100);
+            view.push(r);
+            view.push(say(&format!("s{t}")));
+        }
+        view
+    }
+
+    #[test]
+    fn re_runnable_output_counts_towards_the_zone() {
+        let view = read_heavy(60);
+        let mut st = CompressionState::new("s");
+        refs(&mut st, &view);
+        let cfg = Config::for_window(40_000);
+        let z = protected_ids(&view, &st, &cfg);
+        // 5,000 tokens of recent exchanges is about eight turns' worth of
+        // reads, not the whole history.
+        assert!(z.len() < 20, "{} protected: {z:?}", z.len());
+        assert!(z.contains("q59") && z.contains("s59"));
+        assert!(!z.contains("q40") && !z.contains("s40"));
+        assert!(!z.contains("r59"), "the Read itself stays compressible");
+    }
+
+    #[test]
+    fn the_zone_never_holds_more_than_its_share_of_the_window() {
+        let mut view = vec![user("task")];
+        for i in 0..6 {
+            let mut m = say(&format!("a{i}"));
+            m.text = "x".repeat(8_000);
+            view.push(m);
+        }
+        let mut st = CompressionState::new("s");
+        refs(&mut st, &view);
+        // A 16K window: a quarter is 4,000 tokens, two of these messages.
+        let z = protected_ids(&view, &st, &Config::for_window(16_000));
+        let mut got: Vec<&str> = z.into_iter().collect();
+        got.sort();
+        assert_eq!(got, ["a4", "a5", "task"]);
+    }
+
+    #[test]
+    fn the_newest_exchange_is_protected_whatever_its_size() {
+        let mut view = vec![user("task"), call("c", "t", "Edit")];
+        let mut r = result("r", "t", "Edit");
+        r.text = "x".repeat(100_000);
+        view.push(r);
+        let mut st = CompressionState::new("s");
+        refs(&mut st, &view);
+        let z = protected_ids(&view, &st, &Config::for_window(16_000));
+        assert!(z.contains("c") && z.contains("r"));
     }
 }

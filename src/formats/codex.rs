@@ -130,7 +130,11 @@ fn is_output(item: &Value) -> bool {
         Some("message") => item.get("role").and_then(Value::as_str) == Some("assistant"),
         Some(kind) => matches!(
             kind,
-            "reasoning" | "function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call"
+            "reasoning"
+                | "function_call"
+                | "custom_tool_call"
+                | "local_shell_call"
+                | "web_search_call"
         ),
         None => false,
     }

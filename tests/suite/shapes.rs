@@ -10,7 +10,13 @@
 //! window and 130 turns at 40K, and holds noa to its promises: every view is
 //! a valid request, no request goes over the window, a model that answers
 //! nudges is asked (with ranges) before the request passes 90% of the window,
-//! and the ranges a nudge lists apply.
+//! and the ranges a nudge lists apply. A broken promise fails the test only
+//! after both windows ran and printed their stats; `NOA_SHAPES_TRACE=1`
+//! prints every turn's figures, the nudge decision and every panel.
+//!
+//! read_heavy, periodic_dump and ignores_nudges open each turn with a short
+//! user message; edit_heavy and parallel are autonomous runs (the task is the
+//! only user message); prose_only has no tools at all.
 
 use std::fmt;
 use std::fs;
@@ -915,7 +921,9 @@ fn project(
     let out = noa(dir, &args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "noa project failed: {stderr}");
-    let report = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    let line = stderr.lines().last().unwrap_or("");
+    let report = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("the report is not JSON ({e}): {stderr}"));
     (String::from_utf8(out.stdout).unwrap(), report)
 }
 
@@ -954,7 +962,10 @@ fn run(shape: Shape, seed: u64, turns: usize, limit: usize) -> ShapeStats {
         let (raw, report) = project(dir.path(), &path, limit, last_request);
         let view: Vec<Value> = raw
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("turn {turn}: view line is not JSON ({e}): {l}"))
+            })
             .collect();
         if let Err(e) = check_chat(&view) {
             stats.turns = turn;
@@ -978,7 +989,10 @@ fn run(shape: Shape, seed: u64, turns: usize, limit: usize) -> ShapeStats {
         stats.record(TurnRecord {
             turn,
             provider,
-            report: report["tokens"].as_u64().unwrap() as usize,
+            report: report["tokens"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("turn {turn}: report without tokens: {report}"))
+                as usize,
             nudge,
             ranges: ranges.len(),
             truncated: report["truncated"].as_u64().unwrap_or(0) as usize,
