@@ -202,16 +202,8 @@ fn find_call(
             None => "no Compress call without a result in the transcript; name one with --call-id or pass --args".into(),
         }));
     };
-    // The model saw everything before the response that holds the call.
-    let mut cut = i;
-    while cut > 0 && history[cut - 1].role == crate::engine::Role::Assistant {
-        cut -= 1;
-    }
-    Ok((
-        history[i].text.clone(),
-        history[i].tool_call_id.clone(),
-        cut,
-    ))
+    // The model saw everything before the call (see `RecordedCall::cut`).
+    Ok((history[i].text.clone(), history[i].tool_call_id.clone(), i))
 }
 
 /// A call with no ranges at all (empty arguments or an empty list): it asks

@@ -110,6 +110,9 @@ pub struct GaugeInput<'a> {
     pub config: &'a Config,
     /// The tokenizer's count of a text.
     pub count: &'a dyn Fn(&str) -> usize,
+    /// Earlier cuts in the view: its index, the tokens it saved, and the
+    /// history length when it was made.
+    pub cuts: &'a [(usize, usize, usize)],
 }
 
 /// The gauge for this turn. The host's figure wins when it gave one; then
@@ -196,8 +199,8 @@ fn recorded_ratio(input: &GaugeInput) -> Option<f64> {
 }
 
 /// The estimate of the request recorded at history index `at`, as well as
-/// it can be told now: this view's part before it, plus what blocks made
-/// since then took out of that part.
+/// it can be told now: this view's part before it, plus what blocks and
+/// cuts made since then took out of that part.
 fn estimate_then(input: &GaugeInput, at: usize) -> usize {
     let count = input.count;
     let later = &input.history[at..];
@@ -208,6 +211,13 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
         .position(|m| after.contains(m.id.as_str()))
         .unwrap_or(input.view.len());
     let before: usize = input.view[..split].iter().map(|m| count(&m.text)).sum();
+    // Cuts made after the record: that request still held those outputs whole.
+    let uncut: usize = input
+        .cuts
+        .iter()
+        .filter(|&&(i, _, made)| i < split && made > at)
+        .map(|&(_, saved, _)| saved)
+        .sum();
     let later_calls: HashSet<&str> = later
         .iter()
         .filter(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL)
@@ -220,7 +230,7 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
         .filter(|b| later_calls.contains(b.compress_call_id.as_str()))
         .map(|b| b.compressed_tokens.saturating_sub(count(&b.summary)))
         .sum();
-    before + reclaimed
+    before + uncut + reclaimed
 }
 
 #[cfg(test)]
@@ -249,6 +259,7 @@ mod tests {
             state,
             config,
             count: &estimate,
+            cuts: &[],
         }
     }
 

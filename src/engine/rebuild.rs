@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use super::apply::{ApplyInput, ArchiveFile, apply};
 use super::config::Config;
 use super::gauge::Recorded;
-use super::message::{ContentType, CoreMessage, Role};
+use super::message::{ContentType, CoreMessage};
 use super::panel::block_count;
 use super::parse_args::parse_compress_args;
 use super::prompt::Sections;
@@ -23,7 +23,11 @@ use super::turn::{TurnInput, project};
 /// One Compress call found in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedCall {
-    /// Where the response holding the call starts: the model saw `history[..cut]`.
+    /// The call's place: the model saw `history[..cut]`. Earlier blocks of
+    /// its own response are in it too, harmlessly (they carry no refs); a
+    /// walk back over assistant blocks would also drop the reply before
+    /// the nudge, which the model did see, since the transcript does not
+    /// hold the nudge that stood between them.
     pub cut: usize,
     /// The call's tool-call id.
     pub call_id: String,
@@ -45,12 +49,8 @@ pub fn recorded_calls(history: &[CoreMessage]) -> Vec<RecordedCall> {
         if m.content_type != ContentType::ToolCall || m.tool_name != COMPRESS_TOOL {
             continue;
         }
-        let mut cut = i;
-        while cut > 0 && history[cut - 1].role == Role::Assistant {
-            cut -= 1;
-        }
         out.push(RecordedCall {
-            cut,
+            cut: i,
             call_id: m.tool_call_id.clone(),
             args: m.text.clone(),
             panel: results.get(m.tool_call_id.as_str()).map(|p| p.to_string()),

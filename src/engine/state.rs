@@ -142,6 +142,10 @@ fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 
+fn is_zero_u8(n: &u8) -> bool {
+    *n == 0
+}
+
 /// Nudge pacing stamps, in tokens.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -194,12 +198,22 @@ pub struct HostState {
     /// Whether that view carried a nudge.
     #[serde(default)]
     pub nudged: bool,
+    /// The tier that nudge asked for.
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    pub nudge_tier: u8,
+    /// Whether it was an emergency nudge.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nudge_emergency: bool,
     /// What the host's own token figures taught.
     #[serde(default, skip_serializing_if = "Calibration::is_empty")]
     pub calibration: Calibration,
     /// Tool results cut by emergency truncation; they stay cut.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub truncated: std::collections::BTreeSet<String>,
+    /// For each cut: the history length when it was made, so a provider
+    /// figure recorded before it is known to count the output whole.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub truncated_at: BTreeMap<String, usize>,
 }
 
 /// What the provider's figures for past requests taught about this host's

@@ -43,15 +43,25 @@ impl Truncation {
 }
 
 /// Cuts made on earlier turns, made again: a result cut once stays cut.
-pub fn reapply(view: &mut [CoreMessage], sticky: &BTreeSet<String>, cfg: &Config) -> Truncation {
+/// Also returns, for each, its place in the view and what it saved.
+pub fn reapply(
+    view: &mut [CoreMessage],
+    sticky: &BTreeSet<String>,
+    cfg: &Config,
+) -> (Truncation, Vec<(usize, usize)>) {
     let mut done = Truncation::default();
-    for m in view.iter_mut().filter(|m| sticky.contains(&m.id)) {
+    let mut each = Vec::new();
+    for (i, m) in view.iter_mut().enumerate() {
+        if !sticky.contains(&m.id) {
+            continue;
+        }
         if let Some(saved) = cut(m, KEEP_CHARS, cfg).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS, cfg))
         {
             done.add(saved);
+            each.push((i, saved));
         }
     }
-    done
+    (done, each)
 }
 
 /// Cuts the largest tool results before the last `preserve_recent_messages`
@@ -347,7 +357,7 @@ mod tests {
         let mut v = vec![result("a", 200_000)];
         tail(&mut v);
         let sticky = BTreeSet::from(["a".to_string()]);
-        let t = reapply(&mut v, &sticky, &Config::default());
+        let (t, _) = reapply(&mut v, &sticky, &Config::default());
         assert_eq!(t.count, 1);
         assert!(v[0].text.contains(MARKER));
     }

@@ -82,7 +82,15 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let view = view::drop_unpaired(shown);
     let dropped_unpaired = before_pairing - view.len();
     let mut view: Vec<CoreMessage> = view.into_iter().map(|m| render_tag(state, m)).collect();
-    let mut truncation = truncate::reapply(&mut view, &state.host.truncated, cfg);
+    let (mut truncation, cut) = truncate::reapply(&mut view, &state.host.truncated, cfg);
+    let (reapplied, reapplied_saved) = (truncation.count, truncation.saved);
+    let cuts: Vec<(usize, usize, usize)> = cut
+        .into_iter()
+        .map(|(i, saved)| {
+            let made = state.host.truncated_at.get(&view[i].id).copied();
+            (i, saved, made.unwrap_or(0))
+        })
+        .collect();
 
     // Measure the view as it would go out, on the provider's scale.
     let count = |t: &str| cfg.count(t);
@@ -95,6 +103,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         state,
         config: cfg,
         count: &count,
+        cuts: &cuts,
     });
     if let Some(n) = input.input_tokens {
         let sent = match state.host.last_view_tokens {
@@ -110,21 +119,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         0 => 0,
         shown => measured.saturating_sub(shown),
     };
-    let nudge_input = |tier: u8, truncated: usize| NudgeInput {
-        tier,
-        emergency: false,
-        ranges: &rec.ranges,
-        protected: &rec.protected,
-        blocks: &rec.blocks,
-        breakdown: rec.breakdown,
-        growth,
-        truncated,
-        targets: match tier {
-            2 => &rec.tier1_blocks,
-            3 => &rec.tier2_blocks,
-            _ => &[],
-        },
-    };
+    let nudge_input = |tier: u8, truncated: usize| nudge_of(&rec, tier, growth, truncated);
     let mut decision = nudge::decide(&DecideInput {
         tokens: measured,
         pending: rec.pending.map(|p| g.scale(p)),
@@ -133,14 +128,27 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         nudge: &state.nudge,
         config: cfg,
     });
-    if decision.inject && host::suppressed(&mut state.host, measured, cfg) {
-        decision.inject = false;
+    // The same turn projected again (a host retrying, nothing appended):
+    // the same view, nudge included, and pacing is not counted twice.
+    let same_turn = state.host.nudged && state.host.history_len == history.len();
+    if same_turn {
+        decision.inject = true;
+        decision.tier = state.host.nudge_tier.max(1);
+        decision.emergency = state.host.nudge_emergency;
         decision.reason = format!(
-            "suppressed after {} failed attempt(s) in a row; {}",
-            state.host.consecutive_failures, decision.reason
+            "the same turn again: its nudge is shown again; {}",
+            decision.reason
         );
+    } else {
+        if decision.inject && host::suppressed(&mut state.host, measured, cfg) {
+            decision.inject = false;
+            decision.reason = format!(
+                "suppressed after {} failed attempt(s) in a row; {}",
+                state.host.consecutive_failures, decision.reason
+            );
+        }
+        nudge::stamp(&mut state.nudge, measured, &decision, cfg);
     }
-    nudge::stamp(&mut state.nudge, measured, &decision, cfg);
 
     // Truncation makes room for the nudge too: the request as sent must fit.
     let reserve = if decision.inject {
@@ -158,7 +166,8 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         truncation.saved += more.saved;
     }
     let mut omitted = 0;
-    let left = estimate.saturating_sub(truncation.saved);
+    // `estimate` already has the earlier cuts in it.
+    let left = estimate.saturating_sub(truncation.saved - reapplied_saved);
     if g.tokens(left + reserve) > cfg.context_limit {
         // Nothing the model can do in time, and truncation was not enough:
         // the last resort, aiming a little under the window so the next
@@ -179,10 +188,17 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         truncation.saved += lr.cut.saved;
         omitted = lr.omitted.len();
     }
+    // What the nudge lists is priced on the view as it goes out, so the
+    // same turn projected again (its cuts now sticky) says the same.
+    let rec = if truncation.count > reapplied || omitted > 0 {
+        recommend(&view, state, cfg)
+    } else {
+        rec
+    };
     if decision.inject {
         let nudge = NudgeInput {
             emergency: decision.emergency,
-            ..nudge_input(decision.tier, truncation.count)
+            ..nudge_of(&rec, decision.tier, growth, truncation.count)
         };
         view.push(CoreMessage::text(
             NUDGE_ID,
@@ -191,10 +207,17 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         ));
     }
 
+    for id in &state.host.truncated {
+        if !state.host.truncated_at.contains_key(id) {
+            state.host.truncated_at.insert(id.clone(), history.len());
+        }
+    }
     let sent: usize = view.iter().map(|m| count(&m.text)).sum();
     state.host.last_view_tokens = sent;
     state.host.history_len = history.len();
     state.host.nudged = decision.inject;
+    state.host.nudge_tier = if decision.inject { decision.tier } else { 0 };
+    state.host.nudge_emergency = decision.inject && decision.emergency;
     Projection {
         view,
         new_refs,
@@ -206,6 +229,25 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         omitted,
         decision,
         recommendation: rec,
+    }
+}
+
+/// What a nudge of `tier` shows, from this turn's recommendation.
+fn nudge_of(rec: &Recommendation, tier: u8, growth: usize, truncated: usize) -> NudgeInput<'_> {
+    NudgeInput {
+        tier,
+        emergency: false,
+        ranges: &rec.ranges,
+        protected: &rec.protected,
+        blocks: &rec.blocks,
+        breakdown: rec.breakdown,
+        growth,
+        truncated,
+        targets: match tier {
+            2 => &rec.tier1_blocks,
+            3 => &rec.tier2_blocks,
+            _ => &[],
+        },
     }
 }
 

@@ -48,6 +48,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
                 history: &history,
                 config: &config,
                 input_tokens: None,
+                recorded: &[],
                 sections: &Sections::default(),
             },
         );
@@ -177,6 +178,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 history: &history,
                 config: &config,
                 input_tokens: None,
+                recorded: &[],
                 sections: &sections,
             },
         );
@@ -251,6 +253,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
             history: &history,
             config: &config,
             input_tokens: None,
+            recorded: &[],
             sections: &sections,
         },
     );
@@ -266,7 +269,7 @@ proptest! {
         use noa::engine::rebuild::{RebuildInput, differences, rebuild};
         let (history, live) = live_run(seed, turns);
         let config = Config { preserve_recent_messages: 3, preserve_recent_tokens: 500, ..Config::default() };
-        let rebuilt = rebuild(&RebuildInput { history: &history, base: &CompressionState::new("p"), config: &config, archive_root: "/a", now: 0, created: "", on_step: &|_| {} });
+        let rebuilt = rebuild(&RebuildInput { history: &history, recorded: &[], base: &CompressionState::new("p"), config: &config, archive_root: "/a", now: 0, created: "", on_step: &|_| {} });
         let diffs = differences(&live, &rebuilt.state);
         prop_assert!(diffs.is_empty(), "{} block(s) live: {diffs:?}", live.blocks.len());
     }

@@ -52,6 +52,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
                 history: &history,
                 config: &config,
                 input_tokens: None,
+                recorded: &[],
                 sections: &sections,
             },
         );

@@ -10,10 +10,10 @@ use crate::providers::check_anthropic;
 use crate::synth::{chat_session, jsonl};
 
 #[test]
-fn the_real_session_at_30k_is_truncated_and_still_valid() {
+fn the_real_session_at_60k_is_truncated_and_still_valid() {
     let dir = TempDir::new();
     let path = testdata("real/claude-code/long-session-with-compaction.jsonl");
-    let (view, out) = project(&path, dir.path(), &["--limit", "30000", "--report", "json"]);
+    let (view, out) = project(&path, dir.path(), &["--limit", "60000", "--report", "json"]);
     check_anthropic(&view).unwrap();
     let raw = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -42,8 +42,8 @@ fn the_real_session_at_30k_is_truncated_and_still_valid() {
 fn truncated_results_stay_cut_on_the_next_turn() {
     let dir = TempDir::new();
     let path = testdata("real/claude-code/long-session-with-compaction.jsonl");
-    let (_, first) = project(&path, dir.path(), &["--limit", "30000"]);
-    let (_, second) = project(&path, dir.path(), &["--limit", "30000"]);
+    let (_, first) = project(&path, dir.path(), &["--limit", "60000"]);
+    let (_, second) = project(&path, dir.path(), &["--limit", "60000"]);
     let cut = |o: &std::process::Output| {
         String::from_utf8_lossy(&o.stdout)
             .matches("[truncated for context space —")

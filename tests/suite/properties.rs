@@ -21,6 +21,7 @@ fn view(text: &str, state: &mut CompressionState) -> Vec<Value> {
             history: &t.cores(),
             config: &Config::default(),
             input_tokens: None,
+            recorded: &[],
             sections: &Sections::default(),
         },
     );
