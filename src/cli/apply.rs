@@ -55,6 +55,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
                 input_tokens: None,
                 recorded: &t.recorded(),
                 sections: &settings.sections,
+                keep_all: true,
             },
         );
         (p, scratch)

@@ -86,6 +86,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
                 input_tokens: None,
                 recorded: &l.transcript.recorded(),
                 sections: &settings.sections,
+                keep_all: false,
             },
         );
         let zone: HashSet<&str> = zone::protected_ids(&p.view, &state, &config);

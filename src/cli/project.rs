@@ -47,6 +47,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
             input_tokens: args.input_tokens,
             recorded: &t.recorded(),
             sections: &settings.sections,
+            keep_all: false,
         },
     );
     let (messages, conversion_warnings) = reassemble(t, &p.view, to);

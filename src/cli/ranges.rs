@@ -26,6 +26,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
             input_tokens: None,
             recorded: &t.recorded(),
             sections: &settings.sections,
+            keep_all: false,
         },
     );
     let r = &p.recommendation;

@@ -133,6 +133,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
                 input_tokens: None,
                 recorded: input.recorded,
                 sections: &sections,
+                keep_all: true,
             },
         );
         (p.view, scratch)

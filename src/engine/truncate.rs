@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 
 use super::config::Config;
 use super::message::{ContentType, CoreMessage, Role};
+use super::refs::SUMMARY_ID_PREFIX;
 use super::tokens;
 
 /// What identifies a truncated result; detection is a substring test.
@@ -113,60 +114,64 @@ fn cut_largest(
     done
 }
 
-/// What the last resort did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LastResort {
-    /// Results cut, recent ones included.
-    pub cut: Truncation,
-    /// Messages left out of the view, oldest first.
-    pub omitted: Vec<CoreMessage>,
-}
-
-/// The mechanical last resort, for when nothing else brings the view
-/// (estimate `estimate`) down to `target`: cut every large result, recent
-/// ones too, then leave out the oldest whole exchanges after the task,
-/// putting a note in their place that says what is missing and where it is.
-/// The view stays a valid request: exchanges go whole, and the task and the
-/// last exchange stay.
-pub fn last_resort(
-    view: &mut Vec<CoreMessage>,
+/// The first step of the last resort: cut every large result, recent
+/// ones too, until the view (estimate `estimate`) is down to `target`.
+pub fn cut_any(
+    view: &mut [CoreMessage],
     estimate: usize,
     target: usize,
     cfg: &Config,
     sticky: &mut BTreeSet<String>,
+) -> Truncation {
+    cut_largest(view, estimate, target, cfg, sticky)
+}
+
+/// The last step of the last resort, when even cutting every output does
+/// not bring the view (estimate `estimate`) down to `target`: leave out the
+/// oldest whole exchanges after the task, putting a note in their place
+/// that says what is missing and where it is. The view stays a valid
+/// request: exchanges go whole, and the task, block summaries and the last
+/// exchange stay. Returns what was left out, oldest first.
+pub fn omit(
+    view: &mut Vec<CoreMessage>,
+    estimate: usize,
+    target: usize,
+    cfg: &Config,
     note: impl Fn(&[CoreMessage]) -> CoreMessage,
-) -> LastResort {
-    let mut done = LastResort {
-        cut: cut_largest(view, estimate, target, cfg, sticky),
-        omitted: Vec::new(),
-    };
-    let mut left = estimate.saturating_sub(done.cut.saved);
-    if left <= target {
-        return done;
-    }
+) -> Vec<CoreMessage> {
+    let mut left = estimate;
+    let mut omitted = Vec::new();
     let spans = super::exchange::spans(view);
-    // The task (the first user message) and whatever precedes it stay.
+    // The task (the first user message) and whatever precedes it stay, and
+    // so do block summaries: they are what the model consolidates next.
     let first = view
         .iter()
         .position(|m| m.role == Role::User && m.content_type == ContentType::Text)
         .map_or(0, |i| spans[i].1 + 1);
     let last_span = spans.last().map_or(0, |s| s.0);
-    let mut end = first;
-    while end < last_span && left > target {
-        let span_end = spans[end].1;
-        left = left.saturating_sub(
-            view[end..=span_end]
-                .iter()
-                .map(|m| cfg.count(&m.text))
-                .sum(),
-        );
-        end = span_end + 1;
+    let mut gone = vec![false; view.len()];
+    let mut at = first;
+    while at < last_span && left > target {
+        let end = spans[at].1;
+        let unit = &view[at..=end];
+        if !unit.iter().any(|m| m.id.starts_with(SUMMARY_ID_PREFIX)) {
+            left = left.saturating_sub(unit.iter().map(|m| cfg.count(&m.text)).sum());
+            gone[at..=end].iter_mut().for_each(|g| *g = true);
+        }
+        at = end + 1;
     }
-    if end > first {
-        done.omitted = view.drain(first..end).collect();
-        view.insert(first, note(&done.omitted));
+    if let Some(place) = gone.iter().position(|&g| g) {
+        let all = std::mem::take(view);
+        for (i, m) in all.into_iter().enumerate() {
+            if gone[i] {
+                omitted.push(m);
+            } else {
+                view.push(m);
+            }
+        }
+        view.insert(place, note(&omitted));
     }
-    done
+    omitted
 }
 
 /// Cuts one result to `keep` characters at each end; `None` when it is too
@@ -341,13 +346,14 @@ mod tests {
         let note = |gone: &[CoreMessage]| {
             CoreMessage::text("note", Role::User, format!("{} left out", gone.len()))
         };
-        let lr = last_resort(&mut v, estimate, 8_000, &cfg, &mut sticky, note);
-        assert_eq!(lr.cut.count, 1, "the recent output is cut");
+        let cut = cut_any(&mut v, estimate, 8_000, &cfg, &mut sticky);
+        assert_eq!(cut.count, 1, "the recent output is cut");
         assert!(sticky.contains("t9"));
-        assert!(!lr.omitted.is_empty());
+        let omitted = omit(&mut v, estimate - cut.saved, 8_000, &cfg, note);
+        assert!(!omitted.is_empty());
         assert_eq!(v[0].id, "task");
-        assert_eq!(v[1].text, format!("{} left out", lr.omitted.len()));
-        assert_eq!(lr.omitted[0].id, "c0", "oldest first, whole exchanges");
+        assert_eq!(v[1].text, format!("{} left out", omitted.len()));
+        assert_eq!(omitted[0].id, "c0", "oldest first, whole exchanges");
         assert!(v.iter().map(|m| cfg.count(&m.text)).sum::<usize>() <= 8_000 + 100);
         assert_eq!(v.last().unwrap().id, "a9");
     }

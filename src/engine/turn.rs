@@ -37,6 +37,10 @@ pub struct TurnInput<'a> {
     pub recorded: &'a [Recorded],
     /// Host overrides for the surface sections of the nudge.
     pub sections: &'a Sections,
+    /// Keep every message in the view, over the window or not: the view a
+    /// Compress call is resolved against must hold whatever the nudge
+    /// offered, even what the request itself had to leave out.
+    pub keep_all: bool,
 }
 
 /// The outcome of one projection.
@@ -165,36 +169,38 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         truncation.count += more.count;
         truncation.saved += more.saved;
     }
-    let mut omitted = 0;
     // `estimate` already has the earlier cuts in it.
     let left = estimate.saturating_sub(truncation.saved - reapplied_saved);
-    if g.tokens(left + reserve) > cfg.context_limit {
-        // Nothing the model can do in time, and truncation was not enough:
-        // the last resort, aiming a little under the window so the next
-        // turn does not land on the edge again.
-        let target = g
-            .estimate_for(cfg.context_limit * 9 / 10)
-            .saturating_sub(reserve);
-        let refs = &state.message_refs;
-        let lr = truncate::last_resort(
-            &mut view,
-            left,
-            target,
-            cfg,
-            &mut state.host.truncated,
-            |gone| omitted_note(gone, refs),
-        );
-        truncation.count += lr.cut.count;
-        truncation.saved += lr.cut.saved;
-        omitted = lr.omitted.len();
+    let over = |left: usize| g.tokens(left + reserve) > cfg.context_limit;
+    // Nothing the model can do in time, and truncation was not enough: the
+    // last resort, aiming a little under the window so the next turn does
+    // not land on the edge again. First recent output is cut too.
+    let last_target = g
+        .estimate_for(cfg.context_limit * 9 / 10)
+        .saturating_sub(reserve);
+    if over(left) {
+        let more = truncate::cut_any(&mut view, left, last_target, cfg, &mut state.host.truncated);
+        truncation.count += more.count;
+        truncation.saved += more.saved;
     }
-    // What the nudge lists is priced on the view as it goes out, so the
-    // same turn projected again (its cuts now sticky) says the same.
-    let rec = if truncation.count > reapplied || omitted > 0 {
+    let left = estimate.saturating_sub(truncation.saved - reapplied_saved);
+    // What the nudge lists is priced on the view with this turn's cuts, so
+    // the same turn projected again (its cuts now sticky) says the same;
+    // and it still lists what the last step below leaves out, which `apply`
+    // can resolve.
+    let rec = if truncation.count > reapplied {
         recommend(&view, state, cfg)
     } else {
         rec
     };
+    let mut omitted = 0;
+    if over(left) && !input.keep_all {
+        let refs = &state.message_refs;
+        omitted = truncate::omit(&mut view, left, last_target, cfg, |gone| {
+            omitted_note(gone, refs)
+        })
+        .len();
+    }
     if decision.inject {
         let nudge = NudgeInput {
             emergency: decision.emergency,
@@ -328,6 +334,7 @@ mod tests {
             input_tokens: None,
             recorded: &[],
             sections: &SECTIONS,
+            keep_all: false,
         }
     }
 

@@ -50,6 +50,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
                 input_tokens: None,
                 recorded: &[],
                 sections: &Sections::default(),
+                keep_all: false,
             },
         );
         let (view, _) = reassemble(t, &seen.view, format);
@@ -180,6 +181,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 input_tokens: None,
                 recorded: &[],
                 sections: &sections,
+                keep_all: false,
             },
         );
         state.message_refs = scratch.message_refs;
@@ -255,6 +257,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
             input_tokens: None,
             recorded: &[],
             sections: &sections,
+            keep_all: false,
         },
     );
     (history, state)

@@ -54,6 +54,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
                 input_tokens: None,
                 recorded: &[],
                 sections: &sections,
+                keep_all: false,
             },
         );
         peak = peak.max(p.tokens);

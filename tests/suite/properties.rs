@@ -23,6 +23,7 @@ fn view(text: &str, state: &mut CompressionState) -> Vec<Value> {
             input_tokens: None,
             recorded: &[],
             sections: &Sections::default(),
+            keep_all: false,
         },
     );
     reassemble(&t, &p.view, ViewFormat::Chat).0
