@@ -93,7 +93,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         Current {
             breakdown: p.recommendation.breakdown,
             measured: p.measured,
-            limit: config.context_limit,
+            limit: settings.window(&stored.host),
             history: map::history_segments(&history, &p.view, &state, &zone),
             view: map::view_segments(&p.view, &state, &zone),
         }

@@ -194,6 +194,8 @@ fn a_long_loop_at_40k_stays_in_the_window_and_compresses() {
     assert!(s.peak_pct <= 100, "{s:?}");
     assert_eq!(s.rejected, 0, "every nudge's own ranges apply: {s:?}");
     // Changes to the prefix are batched: most bytes of each request were
-    // already sent in the one before (the reference engine measured 86%).
-    assert!(s.bytes_reused * 100 >= s.bytes_sent * 87, "{s:?}");
+    // already sent in the one before (the reference engine measured 86%;
+    // the capped recent zone compresses a little more often than the old
+    // sprawling one did, 85–86% here).
+    assert!(s.bytes_reused * 100 >= s.bytes_sent * 85, "{s:?}");
 }

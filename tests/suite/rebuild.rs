@@ -75,7 +75,12 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
     );
 
     fs::remove_file(&state_path).unwrap();
-    let out = noa(dir.path(), &["rebuild", "agent.jsonl", "--state-dir", "st"]);
+    // The recent zone is a share of the window, so the replay needs the
+    // window the loop ran at.
+    let out = noa(
+        dir.path(),
+        &["rebuild", "agent.jsonl", "--state-dir", "st", "--limit", "40000"],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -97,7 +102,15 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
 
     let out = noa(
         dir.path(),
-        &["rebuild", "agent.jsonl", "--state-dir", "st", "--check"],
+        &[
+            "rebuild",
+            "agent.jsonl",
+            "--state-dir",
+            "st",
+            "--check",
+            "--limit",
+            "40000",
+        ],
     );
     assert_eq!(
         out.status.code(),
