@@ -23,6 +23,8 @@ mod pressure;
 mod project;
 #[path = "suite/properties.rs"]
 mod properties;
+#[path = "suite/provider_figures.rs"]
+mod provider_figures;
 #[path = "suite/providers.rs"]
 mod providers;
 #[path = "suite/rebuild.rs"]

@@ -79,7 +79,14 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
     // window the loop ran at.
     let out = noa(
         dir.path(),
-        &["rebuild", "agent.jsonl", "--state-dir", "st", "--limit", "40000"],
+        &[
+            "rebuild",
+            "agent.jsonl",
+            "--state-dir",
+            "st",
+            "--limit",
+            "40000",
+        ],
     );
     assert!(
         out.status.success(),
