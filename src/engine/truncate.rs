@@ -80,8 +80,10 @@ pub fn truncate(
     cut_largest(&mut view[..protected_from], estimate, target, cfg, sticky)
 }
 
-/// The cutting passes over `view`, largest results first.
-fn cut_largest(
+/// The cutting passes over `view`, largest results first, until its
+/// estimate is down to `target`. Over the whole view, it is the first step
+/// of the last resort: recent outputs are cut too.
+pub fn cut_largest(
     view: &mut [CoreMessage],
     estimate: usize,
     target: usize,
@@ -112,18 +114,6 @@ fn cut_largest(
         }
     }
     done
-}
-
-/// The first step of the last resort: cut every large result, recent
-/// ones too, until the view (estimate `estimate`) is down to `target`.
-pub fn cut_any(
-    view: &mut [CoreMessage],
-    estimate: usize,
-    target: usize,
-    cfg: &Config,
-    sticky: &mut BTreeSet<String>,
-) -> Truncation {
-    cut_largest(view, estimate, target, cfg, sticky)
 }
 
 /// The last step of the last resort, when even cutting every output does
@@ -346,7 +336,7 @@ mod tests {
         let note = |gone: &[CoreMessage]| {
             CoreMessage::text("note", Role::User, format!("{} left out", gone.len()))
         };
-        let cut = cut_any(&mut v, estimate, 8_000, &cfg, &mut sticky);
+        let cut = cut_largest(&mut v, estimate, 8_000, &cfg, &mut sticky);
         assert_eq!(cut.count, 1, "the recent output is cut");
         assert!(sticky.contains("t9"));
         let omitted = omit(&mut v, estimate - cut.saved, 8_000, &cfg, note);

@@ -179,7 +179,8 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         .estimate_for(cfg.context_limit * 9 / 10)
         .saturating_sub(reserve);
     if over(left) {
-        let more = truncate::cut_any(&mut view, left, last_target, cfg, &mut state.host.truncated);
+        let more =
+            truncate::cut_largest(&mut view, left, last_target, cfg, &mut state.host.truncated);
         truncation.count += more.count;
         truncation.saved += more.saved;
     }
