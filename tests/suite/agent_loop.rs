@@ -56,6 +56,27 @@ fn project(dir: &Path, transcript: &Path, limit: usize) -> (Vec<Value>, String, 
     (view, raw, report)
 }
 
+/// Runs `noa apply` on the transcript's pending Compress call at `limit`:
+/// its exit code and the panel (stderr instead when it failed outright).
+pub fn apply_call(dir: &Path, transcript: &Path, limit: usize) -> (Option<i32>, String) {
+    let out = noa(
+        dir,
+        &[
+            "apply",
+            transcript.to_str().unwrap(),
+            "--state-dir",
+            "st",
+            "--limit",
+            &limit.to_string(),
+        ],
+    );
+    let text = match out.status.code() {
+        Some(0 | 1) => String::from_utf8(out.stdout).unwrap(),
+        _ => String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    (out.status.code(), text.trim_end().to_string())
+}
+
 /// The ranges a nudge offers, as a model would read them: compressible range
 /// lines for tier 1, target block lines for tiers 2 and 3.
 pub fn ranges_from_nudge(text: &str) -> Vec<(String, String)> {
@@ -151,28 +172,11 @@ pub fn run_loop_in(
             json!({"topic": format!("work before turn {}", stats.turns), "content": content});
         text.push_str(&format!("{}\n", json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]})));
         fs::write(&path, &text).unwrap();
-        let out = noa(
-            dir,
-            &[
-                "apply",
-                path.to_str().unwrap(),
-                "--state-dir",
-                "st",
-                "--limit",
-                &limit.to_string(),
-            ],
-        );
-        let panel = String::from_utf8(out.stdout)
-            .unwrap()
-            .trim_end()
-            .to_string();
-        match out.status.code() {
+        let (code, panel) = apply_call(dir, &path, limit);
+        match code {
             Some(0) => stats.blocks += panel.matches("(T").count(),
             Some(1) => stats.rejected += 1,
-            other => panic!(
-                "apply failed ({other:?}): {}",
-                String::from_utf8_lossy(&out.stderr)
-            ),
+            other => panic!("apply failed ({other:?}): {panel}"),
         }
         text.push_str(&format!(
             "{}\n",

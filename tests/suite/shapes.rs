@@ -24,7 +24,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::agent_loop::ranges_from_nudge;
+use crate::agent_loop::{apply_call, ranges_from_nudge};
 use crate::common::{TempDir, noa};
 use crate::providers::check_chat;
 use crate::synth::Rng;
@@ -1022,32 +1022,17 @@ fn run(shape: Shape, seed: u64, turns: usize, limit: usize) -> ShapeStats {
         let (call, id) = g.call("Compress", args);
         push(&mut text, &Gen::assistant(None, vec![call]));
         fs::write(&path, &text).unwrap();
-        let out = noa(
-            dir.path(),
-            &[
-                "apply",
-                path.to_str().unwrap(),
-                "--state-dir",
-                "st",
-                "--limit",
-                &limit.to_string(),
-            ],
-        );
-        let panel = String::from_utf8(out.stdout)
-            .unwrap()
-            .trim_end()
-            .to_string();
-        match out.status.code() {
+        let (code, panel) = apply_call(dir.path(), &path, limit);
+        match code {
             Some(0) => stats.blocks += panel.matches("(T").count(),
             Some(1) => stats.rejected += 1,
             other => panic!(
-                "{} @ {limit}, turn {turn}: apply failed ({other:?}): {}",
-                shape.name(),
-                String::from_utf8_lossy(&out.stderr)
+                "{} @ {limit}, turn {turn}: apply failed ({other:?}): {panel}",
+                shape.name()
             ),
         }
         if trace {
-            eprintln!("  apply → {:?}: {panel}", out.status.code());
+            eprintln!("  apply → {code:?}: {panel}");
         }
         push(&mut text, &Gen::result(&id, panel));
     }
