@@ -41,6 +41,12 @@ impl Truncation {
         self.count += 1;
         self.saved += saved;
     }
+
+    /// Adds what another pass cut.
+    pub fn absorb(&mut self, other: Truncation) {
+        self.count += other.count;
+        self.saved += other.saved;
+    }
 }
 
 /// Cuts made on earlier turns, made again: a result cut once stays cut.

@@ -87,7 +87,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let dropped_unpaired = before_pairing - view.len();
     let mut view: Vec<CoreMessage> = view.into_iter().map(|m| render_tag(state, m)).collect();
     let (mut truncation, cut) = truncate::reapply(&mut view, &state.host.truncated, cfg);
-    let (reapplied, reapplied_saved) = (truncation.count, truncation.saved);
+    let reapplied = truncation.count;
     let cuts: Vec<(usize, usize, usize)> = cut
         .into_iter()
         .map(|(i, saved)| {
@@ -160,17 +160,17 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     } else {
         0
     };
+    // What the view's estimate is down to; it already has the earlier cuts in it.
+    let mut left = estimate;
     let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
     if measured + g.scale(reserve) >= threshold {
         let target = g
             .estimate_for((threshold as f64 * 0.9) as usize)
             .saturating_sub(reserve);
         let more = truncate::truncate(&mut view, estimate, target, cfg, &mut state.host.truncated);
-        truncation.count += more.count;
-        truncation.saved += more.saved;
+        left -= more.saved;
+        truncation.absorb(more);
     }
-    // `estimate` already has the earlier cuts in it.
-    let left = estimate.saturating_sub(truncation.saved - reapplied_saved);
     let over = |left: usize| g.tokens(left + reserve) > cfg.context_limit;
     // Nothing the model can do in time, and truncation was not enough: the
     // last resort, aiming a little under the window so the next turn does
@@ -181,10 +181,9 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     if over(left) {
         let more =
             truncate::cut_largest(&mut view, left, last_target, cfg, &mut state.host.truncated);
-        truncation.count += more.count;
-        truncation.saved += more.saved;
+        left -= more.saved;
+        truncation.absorb(more);
     }
-    let left = estimate.saturating_sub(truncation.saved - reapplied_saved);
     // What the nudge lists is priced on the view with this turn's cuts, so
     // the same turn projected again (its cuts now sticky) says the same;
     // and it still lists what the last step below leaves out, which `apply`
