@@ -77,7 +77,7 @@ _noa() {
 
     case "${cmd}" in
         noa)
-            opts="-q -v -h -V --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --skip-bad-lines --parent --quiet --verbose --help --version project apply materialize ranges prompt rebuild inspect completions help"
+            opts="-q -v -h -V --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version project apply materialize ranges prompt rebuild inspect completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -115,6 +115,14 @@ _noa() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --reserve-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -W "estimate o200k cl100k" -- "${cur}"))
+                    return 0
+                    ;;
                 --parent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -127,7 +135,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__apply)
-            opts="-q -v -h -V --call-id --args --json --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --skip-bad-lines --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --call-id --args --json --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -173,6 +181,14 @@ _noa() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --reserve-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -W "estimate o200k cl100k" -- "${cur}"))
+                    return 0
+                    ;;
                 --parent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -185,7 +201,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__completions)
-            opts="-q -v -h -V --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --skip-bad-lines --parent --quiet --verbose --help --version bash zsh fish man"
+            opts="-q -v -h -V --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version bash zsh fish man"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -221,6 +237,14 @@ _noa() {
                     ;;
                 --preserve-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reserve-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -W "estimate o200k cl100k" -- "${cur}"))
                     return 0
                     ;;
                 --parent)
@@ -375,7 +399,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__inspect)
-            opts="-q -v -h -V --json --block --svg --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --skip-bad-lines --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --json --block --svg --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -421,6 +445,14 @@ _noa() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --reserve-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -W "estimate o200k cl100k" -- "${cur}"))
+                    return 0
+                    ;;
                 --parent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -433,7 +465,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__materialize)
-            opts="-o -q -v -h -V --output --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --skip-bad-lines --parent --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --output --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -479,6 +511,14 @@ _noa() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --reserve-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -W "estimate o200k cl100k" -- "${cur}"))
+                    return 0
+                    ;;
                 --parent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -491,7 +531,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__project)
-            opts="-o -q -v -h -V --output --to --dry-run --report --input-tokens --overflow-error --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --skip-bad-lines --parent --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --output --to --dry-run --report --input-tokens --overflow-error --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -553,6 +593,14 @@ _noa() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --reserve-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -W "estimate o200k cl100k" -- "${cur}"))
+                    return 0
+                    ;;
                 --parent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -565,7 +613,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__prompt)
-            opts="-q -v -h -V --tool-schema --for --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --skip-bad-lines --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --tool-schema --for --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -607,6 +655,14 @@ _noa() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --reserve-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -W "estimate o200k cl100k" -- "${cur}"))
+                    return 0
+                    ;;
                 --parent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -619,7 +675,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__ranges)
-            opts="-q -v -h -V --json --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --skip-bad-lines --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --json --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -655,6 +711,14 @@ _noa() {
                     ;;
                 --preserve-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reserve-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -W "estimate o200k cl100k" -- "${cur}"))
                     return 0
                     ;;
                 --parent)
@@ -669,7 +733,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__rebuild)
-            opts="-q -v -h -V --force --check --json --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --skip-bad-lines --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --force --check --json --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -705,6 +769,14 @@ _noa() {
                     ;;
                 --preserve-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reserve-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -W "estimate o200k cl100k" -- "${cur}"))
                     return 0
                     ;;
                 --parent)

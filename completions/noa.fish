@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_noa_global_optspecs
-    string join \n state-dir= session= format= limit= config= protect= preserve-messages= preserve-tokens= skip-bad-lines parent= q/quiet v/verbose h/help V/version
+    string join \n state-dir= session= format= limit= config= protect= preserve-messages= preserve-tokens= reserve-output= tokenizer= skip-bad-lines parent= q/quiet v/verbose h/help V/version
 end
 
 function __fish_noa_needs_command
@@ -36,6 +36,10 @@ complete -c noa -n "__fish_noa_needs_command" -l config -d 'Engine settings file
 complete -c noa -n "__fish_noa_needs_command" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_needs_command" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
 complete -c noa -n "__fish_noa_needs_command" -l preserve-tokens -d 'Keep the last N tokens out of compression [default: 5000]' -r
+complete -c noa -n "__fish_noa_needs_command" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens [default: min(8192, window / 8)]' -r
+complete -c noa -n "__fish_noa_needs_command" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
+o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
+cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_needs_command" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_needs_command" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
@@ -71,6 +75,10 @@ complete -c noa -n "__fish_noa_using_subcommand project" -l config -d 'Engine se
 complete -c noa -n "__fish_noa_using_subcommand project" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l preserve-tokens -d 'Keep the last N tokens out of compression [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand project" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens [default: min(8192, window / 8)]' -r
+complete -c noa -n "__fish_noa_using_subcommand project" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
+o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
+cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand project" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l dry-run -d 'Print the view but write no state: no new refs are kept'
 complete -c noa -n "__fish_noa_using_subcommand project" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
@@ -92,6 +100,10 @@ complete -c noa -n "__fish_noa_using_subcommand apply" -l config -d 'Engine sett
 complete -c noa -n "__fish_noa_using_subcommand apply" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l preserve-tokens -d 'Keep the last N tokens out of compression [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand apply" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens [default: min(8192, window / 8)]' -r
+complete -c noa -n "__fish_noa_using_subcommand apply" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
+o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
+cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand apply" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l json -d 'Print the panel and structured fields as one JSON object'
 complete -c noa -n "__fish_noa_using_subcommand apply" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
@@ -112,6 +124,10 @@ complete -c noa -n "__fish_noa_using_subcommand materialize" -l config -d 'Engin
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l preserve-tokens -d 'Keep the last N tokens out of compression [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand materialize" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens [default: min(8192, window / 8)]' -r
+complete -c noa -n "__fish_noa_using_subcommand materialize" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
+o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
+cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand materialize" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
@@ -130,6 +146,10 @@ complete -c noa -n "__fish_noa_using_subcommand ranges" -l config -d 'Engine set
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l preserve-tokens -d 'Keep the last N tokens out of compression [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand ranges" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens [default: min(8192, window / 8)]' -r
+complete -c noa -n "__fish_noa_using_subcommand ranges" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
+o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
+cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l json -d 'Print one JSON object instead of a table'
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
@@ -152,6 +172,10 @@ complete -c noa -n "__fish_noa_using_subcommand prompt" -l config -d 'Engine set
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l preserve-tokens -d 'Keep the last N tokens out of compression [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand prompt" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens [default: min(8192, window / 8)]' -r
+complete -c noa -n "__fish_noa_using_subcommand prompt" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
+o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
+cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l tool-schema -d 'Print the Compress tool definition (JSON) instead of the system block'
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
@@ -171,6 +195,10 @@ complete -c noa -n "__fish_noa_using_subcommand rebuild" -l config -d 'Engine se
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l preserve-tokens -d 'Keep the last N tokens out of compression [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand rebuild" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens [default: min(8192, window / 8)]' -r
+complete -c noa -n "__fish_noa_using_subcommand rebuild" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
+o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
+cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l force -d 'Replace an existing state.json'
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l check -d 'Compare the rebuilt state with the one on disk; exit 1 when they differ'
@@ -194,6 +222,10 @@ complete -c noa -n "__fish_noa_using_subcommand inspect" -l config -d 'Engine se
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l preserve-tokens -d 'Keep the last N tokens out of compression [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand inspect" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens [default: min(8192, window / 8)]' -r
+complete -c noa -n "__fish_noa_using_subcommand inspect" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
+o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
+cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l json -d 'Print one JSON object instead of tables'
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
@@ -213,6 +245,10 @@ complete -c noa -n "__fish_noa_using_subcommand completions" -l config -d 'Engin
 complete -c noa -n "__fish_noa_using_subcommand completions" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l preserve-tokens -d 'Keep the last N tokens out of compression [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand completions" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens [default: min(8192, window / 8)]' -r
+complete -c noa -n "__fish_noa_using_subcommand completions" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
+o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
+cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand completions" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand completions" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'

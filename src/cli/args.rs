@@ -73,6 +73,12 @@ pub struct Global {
     /// Keep the last N tokens out of compression [default: 5000]
     #[arg(long, global = true, value_name = "N")]
     pub preserve_tokens: Option<usize>,
+    /// Room to keep free for the model's reply, in tokens [default: min(8192, window / 8)]
+    #[arg(long, global = true, value_name = "TOKENS")]
+    pub reserve_output: Option<usize>,
+    /// How to count tokens: the quick estimate, or an exact BPE count [default: estimate]
+    #[arg(long, global = true, value_enum, value_name = "COUNTER")]
+    pub tokenizer: Option<TokenizerArg>,
     /// Treat lines that are not valid JSON as warnings instead of errors
     #[arg(long, global = true)]
     pub skip_bad_lines: bool,
@@ -276,6 +282,17 @@ pub struct ProjectArgs {
     /// The provider's error text when a request overflowed: noa learns the real window from it
     #[arg(long, value_name = "TEXT")]
     pub overflow_error: Option<String>,
+}
+
+/// `--tokenizer` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TokenizerArg {
+    /// One token per four characters (one per CJK character); nothing to load
+    Estimate,
+    /// Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)
+    O200k,
+    /// Exact cl100k_base counts (GPT-4, GPT-3.5)
+    Cl100k,
 }
 
 /// `--format` values.

@@ -79,6 +79,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                 "tokens_source": p.gauge.source.name(),
                 "measured_tokens": p.measured,
                 "estimate_ratio": (p.gauge.ratio * 1000.0).round() / 1000.0,
+                "tokenizer": config.tokenizer.name(),
                 "limit": window,
                 "budget": limit,
                 "omitted": p.omitted,

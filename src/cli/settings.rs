@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::CliError;
-use super::args::Global;
+use super::args::{Global, TokenizerArg};
 use crate::engine::config::Config;
 use crate::engine::prompt::Sections;
 use crate::engine::state::HostState;
+use crate::engine::tokenizer::Tokenizer;
 use crate::formats::Format;
 
 /// A config file: `[engine]` holds every engine knob, `[prompt]` the surface
@@ -92,6 +93,16 @@ pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliE
     }
     if let Some(n) = global.preserve_tokens {
         config.preserve_recent_tokens = n;
+    }
+    if let Some(n) = global.reserve_output {
+        config.reserve_output = Some(n);
+    }
+    if let Some(t) = global.tokenizer {
+        config.tokenizer = match t {
+            TokenizerArg::Estimate => Tokenizer::Estimate,
+            TokenizerArg::O200k => Tokenizer::O200k,
+            TokenizerArg::Cl100k => Tokenizer::Cl100k,
+        };
     }
     config
         .protected_tools

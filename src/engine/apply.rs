@@ -19,7 +19,7 @@ use super::prune::render_summary;
 use super::refs::{BLOCKED, highest_used, index_to_ref};
 use super::state::{Block, CompressionState};
 use super::sync::covered_ids;
-use super::{tokens, zone};
+use super::zone;
 
 /// One Compress call, with everything it is resolved against.
 #[derive(Debug, Clone)]
@@ -429,11 +429,11 @@ fn build(
         .unwrap_or_default();
     let compressed_tokens = direct
         .iter()
-        .map(|&i| tokens::estimate(&original(&view[i]).text))
+        .map(|&i| cfg.count(&original(&view[i]).text))
         .sum::<usize>()
         + absorbed
             .iter()
-            .map(|b| tokens::estimate(&render_summary(b).text))
+            .map(|b| cfg.count(&render_summary(b).text))
             .sum::<usize>();
     let block_id = format!("b{}", next_state.next_block_id.max(1));
     next_state.next_block_id = next_state.next_block_id.max(1) + 1;

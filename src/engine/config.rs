@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::tokenizer::Tokenizer;
+
 /// Engine configuration. Every field has a default; a config file may set any
 /// subset (see the README for the file format).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,6 +36,8 @@ pub struct Config {
     /// definitions), counted until the provider reports a real figure;
     /// default: what the transcript's host is known to send.
     pub request_overhead: Option<usize>,
+    /// How tokens are counted: `estimate`, or an exact BPE count (`o200k`, `cl100k`).
+    pub tokenizer: Tokenizer,
 }
 
 /// Summaries of summaries.
@@ -111,6 +115,7 @@ impl Default for Config {
             recent_zone_share: 0.25,
             reserve_output: None,
             request_overhead: None,
+            tokenizer: Tokenizer::Estimate,
         }
     }
 }
@@ -170,7 +175,7 @@ impl Config {
 
     /// Tokens in a text, as this config counts them.
     pub fn count(&self, text: &str) -> usize {
-        super::tokens::estimate(text)
+        self.tokenizer.count(text)
     }
 
     /// Tokens kept free for the reply.

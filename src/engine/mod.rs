@@ -35,6 +35,7 @@ pub mod sync;
 pub mod tag;
 #[cfg(test)]
 mod test_support;
+pub mod tokenizer;
 pub mod tokens;
 pub mod tree;
 pub mod truncate;

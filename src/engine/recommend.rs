@@ -64,7 +64,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
             segment += 1;
             continue;
         }
-        let t = tokens::estimate(&m.text);
+        let t = cfg.count(&m.text);
         if zone.contains(m.id.as_str()) {
             runs.extend(open.take());
             segment += 1;
@@ -117,7 +117,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
     // rendered summary (header and archive pointer included).
     let summary_tokens = |bs: &[Block]| {
         bs.iter()
-            .map(|b| tokens::estimate(&render_summary(b).text))
+            .map(|b| cfg.count(&render_summary(b).text))
             .sum::<usize>()
     };
     let pending = [

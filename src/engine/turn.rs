@@ -21,7 +21,7 @@ use super::recommend::{Recommendation, recommend};
 use super::refs::{self, NUDGE_ID, OMITTED_ID};
 use super::state::{CompressionState, MessageRefs};
 use super::truncate::{self, Truncation};
-use super::{hide, prune, sync, tag, tokens, view};
+use super::{hide, prune, sync, tag, view};
 
 /// What one turn is projected from.
 #[derive(Debug, Clone, Copy)]
@@ -85,7 +85,10 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
     let dropped_unpaired = before_pairing - view.len();
-    let mut view: Vec<CoreMessage> = view.into_iter().map(|m| render_tag(state, m)).collect();
+    let mut view: Vec<CoreMessage> = view
+        .into_iter()
+        .map(|m| render_tag(state, m, cfg))
+        .collect();
     let (mut truncation, cut) = truncate::reapply(&mut view, &state.host.truncated, cfg);
     let reapplied = truncation.count;
     let cuts: Vec<(usize, usize, usize)> = cut
@@ -298,7 +301,7 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
 
 /// Appends the ref tag to a taggable message that has a ref, freezing its
 /// token figure the first time it is shown.
-fn render_tag(state: &mut CompressionState, mut m: CoreMessage) -> CoreMessage {
+fn render_tag(state: &mut CompressionState, mut m: CoreMessage, cfg: &Config) -> CoreMessage {
     if !m.is_taggable() {
         return m;
     }
@@ -308,7 +311,7 @@ fn render_tag(state: &mut CompressionState, mut m: CoreMessage) -> CoreMessage {
     let figure = *state
         .token_snapshot
         .entry(r.clone())
-        .or_insert_with(|| tokens::estimate(&m.text));
+        .or_insert_with(|| cfg.count(&m.text));
     let source = match (m.content_type, m.tool_name.is_empty()) {
         (ContentType::ToolResult, true) => Some("tool"),
         (ContentType::ToolResult, false) => Some(m.tool_name.as_str()),

@@ -311,3 +311,50 @@ fn the_hosts_figure_is_used_and_remembered() {
     assert_eq!(third["tokens_source"], "learned");
     assert!(third["tokens"].as_u64().unwrap() >= t, "{third}");
 }
+
+#[test]
+fn an_exact_tokenizer_and_the_reply_reserve_are_flags() {
+    use noa::engine::tokenizer::Tokenizer;
+    let dir = TempDir::new();
+    let path = dir.path().join("chat.jsonl");
+    let task = "Refactor fn parse_args(argv: &[String]) -> Result<Config, Error> in src/cli.rs; keep the 你好 greeting.";
+    fs::write(
+        &path,
+        serde_json::json!({"role": "user", "content": task}).to_string() + "\n",
+    )
+    .unwrap();
+    let out = noa(
+        Path::new(dir.path()),
+        &[
+            "project",
+            path.to_str().unwrap(),
+            "--dry-run",
+            "--report",
+            "json",
+            "--tokenizer",
+            "o200k",
+            "--limit",
+            "40000",
+            "--reserve-output",
+            "4000",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap();
+    assert_eq!(report["tokenizer"], "o200k");
+    assert_eq!(report["limit"], 40_000);
+    assert_eq!(report["budget"], 36_000);
+    // The tag's frozen figure is the exact count of the text.
+    let exact = Tokenizer::O200k.count(task);
+    assert_ne!(exact, Tokenizer::Estimate.count(task));
+    let view = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        view.contains(&format!("tokens=\\\"{exact}\\\"")),
+        "{view} (exact {exact})"
+    );
+}
