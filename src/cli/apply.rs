@@ -14,7 +14,7 @@ use super::{CliError, Exit};
 use crate::engine::apply::{self, ApplyInput, ApplyOutcome, NO_RANGES};
 use crate::engine::parse_args::{ParseKind, ParsedArgs, parse_compress_args};
 use crate::engine::protect::COMPRESS_TOOL;
-use crate::engine::state::CompressionState;
+use crate::engine::state::{AppliedCall, CompressionState};
 use crate::engine::turn::{self, TurnInput};
 use crate::engine::{ContentType, CoreMessage, panel};
 use crate::store::{SessionDir, SessionLock, write_atomic};
@@ -41,6 +41,25 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     session.create()?;
     let _lock = SessionLock::acquire(&session.dir)?;
     let mut state = session_state(&loaded)?;
+    if let Some(done) = state
+        .host
+        .applied
+        .get(&call_id)
+        .filter(|_| !call_id.is_empty())
+    {
+        // A retry of a call already applied: the same answer, nothing changed.
+        print_outcome(
+            args.json,
+            &done.panel,
+            json!({"panel": done.panel, "call_id": call_id, "applied_before": true}),
+        )?;
+        warn(global, &t.warnings);
+        return Ok(if done.rejected {
+            Exit::Rejected
+        } else {
+            Exit::Success
+        });
+    }
     let settings = settings::load(global, Some(&args.transcript))?;
     let config = settings.for_host(&state.host, Some(t.format));
     // The view the model saw: the same projection, on a copy of the state so
@@ -86,6 +105,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             archive_root: &root,
             created: &created,
             now,
+            replay: false,
         })
     };
 
@@ -106,58 +126,68 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     }
     let written = write_archives(session, &outcome)?;
     let mut next = outcome.state.clone();
-    let after = if outcome.created.is_empty() {
-        seen.measured
+    let (after, reclaimed) = if outcome.created.is_empty() {
+        (seen.measured, 0)
     } else {
-        view_of(&next).0.measured
+        let now = view_of(&next).0;
+        let reclaimed = panel::reclaimed_by_call(
+            outcome.created.iter().map(|(b, _)| b),
+            &next.blocks,
+            &history,
+            &now.view,
+            &|t| config.count(t),
+        );
+        (now.measured, reclaimed)
     };
     record_attempt(&mut next, &outcome, key);
+    let text = panel::answer(&outcome, seen.measured, after, reclaimed);
+    if !call_id.is_empty() {
+        next.host.applied.insert(
+            call_id.clone(),
+            AppliedCall {
+                rejected: outcome.created.is_empty(),
+                panel: text.clone(),
+            },
+        );
+    }
     if let Err(e) = session.save(&next) {
         remove(&written);
         return Err(e.into());
     }
 
-    let text = panel::render(&panel::PanelInput {
-        before: seen.measured,
-        after,
-        blocks: outcome
-            .created
-            .iter()
-            .map(|(b, partial)| (b, *partial))
-            .collect(),
-        surviving: outcome.surviving.clone(),
-        absorbed_tier: outcome.absorbed_tier,
-        errors: outcome.errors.clone(),
-        warnings: outcome.warnings.clone(),
-    });
-    let mut out = std::io::stdout().lock();
-    let printed = if args.json {
-        let blocks: Vec<_> = outcome
-            .created
-            .iter()
-            .map(|(b, _)| json!({"id": b.block_id, "tier": b.tier, "start": b.start_ref, "end": b.end_ref, "archive": b.archive_path, "tokens": b.compressed_tokens}))
-            .collect();
-        writeln!(
-            out,
-            "{}",
-            json!({
-                "panel": text, "call_id": call_id, "created": blocks, "errors": outcome.errors,
-                "warnings": outcome.warnings, "parse": parsed.kind.as_str(), "repairs": parsed.repairs,
-                "tokens_before": seen.measured, "tokens_after": after,
-            })
-        )
-    } else {
-        writeln!(out, "{text}")
-    };
-    printed.map_err(|source| CliError::Io {
-        path: "<stdout>".into(),
-        source,
-    })?;
+    let blocks: Vec<_> = outcome
+        .created
+        .iter()
+        .map(|(b, _)| json!({"id": b.block_id, "tier": b.tier, "start": b.start_ref, "end": b.end_ref, "archive": b.archive_path, "tokens": b.compressed_tokens}))
+        .collect();
+    print_outcome(
+        args.json,
+        &text,
+        json!({
+            "panel": text, "call_id": call_id, "created": blocks, "errors": outcome.errors,
+            "warnings": outcome.warnings, "parse": parsed.kind.as_str(), "repairs": parsed.repairs,
+            "tokens_before": seen.measured, "tokens_after": after,
+        }),
+    )?;
     warn(global, &t.warnings);
     Ok(if outcome.created.is_empty() {
         Exit::Rejected
     } else {
         Exit::Success
+    })
+}
+
+/// Prints the panel, or with `--json` the report object that holds it.
+fn print_outcome(json: bool, panel: &str, report: serde_json::Value) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    let printed = if json {
+        writeln!(out, "{report}")
+    } else {
+        writeln!(out, "{panel}")
+    };
+    printed.map_err(|source| CliError::Io {
+        path: "<stdout>".into(),
+        source,
     })
 }
 

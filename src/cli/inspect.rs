@@ -6,7 +6,7 @@
 //! a one-line context map. Without a transcript there is no current view, so
 //! only what the state alone holds is shown, and the output says so.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ use super::input::{load, session_state, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::map::{self, Run, STRIP_LEGEND, Segment};
 use crate::engine::nudge_text::format_breakdown;
-use crate::engine::prune::render_summary;
+use crate::engine::panel::{Reclaimed, summary_tokens};
 use crate::engine::ranges::Breakdown;
 use crate::engine::state::{Block, CompressionState};
 use crate::engine::svg::{self, SvgInput};
@@ -40,6 +40,8 @@ struct Current {
     limit: usize,
     history: Vec<Segment>,
     view: Vec<Segment>,
+    /// What each block reclaimed, by id: the panel's and the SVG's figure.
+    reclaimed: BTreeMap<String, Reclaimed>,
 }
 
 /// Runs `noa inspect`. Works on a copy of the state: writes nothing but the
@@ -96,6 +98,9 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
             limit: settings.window(&stored.host),
             history: map::history_segments(&history, &p.view, &state, &zone),
             view: map::view_segments(&p.view, &state, &zone),
+            reclaimed: map::reclaimed_by_block(&history, &p.view, &state.blocks, &|t| {
+                config.count(t)
+            }),
         }
     });
     // Block activity as of this transcript; as stored when there is none.
@@ -115,6 +120,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
             measured: c.measured,
             limit: c.limit,
             blocks,
+            reclaimed: &c.reclaimed,
         });
         write_atomic(file, svg.as_bytes()).map_err(|source| CliError::Io {
             path: file.clone(),
@@ -129,10 +135,20 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         }
     }
 
+    let count = |t: &str| config.count(t);
+    let report = Report {
+        session: &session,
+        stored: &stored,
+        fresh,
+        blocks,
+        base: &base,
+        current: current.as_ref(),
+        count: &count,
+    };
     let text = if args.json {
-        to_json(&session, &stored, fresh, blocks, &base, current.as_ref()).to_string()
+        to_json(&report).to_string()
     } else {
-        to_text(&session, &stored, fresh, blocks, &base, current.as_ref())
+        to_text(&report)
     };
     writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
         path: "<stdout>".into(),
@@ -187,9 +203,39 @@ fn archive_shown(b: &Block, session: &SessionDir, base: &Path) -> String {
     }
 }
 
-/// Tokens of a block's summary as it is rendered into the view.
-fn after_tokens(b: &Block) -> usize {
-    tokens::estimate(&render_summary(b).text)
+/// What `inspect` reports on.
+struct Report<'a> {
+    session: &'a SessionDir,
+    stored: &'a CompressionState,
+    /// No state was stored yet.
+    fresh: bool,
+    /// The blocks, active as of the transcript when there is one.
+    blocks: &'a [Block],
+    base: &'a Path,
+    current: Option<&'a Current>,
+    /// The session's token counter.
+    count: &'a dyn Fn(&str) -> usize,
+}
+
+impl Report<'_> {
+    /// What a block reclaimed; `None` without a transcript, since which of
+    /// its messages the view still shows, and their sizes, are not known.
+    fn reclaimed(&self, b: &Block) -> Option<Reclaimed> {
+        self.current
+            .and_then(|c| c.reclaimed.get(&b.block_id).copied())
+    }
+
+    /// What every block reclaimed, summed: the session's figure, since a
+    /// tier 2/3 block counts the summaries it absorbed as taken.
+    fn total_reclaimed(&self) -> Option<usize> {
+        self.current
+            .map(|c| c.reclaimed.values().map(|r| r.tokens).sum())
+    }
+
+    /// Tokens of a block's rendered summary, on the session's counter.
+    fn summary(&self, b: &Block) -> usize {
+        summary_tokens(b, self.count)
+    }
 }
 
 fn span(b: &Block) -> String {
@@ -206,14 +252,26 @@ fn cut(s: &str, max: usize) -> String {
     }
 }
 
-fn block_table(blocks: &[Block], session: &SessionDir, base: &Path) -> String {
+/// The block map. `tokens` is what a block took out of the view → what its
+/// summary put back, `reclaimed` the difference; both `?` without a
+/// transcript.
+fn block_table(r: &Report) -> String {
     let mut t = Table::new();
     t.load_preset(presets::ASCII_MARKDOWN)
         .set_content_arrangement(ContentArrangement::Disabled)
         .set_header([
-            "id", "tier", "active", "span", "messages", "tokens", "topic", "archive",
+            "id",
+            "tier",
+            "active",
+            "span",
+            "messages",
+            "tokens",
+            "reclaimed",
+            "topic",
+            "archive",
         ]);
-    for b in blocks {
+    for b in r.blocks {
+        let figure = r.reclaimed(b);
         t.add_row([
             b.block_id.clone(),
             format!("T{}", b.tier),
@@ -222,14 +280,15 @@ fn block_table(blocks: &[Block], session: &SessionDir, base: &Path) -> String {
             b.effective_message_ids.len().to_string(),
             format!(
                 "{} → {}",
-                tokens::format(b.compressed_tokens),
-                tokens::format(after_tokens(b))
+                figure.map_or("?".into(), |f| tokens::format(f.taken)),
+                tokens::format(r.summary(b))
             ),
+            figure.map_or("?".into(), |f| tokens::format(f.tokens)),
             cut(&b.topic, TOPIC_WIDTH),
-            archive_shown(b, session, base),
+            archive_shown(b, r.session, r.base),
         ]);
     }
-    for i in [4, 5] {
+    for i in [4, 5, 6] {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }
@@ -237,14 +296,20 @@ fn block_table(blocks: &[Block], session: &SessionDir, base: &Path) -> String {
     t.to_string()
 }
 
-fn stats_line(stored: &CompressionState, blocks: &[Block]) -> String {
+/// The stats line; the tokens reclaimed only with a transcript (see
+/// [`Report::total_reclaimed`]).
+fn stats_line(r: &Report) -> String {
+    let (stored, blocks) = (r.stored, r.blocks);
     let active = blocks.iter().filter(|b| b.active).count();
     let s = &stored.stats;
+    let reclaimed = r
+        .total_reclaimed()
+        .map(|n| format!(" · {} tokens reclaimed", tokens::format(n)))
+        .unwrap_or_default();
     format!(
-        "Stats: {} compression{} · {} tokens reclaimed · {active} of {} block{} active · {} refs handed out · next block b{}",
+        "Stats: {} compression{}{reclaimed} · {active} of {} block{} active · {} refs handed out · next block b{}",
         s.compression_count,
         if s.compression_count == 1 { "" } else { "s" },
-        tokens::format(s.tokens_compressed),
         blocks.len(),
         if blocks.len() == 1 { "" } else { "s" },
         stored.message_refs.by_ref.len(),
@@ -252,20 +317,14 @@ fn stats_line(stored: &CompressionState, blocks: &[Block]) -> String {
     )
 }
 
-fn to_text(
-    session: &SessionDir,
-    stored: &CompressionState,
-    fresh: bool,
-    blocks: &[Block],
-    base: &Path,
-    current: Option<&Current>,
-) -> String {
+fn to_text(r: &Report) -> String {
+    let (session, blocks, current) = (r.session, r.blocks, r.current);
     let mut parts = vec![format!(
         "Session {} · {}",
         session.session,
         session.dir.display()
     )];
-    if fresh {
+    if r.fresh {
         parts.push(format!(
             "No state yet ({} does not exist): nothing has been compressed; what follows is \
              the transcript as the next `noa project` would see it.",
@@ -275,7 +334,8 @@ fn to_text(
     if current.is_none() {
         parts.push(
             "No transcript given: what follows is the state alone. Block activity is as last \
-             stored; the context breakdown, window usage and map need the transcript."
+             stored; the tokens reclaimed, context breakdown, window usage and map need the \
+             transcript."
                 .into(),
         );
     }
@@ -286,10 +346,10 @@ fn to_text(
         parts.push(format!(
             "Blocks ({}, {active} active):\n{}",
             blocks.len(),
-            block_table(blocks, session, base)
+            block_table(r)
         ));
     }
-    parts.push(stats_line(stored, blocks));
+    parts.push(stats_line(r));
     if let Some(c) = current {
         let breakdown = format_breakdown(&c.breakdown, 0);
         let window = format!(
@@ -327,18 +387,13 @@ fn run_json(r: &Run) -> Value {
     serde_json::to_value(r).expect("a run always serializes")
 }
 
-fn to_json(
-    session: &SessionDir,
-    stored: &CompressionState,
-    fresh: bool,
-    blocks: &[Block],
-    base: &Path,
-    current: Option<&Current>,
-) -> Value {
+fn to_json(r: &Report) -> Value {
+    let (session, stored, blocks, current) = (r.session, r.stored, r.blocks, r.current);
     let active = blocks.iter().filter(|b| b.active).count();
     let blocks_json: Vec<Value> = blocks
         .iter()
         .map(|b| {
+            let figure = r.reclaimed(b);
             json!({
                 "id": b.block_id,
                 "tier": b.tier,
@@ -348,11 +403,12 @@ fn to_json(
                 "messages": b.effective_message_ids.len(),
                 "direct_messages": b.direct_message_ids.len(),
                 "absorbed": b.direct_block_ids,
-                "tokens_before": b.compressed_tokens,
-                "tokens_after": after_tokens(b),
+                "tokens_before": figure.map(|f| f.taken),
+                "tokens_after": r.summary(b),
+                "reclaimed": figure.map(|f| f.tokens),
                 "topic": b.topic,
                 "summary": b.summary,
-                "archive": archive_shown(b, session, base),
+                "archive": archive_shown(b, session, r.base),
                 "archive_path": b.archive_path,
                 "archive_rel": b.archive_rel,
                 "created_at": b.created_at,
@@ -362,12 +418,12 @@ fn to_json(
         .collect();
     let mut out = json!({
         "session": session.session,
-        "state": (!fresh).then(|| session.state_path().display().to_string()),
+        "state": (!r.fresh).then(|| session.state_path().display().to_string()),
         "transcript": current.is_some(),
         "blocks": blocks_json,
         "stats": {
             "compressions": stored.stats.compression_count,
-            "tokens_reclaimed": stored.stats.tokens_compressed,
+            "tokens_reclaimed": r.total_reclaimed(),
             "active_blocks": active,
             "total_blocks": blocks.len(),
             "refs": stored.message_refs.by_ref.len(),

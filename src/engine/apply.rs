@@ -43,6 +43,10 @@ pub struct ApplyInput<'a> {
     pub created: &'a str,
     /// Creation time for blocks, Unix seconds.
     pub now: i64,
+    /// Replaying a recorded call whose ranges are the spans the live call
+    /// made: the recent zone and the size gate, which belonged to that
+    /// moment, were already applied then and are not applied again.
+    pub replay: bool,
 }
 
 /// An archive file to write, relative to the session directory.
@@ -179,7 +183,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
             .chars()
             .count()
     };
-    if !kept.iter().any(|s| s.names_block) {
+    if !input.replay && !kept.iter().any(|s| s.names_block) {
         let chars: usize = kept
             .iter()
             .flat_map(|s| &view[s.start..=s.end])
@@ -200,7 +204,11 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
         }
     }
 
-    let zone = zone::protected_ids(view, state, input.config);
+    let zone = if input.replay {
+        HashSet::new()
+    } else {
+        zone::protected_ids(view, state, input.config)
+    };
     let first_user = view
         .iter()
         .find(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque)

@@ -64,6 +64,7 @@ fn run(f: &Fixture, ranges: &[CompressRange]) -> ApplyOutcome {
         archive_root: "/archive",
         created: "2026-09-14T10:00:00+08:00",
         now: 1_789_000_000,
+        replay: false,
     })
 }
 
@@ -125,6 +126,7 @@ fn archives_hold_the_originals_not_the_view_text() {
         archive_root: "/a",
         created: "",
         now: 0,
+        replay: false,
     });
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
     assert_eq!(

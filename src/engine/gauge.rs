@@ -218,16 +218,27 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
         .filter(|&&(i, _, made)| i < split && made > at)
         .map(|&(_, saved, _)| saved)
         .sum();
-    let later_calls: HashSet<&str> = later
+    // Blocks made after the record: by a call that came later, or by the
+    // call being applied now (not in the history yet), over messages that
+    // request held.
+    let earlier = &input.history[..at];
+    let earlier_calls: HashSet<&str> = earlier
         .iter()
         .filter(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL)
         .map(|m| m.tool_call_id.as_str())
         .collect();
+    let earlier_ids: HashSet<&str> = earlier.iter().map(|m| m.id.as_str()).collect();
     let reclaimed: usize = input
         .state
         .blocks
         .iter()
-        .filter(|b| later_calls.contains(b.compress_call_id.as_str()))
+        .filter(|b| {
+            !b.compress_call_id.is_empty()
+                && !earlier_calls.contains(b.compress_call_id.as_str())
+                && b.direct_message_ids
+                    .iter()
+                    .any(|id| earlier_ids.contains(id.as_str()))
+        })
         .map(|b| b.compressed_tokens.saturating_sub(count(&b.summary)))
         .sum();
     before + uncut + reclaimed
@@ -354,7 +365,7 @@ mod tests {
             compressed_tokens: 300,
             summary: "abcd".into(),
             compress_call_id: "call_1".into(),
-            ..crate::engine::test_support::block("b1", 1, &[])
+            ..crate::engine::test_support::block("b1", 1, &["m0", "m1", "m2"])
         });
         let cfg = Config::default();
         // The view now holds 3 of the first 6 messages; the record before

@@ -9,11 +9,12 @@
 //! window beneath it. Everything here is pure: the CLI computes the view and
 //! the zone, and writes the result.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
 use super::message::{ContentType, CoreMessage, Role};
+use super::panel::{Reclaimed, reclaimed};
 use super::prune::{block_of_summary, is_rendered_summary};
 use super::refs::NUDGE_ID;
 use super::state::{Block, CompressionState};
@@ -191,6 +192,28 @@ impl Segment {
             tokens: tokens::estimate(&m.text),
         }
     }
+}
+
+/// Every block's [`Reclaimed`] figure by block id, active or not, for
+/// `inspect`'s table, stats and JSON and the SVG's labels: [`reclaimed`] on
+/// the originals in `history` and the `view` as projected, with the session's
+/// counter. Summed over all blocks it is what the session reclaimed, since a
+/// tier 2/3 block counts as taken the summaries its absorbed blocks put back.
+pub fn reclaimed_by_block(
+    history: &[CoreMessage],
+    view: &[CoreMessage],
+    blocks: &[Block],
+    count: &dyn Fn(&str) -> usize,
+) -> BTreeMap<String, Reclaimed> {
+    blocks
+        .iter()
+        .map(|b| {
+            (
+                b.block_id.clone(),
+                reclaimed(b, blocks, history, view, count),
+            )
+        })
+        .collect()
 }
 
 /// Merges neighbouring segments of one class and block.

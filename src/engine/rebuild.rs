@@ -13,11 +13,12 @@ use super::apply::{ApplyInput, ArchiveFile, apply};
 use super::config::Config;
 use super::gauge::Recorded;
 use super::message::{ContentType, CoreMessage};
-use super::panel::block_count;
-use super::parse_args::parse_compress_args;
+use super::panel::{self, block_count};
+use super::parse_args::{CompressRange, parse_compress_args};
 use super::prompt::Sections;
 use super::protect::COMPRESS_TOOL;
-use super::state::{Block, CompressionState};
+use super::refs::{parse_block_id, ref_to_index};
+use super::state::{AppliedCall, Block, CompressionState};
 use super::turn::{TurnInput, project};
 
 /// One Compress call found in the log.
@@ -136,30 +137,43 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
                 keep_all: true,
             },
         );
-        (p.view, scratch)
+        (p, scratch)
     };
     for (n, call) in recorded_calls(history).into_iter().enumerate() {
         (input.on_step)(n);
         let recorded = call.panel.as_deref().map_or(0, block_count);
-        let skip = |why: &str| Replay {
-            call_id: call.call_id.clone(),
-            outcome: ReplayOutcome::Skipped(why.into()),
-            warnings: Vec::new(),
-        };
-        if call.panel.is_none() {
-            replays.push(skip("no recorded result"));
-            continue;
+        if let Some(panel) = &call.panel {
+            // The recorded answer is what a retried `apply` of this call prints.
+            state.host.applied.insert(
+                call.call_id.clone(),
+                AppliedCall {
+                    rejected: recorded == 0,
+                    panel: panel.clone(),
+                },
+            );
+            if recorded == 0 {
+                replays.push(Replay {
+                    call_id: call.call_id.clone(),
+                    outcome: ReplayOutcome::Skipped("its recorded result shows no block".into()),
+                    warnings: Vec::new(),
+                });
+                continue;
+            }
         }
-        if recorded == 0 {
-            replays.push(skip("its recorded result shows no block"));
-            continue;
-        }
-        let (view, scratch) = view_at(&state, call.cut);
+        let (seen, scratch) = view_at(&state, call.cut);
         state.message_refs = scratch.message_refs;
         let parsed = parse_compress_args(&call.args);
+        // The recorded result says which blocks the call made: replay
+        // exactly those, whatever the window or the zone was then.
+        let made = recorded_blocks(call.panel.as_deref().unwrap_or(""));
+        let ranges = replay_ranges(&made, &parsed.ranges, &state);
+        let replay = !ranges.is_empty();
+        if let Some(first) = made.first().filter(|_| replay) {
+            state.next_block_id = state.next_block_id.max(first.number);
+        }
         let out = apply(&ApplyInput {
-            ranges: &parsed.ranges,
-            view: &view,
+            ranges: if replay { &ranges } else { &parsed.ranges },
+            view: &seen.view,
             originals: &originals,
             state: &state,
             config: input.config,
@@ -167,9 +181,45 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             archive_root: input.archive_root,
             created: input.created,
             now: input.now,
+            replay,
         });
         let mut warnings: Vec<String> = out.errors.iter().chain(&out.warnings).cloned().collect();
+        if replay {
+            // What the live call refused is in its recorded result only.
+            warnings.extend(recorded_errors(call.panel.as_deref().unwrap_or("")));
+        }
+        let mut out = out;
+        if call.panel.is_none() {
+            // Never answered in the transcript (the host lost it, or the
+            // call is the last thing in it): replayed as asked, and its
+            // answer kept, so the host's `apply` of it changes nothing.
+            warnings.push("no recorded result: replayed as asked".into());
+            let (after, reclaimed) = if out.created.is_empty() {
+                (seen.measured, 0)
+            } else {
+                let now = view_at(&out.state, call.cut).0;
+                let reclaimed = panel::reclaimed_by_call(
+                    out.created.iter().map(|(b, _)| b),
+                    &out.state.blocks,
+                    history,
+                    &now.view,
+                    &|t| input.config.count(t),
+                );
+                (now.measured, reclaimed)
+            };
+            let text = panel::answer(&out, seen.measured, after, reclaimed);
+            out.state.host.applied.insert(
+                call.call_id.clone(),
+                AppliedCall {
+                    rejected: out.created.is_empty(),
+                    panel: text,
+                },
+            );
+        }
         if out.created.is_empty() {
+            if call.panel.is_none() {
+                state.host.applied = out.state.host.applied;
+            }
             replays.push(Replay {
                 call_id: call.call_id,
                 outcome: ReplayOutcome::Skipped("the replay made no block".into()),
@@ -177,7 +227,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             });
             continue;
         }
-        if out.created.len() != recorded {
+        if call.panel.is_some() && out.created.len() != recorded {
             warnings.push(format!(
                 "the recorded result shows {recorded} block(s), the replay made {}",
                 out.created.len()
@@ -211,6 +261,130 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
         archives,
         replays,
     }
+}
+
+/// A block as a recorded panel names it: `b7(T1)=m00012–m00030`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MadeBlock {
+    /// The number in its id.
+    pub number: u64,
+    /// Its tier.
+    pub tier: u8,
+    /// First and last ref it covers.
+    pub start: String,
+    /// Last ref it covers.
+    pub end: String,
+}
+
+/// The blocks a recorded panel shows, in the order they were made.
+pub fn recorded_blocks(panel: &str) -> Vec<MadeBlock> {
+    let mut out = Vec::new();
+    for (at, _) in panel.match_indices("(T") {
+        let head = &panel[..at];
+        let digits = head.len() - head.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let Some(b) = head[..head.len() - digits].strip_suffix('b') else {
+            continue;
+        };
+        if digits == 0 || b.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &panel[at + 2..];
+        let tier_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (tier, rest) = rest.split_at(tier_len);
+        let Some(rest) = rest.strip_prefix(")=") else {
+            continue;
+        };
+        let start: String = rest
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        let Some(rest) = rest[start.len()..].strip_prefix('–') else {
+            continue;
+        };
+        let end: String = rest
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        let (Ok(number), Ok(tier)) = (head[head.len() - digits..].parse(), tier.parse()) else {
+            continue;
+        };
+        out.push(MadeBlock {
+            number,
+            tier,
+            start,
+            end,
+        });
+    }
+    out
+}
+
+/// The errors a recorded panel reports (ranges of the call it refused).
+fn recorded_errors(panel: &str) -> impl Iterator<Item = String> + '_ {
+    panel
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("error: "))
+        .map(str::to_string)
+}
+
+/// The ranges that remake the recorded tier-1 blocks: each block's own
+/// span, with the summary of the requested range it came from. Empty (the
+/// call is replayed as it was asked) when the call made a higher tier or a
+/// recorded block matches no requested range.
+fn replay_ranges(
+    made: &[MadeBlock],
+    asked: &[CompressRange],
+    state: &CompressionState,
+) -> Vec<CompressRange> {
+    let number = |r: &str| -> Option<u32> {
+        if let Some(block) = parse_block_id(r) {
+            let b = state.blocks.iter().find(|b| b.block_id == block)?;
+            return ref_to_index(&b.start_ref).or_else(|| ref_to_index(&b.end_ref));
+        }
+        ref_to_index(r)
+    };
+    let end_number = |r: &str| -> Option<u32> {
+        match parse_block_id(r) {
+            Some(block) => {
+                let b = state.blocks.iter().find(|b| b.block_id == block)?;
+                ref_to_index(&b.end_ref)
+            }
+            None => ref_to_index(r),
+        }
+    };
+    let spans: Vec<Option<(u32, u32)>> = asked
+        .iter()
+        .map(|r| Some((number(&r.start)?, end_number(&r.end)?)))
+        .collect();
+    // A tier-1 block is one unbroken run of the view, so its span says
+    // exactly what it covers; a higher tier's span also holds the blocks it
+    // folded, and does not.
+    if made.iter().any(|m| m.tier != 1) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for m in made {
+        let (Some(s), Some(e)) = (ref_to_index(&m.start), ref_to_index(&m.end)) else {
+            return Vec::new();
+        };
+        let best = spans
+            .iter()
+            .enumerate()
+            .filter_map(|(i, sp)| {
+                let (a, b) = (*sp)?;
+                let overlap = e.min(b) as i64 - s.max(a) as i64;
+                (overlap >= 0).then_some((overlap, i))
+            })
+            .max_by_key(|&(overlap, i)| (overlap, std::cmp::Reverse(i)));
+        let Some((_, i)) = best else {
+            return Vec::new();
+        };
+        out.push(CompressRange {
+            start: m.start.clone(),
+            end: m.end.clone(),
+            ..asked[i].clone()
+        });
+    }
+    out
 }
 
 /// Every way two states differ in what they record: blocks (ids, tiers,
@@ -303,4 +477,33 @@ pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<S
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_panel_names_the_blocks_it_made() {
+        let panel = "▣ noa | 18K → 16K tokens (~1.7K reclaimed)\n  b19(T1)=m00234–m00242* → /st/tier1/b19_m00234-m00242.md\n  b20(T2)=m00002–m00233 → /st/tier2/b20.md\n  warn: consolidate live blocks: b1(T1) m00002–m00031, b2(T1) m00032–m00041\n  error: ab3(T1)=m00001–m00002 is not a block line";
+        let made = recorded_blocks(panel);
+        assert_eq!(
+            made,
+            [
+                MadeBlock {
+                    number: 19,
+                    tier: 1,
+                    start: "m00234".into(),
+                    end: "m00242".into()
+                },
+                MadeBlock {
+                    number: 20,
+                    tier: 2,
+                    start: "m00002".into(),
+                    end: "m00233".into()
+                },
+            ]
+        );
+        assert_eq!(made.len(), crate::engine::panel::block_count(panel));
+    }
 }

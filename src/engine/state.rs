@@ -204,6 +204,10 @@ pub struct HostState {
     /// Whether it was an emergency nudge.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nudge_emergency: bool,
+    /// Every Compress call applied, by call id, with what `apply` answered:
+    /// a host that retries a call gets the same answer, and nothing changes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub applied: BTreeMap<String, AppliedCall>,
     /// What the host's own token figures taught.
     #[serde(default, skip_serializing_if = "Calibration::is_empty")]
     pub calibration: Calibration,
@@ -240,4 +244,15 @@ impl Calibration {
     fn is_empty(&self) -> bool {
         *self == Calibration::default()
     }
+}
+
+/// What `apply` answered for one Compress call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedCall {
+    /// No block was made: the host returns the panel as an error result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rejected: bool,
+    /// The panel, as printed.
+    pub panel: String,
 }

@@ -2,8 +2,10 @@
 //! history message by message, each as wide as its tokens and coloured by
 //! what became of it, with the view measured against the window beneath.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use super::panel::Reclaimed;
 use super::state::Block;
 use super::tokens;
 
@@ -24,6 +26,10 @@ pub struct SvgInput<'a> {
     pub limit: usize,
     /// The session's blocks, for labels and tooltips.
     pub blocks: &'a [Block],
+    /// What each block reclaimed, by block id, from
+    /// [`reclaimed_by_block`](super::map::reclaimed_by_block): the figure
+    /// written on its span.
+    pub reclaimed: &'a BTreeMap<String, Reclaimed>,
 }
 
 /// Canvas width, in SVG user units.
@@ -218,21 +224,23 @@ fn describe(run: &[Piece], segments: &[Segment], blocks: &[Block]) -> String {
 }
 
 /// The label drawn on a covered span, as much of it as fits: the block, its
-/// tier, and what it folded (the originals' tokens, as wide as the span) into
-/// how many tokens of summary.
-fn block_label(s: &Segment, segments: &[Segment], blocks: &[Block], width: f64) -> Option<String> {
+/// tier, how many messages the span holds, and what the block reclaimed (the
+/// same figure as the panel and `noa inspect`).
+fn block_label(
+    s: &Segment,
+    segments: &[Segment],
+    reclaimed: &BTreeMap<String, Reclaimed>,
+    width: f64,
+) -> Option<String> {
     let mut options = Vec::new();
-    if let Some(b) = blocks.iter().find(|b| b.block_id == s.block) {
-        let covered = segments.iter().filter(|t| t.block == s.block);
-        let (messages, before) = covered.fold((0, 0), |(n, t), x| (n + 1, t + x.tokens));
-        let after = tokens::estimate(&super::prune::render_summary(b).text);
+    if let Some(r) = reclaimed.get(&s.block) {
+        let messages = segments.iter().filter(|t| t.block == s.block).count();
+        let figure = tokens::format(r.tokens);
         options.push(format!(
-            "{} · T{} · {messages} msgs · {} → {}",
-            s.block,
-            s.tier,
-            tokens::format(before),
-            tokens::format(after)
+            "{} · T{} · {messages} msgs · {figure} reclaimed",
+            s.block, s.tier
         ));
+        options.push(format!("{} · T{} · {figure} reclaimed", s.block, s.tier));
     }
     options.push(format!("{} · T{}", s.block, s.tier));
     options.push(s.block.clone());
@@ -287,7 +295,7 @@ pub fn svg(input: &SvgInput) -> String {
     y += 8.0;
     for (r, pieces) in laid.iter().enumerate() {
         let top = y + 22.0 + r as f64 * (ROW_H + ROW_GAP);
-        draw_history_row(&mut body, pieces, history, input.blocks, top);
+        draw_history_row(&mut body, pieces, history, input, top);
     }
     y += 22.0 + rows as f64 * (ROW_H + ROW_GAP) - ROW_GAP + 24.0;
 
@@ -376,7 +384,7 @@ fn draw_history_row(
     body: &mut String,
     pieces: &[Piece],
     segments: &[Segment],
-    blocks: &[Block],
+    input: &SvgInput,
     top: f64,
 ) {
     let _ = writeln!(
@@ -392,7 +400,7 @@ fn draw_history_row(
             r##"<rect x="{x0:.2}" y="{top:.1}" width="{:.2}" height="{ROW_H}" fill="{}"><title>{}</title></rect>"##,
             (x1 - x0).max(0.0),
             colour(s.class, s.tier),
-            escape(&describe(run, segments, blocks))
+            escape(&describe(run, segments, input.blocks))
         );
         // Message by message: a hairline between messages wide enough to see.
         for pair in run.windows(2) {
@@ -422,7 +430,7 @@ fn draw_history_row(
             continue;
         }
         let (x0, x1) = (run[0].x0, run[run.len() - 1].x1);
-        if let Some(label) = block_label(s, segments, blocks, x1 - x0) {
+        if let Some(label) = block_label(s, segments, input.reclaimed, x1 - x0) {
             let _ = writeln!(
                 body,
                 r##"<text x="{:.2}" y="{:.1}" font-size="12" font-weight="bold" text-anchor="middle" fill="{}">{}</text>"##,

@@ -460,3 +460,97 @@ fn stdin_cannot_carry_both_transcript_and_arguments() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot both come from stdin"));
 }
+
+/// `noa apply` of the pending call in `s`, as a host runs it.
+fn apply_pending(s: &dyn Session, state: &Path) -> std::process::Output {
+    noa(
+        state,
+        &[
+            "apply",
+            s.path().to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    )
+}
+
+/// A chat session with a pending Compress call over its first 20 refs.
+fn pending_call(dir: &Path) -> (Chat, PathBuf) {
+    let path = dir.join("chat.jsonl");
+    fs::write(&path, jsonl(&chat_session(4, 40))).unwrap();
+    let state = dir.join("state");
+    let mut s = Chat { path };
+    project(s.path(), &state, &[]);
+    let args = json!({"content": [{"startId": "m00002", "endId": "m00020", "summary": SUMMARY}]});
+    s.append_call("call_once", &args);
+    (s, state)
+}
+
+#[test]
+fn a_retried_apply_answers_the_same_and_changes_nothing() {
+    let dir = TempDir::new();
+    let (s, state) = pending_call(dir.path());
+    let first = apply_pending(&s, &state);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stdout)
+    );
+    let state_file = state.join("chat/state.json");
+    let after_first = fs::read(&state_file).unwrap();
+    let second = apply_pending(&s, &state);
+    assert_eq!(second.status.code(), Some(0));
+    assert_eq!(second.stdout, first.stdout, "the same panel");
+    assert_eq!(
+        fs::read(&state_file).unwrap(),
+        after_first,
+        "nothing changed"
+    );
+    let check = noa(
+        &state,
+        &[
+            "rebuild",
+            s.path().to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--check",
+        ],
+    );
+    // The transcript never got the result: rebuild replays the call as
+    // asked, and agrees with the live state.
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+}
+
+#[test]
+fn concurrent_applies_of_one_call_make_one_set_of_blocks() {
+    let dir = TempDir::new();
+    let (s, state) = pending_call(dir.path());
+    let spawn = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_noa"))
+            .args([
+                "apply",
+                s.path().to_str().unwrap(),
+                "--state-dir",
+                state.to_str().unwrap(),
+            ])
+            .current_dir(&state)
+            .env_remove("NOA_STATE_DIR")
+            .output()
+    };
+    let (a, b) = std::thread::scope(|t| {
+        let a = t.spawn(spawn);
+        let b = t.spawn(spawn);
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    assert_eq!((a.status.code(), b.status.code()), (Some(0), Some(0)));
+    assert_eq!(a.stdout, b.stdout);
+    let st: Value =
+        serde_json::from_slice(&fs::read(state.join("chat/state.json")).unwrap()).unwrap();
+    assert_eq!(st["blocks"].as_array().unwrap().len(), 1, "{st}");
+}

@@ -90,6 +90,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
             archive_root: "/a",
             created: "",
             now: 0,
+            replay: false,
         });
         if !out.created.is_empty() {
             made += out.created.len();
@@ -142,7 +143,7 @@ fn the_driver_does_compress() {
 /// log with its panel as a host would; returns the log and the live state.
 fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
     use noa::engine::identity::derive_id;
-    use noa::engine::panel::{PanelInput, render};
+    use noa::engine::panel::answer;
     use noa::engine::{ContentType, Role};
     let t = read(
         "p",
@@ -211,15 +212,9 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
             archive_root: "/a",
             created: "",
             now: 0,
+            replay: false,
         });
-        let panel = render(&PanelInput {
-            before: 1,
-            after: 0,
-            blocks: out.created.iter().map(|(b, p)| (b, *p)).collect(),
-            errors: out.errors.clone(),
-            warnings: out.warnings.clone(),
-            ..PanelInput::default()
-        });
+        let panel = answer(&out, 1, 0, 1);
         if !out.created.is_empty() {
             state = out.state;
         }

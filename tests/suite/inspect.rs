@@ -341,3 +341,152 @@ fn check_tags(svg: &str) {
     assert!(stack.is_empty(), "left open: {stack:?}");
     assert_eq!(roots, 1);
 }
+
+/// One compression on the real session whose range starts at the first user
+/// message, which prune keeps in the view: its panel, and the session.
+struct TaskCovered {
+    dir: FixedDir,
+    session: ClaudeCode,
+    panel: String,
+    /// The first user message's text as the model saw it, ref tag removed.
+    task: String,
+}
+
+impl TaskCovered {
+    fn new() -> TaskCovered {
+        let dir = FixedDir::new();
+        let mut session = ClaudeCode::new(dir.path());
+        let state = dir.path().join("state");
+        let (view, _) = project(session.path(), &state, &[]);
+        let tags = tagged(&view);
+        assert_eq!(tags[0].0, "m00001");
+        let args = json!({"topic": "task and setup", "content": [{"startId": tags[0].0, "endId": tags[24].0, "summary": SUMMARY}]});
+        session.append_call("cmp_task", &args);
+        let out = noa_at(
+            &state,
+            &[
+                "apply",
+                session.path().to_str().unwrap(),
+                "--state-dir",
+                state.to_str().unwrap(),
+            ],
+        );
+        let panel = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(0), "{panel}");
+        assert!(
+            panel.contains("m00001 is the first user message"),
+            "{panel}"
+        );
+        session.append_result("cmp_task", panel.trim_end(), false);
+        TaskCovered {
+            dir,
+            session,
+            panel,
+            task: tags[0].1.clone(),
+        }
+    }
+
+    /// `noa inspect TRANSCRIPT --state-dir STATE extra…`
+    fn inspect(&self, extra: &[&str]) -> Output {
+        let state = self.dir.path().join("state");
+        let mut args = vec![
+            "inspect",
+            self.session.path().to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        noa_at(self.dir.path(), &args)
+    }
+
+    /// b1's figures in `inspect --json`: (tokens_before, reclaimed).
+    fn json_figures(&self) -> (u64, u64) {
+        let v: Value = serde_json::from_str(&stdout(&self.inspect(&["--json"]))).unwrap();
+        let b = &v["blocks"][0];
+        assert_eq!(b["id"], "b1");
+        assert_eq!(v["stats"]["tokens_reclaimed"], b["reclaimed"]);
+        (
+            b["tokens_before"].as_u64().unwrap(),
+            b["reclaimed"].as_u64().unwrap(),
+        )
+    }
+}
+
+/// The text between `before` and the next `after` in `s`.
+fn between<'a>(s: &'a str, before: &str, after: &str) -> &'a str {
+    let from = s
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before:?} in {s}"))
+        + before.len();
+    let len = s[from..]
+        .find(after)
+        .unwrap_or_else(|| panic!("no {after:?} in {s}"));
+    &s[from..from + len]
+}
+
+#[test]
+fn reclaimed_is_one_figure_in_inspect_and_the_svg_and_leaves_out_the_task() {
+    let c = TaskCovered::new();
+    let (before, reclaimed) = c.json_figures();
+    let figure = noa::engine::tokens::format(reclaimed as usize);
+
+    // The task stays in the view, so it is not counted: apply's record of
+    // what the range held is larger by exactly the task.
+    let state: Value = serde_json::from_str(
+        &fs::read_to_string(
+            fs::read_dir(c.dir.path().join("state"))
+                .unwrap()
+                .find_map(|e| {
+                    let p = e.unwrap().path().join("state.json");
+                    p.exists().then_some(p)
+                })
+                .unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let recorded = state["blocks"][0]["compressedTokens"].as_u64().unwrap();
+    assert_eq!(
+        recorded - before,
+        noa::engine::tokens::estimate(&c.task) as u64,
+        "tokens_before leaves out the first user message, and only it"
+    );
+    assert!(reclaimed < before && reclaimed > 0);
+
+    // The table and the stats line.
+    let text = stdout(&c.inspect(&[]));
+    let row = text.lines().find(|l| l.starts_with("| b1 ")).unwrap();
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(cells[7], figure, "{text}");
+    assert!(
+        text.contains(&format!("· {figure} tokens reclaimed ·")),
+        "{text}"
+    );
+
+    // The SVG label on b1's span.
+    let file = c.dir.path().join("map.svg");
+    stdout(&c.inspect(&["--svg", file.to_str().unwrap(), "-q"]));
+    let svg = fs::read_to_string(&file).unwrap();
+    let label = between(&svg, ">b1 · T1 · ", "</text>");
+    assert_eq!(
+        label.rsplit(" · ").next().unwrap(),
+        format!("{figure} reclaimed"),
+        "{label}"
+    );
+}
+
+#[test]
+fn the_panel_reports_the_figure_inspect_and_the_svg_report() {
+    let c = TaskCovered::new();
+    let (_, reclaimed) = c.json_figures();
+    let figure = noa::engine::tokens::format(reclaimed as usize);
+    let panel = between(&c.panel, "(~", " reclaimed)");
+    assert_eq!(panel, figure, "{}", c.panel);
+    let file = c.dir.path().join("map.svg");
+    stdout(&c.inspect(&["--svg", file.to_str().unwrap(), "-q"]));
+    let svg = fs::read_to_string(&file).unwrap();
+    assert!(
+        svg.contains(&format!("{panel} reclaimed</text>")),
+        "the SVG label says {panel}"
+    );
+}

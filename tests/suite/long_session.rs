@@ -100,6 +100,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
             archive_root: "/a",
             created: "",
             now: 0,
+            replay: false,
         });
         blocks += out.created.len();
         if !out.created.is_empty() {

@@ -939,6 +939,11 @@ fn push(text: &mut String, m: &Value) {
 /// Runs `turns` turns of `shape` at `limit` through the binary.
 fn run(shape: Shape, seed: u64, turns: usize, limit: usize) -> ShapeStats {
     let dir = TempDir::new();
+    run_in(&dir, shape, seed, turns, limit)
+}
+
+/// The loop in `dir` (transcript `agent.jsonl`, state under `st/`).
+fn run_in(dir: &TempDir, shape: Shape, seed: u64, turns: usize, limit: usize) -> ShapeStats {
     let path = dir.path().join("agent.jsonl");
     let mut g = Gen::new(seed);
     let mut text = String::new();
@@ -1082,4 +1087,31 @@ fn parallel() {
 #[test]
 fn ignores_nudges() {
     check_shape(Shape::IgnoresNudges, 16);
+}
+
+/// Under pressure (cuts every turn, the zone clipping ranges, calls that
+/// fail), a lost state comes back from the transcript alone, with no window
+/// given: every block field and every archive as the live run left them.
+#[test]
+fn a_pressured_loop_rebuilds_exactly_without_its_window() {
+    use crate::rebuild::{archives, blocks};
+    let dir = TempDir::new();
+    let stats = run_in(&dir, Shape::Parallel, 7, 120, 16_000);
+    eprintln!("{stats}");
+    assert!(stats.turns_truncated > 0 && stats.blocks > 10, "{stats}");
+    let session = dir.path().join("st/agent");
+    let state_path = session.join("state.json");
+    let live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    let before = archives(&session);
+    fs::remove_file(&state_path).unwrap();
+    let out = noa(dir.path(), &["rebuild", "agent.jsonl", "--state-dir", "st"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rebuilt: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    assert_eq!(blocks(&rebuilt), blocks(&live));
+    assert_eq!(rebuilt["messageRefs"], live["messageRefs"]);
+    assert_eq!(archives(&session), before);
 }
