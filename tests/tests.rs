@@ -17,6 +17,8 @@ mod compress_properties;
 mod inspect;
 #[path = "suite/long_session.rs"]
 mod long_session;
+#[path = "suite/output.rs"]
+mod output;
 #[path = "suite/pressure.rs"]
 mod pressure;
 #[path = "suite/project.rs"]

@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::args::{ApplyArgs, Global};
 use super::clock;
-use super::input::{load, session_state, warn};
-use super::settings;
+use super::input::{load, warn};
 use super::{CliError, Exit};
+use super::{rebuild, settings};
 use crate::engine::apply::{self, ApplyInput, ApplyOutcome, NO_RANGES};
 use crate::engine::parse_args::{ParseKind, ParsedArgs, parse_compress_args};
 use crate::engine::protect::COMPRESS_TOOL;
@@ -40,7 +40,8 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
 
     session.create()?;
     let _lock = SessionLock::acquire(&session.dir)?;
-    let mut state = session_state(&loaded)?;
+    let settings = settings::load(global, Some(&args.transcript))?;
+    let mut state = rebuild::state_for(global, &loaded, &settings, true)?;
     if let Some(done) = state
         .host
         .applied
@@ -60,7 +61,6 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             Exit::Success
         });
     }
-    let settings = settings::load(global, Some(&args.transcript))?;
     let config = settings.for_host(&state.host, Some(t.format));
     // The view the model saw: the same projection, on a copy of the state so
     // pacing and host counters are not counted twice. Refs it hands out stay.

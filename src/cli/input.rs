@@ -199,10 +199,12 @@ pub fn warn(global: &Global, warnings: &[String]) {
     }
 }
 
-/// Writes bytes to a file atomically, or to stdout.
+/// Writes bytes to the output the user named (atomically when it is a
+/// regular file, straight through when it is a device or FIFO: see
+/// [`crate::store::write_output`]), or to stdout.
 pub fn emit(output: Option<&PathBuf>, bytes: &[u8]) -> Result<(), CliError> {
     match output {
-        Some(p) => crate::store::write_atomic(p, bytes).map_err(|source| CliError::Io {
+        Some(p) => crate::store::write_output(p, bytes).map_err(|source| CliError::Io {
             path: p.clone(),
             source,
         }),

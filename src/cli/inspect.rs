@@ -15,8 +15,8 @@ use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use serde_json::{Value, json};
 
 use super::args::{Global, InspectArgs};
-use super::input::{load, session_state, warn};
-use super::{CliError, Exit, settings};
+use super::input::{load, warn};
+use super::{CliError, Exit, rebuild, settings};
 use crate::engine::map::{self, Run, STRIP_LEGEND, Segment};
 use crate::engine::nudge_text::format_breakdown;
 use crate::engine::panel::{Reclaimed, summary_tokens};
@@ -54,10 +54,11 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         }
         None => (session_only(global)?, None),
     };
-    // With a transcript, the state a command would use: its own, or the one
-    // it inherits from a parent session.
+    let settings = settings::load(global, args.transcript.as_deref())?;
+    // With a transcript, the state a command would use: its own, the one it
+    // inherits from a parent session, or the one its records rebuild.
     let stored = match &loaded {
-        Some(l) => Some(session_state(l)?)
+        Some(l) => Some(rebuild::state_for(global, l, &settings, false)?)
             .filter(|s| !s.blocks.is_empty() || !s.message_refs.by_raw.is_empty()),
         None => session.load()?,
     };
@@ -75,7 +76,6 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         return print_archive(&session, &stored, id);
     }
 
-    let settings = settings::load(global, args.transcript.as_deref())?;
     let config = settings.for_host(&stored.host, loaded.as_ref().map(|l| l.transcript.format));
     let mut state = stored.clone();
     let current = loaded.as_ref().map(|l| {

@@ -5,9 +5,9 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
-use super::input::{emit, load, session_state, warn};
-use super::settings;
+use super::input::{emit, load, warn};
 use super::{CliError, Exit};
+use super::{rebuild, settings};
 use crate::engine::host::window_from_error;
 use crate::engine::tokens;
 use crate::engine::turn::{self, TurnInput};
@@ -27,7 +27,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         session.create()?;
         Some(SessionLock::acquire(&session.dir)?)
     };
-    let mut state = session_state(&loaded)?;
+    let mut state = rebuild::state_for(global, &loaded, &settings, !args.dry_run)?;
     let mut warnings = t.warnings.clone();
     warnings.extend(settings.warnings.iter().cloned());
     if let Some(text) = &args.overflow_error {

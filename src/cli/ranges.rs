@@ -5,8 +5,8 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, RangesArgs};
-use super::input::{load, session_state, warn};
-use super::{CliError, Exit, settings};
+use super::input::{load, warn};
+use super::{CliError, Exit, rebuild, settings};
 use crate::engine::nudge_text::{format_block_map, format_breakdown, format_ranges};
 use crate::engine::turn::{self, TurnInput};
 
@@ -15,7 +15,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let loaded = load(global, &args.transcript)?;
     let t = &loaded.transcript;
     let settings = settings::load(global, Some(&args.transcript))?;
-    let mut state = session_state(&loaded)?;
+    let mut state = rebuild::state_for(global, &loaded, &settings, false)?;
     let config = settings.for_host(&state.host, Some(t.format));
     let history = t.cores();
     let p = turn::project(

@@ -7,10 +7,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use super::args::{Global, RebuildArgs};
-use super::input::{Loaded, load, warn};
+use super::input::{Loaded, load, session_state, warn};
 use super::{CliError, Exit, clock, settings};
+use crate::engine::CoreMessage;
 use crate::engine::lineage;
-use crate::engine::rebuild::{RebuildInput, ReplayOutcome, differences, rebuild, recorded_calls};
+use crate::engine::panel::block_count;
+use crate::engine::rebuild::{
+    RebuildInput, Rebuilt, ReplayOutcome, differences, rebuild, recorded_calls,
+};
 use crate::engine::state::CompressionState;
 use crate::store::{SessionDir, SessionLock, write_atomic};
 
@@ -37,27 +41,7 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
     }
 
     let history = loaded.transcript.cores();
-    let base = base_state(&loaded)?;
-    let root = fs::canonicalize(&session.dir)
-        .unwrap_or_else(|_| session.dir.clone())
-        .to_string_lossy()
-        .into_owned();
-    let now = clock::now();
-    let created = clock::rfc3339(now);
-    let calls = recorded_calls(&history).len();
-    let bar = progress(global, calls as u64);
-    let rebuilt = rebuild(&RebuildInput {
-        history: &history,
-        base: &base,
-        config: &settings.for_host(&base.host, Some(loaded.transcript.format)),
-        recorded: &loaded.transcript.recorded(),
-        archive_root: &root,
-        now,
-        created: &created,
-        on_step: &|n| bar.set_position(n as u64 + 1),
-    });
-    bar.finish_and_clear();
-
+    let rebuilt = replay(global, &loaded, &settings, &history)?;
     let replayed = rebuilt
         .replays
         .iter()
@@ -102,23 +86,7 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         });
     }
 
-    // Archives first: adopt what is on disk, write what is missing.
-    let (mut adopted, mut written) = (0, 0);
-    for a in &rebuilt.archives {
-        let path = session.dir.join(&a.rel);
-        if path.exists() {
-            adopted += 1;
-            continue;
-        }
-        path.parent()
-            .map_or(Ok(()), fs::create_dir_all)
-            .and_then(|_| write_atomic(&path, a.contents.as_bytes()))
-            .map_err(|source| CliError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        written += 1;
-    }
+    let (adopted, written) = keep_archives(session, &rebuilt)?;
     session.save(&rebuilt.state)?;
     let text = if args.json {
         json!({
@@ -139,6 +107,117 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
     print(text.trim_end())?;
     warn(global, &loaded.transcript.warnings);
     Ok(Exit::Success)
+}
+
+/// Replays the transcript's Compress calls onto the session's base (a
+/// parent's ledger, or nothing), with a progress bar on long logs.
+fn replay(
+    global: &Global,
+    loaded: &Loaded,
+    settings: &settings::Settings,
+    history: &[CoreMessage],
+) -> Result<Rebuilt, CliError> {
+    let session = &loaded.session;
+    let base = base_state(loaded)?;
+    let root = fs::canonicalize(&session.dir)
+        .unwrap_or_else(|_| session.dir.clone())
+        .to_string_lossy()
+        .into_owned();
+    let now = clock::now();
+    let created = clock::rfc3339(now);
+    let bar = progress(global, recorded_calls(history).len() as u64);
+    let rebuilt = rebuild(&RebuildInput {
+        history,
+        base: &base,
+        config: &settings.for_host(&base.host, Some(loaded.transcript.format)),
+        recorded: &loaded.transcript.recorded(),
+        archive_root: &root,
+        now,
+        created: &created,
+        on_step: &|n| bar.set_position(n as u64 + 1),
+    });
+    bar.finish_and_clear();
+    Ok(rebuilt)
+}
+
+/// Archives before the state: adopts what is on disk, writes what is
+/// missing. Returns (adopted, written).
+fn keep_archives(session: &SessionDir, rebuilt: &Rebuilt) -> Result<(usize, usize), CliError> {
+    let (mut adopted, mut written) = (0, 0);
+    for a in &rebuilt.archives {
+        let path = session.dir.join(&a.rel);
+        if path.exists() {
+            adopted += 1;
+            continue;
+        }
+        path.parent()
+            .map_or(Ok(()), fs::create_dir_all)
+            .and_then(|_| write_atomic(&path, a.contents.as_bytes()))
+            .map_err(|source| CliError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        written += 1;
+    }
+    Ok((adopted, written))
+}
+
+/// The state a session lost, from the transcript's records: when the
+/// session has no state.json but the transcript records Compress calls
+/// that made blocks, the state is rebuilt (and, with `write`, saved with its
+/// archives) before the command goes on, and one line on stderr says so.
+/// `None` when there is a state, or nothing to rebuild.
+fn recover(
+    global: &Global,
+    loaded: &Loaded,
+    settings: &settings::Settings,
+    write: bool,
+) -> Result<Option<CompressionState>, CliError> {
+    let session = &loaded.session;
+    if session.state_path().exists() {
+        return Ok(None);
+    }
+    let history = loaded.transcript.cores();
+    let calls = recorded_calls(&history);
+    if !calls
+        .iter()
+        .any(|c| c.panel.as_deref().is_some_and(|p| block_count(p) > 0))
+    {
+        return Ok(None);
+    }
+    let rebuilt = replay(global, loaded, settings, &history)?;
+    if write {
+        keep_archives(session, &rebuilt)?;
+        session.save(&rebuilt.state)?;
+    }
+    if !global.quiet {
+        let _ = writeln!(
+            std::io::stderr(),
+            "noa: {} had no state: rebuilt it from the {} Compress call(s) the transcript records ({} block(s)){}",
+            session.dir.display(),
+            calls.len(),
+            rebuilt.state.blocks.len(),
+            if write { "" } else { "; not saved" },
+        );
+    }
+    Ok(Some(rebuilt.state))
+}
+
+/// The state a command works on: the session's own (or a parent's), or,
+/// when it was lost, the one the transcript's records rebuild.
+pub fn state_for(
+    global: &Global,
+    loaded: &Loaded,
+    settings: &settings::Settings,
+    write: bool,
+) -> Result<CompressionState, CliError> {
+    let state = session_state(loaded)?;
+    // A ledger inherited from a parent already holds what the shared part
+    // of the log made.
+    if !state.blocks.is_empty() {
+        return Ok(state);
+    }
+    Ok(recover(global, loaded, settings, write)?.unwrap_or(state))
 }
 
 /// What a rebuild starts from: a parent's ledger for a derived session, else

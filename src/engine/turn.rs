@@ -9,6 +9,8 @@
 //! figures frozen in the state; and last the nudge decision is taken and, if
 //! it says so, the nudge is appended as the final user message.
 
+use std::collections::HashSet;
+
 use super::config::Config;
 use super::gauge::{self, Gauge, GaugeInput, Recorded};
 use super::host;
@@ -16,7 +18,7 @@ use super::message::{ContentType, CoreMessage, Role};
 use super::nudge::{self, DecideInput, Decision};
 use super::nudge_text::{self, NudgeInput};
 use super::prompt::Sections;
-use super::protect::is_tool_protected;
+use super::protect::{COMPRESS_TOOL, is_tool_protected};
 use super::recommend::{Recommendation, recommend};
 use super::refs::{self, NUDGE_ID, OMITTED_ID};
 use super::state::{CompressionState, MessageRefs};
@@ -286,8 +288,14 @@ fn hard_protected(m: &CoreMessage, cfg: &Config) -> bool {
 }
 
 /// The view without what only a live session needs: no tags, no
-/// truncation, no nudge. What `materialize` writes, so a session can go on
-/// without noa. Works on a copy of the state.
+/// truncation, no nudge, and no Compress exchanges. What `materialize`
+/// writes, so a session can go on without noa. Works on a copy of the state.
+///
+/// The live view keeps the latest Compress exchange (and failures after it)
+/// because the model must read how its call went; once baked, the summaries
+/// stand on their own and a call to a tool the host no longer runs says
+/// nothing, so every Compress call and its result are left out. Whatever is
+/// left unpaired by that (reasoning that led only into the call) goes too.
 pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) -> Vec<CoreMessage> {
     let mut state = state.clone();
     let next = refs::highest_used(&state.message_refs) + 1;
@@ -296,7 +304,20 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
     });
     sync::sync_blocks(&mut state, history);
     let pruned = prune::prune(history.to_vec(), &state);
-    view::drop_unpaired(hide::hide_compress_calls(pruned, &state))
+    let calls: HashSet<&str> = pruned
+        .iter()
+        .filter(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL)
+        .map(|m| m.tool_call_id.as_str())
+        .collect();
+    let spent = |m: &CoreMessage| match m.content_type {
+        ContentType::ToolCall => m.tool_name == COMPRESS_TOOL,
+        ContentType::ToolResult => {
+            m.tool_name == COMPRESS_TOOL || calls.contains(m.tool_call_id.as_str())
+        }
+        _ => false,
+    };
+    let kept: Vec<CoreMessage> = pruned.iter().filter(|m| !spent(m)).cloned().collect();
+    view::drop_unpaired(kept)
 }
 
 /// Appends the ref tag to a taggable message that has a ref, freezing its

@@ -654,3 +654,182 @@ fn every_block_knows_its_place_in_its_record() {
         }
     }
 }
+
+// ------------------------------------------------------------ compress calls
+
+/// A Claude Code log with two Compress exchanges, each after the stretch its
+/// block covers; the second is followed by one more reply.
+fn two_compress_calls_log() -> String {
+    let mut lines = Vec::new();
+    let mut parent = Value::Null;
+    let mut push = |n: usize, kind: &str, message: Value| {
+        let uuid = format!("00000000-0000-4000-8000-{n:012}");
+        lines.push(json!({
+            "parentUuid": parent, "isSidechain": false, "userType": "external", "cwd": "/w",
+            "sessionId": "s-2", "version": "2.1.39", "gitBranch": "main", "type": kind,
+            "message": message, "uuid": uuid,
+            "timestamp": format!("2026-01-01T00:00:{n:02}Z"),
+        }));
+        parent = json!(uuid);
+    };
+    let user = |text: &str| json!({"role": "user", "content": text});
+    let say = |id: &str, text: &str| json!({"id": id, "type": "message", "role": "assistant", "content": [{"type": "text", "text": text}]});
+    let call = |id: &str, tool: &str, input: Value| json!({"id": format!("msg_{id}"), "type": "message", "role": "assistant", "content": [{"type": "tool_use", "id": id, "name": tool, "input": input}]});
+    let result = |id: &str, text: &str| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": text}]});
+    let compress = |summary: &str| json!({"topic": "done", "content": [{"startId": "m00002", "endId": "m00005", "summary": summary}]});
+    push(
+        1,
+        "user",
+        user("Fix the parser, then the lexer, then the docs."),
+    );
+    push(2, "user", user("Start with src/parse.rs."));
+    push(
+        3,
+        "assistant",
+        call("toolu_read_1", "Read", json!({"path": "src/parse.rs"})),
+    );
+    push(4, "user", result("toolu_read_1", "fn parse() { todo!() }"));
+    push(5, "assistant", say("msg_a1", "Patched the parser."));
+    push(
+        6,
+        "assistant",
+        call(
+            "toolu_compress_1",
+            "Compress",
+            compress("SUMMARY ONE: the parser was patched."),
+        ),
+    );
+    push(
+        7,
+        "user",
+        result(
+            "toolu_compress_1",
+            "▣ noa | 1.2K → 0.1K tokens | b1 m00002-m00005",
+        ),
+    );
+    push(8, "user", user("Now the lexer in src/lex.rs."));
+    push(
+        9,
+        "assistant",
+        call("toolu_read_2", "Read", json!({"path": "src/lex.rs"})),
+    );
+    push(10, "user", result("toolu_read_2", "fn lex() { todo!() }"));
+    push(11, "assistant", say("msg_a2", "Patched the lexer."));
+    push(
+        12,
+        "assistant",
+        call(
+            "toolu_compress_2",
+            "Compress",
+            compress("SUMMARY TWO: the lexer was patched."),
+        ),
+    );
+    push(
+        13,
+        "user",
+        result(
+            "toolu_compress_2",
+            "▣ noa | 1.1K → 0.1K tokens | b2 m00007-m00010",
+        ),
+    );
+    push(14, "user", user("And the docs?"));
+    push(15, "assistant", say("msg_a3", "Docs are next."));
+    jsonl(&lines)
+}
+
+#[test]
+fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
+    use crate::engine::config::Config;
+    use crate::engine::prompt::Sections;
+    use crate::engine::state::{Block, CompressionState};
+    use crate::engine::turn::{self, TurnInput};
+
+    let log = two_compress_calls_log();
+    let t = load(&log, Format::ClaudeCode);
+    let cores = t.cores();
+    let texts_of = |from: &str, to: &str| -> Vec<String> {
+        let a = cores.iter().position(|c| c.text.contains(from)).unwrap();
+        let b = cores.iter().position(|c| c.text.contains(to)).unwrap();
+        cores[a..=b].iter().map(|c| c.id.clone()).collect()
+    };
+    let block = |id: &str, call: &str, summary: &str, covers: Vec<String>| Block {
+        block_id: id.into(),
+        tier: 1,
+        topic: "done".into(),
+        summary: summary.into(),
+        direct_message_ids: covers.clone(),
+        effective_message_ids: covers,
+        direct_block_ids: Vec::new(),
+        archive_path: format!("/s/tier1/{id}.md"),
+        archive_rel: format!("tier1/{id}.md"),
+        compressed_tokens: 1000,
+        start_ref: String::new(),
+        end_ref: String::new(),
+        created_at: 0,
+        active: true,
+        compress_call_id: call.into(),
+    };
+    let mut state = CompressionState::new("s-2");
+    state.blocks.push(block(
+        "b1",
+        "toolu_compress_1",
+        "SUMMARY ONE: the parser was patched.",
+        texts_of("Start with src/parse.rs.", "Patched the parser."),
+    ));
+    state.blocks.push(block(
+        "b2",
+        "toolu_compress_2",
+        "SUMMARY TWO: the lexer was patched.",
+        texts_of("Now the lexer", "Patched the lexer."),
+    ));
+    let config = Config::default();
+
+    // The live view still shows the latest exchange: the model reads its panel.
+    let live = turn::project(
+        &mut state.clone(),
+        &TurnInput {
+            history: &cores,
+            config: &config,
+            input_tokens: None,
+            recorded: &[],
+            sections: &Sections::default(),
+            keep_all: true,
+        },
+    )
+    .view;
+    assert!(
+        live.iter().any(
+            |c| c.tool_call_id == "toolu_compress_2" && c.content_type == ContentType::ToolCall
+        )
+    );
+
+    let view = turn::baked(&state, &cores, &config);
+    let out = materialize(&t, &view);
+    let text = jsonl(&out);
+    for gone in [
+        "toolu_compress_1",
+        "toolu_compress_2",
+        "\"Compress\"",
+        "▣ noa",
+    ] {
+        assert!(
+            !text.contains(gone),
+            "{gone} is still in the output:\n{text}"
+        );
+    }
+    for summary in ["SUMMARY ONE", "SUMMARY TWO"] {
+        assert_eq!(text.matches(summary).count(), 1, "{summary}:\n{text}");
+    }
+    for covered in ["Patched the parser.", "fn lex()", "toolu_read_1"] {
+        assert!(!text.contains(covered), "{covered} was covered:\n{text}");
+    }
+    for kept in ["Fix the parser", "And the docs?", "Docs are next."] {
+        assert!(text.contains(kept), "{kept} is missing:\n{text}");
+    }
+    assert_eq!(out[0]["parentUuid"], Value::Null);
+    for w in out.windows(2) {
+        assert_eq!(w[1]["parentUuid"], w[0]["uuid"]);
+    }
+    assert_untagged(&out);
+    rereads_as(&out, Format::ClaudeCode, &view);
+}

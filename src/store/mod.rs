@@ -5,8 +5,10 @@
 
 mod atomic;
 mod lock;
+pub mod output;
 mod state_file;
 
 pub use atomic::write_atomic;
 pub use lock::SessionLock;
+pub use output::write_output;
 pub use state_file::{SessionDir, StoreError};

@@ -263,7 +263,9 @@ fn three_then_consolidate(s: &mut dyn Session, state: &Path) {
             .filter(|t| t.len() > 40)
             .collect()
     };
-    let (a, b) = (strip(&again), strip(&view));
+    // The view keeps the latest Compress exchange for the model to read;
+    // materialize leaves every spent one out.
+    let (a, b) = (strip(&again), strip(&without_compress(&view)));
     if a != b {
         let first = a
             .iter()
@@ -285,6 +287,38 @@ fn three_then_consolidate(s: &mut dyn Session, state: &Path) {
         "Compress overhead {overhead} of {} bytes",
         raw.len()
     );
+}
+
+/// The view without Compress calls and their results (Anthropic blocks or
+/// chat `tool_calls` and `tool` messages); messages left empty go too.
+fn without_compress(view: &[Value]) -> Vec<Value> {
+    let is_compress = |v: &Value| v["name"] == "Compress" || v["function"]["name"] == "Compress";
+    let ids: Vec<&Value> = view
+        .iter()
+        .flat_map(|m| {
+            m["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .chain(m["tool_calls"].as_array().into_iter().flatten())
+        })
+        .filter(|b| is_compress(b))
+        .map(|b| &b["id"])
+        .collect();
+    let answers = |v: &Value| ids.contains(&&v["tool_use_id"]) || ids.contains(&&v["tool_call_id"]);
+    view.iter()
+        .filter(|m| !answers(m))
+        .filter_map(|m| {
+            let mut m = m.clone();
+            for key in ["content", "tool_calls"] {
+                if let Some(list) = m[key].as_array_mut() {
+                    list.retain(|b| !is_compress(b) && !answers(b));
+                }
+            }
+            let empty = |k: &str| m[k].as_array().is_some_and(|l| l.is_empty());
+            (!(empty("content") && (m["tool_calls"].is_null() || empty("tool_calls")))).then_some(m)
+        })
+        .collect()
 }
 
 /// Bytes of Compress calls and results in one view message.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::common::{golden, noa, project};
+use crate::common::{golden, noa, project, testdata};
 use crate::compress::{ClaudeCode, SUMMARY, Session, tagged};
 
 /// Fixed clock for archives, so their bytes are the same on every run.
@@ -264,7 +264,8 @@ fn inspect_errors_and_the_state_alone() {
     assert_eq!(v["blocks"].as_array().unwrap().len(), 4);
     assert!(v["map"].is_null() && v["tokens"].is_null());
 
-    // A transcript with no state yet: the view alone, and it says so.
+    // A transcript whose state was lost: rebuilt from its records for the
+    // look, saved nowhere, and it says so.
     let fresh = c.dir.path().join("fresh");
     let out = noa(
         c.dir.path(),
@@ -276,11 +277,30 @@ fn inspect_errors_and_the_state_alone() {
         ],
     );
     let text = stdout(&out);
+    assert!(text.contains("Blocks (4, 1 active)"), "{text}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("had no state: rebuilt it from the 4 Compress call(s)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("Window: ") && !fresh.exists(), "{text}");
+    // One that never compressed: the view alone, and it says so.
+    let short = testdata("real/claude-code/short.jsonl");
+    let out = noa(
+        c.dir.path(),
+        &[
+            "inspect",
+            short.to_str().unwrap(),
+            "--state-dir",
+            fresh.to_str().unwrap(),
+        ],
+    );
+    let text = stdout(&out);
     assert!(
         text.contains("No state yet") && text.contains("Blocks: none yet."),
         "{text}"
     );
-    assert!(text.contains("Window: ") && !fresh.exists(), "{text}");
 
     // Naming nothing, or a session that has no state, is a usage error.
     let out = noa(c.dir.path(), &["inspect"]);

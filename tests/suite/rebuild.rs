@@ -75,7 +75,28 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
             .join("\n")
     );
 
+    let view_of = || {
+        noa(
+            dir.path(),
+            &[
+                "project",
+                "agent.jsonl",
+                "--state-dir",
+                "st",
+                "--limit",
+                "30000",
+                "--dry-run",
+            ],
+        )
+        .stdout
+    };
+    let live_view = view_of();
     fs::remove_file(&state_path).unwrap();
+    assert_eq!(
+        String::from_utf8(view_of()).unwrap(),
+        String::from_utf8(live_view).unwrap(),
+        "without state.json, project shows the view the state would have given"
+    );
     // No window given: what each call made is in its recorded result.
     let out = noa(dir.path(), &["rebuild", "agent.jsonl", "--state-dir", "st"]);
     assert!(

@@ -1103,7 +1103,21 @@ fn a_pressured_loop_rebuilds_exactly_without_its_window() {
     let state_path = session.join("state.json");
     let live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
     let before = archives(&session);
+    let view_of = || {
+        let args = [
+            "project",
+            "agent.jsonl",
+            "--state-dir",
+            "st",
+            "--limit",
+            "16000",
+            "--dry-run",
+        ];
+        String::from_utf8(noa(dir.path(), &args).stdout).unwrap()
+    };
+    let live_view = view_of();
     fs::remove_file(&state_path).unwrap();
+    let lost_view = view_of();
     let out = noa(dir.path(), &["rebuild", "agent.jsonl", "--state-dir", "st"]);
     assert!(
         out.status.success(),
@@ -1114,4 +1128,14 @@ fn a_pressured_loop_rebuilds_exactly_without_its_window() {
     assert_eq!(blocks(&rebuilt), blocks(&live));
     assert_eq!(rebuilt["messageRefs"], live["messageRefs"]);
     assert_eq!(archives(&session), before);
+    let same = live_view
+        .lines()
+        .zip(lost_view.lines())
+        .take_while(|(a, b)| a == b)
+        .count();
+    eprintln!(
+        "view without state.json: {same} of {} lines the same",
+        live_view.lines().count()
+    );
+    assert_eq!(lost_view, live_view, "the view the state would have given");
 }
