@@ -9,13 +9,14 @@ use serde_json::json;
 use super::args::{Global, RebuildArgs};
 use super::input::{Loaded, load, session_state, warn};
 use super::{CliError, Exit, clock, settings};
-use crate::engine::CoreMessage;
 use crate::engine::lineage;
 use crate::engine::panel::block_count;
+use crate::engine::protect::COMPRESS_TOOL;
 use crate::engine::rebuild::{
     RebuildInput, Rebuilt, ReplayOutcome, differences, rebuild, recorded_calls,
 };
 use crate::engine::state::CompressionState;
+use crate::engine::{ContentType, CoreMessage};
 use crate::store::{SessionDir, SessionLock, write_atomic};
 
 /// Runs `noa rebuild`.
@@ -214,10 +215,45 @@ pub fn state_for(
     let state = session_state(loaded)?;
     // A ledger inherited from a parent already holds what the shared part
     // of the log made.
-    if !state.blocks.is_empty() {
+    if !state.blocks.is_empty() || loaded.session.state_path().exists() {
+        report_unknown_calls(global, loaded, &state);
         return Ok(state);
     }
     Ok(recover(global, loaded, settings, write)?.unwrap_or(state))
+}
+
+/// Says so when the transcript records Compress calls that made blocks the
+/// state knows nothing of: the state is not the one this log built.
+fn report_unknown_calls(global: &Global, loaded: &Loaded, state: &CompressionState) {
+    if global.quiet {
+        return;
+    }
+    let known = |id: &str| {
+        state.host.applied.contains_key(id) || state.blocks.iter().any(|b| b.compress_call_id == id)
+    };
+    let unknown: Vec<&str> = loaded
+        .transcript
+        .messages
+        .iter()
+        .flat_map(|m| &m.blocks)
+        .map(|b| &b.core)
+        .filter(|m| {
+            m.content_type == ContentType::ToolResult
+                && m.tool_name == COMPRESS_TOOL
+                && block_count(&m.text) > 0
+                && !known(&m.tool_call_id)
+        })
+        .map(|m| m.tool_call_id.as_str())
+        .collect();
+    if let Some(first) = unknown.first() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "noa: warning: {} does not know {} Compress call(s) the transcript records as applied ({first}{}); `noa rebuild --check` lists the differences",
+            loaded.session.state_path().display(),
+            unknown.len(),
+            if unknown.len() > 1 { ", …" } else { "" },
+        );
+    }
 }
 
 /// What a rebuild starts from: a parent's ledger for a derived session, else

@@ -588,3 +588,31 @@ fn concurrent_applies_of_one_call_make_one_set_of_blocks() {
         serde_json::from_slice(&fs::read(state.join("chat/state.json")).unwrap()).unwrap();
     assert_eq!(st["blocks"].as_array().unwrap().len(), 1, "{st}");
 }
+
+#[test]
+fn a_state_that_misses_recorded_calls_is_reported() {
+    let dir = TempDir::new();
+    let (mut s, state) = pending_call(dir.path());
+    let first = apply_pending(&s, &state);
+    assert_eq!(first.status.code(), Some(0));
+    s.append_result(
+        "call_once",
+        String::from_utf8_lossy(&first.stdout).trim_end(),
+        false,
+    );
+    let state_file = state.join("chat/state.json");
+    let older = fs::read(&state_file).unwrap();
+    let (_, out) = project(s.path(), &state, &["--report", "json"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("does not know"));
+    let args = json!({"content": [{"startId": "m00021", "endId": "m00060", "summary": SUMMARY}]});
+    let (code, panel) = apply(&mut s, &state, "call_twice", args);
+    assert_eq!(code, 0, "{panel}");
+    // A state from before the second call, put back by hand.
+    fs::write(&state_file, older).unwrap();
+    let (_, out) = project(s.path(), &state, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not know 1 Compress call(s)") && err.contains("call_twice"),
+        "{err}"
+    );
+}
