@@ -105,18 +105,26 @@ fn common_prefix(a: &str, b: &str) -> usize {
 /// Runs the loop: `turns` assistant turns of a generated session at `limit`.
 pub fn run_loop(seed: u64, turns: usize, limit: usize) -> LoopStats {
     let dir = TempDir::new();
-    run_loop_in(dir.path(), seed, turns, limit, None)
+    run_loop_in(dir.path(), seed, turns, limit, &[])
 }
 
-/// The loop in `dir` (transcript `agent.jsonl`, state under `st/`). With
-/// `partial_at = Some(n)`, the n-th Compress call also names a range that
-/// cannot resolve, so that call succeeds only in part.
+/// A mistake the scripted model makes on its n-th Compress call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The call also names a range that cannot resolve: it succeeds in part.
+    Partial,
+    /// The call names only that range: it is rejected.
+    Rejected,
+}
+
+/// The loop in `dir` (transcript `agent.jsonl`, state under `st/`), with
+/// the model's `faults` by call number (1-based).
 pub fn run_loop_in(
     dir: &Path,
     seed: u64,
     turns: usize,
     limit: usize,
-    partial_at: Option<usize>,
+    faults: &[(usize, Fault)],
 ) -> LoopStats {
     let path = dir.join("agent.jsonl");
     let session = chat_session(seed, turns);
@@ -164,8 +172,11 @@ pub fn run_loop_in(
             .map(|(a, b)| json!({"startId": a, "endId": b, "summary": SUMMARY}))
             .collect();
         calls += 1;
-        if partial_at == Some(calls) {
-            content.push(json!({"startId": "m09990", "endId": "m09999", "summary": SUMMARY}));
+        let bad = json!({"startId": "m09990", "endId": "m09999", "summary": SUMMARY});
+        match faults.iter().find(|(n, _)| *n == calls).map(|(_, f)| f) {
+            Some(Fault::Partial) => content.push(bad),
+            Some(Fault::Rejected) => content = vec![bad],
+            None => {}
         }
         let id = format!("cmp_{calls}");
         let args =

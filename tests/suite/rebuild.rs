@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::agent_loop::run_loop_in;
+use crate::agent_loop::{Fault, run_loop_in};
 use crate::common::{TempDir, noa, project, testdata};
 use crate::synth::{chat_session, jsonl};
 
@@ -51,9 +51,16 @@ pub fn blocks(state: &Value) -> Vec<Value> {
 #[test]
 fn rebuild_after_a_loop_gives_back_the_live_state() {
     let dir = TempDir::new();
-    let stats = run_loop_in(dir.path(), 5, 120, 30_000, Some(2));
+    let stats = run_loop_in(
+        dir.path(),
+        5,
+        120,
+        30_000,
+        &[(2, Fault::Partial), (4, Fault::Rejected)],
+    );
     eprintln!("loop at 30K: {stats:?}");
     assert!(stats.blocks >= 4, "{stats:?}");
+    assert_eq!(stats.rejected, 1, "{stats:?}");
     let session = dir.path().join("st/agent");
     let state_path = session.join("state.json");
     let live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
@@ -65,6 +72,10 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
     let partial = transcript.lines().any(|l| {
         l.contains("\"role\":\"tool\"") && l.contains("m09990..m09999: ") && l.contains("(T1)=")
     });
+    assert!(
+        transcript.contains("(recent zone)") || transcript.contains("Stopped the range"),
+        "the zone clipped some range"
+    );
     assert!(
         partial,
         "the loop must record a partial success:\n{}",
@@ -143,7 +154,7 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
 #[test]
 fn check_reports_every_difference() {
     let dir = TempDir::new();
-    run_loop_in(dir.path(), 6, 80, 40_000, None);
+    run_loop_in(dir.path(), 6, 80, 40_000, &[]);
     let state_path = dir.path().join("st/agent/state.json");
     let mut live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
     live["blocks"][0]["summary"] = json!("edited by hand");
@@ -198,7 +209,7 @@ fn codex_view_has_nothing_from_before_its_compaction() {
 #[test]
 fn a_fork_starts_from_its_parents_ledger() {
     let dir = TempDir::new();
-    run_loop_in(dir.path(), 8, 80, 40_000, None);
+    run_loop_in(dir.path(), 8, 80, 40_000, &[]);
     let parent: Value =
         serde_json::from_slice(&fs::read(dir.path().join("st/agent/state.json")).unwrap()).unwrap();
     assert!(!parent["blocks"].as_array().unwrap().is_empty());
