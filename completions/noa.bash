@@ -531,7 +531,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__project)
-            opts="-o -q -v -h -V --output --to --dry-run --report --input-tokens --overflow-error --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --output --to --dry-run --report --input-tokens --nudge --overflow-error --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

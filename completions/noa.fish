@@ -61,7 +61,7 @@ anthropic\t'Anthropic Messages'
 responses\t'OpenAI Responses input items'"
 complete -c noa -n "__fish_noa_using_subcommand project" -l report -d 'Format of the one-line report on stderr' -r -f -a "text\t'One line for a person'
 json\t'One JSON object'"
-complete -c noa -n "__fish_noa_using_subcommand project" -l input-tokens -d 'The provider\'s input-token count for the last request; raises noa\'s estimate when larger' -r
+complete -c noa -n "__fish_noa_using_subcommand project" -l input-tokens -d 'The provider\'s input-token count for the last request (empty: none known yet)' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l overflow-error -d 'The provider\'s error text when a request overflowed: noa learns the real window from it' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l state-dir -d 'Where sessions live, one folder each: DIR/SESSION/state.json [default: .noa beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand project" -l session -d 'Session id, the state\'s folder name [default: the transcript\'s own id, else its file stem]' -r
@@ -81,6 +81,7 @@ o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand project" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l dry-run -d 'Print the view but write no state: no new refs are kept'
+complete -c noa -n "__fish_noa_using_subcommand project" -l nudge -d 'Nudge the model to compress this turn, whatever the pacing says ("compact now")'
 complete -c noa -n "__fish_noa_using_subcommand project" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand project" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_using_subcommand project" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'

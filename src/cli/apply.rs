@@ -74,6 +74,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
                 input_tokens: None,
                 recorded: &t.recorded(),
                 sections: &settings.sections,
+                force_nudge: false,
                 keep_all: true,
             },
         );

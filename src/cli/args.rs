@@ -276,12 +276,30 @@ pub struct ProjectArgs {
     /// Format of the one-line report on stderr
     #[arg(long, value_enum, default_value_t = ReportArg::Text)]
     pub report: ReportArg,
-    /// The provider's input-token count for the last request; raises noa's estimate when larger
-    #[arg(long, value_name = "N")]
-    pub input_tokens: Option<usize>,
+    /// The provider's input-token count for the last request (empty: none known yet)
+    #[arg(long, value_name = "N", value_parser = token_figure)]
+    pub input_tokens: Option<Figure>,
+    /// Nudge the model to compress this turn, whatever the pacing says ("compact now")
+    #[arg(long)]
+    pub nudge: bool,
     /// The provider's error text when a request overflowed: noa learns the real window from it
     #[arg(long, value_name = "TEXT")]
     pub overflow_error: Option<String>,
+}
+
+/// A token figure a host may not have yet: `--input-tokens ""` is accepted,
+/// so a loop can pass its variable before the first response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Figure(pub Option<usize>);
+
+fn token_figure(s: &str) -> Result<Figure, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(Figure(None));
+    }
+    s.parse()
+        .map(|n| Figure(Some(n)))
+        .map_err(|_| format!("{s:?} is not a token count (a whole number, or empty)"))
 }
 
 /// `--tokenizer` values.

@@ -88,6 +88,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
                 input_tokens: None,
                 recorded: &l.transcript.recorded(),
                 sections: &settings.sections,
+                force_nudge: false,
                 keep_all: false,
             },
         );

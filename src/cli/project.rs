@@ -44,7 +44,8 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         &TurnInput {
             history: &history,
             config: &config,
-            input_tokens: args.input_tokens,
+            input_tokens: args.input_tokens.and_then(|f| f.0),
+            force_nudge: args.nudge,
             recorded: &t.recorded(),
             sections: &settings.sections,
             keep_all: false,

@@ -26,6 +26,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
             input_tokens: None,
             recorded: &t.recorded(),
             sections: &settings.sections,
+            force_nudge: false,
             keep_all: false,
         },
     );
@@ -44,6 +45,13 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
         .to_string()
     } else {
         let mut parts = vec![format_ranges(&r.ranges, &r.protected)];
+        let chars: usize = r.ranges.iter().map(|x| x.chars).sum();
+        let min = config.compress.min_compress_range;
+        if !r.ranges.is_empty() && chars < min {
+            parts.push(format!(
+                "Too small to compress yet: these hold {chars} characters together, and a Compress call needs at least {min}. Wait until more work is done."
+            ));
+        }
         let map = format_block_map(&r.blocks);
         if !map.is_empty() {
             parts.push(map);

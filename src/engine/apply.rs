@@ -286,8 +286,52 @@ fn build(
     out: &mut Built,
 ) -> Result<(), String> {
     let (view, state, cfg) = (input.view, input.state, input.config);
-    let slice = &view[s.start..=s.end];
     let covered = covered_ids(state);
+    // A block is one unbroken run of the visible history: no message that
+    // stays visible may sit inside its span, or the summary would stand
+    // before messages it describes as past. So the range stops at the first
+    // message that must stay once the run has begun, summaries of blocks
+    // to fold included.
+    let stays = |m: &CoreMessage| {
+        summary_block(m, state).is_none()
+            && !covered.contains(m.id.as_str())
+            && state.message_refs.by_raw.get(&m.id).is_some_and(|r| {
+                r == BLOCKED
+                    || is_tool_protected(&m.tool_name, &cfg.protected_tools)
+                    || zone.contains(m.id.as_str())
+            })
+    };
+    let takes = |m: &CoreMessage| {
+        summary_block(m, state).is_some()
+            || (!covered.contains(m.id.as_str())
+                && state.message_refs.usable(&m.id).is_some()
+                && !stays(m))
+    };
+    let mut end = s.end;
+    if let Some(first) = (s.start..=s.end).find(|&i| takes(&view[i]))
+        && let Some(stop) = (first..=s.end).find(|&i| stays(&view[i]))
+    {
+        let later = view[stop..=s.end].iter().filter(|m| takes(m)).count();
+        if later > 0 {
+            end = stop - 1;
+            let m = &view[stop];
+            let why = if zone.contains(m.id.as_str()) {
+                "it is in the recent zone".to_string()
+            } else if m.tool_name.is_empty() {
+                "it cannot be compressed".to_string()
+            } else {
+                format!("{} is a protected tool", m.tool_name)
+            };
+            let at = state
+                .message_refs
+                .usable(&m.id)
+                .map_or("a protected message", String::as_str);
+            out.warnings.push(format!(
+                "Stopped the range at {at} ({why}): {later} later message(s) stay visible, so the block covers one unbroken run."
+            ));
+        }
+    }
+    let slice = &view[s.start..=end];
 
     // Tier: only the lowest tier among the blocks in range is absorbed.
     let nested: Vec<&Block> = slice
@@ -342,32 +386,6 @@ fn build(
             zoned.len(),
             ref_list(&zoned)
         ));
-    }
-    // A block is one unbroken run of the visible history: no message that
-    // stays visible may sit inside its span, or the summary would stand
-    // before messages it describes as past.
-    if let Some(&first) = direct.first()
-        && let Some(&stop) = excluded.iter().find(|&&i| i > first)
-    {
-        let later = direct.iter().filter(|&&i| i > stop).count();
-        if later > 0 {
-            direct.retain(|&i| i < stop);
-            let m = &view[stop];
-            let why = if zone.contains(m.id.as_str()) {
-                "it is in the recent zone".to_string()
-            } else if m.tool_name.is_empty() {
-                "it cannot be compressed".to_string()
-            } else {
-                format!("{} is a protected tool", m.tool_name)
-            };
-            let at = state
-                .message_refs
-                .usable(&m.id)
-                .map_or("a protected message", String::as_str);
-            out.warnings.push(format!(
-                "Stopped the range at {at} ({why}): {later} later message(s) stay visible, so the block covers one unbroken run."
-            ));
-        }
     }
     let withdrawn = withdraw_split_exchanges(view, &mut direct, &excluded);
     if withdrawn > 0 {

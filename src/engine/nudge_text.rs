@@ -9,9 +9,10 @@
 //! block map and the target list. Every example elsewhere uses placeholders,
 //! so nothing in the prose can be taken for a range on offer.
 
+use std::fmt::Write;
+
 use super::prompt::{Sections, how_to_compress_rules, pick, tier2_rules, tier3_rules};
 use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeInfo};
-use super::refs::ref_to_index;
 use super::state::Block;
 use super::tokens;
 use super::truncate::MARKER as TRUNCATION_MARKER;
@@ -214,101 +215,16 @@ fn trigger_line(tier: u8, emergency: bool) -> String {
     }
 }
 
-/// One entry of the range table before grouping.
-#[derive(Clone, Copy)]
-enum Span<'a> {
-    Open(&'a RangeInfo),
-    Protected(&'a ProtectedRange),
-}
-
-impl Span<'_> {
-    fn start_ref(&self) -> &str {
-        match self {
-            Span::Open(r) => &r.start_ref,
-            Span::Protected(p) => &p.start_ref,
-        }
-    }
-
-    fn end_ref(&self) -> &str {
-        match self {
-            Span::Open(r) => &r.end_ref,
-            Span::Protected(p) => &p.end_ref,
-        }
-    }
-
-    fn is_protected(&self) -> bool {
-        matches!(self, Span::Protected(_))
-    }
-
-    fn count(&self) -> usize {
-        match self {
-            Span::Open(r) => r.count,
-            Span::Protected(p) => p.count,
-        }
-    }
-
-    fn tokens(&self) -> usize {
-        match self {
-            Span::Open(r) => r.tokens,
-            Span::Protected(p) => p.tokens,
-        }
-    }
-}
-
-/// Whether `next` starts no later than one past `prev`'s end, compared as
-/// numbers. Refs that do not parse never touch anything.
-fn touches(prev: &Span, next: &Span) -> bool {
-    match (ref_to_index(prev.end_ref()), ref_to_index(next.start_ref())) {
-        (Some(end), Some(start)) => start <= end.saturating_add(1),
-        _ => false,
-    }
-}
-
-/// The range table. Compressible and protected spans are listed oldest
-/// first; a compressible span that touches a protected one shares its line
-/// with it, so the model sees one stretch with its compressible share rather
-/// than two lines that look like separate choices. Two compressible spans are
-/// never merged: each is a separate choice.
+/// The range table: what may be compressed, one line per run, oldest
+/// first; then, apart, what may not be compressed now and why. A protected
+/// span is never folded into a neighbouring range: `apply` stops a block
+/// before it, so a range offered across it would only be cut short.
 pub fn format_ranges(ranges: &[RangeInfo], protected: &[ProtectedRange]) -> String {
     if ranges.is_empty() {
         return NO_RANGES.to_string();
     }
-    let mut spans: Vec<Span> = ranges.iter().map(Span::Open).collect();
-    spans.extend(protected.iter().map(Span::Protected));
-    spans.sort_by_key(|s| ref_to_index(s.start_ref()).unwrap_or(u32::MAX));
-
-    let mut groups: Vec<Vec<Span>> = Vec::new();
-    for span in spans {
-        match groups.last_mut() {
-            Some(group)
-                if group.last().is_some_and(|prev| {
-                    (prev.is_protected() || span.is_protected()) && touches(prev, &span)
-                }) =>
-            {
-                group.push(span)
-            }
-            _ => groups.push(vec![span]),
-        }
-    }
-
-    let lines: Vec<String> = groups.iter().map(|g| group_line(g)).collect();
-    format!(
-        "Compressible ranges ({}, oldest first):\n{}",
-        lines.len(),
-        lines.join("\n")
-    )
-}
-
-/// One line of the range table for a group of touching spans.
-fn group_line(group: &[Span]) -> String {
-    let start = group[0].start_ref();
-    let end = group
-        .iter()
-        .max_by_key(|s| ref_to_index(s.end_ref()).unwrap_or(0))
-        .map_or(start, |s| s.end_ref());
-    let count: usize = group.iter().map(Span::count).sum();
-    let head = format!("  {start}–{end}  {count} msgs");
-    if let [Span::Open(r)] = group {
+    let mut out = format!("Compressible ranges ({}, oldest first):", ranges.len());
+    for r in ranges {
         let users = match r.user_messages {
             0 => String::new(),
             1 => " · 1 user msg".to_string(),
@@ -320,62 +236,39 @@ fn group_line(group: &[Span]) -> String {
         } else {
             ""
         };
-        return format!(
-            "{head}  {} [tool {tool}% | text {}%]{users}{task}",
+        let _ = write!(
+            out,
+            "\n  {}–{}  {} msgs  {} [tool {tool}% | text {}%]{users}{task}",
+            r.start_ref,
+            r.end_ref,
+            r.count,
             tokens::format(r.tokens),
             100 - tool
         );
     }
-    let protected: Vec<&ProtectedRange> = group
-        .iter()
-        .filter_map(|s| match s {
-            Span::Protected(p) => Some(*p),
-            Span::Open(_) => None,
-        })
-        .collect();
-    let open_tokens: usize = group
-        .iter()
-        .filter(|s| !s.is_protected())
-        .map(Span::tokens)
-        .sum();
-    let protected_tokens: usize = protected.iter().map(|p| p.tokens).sum();
-    let label = protection_label(&protected);
-    if group.iter().all(Span::is_protected) {
-        format!(
-            "{head}  {} [PROTECTED: {label} — not compressible]",
-            tokens::format(protected_tokens)
-        )
-    } else {
-        format!(
-            "{head}  {} [{} compressible | {} protected: {label}]",
-            tokens::format(open_tokens + protected_tokens),
-            tokens::format(open_tokens),
-            tokens::format(protected_tokens)
-        )
-    }
-}
-
-/// Names what keeps a span protected: its tools when it has any, else the
-/// reason.
-fn protection_label(protected: &[&ProtectedRange]) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    for tool in protected.iter().flat_map(|p| &p.tools) {
-        if !names.contains(&tool.as_str()) {
-            names.push(tool);
-        }
-    }
-    if names.is_empty() {
+    if !protected.is_empty() {
+        out.push_str("\nNot compressible now:");
         for p in protected {
-            let reason = match p.reason {
-                ProtectReason::Recent => "recent",
-                ProtectReason::LastUserMessage => "last user message",
+            let why = match p.reason {
+                ProtectReason::Recent => "recent, the current step still uses them",
+                ProtectReason::LastUserMessage => "the latest user message",
             };
-            if !names.contains(&reason) {
-                names.push(reason);
-            }
+            let tools = if p.tools.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", p.tools.join(", "))
+            };
+            let _ = write!(
+                out,
+                "\n  {}–{}  {} msgs  {} [PROTECTED: {why}{tools}]",
+                p.start_ref,
+                p.end_ref,
+                p.count,
+                tokens::format(p.tokens)
+            );
         }
     }
-    names.join(", ")
+    out
 }
 
 /// The active block map, `bN(Tk)=mA–mB` per block, the newest

@@ -147,6 +147,11 @@ pub fn render(p: &PanelInput, reclaimed: usize) -> String {
                 b.block_id, b.tier, b.start_ref, b.end_ref, b.archive_path
             );
         }
+        if p.blocks.iter().any(|(_, partial)| *partial) {
+            out.push_str(
+                "\n  (* its span also holds messages this block does not cover; they stay as they were)",
+            );
+        }
     }
     for (id, tier) in &p.surviving {
         let _ = write!(
@@ -292,6 +297,7 @@ mod tests {
             5,
         );
         assert!(text.contains("b5(T2)=m00012–m00160* →"));
+        assert!(text.contains("(* its span also holds messages this block does not cover"));
         assert!(text.contains("note: b3(T2) lay inside a requested range"));
         assert!(text.contains("warn: Excluded 2 protected"));
         assert_eq!(block_count(&text), 1);

@@ -134,6 +134,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
                 input_tokens: None,
                 recorded: input.recorded,
                 sections: &sections,
+                force_nudge: false,
                 keep_all: true,
             },
         );
@@ -326,10 +327,11 @@ fn recorded_errors(panel: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_string)
 }
 
-/// The ranges that remake the recorded tier-1 blocks: each block's own
-/// span, with the summary of the requested range it came from. Empty (the
-/// call is replayed as it was asked) when the call made a higher tier or a
-/// recorded block matches no requested range.
+/// The ranges that remake the recorded blocks: each block's own span, its
+/// ends named as messages, or as the blocks it folded where those hold
+/// them, with the summary of the requested range it came from. Empty (the
+/// call is replayed as it was asked) when a recorded block matches no
+/// requested range.
 fn replay_ranges(
     made: &[MadeBlock],
     asked: &[CompressRange],
@@ -355,12 +357,18 @@ fn replay_ranges(
         .iter()
         .map(|r| Some((number(&r.start)?, end_number(&r.end)?)))
         .collect();
-    // A tier-1 block is one unbroken run of the view, so its span says
-    // exactly what it covers; a higher tier's span also holds the blocks it
-    // folded, and does not.
-    if made.iter().any(|m| m.tier != 1) {
-        return Vec::new();
-    }
+    // A block is one unbroken run of the view: its span's ends are messages
+    // it took, or the ends of blocks it folded, which the range then names.
+    let edge = |r: &str| -> String {
+        let id = state.message_refs.by_ref.get(r);
+        id.and_then(|id| {
+            state
+                .blocks
+                .iter()
+                .find(|b| b.active && b.effective_message_ids.contains(id))
+        })
+        .map_or_else(|| r.to_string(), |b| b.block_id.clone())
+    };
     let mut out = Vec::new();
     for m in made {
         let (Some(s), Some(e)) = (ref_to_index(&m.start), ref_to_index(&m.end)) else {
@@ -379,8 +387,8 @@ fn replay_ranges(
             return Vec::new();
         };
         out.push(CompressRange {
-            start: m.start.clone(),
-            end: m.end.clone(),
+            start: edge(&m.start),
+            end: edge(&m.end),
             ..asked[i].clone()
         });
     }

@@ -39,6 +39,8 @@ pub struct TurnInput<'a> {
     pub recorded: &'a [Recorded],
     /// Host overrides for the surface sections of the nudge.
     pub sections: &'a Sections,
+    /// Nudge this turn whatever the pacing says: the host's "compact now".
+    pub force_nudge: bool,
     /// Keep every message in the view, over the window or not: the view a
     /// Compress call is resolved against must hold whatever the nudge
     /// offered, even what the request itself had to leave out.
@@ -148,6 +150,10 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
             "the same turn again: its nudge is shown again; {}",
             decision.reason
         );
+    } else if input.force_nudge {
+        decision.inject = true;
+        decision.reason = format!("asked for by the host; {}", decision.reason);
+        nudge::stamp(&mut state.nudge, measured, &decision, cfg);
     } else {
         if decision.inject && host::suppressed(&mut state.host, measured, cfg) {
             decision.inject = false;
@@ -358,8 +364,29 @@ mod tests {
             input_tokens: None,
             recorded: &[],
             sections: &SECTIONS,
+            force_nudge: false,
             keep_all: false,
         }
+    }
+
+    #[test]
+    fn the_host_can_ask_for_a_nudge_now() {
+        let mut st = CompressionState::new("s");
+        let h: Vec<CoreMessage> = (0..6)
+            .map(|i| CoreMessage::text(format!("m{i}"), Role::User, "x".repeat(4_000)))
+            .collect();
+        let quiet = project(&mut st.clone(), &turn(&h));
+        assert!(!quiet.decision.inject, "far below the nudge band");
+        let asked = project(
+            &mut st,
+            &TurnInput {
+                force_nudge: true,
+                ..turn(&h)
+            },
+        );
+        assert!(asked.decision.inject, "{}", asked.decision.reason);
+        assert_eq!(asked.view.last().unwrap().id, NUDGE_ID);
+        assert!(asked.decision.reason.starts_with("asked for by the host"));
     }
 
     #[test]

@@ -793,6 +793,7 @@ fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
             input_tokens: None,
             recorded: &[],
             sections: &Sections::default(),
+            force_nudge: false,
             keep_all: true,
         },
     )

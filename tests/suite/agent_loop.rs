@@ -98,6 +98,15 @@ pub fn ranges_from_nudge(text: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The highest ref tagged in a view.
+fn newest_ref(raw: &str) -> Option<String> {
+    raw.match_indices("id=\\\"m")
+        .filter_map(|(i, _)| raw.get(i + 5..i + 11))
+        .filter(|r| r.bytes().skip(1).all(|b| b.is_ascii_digit()))
+        .max()
+        .map(str::to_string)
+}
+
 fn common_prefix(a: &str, b: &str) -> usize {
     a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
 }
@@ -115,6 +124,9 @@ pub enum Fault {
     Partial,
     /// The call names only that range: it is rejected.
     Rejected,
+    /// The call's last range runs on to the newest message in the view,
+    /// into the protected recent zone: the block stops before the zone.
+    Overreach,
 }
 
 /// The loop in `dir` (transcript `agent.jsonl`, state under `st/`), with
@@ -176,6 +188,11 @@ pub fn run_loop_in(
         match faults.iter().find(|(n, _)| *n == calls).map(|(_, f)| f) {
             Some(Fault::Partial) => content.push(bad),
             Some(Fault::Rejected) => content = vec![bad],
+            Some(Fault::Overreach) => {
+                if let (Some(last), Some(newest)) = (content.last_mut(), newest_ref(&previous)) {
+                    last["endId"] = json!(newest);
+                }
+            }
             None => {}
         }
         let id = format!("cmp_{calls}");

@@ -50,6 +50,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
                 input_tokens: None,
                 recorded: &[],
                 sections: &Sections::default(),
+                force_nudge: false,
                 keep_all: false,
             },
         );
@@ -182,6 +183,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 input_tokens: None,
                 recorded: &[],
                 sections: &sections,
+                force_nudge: false,
                 keep_all: false,
             },
         );
@@ -252,6 +254,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
             input_tokens: None,
             recorded: &[],
             sections: &sections,
+            force_nudge: false,
             keep_all: false,
         },
     );

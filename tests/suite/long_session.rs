@@ -54,6 +54,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
                 input_tokens: None,
                 recorded: &[],
                 sections: &sections,
+                force_nudge: false,
                 keep_all: false,
             },
         );

@@ -255,3 +255,35 @@ fn help_lists_project() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("project"));
 }
+
+#[test]
+fn an_empty_token_figure_is_accepted_and_the_host_can_ask_for_a_nudge() {
+    let dir = TempDir::new();
+    let path = testdata("real/claude-code/tool-heavy.jsonl");
+    let (view, out) = project(
+        &path,
+        dir.path(),
+        &["--input-tokens", "", "--report", "json"],
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
+    assert!(report["nudge"].is_null(), "{report}");
+    assert!(!view.is_empty());
+    let (view, out) = project(&path, dir.path(), &["--nudge", "--report", "json"]);
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
+    assert_eq!(report["nudge"], 1, "{report}");
+    assert!(
+        report["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("asked for by the host")
+    );
+    crate::providers::check_anthropic(&view).unwrap();
+    let bad = noa(
+        dir.path(),
+        &["project", path.to_str().unwrap(), "--input-tokens", "lots"],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a token count"));
+}

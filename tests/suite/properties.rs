@@ -23,6 +23,7 @@ fn view(text: &str, state: &mut CompressionState) -> Vec<Value> {
             input_tokens: None,
             recorded: &[],
             sections: &Sections::default(),
+            force_nudge: false,
             keep_all: false,
         },
     );

@@ -56,7 +56,11 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
         5,
         120,
         30_000,
-        &[(2, Fault::Partial), (4, Fault::Rejected)],
+        &[
+            (2, Fault::Partial),
+            (4, Fault::Rejected),
+            (6, Fault::Overreach),
+        ],
     );
     eprintln!("loop at 30K: {stats:?}");
     assert!(stats.blocks >= 4, "{stats:?}");

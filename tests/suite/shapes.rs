@@ -1099,6 +1099,16 @@ fn a_pressured_loop_rebuilds_exactly_without_its_window() {
     let stats = run_in(&dir, Shape::Parallel, 7, 120, 16_000);
     eprintln!("{stats}");
     assert!(stats.turns_truncated > 0 && stats.blocks > 10, "{stats}");
+    // The host's next turn: the last call's answer gets seen.
+    let next = [
+        "project",
+        "agent.jsonl",
+        "--state-dir",
+        "st",
+        "--limit",
+        "16000",
+    ];
+    assert!(noa(dir.path(), &next).status.success());
     let session = dir.path().join("st/agent");
     let state_path = session.join("state.json");
     let live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
