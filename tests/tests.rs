@@ -13,6 +13,8 @@ mod common;
 mod compress;
 #[path = "suite/compress_properties.rs"]
 mod compress_properties;
+#[path = "suite/example_loop.rs"]
+mod example_loop;
 #[path = "suite/inspect.rs"]
 mod inspect;
 #[path = "suite/long_session.rs"]

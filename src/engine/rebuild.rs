@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::apply::{ApplyInput, ArchiveFile, apply};
+use super::apply::{ApplyInput, ApplyOutcome, ArchiveFile, apply};
 use super::config::Config;
 use super::gauge::Recorded;
 use super::message::{ContentType, CoreMessage};
@@ -164,26 +164,35 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
         let (seen, scratch) = view_at(&state, call.cut);
         state.message_refs = scratch.message_refs;
         let parsed = parse_compress_args(&call.args);
-        // The recorded result says which blocks the call made: replay
-        // exactly those, whatever the window or the zone was then.
+        // The recorded result says which blocks the call made: those are
+        // what the replay must make, whatever the window or zone was then.
         let made = recorded_blocks(call.panel.as_deref().unwrap_or(""));
         let ranges = replay_ranges(&made, &parsed.ranges, &state);
-        let replay = !ranges.is_empty();
-        if let Some(first) = made.first().filter(|_| replay) {
+        if let Some(first) = made.first() {
             state.next_block_id = state.next_block_id.max(first.number);
         }
-        let out = apply(&ApplyInput {
-            ranges: if replay { &ranges } else { &parsed.ranges },
-            view: &seen.view,
-            originals: &originals,
-            state: &state,
-            config: input.config,
-            call_id: &call.call_id,
-            archive_root: input.archive_root,
-            created: input.created,
-            now: input.now,
-            replay,
-        });
+        let run = |ranges: &[CompressRange], replay: bool| {
+            apply(&ApplyInput {
+                ranges,
+                view: &seen.view,
+                originals: &originals,
+                state: &state,
+                config: input.config,
+                call_id: &call.call_id,
+                archive_root: input.archive_root,
+                created: input.created,
+                now: input.now,
+                replay,
+            })
+        };
+        // The recorded spans first; the call as it was asked when they do
+        // not give back what the record shows (or there is no record).
+        // The call as it was asked, when that gives back what its recorded
+        // result shows; else the recorded spans themselves (the live run had
+        // a window or a recent zone this one does not know).
+        let asked = run(&parsed.ranges, false);
+        let replay = !made.is_empty() && !ranges.is_empty() && !remade(&asked, &made);
+        let out = if replay { run(&ranges, true) } else { asked };
         let mut warnings: Vec<String> = out.errors.iter().chain(&out.warnings).cloned().collect();
         if replay {
             // What the live call refused is in its recorded result only.
@@ -317,6 +326,17 @@ pub fn recorded_blocks(panel: &str) -> Vec<MadeBlock> {
         });
     }
     out
+}
+
+/// Whether an outcome made exactly the recorded blocks: ids, tiers, spans.
+fn remade(out: &ApplyOutcome, made: &[MadeBlock]) -> bool {
+    out.created.len() == made.len()
+        && out.created.iter().zip(made).all(|((b, _), m)| {
+            b.block_id == format!("b{}", m.number)
+                && b.tier == m.tier
+                && b.start_ref == m.start
+                && b.end_ref == m.end
+        })
 }
 
 /// The errors a recorded panel reports (ranges of the call it refused).
