@@ -8,7 +8,7 @@ use super::CliError;
 use super::args::{FormatArg, Global};
 use crate::engine::lineage;
 use crate::engine::state::CompressionState;
-use crate::formats::{self, BadLines, Format, Transcript};
+use crate::formats::{self, BadLines, Format, ReadError, Transcript};
 use crate::store::SessionDir;
 
 /// A transcript read from a file or stdin, with where its session lives.
@@ -28,36 +28,34 @@ pub struct Loaded {
 /// guesses where originals are kept.
 pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     let stdin = path.as_os_str() == "-";
-    let (name, text) = if stdin {
+    let (name, bytes) = if stdin {
         if global.state_dir.is_none() || global.session.is_none() {
             return Err(CliError::Usage(
                 "reading a transcript from stdin needs --state-dir (or NOA_STATE_DIR) and --session: noa will not guess where to keep a session's state".into(),
             ));
         }
-        let mut text = String::new();
+        let mut bytes = Vec::new();
         io::stdin()
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .map_err(|source| CliError::Io {
                 path: "<stdin>".into(),
                 source,
             })?;
-        ("<stdin>".to_string(), text)
+        ("<stdin>".to_string(), bytes)
     } else {
-        let text = fs::read_to_string(path).map_err(|source| CliError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        (path.display().to_string(), text)
+        (path.display().to_string(), read_file(path)?)
     };
     let bad = if global.skip_bad_lines {
         BadLines::Skip
     } else {
         BadLines::Fail
     };
+    let (text, decoded) = formats::decode(&name, bytes, bad)?;
     let spinner = reading_spinner(global, &name, text.len());
     let transcript = formats::read(&name, &text, format(global.format), bad);
     spinner.finish_and_clear();
-    let transcript = transcript?;
+    let mut transcript = transcript?;
+    transcript.warnings.extend(decoded);
     drop(text);
     let session_id = global
         .session
@@ -106,6 +104,37 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
         session,
         base,
         parents,
+    })
+}
+
+/// A transcript file's bytes. What a user can get wrong — a path that does
+/// not exist, a directory, a file they may not read — is bad input (exit 2),
+/// not an I/O failure.
+fn read_file(path: &Path) -> Result<Vec<u8>, CliError> {
+    let name = path.display().to_string();
+    let not = |why: &str, help: &str| {
+        CliError::Read(ReadError::NotATranscript {
+            name: name.clone(),
+            why: why.into(),
+            help: help.into(),
+        })
+    };
+    if path.is_dir() {
+        return Err(not(
+            "a directory, not a transcript",
+            "name the session's JSONL log inside it",
+        ));
+    }
+    fs::read(path).map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => not("no such file", "check the path"),
+        io::ErrorKind::PermissionDenied => not(
+            "not readable (permission denied)",
+            "run noa as a user who may read it",
+        ),
+        _ => CliError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
     })
 }
 

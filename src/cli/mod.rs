@@ -65,6 +65,29 @@ impl CliError {
         }
     }
 
+    /// The error as one JSON object, for a host that asked for JSON:
+    /// code, message, file, line, column, help (null where they do not apply).
+    fn to_json(&self) -> serde_json::Value {
+        use miette::Diagnostic;
+        let (file, line, column) = match self {
+            CliError::Read(r) => {
+                let (file, line, column) = r.location();
+                (Some(file.to_string()), line, column)
+            }
+            CliError::Io { path, .. } => (Some(path.display().to_string()), None, None),
+            CliError::Store(_) | CliError::Usage(_) => (None, None, None),
+        };
+        serde_json::json!({
+            "code": self.code().map(|c| c.to_string()),
+            "exit": self.exit() as u8,
+            "message": self.to_string(),
+            "file": file,
+            "line": line,
+            "column": column,
+            "help": self.help().map(|h| h.to_string()),
+        })
+    }
+
     fn is_broken_pipe(&self) -> bool {
         matches!(self, CliError::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
     }
@@ -82,14 +105,32 @@ pub fn main() -> ExitCode {
                 .build(),
         )
     }));
+    let json = wants_json(&cli.command);
     match run(cli) {
         Ok(code) => code.into(),
         Err(e) if e.is_broken_pipe() => Exit::Success.into(),
         Err(e) => {
             let code = e.exit();
-            let _ = writeln!(io::stderr(), "{:?}", miette::Report::new(e));
+            let _ = if json {
+                writeln!(io::stderr(), "{}", e.to_json())
+            } else {
+                writeln!(io::stderr(), "{:?}", miette::Report::new(e))
+            };
             code.into()
         }
+    }
+}
+
+/// Whether the command was asked for JSON, so its errors come as JSON too.
+fn wants_json(command: &args::Command) -> bool {
+    use args::Command as C;
+    match command {
+        C::Project(a) => a.report == args::ReportArg::Json,
+        C::Apply(a) => a.json,
+        C::Rebuild(a) => a.json,
+        C::Ranges(a) => a.json,
+        C::Inspect(a) => a.json,
+        C::Materialize(_) | C::Prompt(_) | C::Completions(_) => false,
     }
 }
 

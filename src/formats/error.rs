@@ -48,9 +48,50 @@ pub enum ReadError {
         /// What is wrong.
         why: String,
     },
+    /// Bytes that are not UTF-8 text.
+    #[error("{name}:{line}:{column}: not valid UTF-8")]
+    #[diagnostic(
+        code(noa::bad_encoding),
+        help(
+            "a transcript is UTF-8 text, one JSON record a line; --skip-bad-lines replaces the bad bytes and reads on"
+        )
+    )]
+    Encoding {
+        /// File name as given.
+        name: String,
+        /// 1-based line of the first bad byte.
+        line: usize,
+        /// 1-based byte column of it.
+        column: usize,
+    },
+    /// What was named is not a transcript file: missing, a directory, not
+    /// readable, or binary.
+    #[error("{name}: {why}")]
+    #[diagnostic(code(noa::not_a_transcript), help("{help}"))]
+    NotATranscript {
+        /// File name as given.
+        name: String,
+        /// What it is instead.
+        why: String,
+        /// What to do.
+        help: String,
+    },
 }
 
 impl ReadError {
+    /// The file, line and column the error points at, where it has them.
+    pub fn location(&self) -> (&str, Option<usize>, Option<usize>) {
+        match self {
+            ReadError::Syntax {
+                name, line, column, ..
+            }
+            | ReadError::Encoding { name, line, column } => (name, Some(*line), Some(*column)),
+            ReadError::UnknownFormat { name, .. }
+            | ReadError::Shape { name, .. }
+            | ReadError::NotATranscript { name, .. } => (name, None, None),
+        }
+    }
+
     /// A syntax error at `line` (1-based) of the file, whose text is `line_text`.
     pub(crate) fn syntax(
         name: &str,

@@ -222,6 +222,62 @@ pub enum BadLines {
     Skip,
 }
 
+/// A transcript's bytes as text. Invalid UTF-8 is an error naming its line
+/// and column; with [`BadLines::Skip`] the bad bytes are replaced instead,
+/// with a warning naming the lines. A NUL byte means the file is not text.
+pub fn decode(
+    name: &str,
+    bytes: Vec<u8>,
+    bad: BadLines,
+) -> Result<(String, Vec<String>), ReadError> {
+    if let Some(at) = bytes.iter().position(|&b| b == 0) {
+        let (line, _) = place(&bytes, at);
+        return Err(ReadError::NotATranscript {
+            name: name.to_string(),
+            why: format!("a binary file, not a transcript (a NUL byte on line {line})"),
+            help: "name the session's JSONL log".into(),
+        });
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok((text, Vec::new())),
+        Err(e) => {
+            let bytes = e.into_bytes();
+            let at = std::str::from_utf8(&bytes).map_or_else(|e| e.valid_up_to(), |_| 0);
+            let (line, column) = place(&bytes, at);
+            if bad == BadLines::Fail {
+                return Err(ReadError::Encoding {
+                    name: name.to_string(),
+                    line,
+                    column,
+                });
+            }
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let lines: Vec<String> = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| l.contains('\u{FFFD}'))
+                .map(|(i, _)| (i + 1).to_string())
+                .collect();
+            let warning = format!(
+                "{name}: invalid UTF-8 replaced on line(s) {}",
+                lines.join(", ")
+            );
+            Ok((text, vec![warning]))
+        }
+    }
+}
+
+/// The 1-based line and byte column of byte `at`.
+fn place(bytes: &[u8], at: usize) -> (usize, usize) {
+    let before = &bytes[..at];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    (line, at - start + 1)
+}
+
 /// Reads a transcript from its text. `name` is used in diagnostics.
 pub fn read(
     name: &str,

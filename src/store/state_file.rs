@@ -139,7 +139,16 @@ impl SessionDir {
                 supported: STATE_VERSION,
             });
         }
-        serde_json::from_value(value).map(Some).map_err(corrupt)
+        match serde_json::from_value(value) {
+            Ok(state) => Ok(Some(state)),
+            // A value carries no positions: parse the text again, only on
+            // this path, so the error names its line and column.
+            Err(e) => Err(corrupt(
+                serde_json::from_str::<CompressionState>(&text)
+                    .err()
+                    .unwrap_or(e),
+            )),
+        }
     }
 
     /// Writes state.json atomically.
@@ -190,6 +199,20 @@ mod tests {
             fs::read_to_string(s.state_path()).unwrap(),
             "{\"version\": 1, \"blocks\": ["
         );
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_wrong_field_is_reported_where_it_is() {
+        let base = temp("wrong-field");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        fs::write(s.state_path(), "{\"version\": 1,\n  \"blocks\": 7\n}").unwrap();
+        let err = s.load().unwrap_err();
+        let StoreError::Corrupt { line, column, .. } = err else {
+            panic!("{err}");
+        };
+        assert_eq!((line, column), (2, 13));
         fs::remove_dir_all(&base).unwrap();
     }
 

@@ -1,6 +1,7 @@
 //! `noa project` from the command line: outputs, reports and failure paths.
 
 use std::fs;
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -286,4 +287,61 @@ fn an_empty_token_figure_is_accepted_and_the_host_can_ask_for_a_nudge() {
     );
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a token count"));
+}
+
+#[test]
+fn what_a_user_gets_wrong_is_exit_2_with_the_place() {
+    let dir = TempDir::new();
+    let bad = dir.path().join("latin1.jsonl");
+    fs::write(
+        &bad,
+        b"{\"role\":\"user\",\"content\":\"hi\"}\n{\"role\":\"user\",\"content\":\"caf\xe9\"}\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| noa(dir.path(), args);
+    let out = run(&["project", bad.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("latin1.jsonl:2:30: not valid UTF-8"), "{err}");
+    // The same as one JSON object when JSON was asked for.
+    let out = run(&[
+        "project",
+        bad.to_str().unwrap(),
+        "--dry-run",
+        "--report",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
+    assert_eq!(
+        (
+            v["code"].as_str(),
+            v["line"].as_u64(),
+            v["column"].as_u64(),
+            v["exit"].as_u64()
+        ),
+        (Some("noa::bad_encoding"), Some(2), Some(30), Some(2)),
+        "{v}"
+    );
+    assert!(v["help"].as_str().unwrap().contains("--skip-bad-lines"));
+    // --skip-bad-lines reads on, with a warning.
+    let out = run(&[
+        "project",
+        bad.to_str().unwrap(),
+        "--dry-run",
+        "--skip-bad-lines",
+        "-v",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid UTF-8 replaced on line(s) 2"));
+    // A missing file, a directory, a binary: the user's mistakes, said once.
+    for (path, says) in [
+        (dir.path().join("nope.jsonl"), "no such file"),
+        (dir.path().to_path_buf(), "a directory, not a transcript"),
+        (PathBuf::from(env!("CARGO_BIN_EXE_noa")), "a binary file"),
+    ] {
+        let out = run(&["project", path.to_str().unwrap(), "--dry-run"]);
+        assert_eq!(out.status.code(), Some(2), "{}", path.display());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.matches(says).count(), 1, "{err}");
+    }
 }
