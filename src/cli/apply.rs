@@ -17,7 +17,7 @@ use crate::engine::protect::COMPRESS_TOOL;
 use crate::engine::state::{AppliedCall, CompressionState};
 use crate::engine::turn::{self, TurnInput};
 use crate::engine::{ContentType, CoreMessage, panel};
-use crate::store::{SessionDir, SessionLock, write_atomic};
+use crate::store::{SessionDir, SessionLock};
 
 /// The shape the model should send, with placeholders that cannot be taken
 /// for live refs.
@@ -325,16 +325,13 @@ fn write_archives(
 ) -> Result<Vec<std::path::PathBuf>, CliError> {
     let mut written = Vec::new();
     for a in &outcome.archives {
-        let path = session.dir.join(&a.rel);
-        let result = path
-            .parent()
-            .map_or(Ok(()), fs::create_dir_all)
-            .and_then(|_| write_atomic(&path, a.contents.as_bytes()));
-        if let Err(source) = result {
-            remove(&written);
-            return Err(CliError::Io { path, source });
+        match session.write(&a.rel, a.contents.as_bytes()) {
+            Ok(path) => written.push(path),
+            Err(e) => {
+                remove(&written);
+                return Err(e.into());
+            }
         }
-        written.push(path);
     }
     Ok(written)
 }

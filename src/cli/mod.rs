@@ -58,9 +58,12 @@ impl CliError {
     fn exit(&self) -> Exit {
         match self {
             CliError::Read(_) | CliError::Usage(_) => Exit::BadInput,
-            CliError::Store(StoreError::Corrupt { .. } | StoreError::Version { .. }) => {
-                Exit::BadInput
-            }
+            CliError::Store(
+                StoreError::Corrupt { .. }
+                | StoreError::Version { .. }
+                | StoreError::Link { .. }
+                | StoreError::Outside { .. },
+            ) => Exit::BadInput,
             CliError::Store(_) | CliError::Io { .. } => Exit::Failure,
         }
     }

@@ -17,7 +17,7 @@ use crate::engine::rebuild::{
 };
 use crate::engine::state::CompressionState;
 use crate::engine::{ContentType, CoreMessage};
-use crate::store::{SessionDir, SessionLock, write_atomic};
+use crate::store::{SessionDir, SessionLock};
 
 /// Runs `noa rebuild`.
 pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
@@ -151,13 +151,7 @@ fn keep_archives(session: &SessionDir, rebuilt: &Rebuilt) -> Result<(usize, usiz
             adopted += 1;
             continue;
         }
-        path.parent()
-            .map_or(Ok(()), fs::create_dir_all)
-            .and_then(|_| write_atomic(&path, a.contents.as_bytes()))
-            .map_err(|source| CliError::Io {
-                path: path.clone(),
-                source,
-            })?;
+        session.write(&a.rel, a.contents.as_bytes())?;
         written += 1;
     }
     Ok((adopted, written))

@@ -55,6 +55,23 @@ pub enum StoreError {
         /// The lock file.
         path: PathBuf,
     },
+    /// A symbolic link where noa would write, inside the session directory.
+    #[error("{path} is a symbolic link inside the state directory; noa does not write through it")]
+    #[diagnostic(
+        code(noa::link_in_state_dir),
+        help("remove the link, or point --state-dir at a directory of noa's own")
+    )]
+    Link {
+        /// The link.
+        path: PathBuf,
+    },
+    /// A file name that would leave the session directory.
+    #[error("{path}: not a path inside the session directory")]
+    #[diagnostic(code(noa::bad_state_path))]
+    Outside {
+        /// The path asked for.
+        path: PathBuf,
+    },
     /// Reading or writing failed.
     #[error("{path}: {source}")]
     #[diagnostic(code(noa::io))]
@@ -153,12 +170,46 @@ impl SessionDir {
 
     /// Writes state.json atomically.
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
-        self.create()?;
         let path = self.state_path();
         let mut bytes =
             serde_json::to_vec_pretty(state).map_err(|e| StoreError::io(&path, e.into()))?;
         bytes.push(b'\n');
-        write_atomic(&path, &bytes).map_err(|e| StoreError::io(&path, e))
+        self.write("state.json", &bytes).map(|_| ())
+    }
+
+    /// Writes `rel` (e.g. `tier1/b1_m00002-m00005.md`) under the session
+    /// directory atomically, creating its folders; returns its path. `rel`
+    /// may only name a place inside the directory, and nothing on the way,
+    /// the directory itself included, may be a symbolic link: a link
+    /// planted there would send the originals, or the state, elsewhere.
+    pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+        let rel_path = Path::new(rel);
+        if rel.is_empty()
+            || !rel_path
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(StoreError::Outside {
+                path: rel_path.to_path_buf(),
+            });
+        }
+        let mut at = self.dir.clone();
+        let check = |p: &Path| match fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_symlink() => Err(StoreError::Link {
+                path: p.to_path_buf(),
+            }),
+            _ => Ok(()),
+        };
+        check(&at)?;
+        for c in rel_path.components() {
+            at.push(c);
+            check(&at)?;
+        }
+        if let Some(parent) = at.parent() {
+            fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
+        }
+        write_atomic(&at, bytes).map_err(|e| StoreError::io(&at, e))?;
+        Ok(at)
     }
 }
 
@@ -213,6 +264,21 @@ mod tests {
             panic!("{err}");
         };
         assert_eq!((line, column), (2, 13));
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn writes_stay_inside_the_session_dir() {
+        let base = temp("inside");
+        let s = SessionDir::new(&base, "sess");
+        for rel in ["../escape.md", "/etc/x", "", "tier1/../../x"] {
+            assert!(
+                matches!(s.write(rel, b"x"), Err(StoreError::Outside { .. })),
+                "{rel}"
+            );
+        }
+        let p = s.write("tier1/b1_m00001-m00002.md", b"x").unwrap();
+        assert_eq!(p, base.join("sess/tier1/b1_m00001-m00002.md"));
         fs::remove_dir_all(&base).unwrap();
     }
 

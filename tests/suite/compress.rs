@@ -616,3 +616,23 @@ fn a_state_that_misses_recorded_calls_is_reported() {
         "{err}"
     );
 }
+
+#[test]
+fn a_link_planted_in_the_state_dir_is_not_written_through() {
+    let dir = TempDir::new();
+    let (s, state) = pending_call(dir.path());
+    let elsewhere = dir.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, state.join("chat/tier1")).unwrap();
+    let before = fs::read(state.join("chat/state.json")).unwrap();
+    let out = apply_pending(&s, &state);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is a symbolic link inside the state"), "{err}");
+    assert_eq!(
+        fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing written there"
+    );
+    assert_eq!(fs::read(state.join("chat/state.json")).unwrap(), before);
+}
