@@ -267,6 +267,33 @@ mod tests {
         fs::remove_dir_all(&base).unwrap();
     }
 
+    /// A full disk, injected: the temp file state.json is written through
+    /// is `/dev/full`, which refuses every write with ENOSPC.
+    #[test]
+    fn a_full_disk_leaves_the_old_state_and_its_archives() {
+        let base = temp("full");
+        let s = SessionDir::new(&base, "sess");
+        let mut state = CompressionState::new("sess");
+        s.write("tier1/b1_m00001-m00002.md", b"originals").unwrap();
+        s.save(&state).unwrap();
+        let before = fs::read(s.state_path()).unwrap();
+        let tmp = s
+            .dir
+            .join(format!(".state.json.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink("/dev/full", &tmp).unwrap();
+        state.next_block_id = 2;
+        let err = s.save(&state).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Io { source, .. } if source.raw_os_error() == Some(28)),
+            "{err}"
+        );
+        assert_eq!(fs::read(s.state_path()).unwrap(), before);
+        assert_eq!(s.load().unwrap().unwrap().next_block_id, 1);
+        assert!(s.dir.join("tier1/b1_m00001-m00002.md").exists());
+        assert!(!tmp.exists(), "the temp file is cleaned up");
+        fs::remove_dir_all(&base).unwrap();
+    }
+
     #[test]
     fn writes_stay_inside_the_session_dir() {
         let base = temp("inside");
