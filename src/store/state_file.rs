@@ -124,8 +124,15 @@ impl SessionDir {
         self.dir.join("state.json")
     }
 
-    /// Creates the directory if needed.
+    /// Creates the directory if needed. A session directory that is a
+    /// symbolic link is refused: the lock and everything after it would be
+    /// written elsewhere.
     pub fn create(&self) -> Result<(), StoreError> {
+        if fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(StoreError::Link {
+                path: self.dir.clone(),
+            });
+        }
         fs::create_dir_all(&self.dir).map_err(|e| StoreError::io(&self.dir, e))
     }
 
@@ -291,6 +298,22 @@ mod tests {
         assert_eq!(s.load().unwrap().unwrap().next_block_id, 1);
         assert!(s.dir.join("tier1/b1_m00001-m00002.md").exists());
         assert!(!tmp.exists(), "the temp file is cleaned up");
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_session_dir_that_is_a_link_is_refused() {
+        let base = temp("linked");
+        let elsewhere = temp("linked-target");
+        fs::create_dir_all(&base).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, base.join("sess")).unwrap();
+        let s = SessionDir::new(&base, "sess");
+        assert!(matches!(s.create(), Err(StoreError::Link { .. })));
+        assert!(matches!(
+            s.save(&CompressionState::new("sess")),
+            Err(StoreError::Link { .. })
+        ));
+        assert!(!elsewhere.exists());
         fs::remove_dir_all(&base).unwrap();
     }
 
