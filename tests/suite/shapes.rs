@@ -1089,9 +1089,10 @@ fn ignores_nudges() {
     check_shape(Shape::IgnoresNudges, 16);
 }
 
-/// Under pressure (cuts every turn, the zone clipping ranges, calls that
-/// fail), a lost state comes back from the transcript alone, with no window
-/// given: every block field and every archive as the live run left them.
+/// Under pressure at a small window (cuts on most turns, tier-2 and tier-3
+/// consolidations), a lost state comes back from the transcript alone, with
+/// no window given: every block field, every archive and the next view as
+/// the live run left them.
 #[test]
 fn a_pressured_loop_rebuilds_exactly_without_its_window() {
     use crate::rebuild::{archives, blocks};
