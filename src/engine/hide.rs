@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::message::{ContentType, CoreMessage};
+use super::message::{ContentType, CoreMessage, Edit};
 use super::protect::COMPRESS_TOOL;
 use super::state::CompressionState;
 
@@ -68,7 +68,7 @@ pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> 
                 && m.tool_name == COMPRESS_TOOL
                 && let Some(stubbed) = stub_summaries(&m.text)
             {
-                m.text = stubbed;
+                m.replace_text(stubbed, Edit::ArgsShortened);
             }
             m
         })

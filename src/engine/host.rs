@@ -108,6 +108,7 @@ mod tests {
                 tool_name: tool.to_string(),
                 tool_call_id: String::new(),
                 opaque: false,
+                edit: Default::default(),
             })
             .collect()
     }

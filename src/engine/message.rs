@@ -58,6 +58,27 @@ impl ContentType {
     }
 }
 
+/// What the engine did to a block's text on its way into the view.
+///
+/// Writers replay this on the block's original JSON instead of guessing from
+/// the text, so the request carries exactly what the engine decided and
+/// counted. Where a block came from is its `id`: one read from the
+/// transcript names its host block, a synthetic one (a block summary, the
+/// nudge) has none and is written from the core alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Edit {
+    /// Shown as logged.
+    #[default]
+    None,
+    /// A ref tag was appended: the original text is intact before this suffix.
+    Tagged(String),
+    /// The text was cut short (a truncated tool output); `text` is what is sent.
+    Truncated,
+    /// A Compress call's arguments with long summaries stubbed; `text` is
+    /// the arguments sent.
+    ArgsShortened,
+}
+
 /// One content block of one host message, flattened.
 ///
 /// A host message with three blocks (say thinking, text, tool call) becomes
@@ -80,6 +101,8 @@ pub struct CoreMessage {
     /// (images, opaque provider items). Their `text` is a short stand-in used
     /// only for size estimates.
     pub opaque: bool,
+    /// What the engine changed in `text`; writers apply it to the original.
+    pub edit: Edit,
 }
 
 impl CoreMessage {
@@ -93,6 +116,7 @@ impl CoreMessage {
             tool_name: String::new(),
             tool_call_id: String::new(),
             opaque: false,
+            edit: Edit::None,
         }
     }
 
@@ -111,6 +135,7 @@ impl CoreMessage {
             tool_name: tool.into(),
             tool_call_id: call_id.into(),
             opaque: false,
+            edit: Edit::None,
         }
     }
 
@@ -129,6 +154,7 @@ impl CoreMessage {
             tool_name: tool.into(),
             tool_call_id: call_id.into(),
             opaque: false,
+            edit: Edit::None,
         }
     }
 
@@ -142,7 +168,26 @@ impl CoreMessage {
             tool_name: String::new(),
             tool_call_id: String::new(),
             opaque: false,
+            edit: Edit::None,
         }
+    }
+
+    /// Appends a ref tag as [`super::tag::append`] lays it out.
+    pub fn append_tag(&mut self, tag: &str) {
+        let joined = super::tag::append(&self.text, tag);
+        let suffix = joined[self.text.len()..].to_string();
+        self.text = joined;
+        self.edit = match std::mem::take(&mut self.edit) {
+            Edit::None => Edit::Tagged(suffix),
+            Edit::Tagged(before) => Edit::Tagged(before + &suffix),
+            other => other,
+        };
+    }
+
+    /// Replaces the text with `text`, recording why.
+    pub fn replace_text(&mut self, text: String, why: Edit) {
+        self.text = text;
+        self.edit = why;
     }
 
     /// Whether a ref tag is appended to this block when it is rendered:

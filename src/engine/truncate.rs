@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use super::config::Config;
-use super::message::{ContentType, CoreMessage, Role};
+use super::message::{ContentType, CoreMessage, Edit, Role};
 use super::refs::SUMMARY_ID_PREFIX;
 use super::tokens;
 
@@ -186,11 +186,12 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
         .map_or(0, |(i, _)| i);
     let before = cfg.count(text);
     let cut_tokens = cfg.count(&text[head_end..tail_start]);
-    m.text = format!(
+    let cut_text = format!(
         "{}\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n{}",
         &text[..head_end],
         &text[tail_start..]
     );
+    m.replace_text(cut_text, Edit::Truncated);
     Some(before.saturating_sub(cfg.count(&m.text)))
 }
 

@@ -345,7 +345,7 @@ fn render_tag(state: &mut CompressionState, mut m: CoreMessage, cfg: &Config) ->
         _ => None,
     };
     let t = tag::render(r, figure, source);
-    m.text = tag::append(&m.text, &t);
+    m.append_tag(&t);
     m
 }
 

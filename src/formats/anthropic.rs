@@ -150,6 +150,7 @@ fn block(
         "thinking" => CoreMessage::reasoning("", s("thinking")),
         "redacted_thinking" => CoreMessage {
             opaque: true,
+            edit: Default::default(),
             ..CoreMessage::reasoning("", "[redacted thinking]")
         },
         "tool_use" => {
@@ -165,6 +166,7 @@ fn block(
         }
         _ => CoreMessage {
             opaque: true,
+            edit: Default::default(),
             ..CoreMessage::text("", side, format!("[{kind}]"))
         },
     };
@@ -242,6 +244,10 @@ fn edit_block(b: &Block, edit: &BlockEdit) -> Value {
         (ContentType::ToolResult, Value::Object(o)) => {
             let content = o.remove("content").unwrap_or(Value::Null);
             o.insert("content".into(), edit.apply_content(content, "text"));
+        }
+        (ContentType::ToolCall, Value::Object(o)) => {
+            let input = edit.apply_input(o.get("input").unwrap_or(&Value::Null));
+            o.insert("input".into(), input);
         }
         _ => {}
     }

@@ -119,6 +119,7 @@ fn host_message(
                     Some(t) if kind == "text" => CoreMessage::text("", role, t),
                     _ => CoreMessage {
                         opaque: true,
+                        edit: Default::default(),
                         ..CoreMessage::text("", role, format!("[{kind}]"))
                     },
                 };
@@ -188,7 +189,13 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
             ContentType::Reasoning => {
                 out.insert("reasoning_content".into(), b.raw.clone());
             }
-            ContentType::ToolCall => calls.push(b.raw.clone()),
+            ContentType::ToolCall => {
+                let mut call = b.raw.clone();
+                if let (Some(args), Some(f)) = (edit.call_arguments(), call.get_mut("function")) {
+                    f["arguments"] = Value::String(args.to_string());
+                }
+                calls.push(call);
+            }
             _ if string_content => {
                 out.insert(
                     "content".into(),

@@ -195,6 +195,7 @@ fn host_message(
                     Some(t) => CoreMessage::text("", role, t),
                     None => CoreMessage {
                         opaque: true,
+                        edit: Default::default(),
                         ..CoreMessage::text("", role, "[image]")
                     },
                 };
@@ -243,6 +244,7 @@ fn host_message(
         "compaction" | "compaction_summary" => {
             let core = CoreMessage {
                 opaque: true,
+                edit: Default::default(),
                 ..CoreMessage::text("", Role::System, "[compacted history]")
             };
             blocks.push(Block {
@@ -254,6 +256,7 @@ fn host_message(
         _ => {
             let core = CoreMessage {
                 opaque: true,
+                edit: Default::default(),
                 ..CoreMessage::text("", Role::Assistant, format!("[{kind}]"))
             };
             blocks.push(Block {
@@ -305,11 +308,21 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         return msg.raw.clone();
     };
     let mut item = b.raw.clone();
-    if let (Some(obj), ContentType::ToolResult, false) =
-        (item.as_object_mut(), b.core.content_type, edit.is_none())
-    {
-        let output = obj.remove("output").unwrap_or(Value::Null);
-        obj.insert("output".into(), edit.apply_content(output, "input_text"));
+    match (item.as_object_mut(), b.core.content_type) {
+        (Some(obj), ContentType::ToolResult) if !edit.is_none() => {
+            let output = obj.remove("output").unwrap_or(Value::Null);
+            obj.insert("output".into(), edit.apply_content(output, "input_text"));
+        }
+        (Some(obj), ContentType::ToolCall) => {
+            if let Some(args) = edit.call_arguments() {
+                let key = match obj.get("type").and_then(Value::as_str) {
+                    Some("custom_tool_call") => "input",
+                    _ => "arguments",
+                };
+                obj.insert(key.into(), Value::String(args.to_string()));
+            }
+        }
+        _ => {}
     }
     item
 }

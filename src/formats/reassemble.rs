@@ -1,8 +1,9 @@
 //! Writing a view: the engine's cores back into provider request messages.
 //!
 //! Consecutive cores from one host message become that message again, with
-//! only the kept blocks and their edited text; everything else about the
-//! message comes from its original JSON. Cores with no host message (block
+//! only the kept blocks, each edited as the engine's [`Edit`] says (never by
+//! comparing texts); everything else about the message comes from its
+//! original JSON. Cores with no host message (block
 //! summaries, the nudge) and every core of a conversion to another format are
 //! written from the core alone.
 
@@ -12,27 +13,43 @@ use serde_json::{Value, json};
 
 use super::{Block, HostMessage, Transcript, ViewFormat, anthropic, chat, codex};
 use crate::engine::CoreMessage;
+use crate::engine::message::Edit;
 
-/// How a view core's text differs from its block's original text.
+/// What a writer does to a block's original JSON, from the engine's [`Edit`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum BlockEdit {
     /// Unchanged.
     None,
     /// Something (a ref tag) was appended.
     Append(String),
-    /// The text was replaced (a truncated tool output).
+    /// The text was replaced (a truncated tool output, stubbed Compress
+    /// arguments).
     Replace(String),
 }
 
 impl BlockEdit {
-    fn between(original: &str, shown: &str) -> BlockEdit {
-        if original == shown {
-            BlockEdit::None
-        } else if let Some(suffix) = shown.strip_prefix(original) {
-            BlockEdit::Append(suffix.to_string())
-        } else {
-            BlockEdit::Replace(shown.to_string())
+    fn of(core: &CoreMessage) -> BlockEdit {
+        match &core.edit {
+            Edit::None => BlockEdit::None,
+            Edit::Tagged(suffix) => BlockEdit::Append(suffix.clone()),
+            Edit::Truncated | Edit::ArgsShortened => BlockEdit::Replace(core.text.clone()),
         }
+    }
+
+    /// The new arguments of a tool call, when they were rewritten.
+    pub(crate) fn call_arguments(&self) -> Option<&str> {
+        match self {
+            BlockEdit::Replace(args) => Some(args),
+            _ => None,
+        }
+    }
+
+    /// A tool call's `input` object with its arguments rewritten; the
+    /// original when they were not, or do not parse as JSON.
+    pub(crate) fn apply_input(&self, input: &Value) -> Value {
+        self.call_arguments()
+            .and_then(|args| serde_json::from_str(args).ok())
+            .unwrap_or_else(|| input.clone())
     }
 
     pub(crate) fn is_none(&self) -> bool {
@@ -143,10 +160,7 @@ pub fn reassemble(
                 let msg = &t.messages[mi];
                 let parts: Vec<(&Block, BlockEdit)> = group
                     .iter()
-                    .map(|c| {
-                        let b = &msg.blocks[index[c.id.as_str()].1];
-                        (b, BlockEdit::between(&b.core.text, &c.text))
-                    })
+                    .map(|c| (&msg.blocks[index[c.id.as_str()].1], BlockEdit::of(c)))
                     .collect();
                 rebuild(to, msg, &parts, &mut out);
             }

@@ -636,3 +636,62 @@ fn a_link_planted_in_the_state_dir_is_not_written_through() {
     );
     assert_eq!(fs::read(state.join("chat/state.json")).unwrap(), before);
 }
+
+/// The Compress call's arguments in a view: chat `function.arguments`, or an
+/// Anthropic `tool_use` input written back out as JSON.
+fn compress_arguments(view: &[Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in view {
+        for b in m["content"].as_array().into_iter().flatten() {
+            if b["type"] == "tool_use" && b["name"] == "Compress" {
+                out.push(b["input"].to_string());
+            }
+        }
+        for c in m["tool_calls"].as_array().into_iter().flatten() {
+            if c["function"]["name"] == "Compress" {
+                out.push(c["function"]["arguments"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A kept Compress call goes out with the stubbed summaries the engine
+/// counted, not the long ones the model wrote.
+fn a_kept_call_goes_out_shortened(s: &mut dyn Session, state: &Path, start: &str, end: &str) {
+    let long = format!("{SUMMARY} {}", "More detail on the decision. ".repeat(15));
+    assert!(long.chars().count() > 600);
+    let args = json!({"topic": "early work", "content": [{"startId": start, "endId": end, "summary": long}]});
+    let (code, panel) = apply(s, state, "cmp_long", args);
+    assert_eq!(code, 0, "{panel}");
+    let (view, _) = project(s.path(), state, &[]);
+    s.check(&view);
+    let sent = compress_arguments(&view);
+    assert_eq!(sent.len(), 1, "the call stays in the view: {sent:?}");
+    let parsed: Value = serde_json::from_str(&sent[0]).unwrap();
+    let summary = parsed["content"][0]["summary"].as_str().unwrap();
+    assert_eq!(summary.chars().count(), 200, "{summary}");
+    assert!(summary.ends_with('…'));
+    assert!(long.starts_with(summary.trim_end_matches('…')));
+    // The block's own summary, inserted in its place, is whole.
+    let texts: Vec<String> = view.iter().map(|m| m.to_string()).collect();
+    assert!(texts.iter().any(|t| t.contains("More detail on the decision. More")));
+}
+
+#[test]
+fn a_kept_compress_call_goes_out_with_its_shortened_summaries() {
+    let dir = TempDir::new();
+    let path = dir.path().join("chat.jsonl");
+    fs::write(&path, jsonl(&chat_session(4, 40))).unwrap();
+    let state = dir.path().join("state");
+    let mut chat = Chat { path };
+    project(chat.path(), &state, &[]);
+    a_kept_call_goes_out_shortened(&mut chat, &state, "m00002", "m00020");
+
+    let dir = TempDir::new();
+    let state = dir.path().join("state");
+    let mut cc = ClaudeCode::new(dir.path());
+    let (view, _) = project(cc.path(), &state, &[]);
+    let tags = tagged(&view);
+    a_kept_call_goes_out_shortened(&mut cc, &state, &tags[1].0, &tags[8].0);
+}
