@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use noa::engine::parse_args::{RAW_PREFIX_CHARS, parse_compress_args};
+use noa::engine::{RAW_PREFIX_CHARS, parse_compress_args};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -11,10 +11,10 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use noa::engine::config::Config;
-use noa::engine::prompt::Sections;
-use noa::engine::state::CompressionState;
-use noa::engine::turn::{TurnInput, project};
+use noa::engine::Config;
+use noa::engine::Sections;
+use noa::engine::CompressionState;
+use noa::engine::{TurnInput, project};
 use noa::engine::{ContentType, CoreMessage, Role};
 use noa::formats::{BadLines, read, reassemble};
 

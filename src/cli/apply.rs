@@ -11,12 +11,12 @@ use super::clock;
 use super::input::{load, warn};
 use super::{CliError, Exit};
 use super::{rebuild, settings};
-use crate::engine::apply::{self, ApplyInput, ApplyOutcome, NO_RANGES};
-use crate::engine::parse_args::{ParseKind, ParsedArgs, parse_compress_args};
-use crate::engine::protect::COMPRESS_TOOL;
-use crate::engine::state::{AppliedCall, CompressionState};
-use crate::engine::turn::{self, TurnInput};
+use crate::engine::COMPRESS_TOOL;
+use crate::engine::{self, ApplyInput, ApplyOutcome, NO_RANGES};
+use crate::engine::{AppliedCall, CompressionState};
 use crate::engine::{ContentType, CoreMessage, panel};
+use crate::engine::{ParseKind, ParsedArgs, parse_compress_args};
+use crate::engine::{TurnInput, project};
 use crate::store::{SessionDir, SessionLock};
 
 /// The shape the model should send, with placeholders that cannot be taken
@@ -66,7 +66,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     // pacing and host counters are not counted twice. Refs it hands out stay.
     let view_of = |s: &CompressionState| {
         let mut scratch = s.clone();
-        let p = turn::project(
+        let p = project(
             &mut scratch,
             &TurnInput {
                 history: &history[..cut],
@@ -96,7 +96,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         let root = absolute(session);
         let now = clock::now();
         let created = clock::rfc3339(now);
-        apply::apply(&ApplyInput {
+        engine::apply(&ApplyInput {
             ranges: &parsed.ranges,
             view: &seen.view,
             originals: &originals,

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::CliError;
 use super::args::{FormatArg, Global};
+use crate::engine::CompressionState;
 use crate::engine::lineage;
-use crate::engine::state::CompressionState;
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
 use crate::store::SessionDir;
 

@@ -17,15 +17,10 @@ use serde_json::{Value, json};
 use super::args::{Global, InspectArgs};
 use super::input::{load, warn};
 use super::{CliError, Exit, rebuild, settings};
-use crate::engine::map::{self, Run, STRIP_LEGEND, Segment};
-use crate::engine::nudge_text::format_breakdown;
-use crate::engine::panel::{Reclaimed, summary_tokens};
-use crate::engine::ranges::Breakdown;
-use crate::engine::state::{Block, CompressionState};
-use crate::engine::svg::{self, SvgInput};
-use crate::engine::tree;
-use crate::engine::turn::{self, TurnInput};
-use crate::engine::{tokens, zone};
+use crate::engine::{
+    Block, Breakdown, CompressionState, Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput, TurnInput,
+    format_breakdown, map, project, protected_ids, summary_tokens, svg, tokens, tree,
+};
 use crate::store::{SessionDir, write_atomic};
 
 /// Characters in the terminal context map.
@@ -80,7 +75,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     let mut state = stored.clone();
     let current = loaded.as_ref().map(|l| {
         let history = l.transcript.cores();
-        let p = turn::project(
+        let p = project(
             &mut state,
             &TurnInput {
                 history: &history,
@@ -92,7 +87,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
                 keep_all: false,
             },
         );
-        let zone: HashSet<&str> = zone::protected_ids(&p.view, &state, &config);
+        let zone: HashSet<&str> = protected_ids(&p.view, &state, &config);
         Current {
             breakdown: p.recommendation.breakdown,
             measured: p.measured,
@@ -527,7 +522,7 @@ mod tests {
     #[test]
     fn archives_are_shown_relative_to_the_state_dir() {
         let session = SessionDir::new(Path::new("/s"), "abc");
-        let mut b = crate::engine::state::Block {
+        let mut b = crate::engine::Block {
             block_id: "b1".into(),
             tier: 1,
             topic: String::new(),

@@ -8,9 +8,9 @@ use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
 use super::input::{emit, load, warn};
 use super::{CliError, Exit};
 use super::{rebuild, settings};
-use crate::engine::host::window_from_error;
 use crate::engine::tokens;
-use crate::engine::turn::{self, TurnInput};
+use crate::engine::window_from_error;
+use crate::engine::{TurnInput, project};
 use crate::formats::{ViewFormat, reassemble};
 use crate::store::SessionLock;
 
@@ -39,7 +39,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     }
     let config = settings.for_host(&state.host, Some(t.format));
     let history = t.cores();
-    let p = turn::project(
+    let p = project(
         &mut state,
         &TurnInput {
             history: &history,

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::args::{Global, PromptArgs, ViewArg};
 use super::{CliError, Exit, settings};
-use crate::engine::prompt::{SchemaFlavour, compress_tool, system_prompt};
+use crate::engine::{SchemaFlavour, compress_tool, system_prompt};
 
 /// Runs `noa prompt`.
 pub fn run(global: &Global, args: &PromptArgs) -> Result<Exit, CliError> {

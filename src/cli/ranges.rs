@@ -7,8 +7,8 @@ use serde_json::json;
 use super::args::{Global, RangesArgs};
 use super::input::{load, warn};
 use super::{CliError, Exit, rebuild, settings};
-use crate::engine::nudge_text::{format_block_map, format_breakdown, format_ranges};
-use crate::engine::turn::{self, TurnInput};
+use crate::engine::{TurnInput, project};
+use crate::engine::{format_block_map, format_breakdown, format_ranges};
 
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
@@ -18,7 +18,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let mut state = rebuild::state_for(global, &loaded, &settings, false)?;
     let config = settings.for_host(&state.host, Some(t.format));
     let history = t.cores();
-    let p = turn::project(
+    let p = project(
         &mut state,
         &TurnInput {
             history: &history,

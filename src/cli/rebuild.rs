@@ -9,14 +9,12 @@ use serde_json::json;
 use super::args::{Global, RebuildArgs};
 use super::input::{Loaded, load, session_state, warn};
 use super::{CliError, Exit, clock, settings};
+use crate::engine::COMPRESS_TOOL;
+use crate::engine::CompressionState;
+use crate::engine::block_count;
 use crate::engine::lineage;
-use crate::engine::panel::block_count;
-use crate::engine::protect::COMPRESS_TOOL;
-use crate::engine::rebuild::{
-    RebuildInput, Rebuilt, ReplayOutcome, differences, rebuild, recorded_calls,
-};
-use crate::engine::state::CompressionState;
 use crate::engine::{ContentType, CoreMessage};
+use crate::engine::{RebuildInput, Rebuilt, ReplayOutcome, differences, rebuild, recorded_calls};
 use crate::store::{SessionDir, SessionLock};
 
 /// Runs `noa rebuild`.

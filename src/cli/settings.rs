@@ -7,10 +7,10 @@ use serde::Deserialize;
 
 use super::CliError;
 use super::args::{Global, TokenizerArg};
-use crate::engine::config::Config;
-use crate::engine::prompt::Sections;
-use crate::engine::state::HostState;
-use crate::engine::tokenizer::Tokenizer;
+use crate::engine::Config;
+use crate::engine::HostState;
+use crate::engine::Sections;
+use crate::engine::Tokenizer;
 use crate::formats::Format;
 
 /// A config file: `[engine]` holds every engine knob, `[prompt]` the surface

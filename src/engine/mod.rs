@@ -1,46 +1,67 @@
 //! The pure engine: everything that decides, nothing that touches the world.
 //!
 //! No file I/O, no clock, no environment, no printing. Callers hand in the
-//! transcript as flat [`CoreMessage`]s and the persisted [`state::CompressionState`];
+//! transcript as flat [`CoreMessage`]s and the persisted [`CompressionState`];
 //! the engine hands back a view and an updated state. The store and the CLI do
 //! the reading and writing.
+//!
+//! The engine is five parts, and this module is their one front door: the
+//! rest of the crate (and the library's users) reach the engine through the
+//! names below, never through a part.
+//!
+//! - `model`: the data everything else speaks — messages and their edits,
+//!   identity, refs and tags, token counts, the persisted state, the config.
+//! - `turn`: one turn's pipeline — sync which blocks are live, prune what
+//!   they cover, hide spent Compress exchanges, keep tool calls paired,
+//!   truncate, and the host's bookkeeping between turns.
+//! - `pressure`: how full the request is and what to do about it — the
+//!   gauge, the recent zone, the recommendation, the nudge and the texts the
+//!   model reads.
+//! - `compress`: one Compress call — its arguments, its range ends, the
+//!   blocks and archives it makes, the panel it answers with, the host's
+//!   policy on repeats, and the rebuild that replays a log's calls.
+//! - `report`: pictures for a person — the context map, its SVG, the tier
+//!   tree.
 #![deny(clippy::disallowed_methods, clippy::disallowed_macros)]
 
-pub mod apply;
-pub mod archive;
-pub mod boundary;
-pub mod config;
-pub mod exchange;
-pub mod gauge;
-pub mod hide;
-pub mod host;
-pub mod identity;
-pub mod lineage;
-pub mod map;
-pub mod message;
-pub mod nudge;
-pub mod nudge_text;
-pub mod panel;
-pub mod parse_args;
-pub mod prompt;
-pub mod protect;
-pub mod prune;
-pub mod ranges;
-pub mod rebuild;
-pub mod recommend;
-pub mod refs;
-pub mod state;
-pub mod svg;
-pub mod sync;
-pub mod tag;
+mod compress;
+mod model;
+mod pressure;
+mod report;
 #[cfg(test)]
 mod test_support;
-pub mod tokenizer;
-pub mod tokens;
-pub mod tree;
-pub mod truncate;
-pub mod turn;
-pub mod view;
-pub mod zone;
+mod turn;
 
-pub use message::{ContentType, CoreMessage, Role};
+pub use model::config::Config;
+pub use model::identity::{ClusterCounter, derive_id};
+pub use model::lineage;
+pub use model::message::{ContentType, CoreMessage, Edit, Role};
+pub use model::protect::COMPRESS_TOOL;
+pub use model::refs::NUDGE_ID;
+pub use model::state::{AppliedCall, Block, CompressionState, HostState, STATE_VERSION};
+pub use model::tokenizer::Tokenizer;
+pub use model::tokens;
+
+pub use turn::host::window_from_error;
+pub use turn::view::drop_unpaired;
+pub use turn::{Projection, TurnInput, baked, project};
+
+pub use pressure::gauge::Recorded;
+pub use pressure::nudge_text::{format_block_map, format_breakdown, format_ranges};
+pub use pressure::prompt::{SchemaFlavour, Sections, compress_tool, system_prompt};
+pub use pressure::ranges::Breakdown;
+pub use pressure::zone::protected_ids;
+
+pub use compress::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};
+pub use compress::panel;
+pub use compress::panel::{Reclaimed, block_count, summary_tokens};
+pub use compress::parse_args::{
+    CompressRange, ParseKind, ParsedArgs, RAW_PREFIX_CHARS, parse_compress_args,
+};
+pub use compress::rebuild::{
+    RebuildInput, Rebuilt, ReplayOutcome, differences, rebuild, recorded_calls,
+};
+
+pub use report::map::{Run, STRIP_LEGEND, Segment};
+pub use report::svg::SvgInput;
+pub use report::{map, svg, tree};

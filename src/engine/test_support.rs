@@ -1,7 +1,7 @@
 //! Builders shared by the engine's unit tests.
 
-use super::message::{CoreMessage, Role};
-use super::state::Block;
+use super::model::message::{CoreMessage, Role};
+use super::model::state::Block;
 
 /// An active block of `tier` covering `covers`, summary "summary of <id>".
 pub fn block(id: &str, tier: u8, covers: &[&str]) -> Block {

@@ -739,10 +739,10 @@ fn two_compress_calls_log() -> String {
 
 #[test]
 fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
-    use crate::engine::config::Config;
-    use crate::engine::prompt::Sections;
-    use crate::engine::state::{Block, CompressionState};
-    use crate::engine::turn::{self, TurnInput};
+    use crate::engine::Config;
+    use crate::engine::Sections;
+    use crate::engine::{Block, CompressionState};
+    use crate::engine::{TurnInput, project};
 
     let log = two_compress_calls_log();
     let t = load(&log, Format::ClaudeCode);
@@ -785,7 +785,7 @@ fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
     let config = Config::default();
 
     // The live view still shows the latest exchange: the model reads its panel.
-    let live = turn::project(
+    let live = project(
         &mut state.clone(),
         &TurnInput {
             history: &cores,
@@ -804,7 +804,7 @@ fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
         )
     );
 
-    let view = turn::baked(&state, &cores, &config);
+    let view = crate::engine::baked(&state, &cores, &config);
     let out = materialize(&t, &view);
     let text = jsonl(&out);
     for gone in [

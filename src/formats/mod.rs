@@ -23,7 +23,7 @@ mod reassemble;
 use serde_json::Value;
 
 use crate::engine::CoreMessage;
-use crate::engine::gauge::Recorded;
+use crate::engine::Recorded;
 
 pub use detect::detect;
 pub use error::ReadError;
@@ -301,25 +301,9 @@ pub fn read(
 
 /// Gives every block its content-hash identity, counting repeats in order.
 fn assign_ids(t: &mut Transcript) {
-    use crate::engine::{identity, tag};
-    let mut counter = identity::ClusterCounter::default();
-    for m in &mut t.messages {
-        for b in &mut m.blocks {
-            let c = &b.core;
-            let hashed = if c.opaque {
-                b.raw.to_string()
-            } else {
-                tag::strip(&c.text).to_string()
-            };
-            let base = identity::derive_id(
-                c.role,
-                c.content_type,
-                &hashed,
-                &c.tool_call_id,
-                &c.tool_name,
-            );
-            b.core.id = counter.next(base);
-        }
+    let mut ids = crate::engine::ClusterCounter::default();
+    for b in t.messages.iter_mut().flat_map(|m| &mut m.blocks) {
+        ids.identify(&mut b.core, || b.raw.to_string());
     }
 }
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{Block, HostMessage, Transcript, ViewFormat, anthropic, chat, codex};
 use crate::engine::CoreMessage;
-use crate::engine::message::Edit;
+use crate::engine::Edit;
 
 /// What a writer does to a block's original JSON, from the engine's [`Edit`].
 #[derive(Debug, Clone, PartialEq, Eq)]

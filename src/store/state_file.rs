@@ -8,7 +8,7 @@ use miette::Diagnostic;
 use thiserror::Error;
 
 use super::atomic::write_atomic;
-use crate::engine::state::{CompressionState, STATE_VERSION};
+use crate::engine::{CompressionState, STATE_VERSION};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, Error, Diagnostic)]

@@ -675,7 +675,11 @@ fn a_kept_call_goes_out_shortened(s: &mut dyn Session, state: &Path, start: &str
     assert!(long.starts_with(summary.trim_end_matches('…')));
     // The block's own summary, inserted in its place, is whole.
     let texts: Vec<String> = view.iter().map(|m| m.to_string()).collect();
-    assert!(texts.iter().any(|t| t.contains("More detail on the decision. More")));
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("More detail on the decision. More"))
+    );
 }
 
 #[test]

@@ -2,13 +2,13 @@
 
 use std::collections::HashMap;
 
+use noa::engine::CompressRange;
+use noa::engine::CompressionState;
+use noa::engine::Config;
 use noa::engine::CoreMessage;
-use noa::engine::apply::{ApplyInput, apply};
-use noa::engine::config::Config;
-use noa::engine::parse_args::CompressRange;
-use noa::engine::prompt::Sections;
-use noa::engine::state::CompressionState;
-use noa::engine::turn::{TurnInput, project};
+use noa::engine::Sections;
+use noa::engine::{ApplyInput, apply};
+use noa::engine::{TurnInput, project};
 use noa::formats::{BadLines, Format, Transcript, ViewFormat, read, reassemble};
 use proptest::prelude::*;
 
@@ -143,7 +143,7 @@ fn the_driver_does_compress() {
 /// A live run: random Compress calls made turn by turn, each recorded in the
 /// log with its panel as a host would; returns the log and the live state.
 fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
-    use noa::engine::identity::derive_id;
+    use noa::engine::derive_id;
     use noa::engine::panel::answer;
     use noa::engine::{ContentType, Role};
     let t = read(
@@ -201,7 +201,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
             .collect();
         let args = serde_json::json!({"content": content}).to_string();
         let call_id = format!("call_{seed}_{i}");
-        let parsed = noa::engine::parse_args::parse_compress_args(&args);
+        let parsed = noa::engine::parse_compress_args(&args);
         let originals: HashMap<&str, &CoreMessage> =
             history.iter().map(|m| (m.id.as_str(), m)).collect();
         let out = apply(&ApplyInput {
@@ -267,7 +267,7 @@ proptest! {
     /// Rebuilding from the log alone gives back the live state's blocks and refs.
     #[test]
     fn rebuild_reproduces_the_live_state(seed in any::<u64>(), turns in 10usize..50) {
-        use noa::engine::rebuild::{RebuildInput, differences, rebuild};
+        use noa::engine::{RebuildInput, differences, rebuild};
         let (history, live) = live_run(seed, turns);
         let config = Config { preserve_recent_messages: 3, preserve_recent_tokens: 500, ..Config::default() };
         let rebuilt = rebuild(&RebuildInput { history: &history, recorded: &[], base: &CompressionState::new("p"), config: &config, archive_root: "/a", now: 0, created: "", on_step: &|_| {} });

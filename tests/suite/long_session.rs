@@ -3,15 +3,15 @@
 
 use std::collections::HashMap;
 
-use noa::engine::apply::{ApplyInput, apply};
-use noa::engine::config::Config;
-use noa::engine::parse_args::CompressRange;
-use noa::engine::prompt::Sections;
-use noa::engine::refs::NUDGE_ID;
-use noa::engine::state::CompressionState;
-use noa::engine::turn::{TurnInput, project};
-use noa::engine::view::drop_unpaired;
+use noa::engine::CompressRange;
+use noa::engine::CompressionState;
+use noa::engine::Config;
+use noa::engine::NUDGE_ID;
+use noa::engine::Sections;
+use noa::engine::drop_unpaired;
+use noa::engine::{ApplyInput, apply};
 use noa::engine::{CoreMessage, Role};
+use noa::engine::{TurnInput, project};
 use noa::formats::{BadLines, Format, read};
 
 use crate::agent_loop::ranges_from_nudge;

@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use noa::engine::config::Config;
-use noa::engine::prompt::Sections;
-use noa::engine::state::CompressionState;
-use noa::engine::turn::{TurnInput, project};
+use noa::engine::CompressionState;
+use noa::engine::Config;
+use noa::engine::Sections;
+use noa::engine::{TurnInput, project};
 use noa::formats::{BadLines, Format, ViewFormat, read, reassemble};
 use proptest::prelude::*;
 use serde_json::Value;

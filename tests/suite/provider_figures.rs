@@ -314,7 +314,7 @@ fn the_hosts_figure_is_used_and_remembered() {
 
 #[test]
 fn an_exact_tokenizer_and_the_reply_reserve_are_flags() {
-    use noa::engine::tokenizer::Tokenizer;
+    use noa::engine::Tokenizer;
     let dir = TempDir::new();
     let path = dir.path().join("chat.jsonl");
     let task = "Refactor fn parse_args(argv: &[String]) -> Result<Config, Error> in src/cli.rs; keep the 你好 greeting.";

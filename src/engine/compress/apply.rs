@@ -1,0 +1,558 @@
+//! Applying one Compress call: ranges in, blocks and archives out.
+//!
+//! The order is fixed: resolve every range against the view the model saw,
+//! widen each to whole tool exchanges, drop overlaps, check the batch is worth
+//! it, then build each block in memory with its archive. Nothing is written
+//! here: the caller writes every archive first and the state last, so a block
+//! never exists without its originals on disk.
+
+use std::collections::{HashMap, HashSet};
+
+use super::archive::{self, ArchiveInput, Entry};
+use super::boundary::{self, Unresolved, summary_block};
+use super::parse_args::CompressRange;
+use crate::engine::model::config::Config;
+use crate::engine::model::exchange;
+use crate::engine::model::message::{ContentType, CoreMessage, Role};
+use crate::engine::model::protect::{COMPRESS_TOOL, is_tool_protected};
+use crate::engine::model::refs::{BLOCKED, highest_used, index_to_ref};
+use crate::engine::model::state::{Block, CompressionState};
+use crate::engine::pressure::zone;
+use crate::engine::turn::prune::render_summary;
+use crate::engine::turn::sync::covered_ids;
+
+/// One Compress call, with everything it is resolved against.
+#[derive(Debug, Clone)]
+pub struct ApplyInput<'a> {
+    /// The requested ranges.
+    pub ranges: &'a [CompressRange],
+    /// The view the model saw when it made the call; refs resolve against it.
+    pub view: &'a [CoreMessage],
+    /// Every history message by id, untruncated and untagged: archives are
+    /// written from these, never from the view.
+    pub originals: &'a HashMap<&'a str, &'a CoreMessage>,
+    /// The state the view was projected with.
+    pub state: &'a CompressionState,
+    /// Engine settings.
+    pub config: &'a Config,
+    /// The call's tool-call id ("" for arguments given by hand).
+    pub call_id: &'a str,
+    /// Absolute path of the session directory archives go under.
+    pub archive_root: &'a str,
+    /// Creation time for archives, RFC 3339.
+    pub created: &'a str,
+    /// Creation time for blocks, Unix seconds.
+    pub now: i64,
+    /// Replaying a recorded call whose ranges are the spans the live call
+    /// made: the recent zone and the size gate, which belonged to that
+    /// moment, were already applied then and are not applied again.
+    pub replay: bool,
+}
+
+/// An archive file to write, relative to the session directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveFile {
+    /// `tier1/b1_m00002-m00005.md`.
+    pub rel: String,
+    /// The markdown.
+    pub contents: String,
+}
+
+/// What a call did, or why it did nothing.
+#[derive(Debug, Clone)]
+pub struct ApplyOutcome {
+    /// The state with the new blocks; the input state when none were made.
+    pub state: CompressionState,
+    /// Blocks made, each with whether its span holds refs it does not cover.
+    pub created: Vec<(Block, bool)>,
+    /// Archives to write before the state.
+    pub archives: Vec<ArchiveFile>,
+    /// Rejections, in words the model can act on.
+    pub errors: Vec<String>,
+    /// Adjustments the model should know about.
+    pub warnings: Vec<String>,
+    /// Higher-tier blocks left standing inside a range: (id, tier).
+    pub surviving: Vec<(String, u8)>,
+    /// The tier absorbed when blocks survived.
+    pub absorbed_tier: u8,
+    /// True when the ranges themselves were at fault (unknown, consumed, too
+    /// small, nothing new), as opposed to a summary that needs rewriting.
+    pub ranges_at_fault: bool,
+}
+
+impl ApplyOutcome {
+    /// A call that made nothing, with why.
+    pub fn rejected(
+        state: &CompressionState,
+        errors: Vec<String>,
+        warnings: Vec<String>,
+        ranges_at_fault: bool,
+    ) -> Self {
+        ApplyOutcome {
+            state: state.clone(),
+            created: Vec::new(),
+            archives: Vec::new(),
+            errors,
+            warnings,
+            surviving: Vec::new(),
+            absorbed_tier: 0,
+            ranges_at_fault,
+        }
+    }
+}
+
+/// The text a call with nothing to do gets: neither success nor failure.
+pub const NO_RANGES: &str = "No ranges provided.";
+
+struct Span<'r> {
+    range: &'r CompressRange,
+    start: usize,
+    end: usize,
+    names_block: bool,
+}
+
+/// Applies a Compress call. Pure: writes nothing.
+pub fn apply(input: &ApplyInput) -> ApplyOutcome {
+    let (view, state) = (input.view, input.state);
+    if input.ranges.is_empty() {
+        return ApplyOutcome::rejected(state, vec![NO_RANGES.to_string()], Vec::new(), false);
+    }
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let mut spans = Vec::new();
+    let mut unknown = 0;
+    for r in input.ranges {
+        match boundary::resolve(&r.start, &r.end, view, state) {
+            Ok(res) => {
+                warnings.extend(res.warnings);
+                let (start, end) = exchange::snap(view, res.start, res.end);
+                spans.push(Span {
+                    range: r,
+                    start,
+                    end,
+                    names_block: res.names_block,
+                });
+            }
+            Err(e) => {
+                unknown += usize::from(matches!(e, Unresolved::Unknown(_)));
+                errors.push(format!(
+                    "{}..{}: {}",
+                    r.start.trim(),
+                    r.end.trim(),
+                    e.message()
+                ));
+            }
+        }
+    }
+    if spans.is_empty() {
+        if unknown == input.ranges.len() {
+            errors = vec![format!(
+                "None of the {n} requested range(s) resolved: every ref is unknown to this session, and refs are never renumbered. Use refs shown in the current view. [diagnostics: highest ref {high}, unknown ranges {unknown}/{n}, {c} compression(s), {b} block(s)]",
+                n = input.ranges.len(),
+                high = index_to_ref(highest_used(&state.message_refs))
+                    .unwrap_or_else(|| "none".into()),
+                c = state.stats.compression_count,
+                b = state.blocks.len(),
+            )];
+        }
+        return ApplyOutcome::rejected(state, errors, warnings, true);
+    }
+
+    spans.sort_by_key(|s| (s.start, s.end));
+    let mut kept: Vec<Span> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match kept.last() {
+            Some(prev) if s.start <= prev.end => warnings.push(format!(
+                "Skipped range {}..{}: it overlaps an earlier range in this call, which takes precedence. Keep ranges disjoint.",
+                s.range.start.trim(),
+                s.range.end.trim()
+            )),
+            _ => kept.push(s),
+        }
+    }
+
+    let covered = covered_ids(state);
+    let addressable = |m: &CoreMessage| {
+        !covered.contains(m.id.as_str()) && state.message_refs.usable(&m.id).is_some()
+    };
+    let original_chars = |m: &CoreMessage| {
+        input
+            .originals
+            .get(m.id.as_str())
+            .map_or(m.text.as_str(), |o| o.text.as_str())
+            .chars()
+            .count()
+    };
+    if !input.replay && !kept.iter().any(|s| s.names_block) {
+        let chars: usize = kept
+            .iter()
+            .flat_map(|s| &view[s.start..=s.end])
+            .filter(|m| addressable(m))
+            .map(original_chars)
+            .sum();
+        let min = input.config.compress.min_compress_range;
+        if chars == 0 {
+            errors.push("Every requested range is already compressed: its content is covered by an active block.".into());
+            return ApplyOutcome::rejected(state, errors, warnings, true);
+        }
+        if chars < min {
+            errors.push(format!(
+                "Total compressible content too small ({chars} chars across {} range(s), min {min}). Combine more messages into fewer, larger ranges.",
+                kept.len()
+            ));
+            return ApplyOutcome::rejected(state, errors, warnings, true);
+        }
+    }
+
+    let zone = if input.replay {
+        HashSet::new()
+    } else {
+        zone::protected_ids(view, state, input.config)
+    };
+    let first_user = view
+        .iter()
+        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque)
+        .map(|m| m.id.as_str());
+    let mut next_state = state.clone();
+    let mut out = Built::default();
+    for s in &kept {
+        match build(input, s, &zone, first_user, &mut next_state, &mut out) {
+            Ok(()) => {}
+            Err(e) => errors.push(format!(
+                "{}..{}: {e}",
+                s.range.start.trim(),
+                s.range.end.trim()
+            )),
+        }
+    }
+    warnings.extend(std::mem::take(&mut out.warnings));
+    if out.created.is_empty() {
+        let at_fault = out.range_fault;
+        return ApplyOutcome {
+            surviving: out.surviving,
+            absorbed_tier: out.absorbed_tier,
+            ..ApplyOutcome::rejected(state, errors, warnings, at_fault)
+        };
+    }
+    let absorbed: HashSet<String> = out
+        .created
+        .iter()
+        .flat_map(|(b, _)| b.direct_block_ids.iter().cloned())
+        .collect();
+    for b in &mut next_state.blocks {
+        if absorbed.contains(&b.block_id) {
+            b.active = false;
+        }
+    }
+    next_state
+        .blocks
+        .extend(out.created.iter().map(|(b, _)| b.clone()));
+    next_state.stats.compression_count += out.created.len();
+    next_state.stats.tokens_compressed += out
+        .created
+        .iter()
+        .map(|(b, _)| b.compressed_tokens)
+        .sum::<usize>();
+    next_state.nudge = Default::default();
+    ApplyOutcome {
+        state: next_state,
+        created: out.created,
+        archives: out.archives,
+        errors,
+        warnings,
+        surviving: out.surviving,
+        absorbed_tier: out.absorbed_tier,
+        ranges_at_fault: false,
+    }
+}
+
+#[derive(Default)]
+struct Built {
+    created: Vec<(Block, bool)>,
+    archives: Vec<ArchiveFile>,
+    warnings: Vec<String>,
+    surviving: Vec<(String, u8)>,
+    absorbed_tier: u8,
+    range_fault: bool,
+}
+
+/// Builds one range's block and archive, or says why not.
+fn build(
+    input: &ApplyInput,
+    s: &Span,
+    zone: &HashSet<&str>,
+    first_user: Option<&str>,
+    next_state: &mut CompressionState,
+    out: &mut Built,
+) -> Result<(), String> {
+    let (view, state, cfg) = (input.view, input.state, input.config);
+    let covered = covered_ids(state);
+    // A block is one unbroken run of the visible history: no message that
+    // stays visible may sit inside its span, or the summary would stand
+    // before messages it describes as past. So the range stops at the first
+    // message that must stay once the run has begun, summaries of blocks
+    // to fold included.
+    let stays = |m: &CoreMessage| {
+        summary_block(m, state).is_none()
+            && !covered.contains(m.id.as_str())
+            && state.message_refs.by_raw.get(&m.id).is_some_and(|r| {
+                r == BLOCKED
+                    || is_tool_protected(&m.tool_name, &cfg.protected_tools)
+                    || zone.contains(m.id.as_str())
+            })
+    };
+    let takes = |m: &CoreMessage| {
+        summary_block(m, state).is_some()
+            || (!covered.contains(m.id.as_str())
+                && state.message_refs.usable(&m.id).is_some()
+                && !stays(m))
+    };
+    let mut end = s.end;
+    if let Some(first) = (s.start..=s.end).find(|&i| takes(&view[i]))
+        && let Some(stop) = (first..=s.end).find(|&i| stays(&view[i]))
+    {
+        let later = view[stop..=s.end].iter().filter(|m| takes(m)).count();
+        if later > 0 {
+            end = stop - 1;
+            let m = &view[stop];
+            let why = if zone.contains(m.id.as_str()) {
+                "it is in the recent zone".to_string()
+            } else if m.tool_name.is_empty() {
+                "it cannot be compressed".to_string()
+            } else {
+                format!("{} is a protected tool", m.tool_name)
+            };
+            let at = state
+                .message_refs
+                .usable(&m.id)
+                .map_or("a protected message", String::as_str);
+            out.warnings.push(format!(
+                "Stopped the range at {at} ({why}): {later} later message(s) stay visible, so the block covers one unbroken run."
+            ));
+        }
+    }
+    let slice = &view[s.start..=end];
+
+    // Tier: only the lowest tier among the blocks in range is absorbed.
+    let nested: Vec<&Block> = slice
+        .iter()
+        .filter_map(|m| summary_block(m, state))
+        .filter(|b| b.active)
+        .collect();
+    let target = nested.iter().map(|b| b.tier).min().unwrap_or(0);
+    let max_tier = cfg.max_tier();
+    let tier = (target + 1).min(max_tier);
+    let absorbed: Vec<&Block> = nested
+        .iter()
+        .copied()
+        .filter(|b| b.tier == target)
+        .collect();
+    for b in nested.iter().filter(|b| b.tier != target) {
+        out.surviving.push((b.block_id.clone(), b.tier));
+        out.absorbed_tier = target;
+    }
+
+    // Direct messages: addressable, not hard-protected, not in the recent zone.
+    let mut direct: Vec<usize> = Vec::new();
+    let mut excluded: Vec<usize> = Vec::new();
+    let mut zoned: Vec<&str> = Vec::new();
+    for (off, m) in slice.iter().enumerate() {
+        let i = s.start + off;
+        if summary_block(m, state).is_some() || covered.contains(m.id.as_str()) {
+            continue;
+        }
+        let Some(r) = state.message_refs.by_raw.get(&m.id) else {
+            continue;
+        };
+        if r == BLOCKED || is_tool_protected(&m.tool_name, &cfg.protected_tools) {
+            excluded.push(i);
+        } else if zone.contains(m.id.as_str()) {
+            excluded.push(i);
+            zoned.push(r);
+        } else {
+            direct.push(i);
+        }
+    }
+    if !zoned.is_empty() {
+        if direct.is_empty() && absorbed.is_empty() {
+            out.range_fault = true;
+            return Err(format!(
+                "Range is entirely within the protected zone (the most recent messages and the last user message): {}. Pick older messages.",
+                ref_list(&zoned)
+            ));
+        }
+        out.warnings.push(format!(
+            "Left {} protected message(s) out of the range (recent zone): {}.",
+            zoned.len(),
+            ref_list(&zoned)
+        ));
+    }
+    let withdrawn = withdraw_split_exchanges(view, &mut direct, &excluded);
+    if withdrawn > 0 {
+        out.warnings.push(format!(
+            "Left {withdrawn} message(s) out to keep tool exchanges whole (a call, its result and its reasoning go together)."
+        ));
+    }
+    if direct.is_empty() && absorbed.is_empty() {
+        out.range_fault = true;
+        return Err("Range contains no new content: everything in it is already compressed or protected. To consolidate blocks, name them (b1..b4) as the ends.".into());
+    }
+    if target == max_tier && direct.is_empty() {
+        out.range_fault = true;
+        return Err(format!(
+            "Tier {max_tier} is the top tier: folding tier-{max_tier} blocks into another tier-{max_tier} block reclaims nothing. Compress a lower tier, or include new messages in the range."
+        ));
+    }
+    let summary = s.range.summary.trim();
+    let n = summary.chars().count();
+    let max = s
+        .range
+        .summary_max_chars
+        .unwrap_or(cfg.compress.max_summary_length);
+    let min = cfg.compress.min_summary_length;
+    if n == 0 {
+        return Err("Summary is empty: write the summary that is to replace this range.".into());
+    }
+    if n < min {
+        return Err(format!(
+            "Summary too short ({n} chars, min {min}): it cannot stand in for what it replaces."
+        ));
+    }
+    if n > max {
+        return Err(format!(
+            "Summary too long ({n} chars, max {max}): tighten it, or split the range."
+        ));
+    }
+    if let Some(first) = first_user.filter(|f| direct.iter().any(|&i| view[i].id == *f)) {
+        let r = &state.message_refs.by_raw[first];
+        out.warnings.push(format!("{r} is the first user message (the task): it stays in the view verbatim, and is archived too."));
+    }
+
+    let original = |m: &'_ CoreMessage| -> CoreMessage {
+        input
+            .originals
+            .get(m.id.as_str())
+            .map_or_else(|| m.clone(), |o| (*o).clone())
+    };
+    let direct_ids: Vec<String> = direct.iter().map(|&i| view[i].id.clone()).collect();
+    let mut effective = direct_ids.clone();
+    for b in &absorbed {
+        effective.extend(b.effective_message_ids.iter().cloned());
+    }
+    let ref_numbers: Vec<&String> = effective
+        .iter()
+        .filter_map(|id| state.message_refs.usable(id))
+        .collect();
+    let start_ref = ref_numbers
+        .iter()
+        .min()
+        .map(|r| r.to_string())
+        .unwrap_or_default();
+    let end_ref = ref_numbers
+        .iter()
+        .max()
+        .map(|r| r.to_string())
+        .unwrap_or_default();
+    let compressed_tokens = direct
+        .iter()
+        .map(|&i| cfg.count(&original(&view[i]).text))
+        .sum::<usize>()
+        + absorbed
+            .iter()
+            .map(|b| cfg.count(&render_summary(b).text))
+            .sum::<usize>();
+    let block_id = format!("b{}", next_state.next_block_id.max(1));
+    next_state.next_block_id = next_state.next_block_id.max(1) + 1;
+    let rel = archive::rel_path(tier, &block_id, &start_ref, &end_ref);
+    let topic = if s.range.topic.trim().is_empty() {
+        String::new()
+    } else {
+        s.range.topic.trim().to_string()
+    };
+    let block = Block {
+        block_id,
+        tier,
+        topic,
+        summary: summary.to_string(),
+        direct_message_ids: direct_ids,
+        effective_message_ids: effective,
+        direct_block_ids: absorbed.iter().map(|b| b.block_id.clone()).collect(),
+        archive_path: format!("{}/{rel}", input.archive_root.trim_end_matches('/')),
+        archive_rel: rel.clone(),
+        compressed_tokens,
+        start_ref,
+        end_ref,
+        created_at: input.now,
+        active: true,
+        compress_call_id: input.call_id.to_string(),
+    };
+
+    // Archive entries in view order, originals not view text.
+    let originals: Vec<(usize, CoreMessage)> =
+        direct.iter().map(|&i| (i, original(&view[i]))).collect();
+    let mut entries: Vec<Entry> = Vec::new();
+    for (off, m) in slice.iter().enumerate() {
+        let i = s.start + off;
+        if let Some(b) =
+            summary_block(m, state).filter(|b| absorbed.iter().any(|a| a.block_id == b.block_id))
+        {
+            entries.push(Entry::Block(b));
+        } else if let Some((_, o)) = originals.iter().find(|(j, _)| *j == i) {
+            entries.push(Entry::Message {
+                reference: state.message_refs.by_raw.get(&o.id).map(String::as_str),
+                message: o,
+            });
+        }
+    }
+    let contents = archive::render(&ArchiveInput {
+        block: &block,
+        session: &state.session_id,
+        created: input.created,
+        entries,
+    });
+    let partial = slice.iter().any(|m| {
+        summary_block(m, state).is_none()
+            && !block.direct_message_ids.contains(&m.id)
+            && state
+                .message_refs
+                .usable(&m.id)
+                .is_some_and(|r| *r >= block.start_ref && *r <= block.end_ref)
+    });
+    out.archives.push(ArchiveFile { rel, contents });
+    out.created.push((block, partial));
+    Ok(())
+}
+
+/// A list of refs short enough for a panel: the first few and a count.
+fn ref_list(refs: &[&str]) -> String {
+    const SHOWN: usize = 4;
+    match refs.len() {
+        n if n <= SHOWN + 1 => refs.join(", "),
+        n => format!("{}, … and {} more", refs[..SHOWN].join(", "), n - SHOWN),
+    }
+}
+
+/// Removes from `direct` every exchange that also has an excluded member, so
+/// no call, result or reasoning is split from the rest of its exchange.
+/// Compress exchanges are shown whole anyway, so they split nothing.
+/// Returns how many messages were withdrawn.
+fn withdraw_split_exchanges(
+    view: &[CoreMessage],
+    direct: &mut Vec<usize>,
+    excluded: &[usize],
+) -> usize {
+    let spans = exchange::spans(view);
+    let split: HashSet<(usize, usize)> = excluded
+        .iter()
+        .filter(|&&i| view[i].tool_name != COMPRESS_TOOL)
+        .map(|&i| spans[i])
+        .filter(|span| direct.iter().any(|&d| spans[d] == *span))
+        .collect();
+    let before = direct.len();
+    direct.retain(|&d| !split.contains(&spans[d]));
+    before - direct.len()
+}
+
+#[cfg(test)]
+#[path = "apply_tests.rs"]
+mod tests;

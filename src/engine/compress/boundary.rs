@@ -1,0 +1,235 @@
+//! Resolving the ends of a requested range against the view the model saw.
+
+use crate::engine::model::message::CoreMessage;
+use crate::engine::model::refs::{Boundary, parse_boundary};
+use crate::engine::model::state::{Block, CompressionState};
+use crate::engine::turn::prune::{block_of_summary, summary_id};
+
+/// Why an end did not resolve; each kind gets its own corrective text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unresolved {
+    /// Not a ref or block id at all.
+    Invalid(String),
+    /// A ref or block this session never had.
+    Unknown(String),
+    /// Known, but already compressed or otherwise out of the view.
+    Consumed(String),
+}
+
+impl Unresolved {
+    /// The text shown to the model.
+    pub fn message(&self) -> &str {
+        match self {
+            Unresolved::Invalid(m) | Unresolved::Unknown(m) | Unresolved::Consumed(m) => m,
+        }
+    }
+}
+
+/// A range resolved to view indices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// First index, inclusive.
+    pub start: usize,
+    /// Last index, inclusive.
+    pub end: usize,
+    /// Whether either end named a block.
+    pub names_block: bool,
+    /// Notes about ends that were moved.
+    pub warnings: Vec<String>,
+}
+
+/// Resolves `start`..`end` (refs or block ids) to view indices. Reversed ends
+/// are swapped: the model meant a span, whichever way round it wrote it.
+pub fn resolve(
+    start: &str,
+    end: &str,
+    view: &[CoreMessage],
+    state: &CompressionState,
+) -> Result<Resolved, Unresolved> {
+    let mut warnings = Vec::new();
+    let (a, a_block) = resolve_end(start, view, state, &mut warnings)?;
+    let (b, b_block) = resolve_end(end, view, state, &mut warnings)?;
+    Ok(Resolved {
+        start: a.min(b),
+        end: a.max(b),
+        names_block: a_block || b_block,
+        warnings,
+    })
+}
+
+fn resolve_end(
+    end: &str,
+    view: &[CoreMessage],
+    state: &CompressionState,
+    warnings: &mut Vec<String>,
+) -> Result<(usize, bool), Unresolved> {
+    let position = |id: &str| view.iter().position(|m| m.id == id);
+    match parse_boundary(end) {
+        None => Err(Unresolved::Invalid(format!(
+            "\"{}\" is neither a message ref (m followed by digits) nor a block id (b followed by digits)",
+            end.trim()
+        ))),
+        Some(Boundary::Message(r)) => {
+            let Some(raw) = state.message_refs.by_ref.get(&r) else {
+                return Err(Unresolved::Unknown(format!(
+                    "{r} does not exist in this session"
+                )));
+            };
+            if let Some(i) = position(raw) {
+                return Ok((i, false));
+            }
+            match owner(state, |b| b.effective_message_ids.contains(raw))
+                .and_then(|o| Some((o, position(&summary_id(&o.block_id))?)))
+            {
+                Some((o, i)) => {
+                    warnings.push(format!(
+                        "Snapped {r} to block {}, which covers it.",
+                        o.block_id
+                    ));
+                    Ok((i, true))
+                }
+                None => Err(Unresolved::Consumed(format!(
+                    "{r} is not in the current view (already compressed or hidden)"
+                ))),
+            }
+        }
+        Some(Boundary::Block(id)) => {
+            let Some(block) = state.blocks.iter().find(|b| b.block_id == id) else {
+                return Err(Unresolved::Unknown(format!(
+                    "block {id} does not exist in this session"
+                )));
+            };
+            if let Some(i) = position(&summary_id(&id)) {
+                return Ok((i, true));
+            }
+            if block.active {
+                return Err(Unresolved::Consumed(format!(
+                    "block {id} is active but its summary is not in the view"
+                )));
+            }
+            match owner(state, |b| b.direct_block_ids.contains(&id))
+                .and_then(|o| Some((o, position(&summary_id(&o.block_id))?)))
+            {
+                Some((o, i)) => {
+                    warnings.push(format!(
+                        "Snapped {id} to block {}, which absorbed it.",
+                        o.block_id
+                    ));
+                    Ok((i, true))
+                }
+                None => Err(Unresolved::Consumed(format!(
+                    "block {id} was already absorbed into a higher tier"
+                ))),
+            }
+        }
+    }
+}
+
+/// The active block (highest tier first) that satisfies `covers`.
+fn owner(state: &CompressionState, covers: impl Fn(&Block) -> bool) -> Option<&Block> {
+    state
+        .blocks
+        .iter()
+        .filter(|b| b.active && covers(b))
+        .max_by_key(|b| b.tier)
+}
+
+/// The block a view message stands for, if it is a rendered summary.
+pub fn summary_block<'a>(m: &CoreMessage, state: &'a CompressionState) -> Option<&'a Block> {
+    let id = block_of_summary(&m.id)?;
+    state.blocks.iter().find(|b| b.block_id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::test_support::{block, user};
+    use crate::engine::turn::prune::render_summary;
+
+    fn state_with_refs(ids: &[&str]) -> CompressionState {
+        let mut st = CompressionState::new("s");
+        for (i, id) in ids.iter().enumerate() {
+            let r = format!("m{:05}", i + 1);
+            st.message_refs.by_raw.insert(id.to_string(), r.clone());
+            st.message_refs.by_ref.insert(r, id.to_string());
+        }
+        st
+    }
+
+    #[test]
+    fn message_range_and_reversed_ends() {
+        let v = [user("a"), user("b"), user("c")];
+        let st = state_with_refs(&["a", "b", "c"]);
+        let r = resolve("m00001", "m00002", &v, &st).unwrap();
+        assert_eq!((r.start, r.end, r.names_block), (0, 1, false));
+        let r = resolve("m00002", "m1", &v, &st).unwrap();
+        assert_eq!((r.start, r.end), (0, 1));
+    }
+
+    #[test]
+    fn unknown_refs_and_blocks() {
+        let v = [user("a")];
+        let st = state_with_refs(&["a"]);
+        let e = resolve("m00001", "m09999", &v, &st).unwrap_err();
+        assert_eq!(
+            e,
+            Unresolved::Unknown("m09999 does not exist in this session".into())
+        );
+        let e = resolve("b99", "b99", &v, &st).unwrap_err();
+        assert!(matches!(e, Unresolved::Unknown(m) if m.contains("block b99 does not exist")));
+    }
+
+    #[test]
+    fn invalid_ends() {
+        let v = [user("a")];
+        let st = state_with_refs(&["a"]);
+        for bad in ["", "nonsense", "m0"] {
+            let e = resolve(bad, "m00001", &v, &st).unwrap_err();
+            assert!(
+                matches!(&e, Unresolved::Invalid(m) if m.starts_with(&format!("\"{bad}\""))),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_covered_ref_without_a_visible_owner_is_consumed() {
+        let v = [user("visible")];
+        let mut st = state_with_refs(&["visible", "hidden"]);
+        st.blocks = vec![block("b1", 1, &["hidden"])];
+        let e = resolve("m00001", "m00002", &v, &st).unwrap_err();
+        assert!(matches!(e, Unresolved::Consumed(_)));
+    }
+
+    #[test]
+    fn block_ranges() {
+        let mut st = state_with_refs(&["loose"]);
+        st.blocks = vec![block("b1", 1, &["gone1"]), block("b2", 1, &["gone2"])];
+        let v = [
+            render_summary(&st.blocks[0]),
+            user("loose"),
+            render_summary(&st.blocks[1]),
+        ];
+        let r = resolve("b1", "b2", &v, &st).unwrap();
+        assert_eq!((r.start, r.end, r.names_block), (0, 2, true));
+        let r = resolve("b1", "m00001", &v, &st).unwrap();
+        assert!(r.names_block);
+    }
+
+    #[test]
+    fn an_absorbed_ref_snaps_to_its_owner() {
+        let mut st = state_with_refs(&["first", "absorbed"]);
+        let mut b1 = block("b1", 1, &["absorbed"]);
+        b1.active = false;
+        let mut b2 = block("b2", 2, &["absorbed"]);
+        b2.direct_block_ids = vec!["b1".into()];
+        st.blocks = vec![b1, b2];
+        let v = [user("first"), render_summary(&st.blocks[1])];
+        let r = resolve("m00001", "m00002", &v, &st).unwrap();
+        assert_eq!(r.end, 1);
+        assert_eq!(r.warnings.len(), 1);
+        assert!(r.warnings[0].contains("b2"));
+        let r = resolve("b1", "b1", &v, &st).unwrap();
+        assert_eq!((r.start, r.end), (1, 1));
+    }
+}

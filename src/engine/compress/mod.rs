@@ -1,0 +1,6 @@
+pub mod apply;
+pub mod archive;
+pub mod boundary;
+pub mod panel;
+pub mod parse_args;
+pub mod rebuild;

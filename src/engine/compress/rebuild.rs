@@ -1,0 +1,540 @@
+//! Rebuilding the state from the transcript alone.
+//!
+//! No model is involved: the summaries are in the recorded Compress
+//! arguments, so replaying a call gives back the very text the live run
+//! stored. A call is replayed when its recorded result shows a block,
+//! against the view as it stood at that point of the log, and every block
+//! it made live comes back, with its errors kept as warnings. That is what
+//! the live run applied, partial successes included.
+
+use std::collections::{HashMap, HashSet};
+
+use super::apply::{ApplyInput, ApplyOutcome, ArchiveFile, apply};
+use super::panel::{self, block_count};
+use super::parse_args::{CompressRange, parse_compress_args};
+use crate::engine::model::config::Config;
+use crate::engine::model::message::{ContentType, CoreMessage};
+use crate::engine::model::protect::COMPRESS_TOOL;
+use crate::engine::model::refs::{parse_block_id, ref_to_index};
+use crate::engine::model::state::{AppliedCall, Block, CompressionState};
+use crate::engine::pressure::gauge::Recorded;
+use crate::engine::pressure::prompt::Sections;
+use crate::engine::turn::{TurnInput, project};
+
+/// One Compress call found in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedCall {
+    /// The call's place: the model saw `history[..cut]`. Earlier blocks of
+    /// its own response are in it too, harmlessly (they carry no refs); a
+    /// walk back over assistant blocks would also drop the reply before
+    /// the nudge, which the model did see, since the transcript does not
+    /// hold the nudge that stood between them.
+    pub cut: usize,
+    /// The call's tool-call id.
+    pub call_id: String,
+    /// The raw arguments.
+    pub args: String,
+    /// The recorded result (the panel), if the log has one.
+    pub panel: Option<String>,
+}
+
+/// Every Compress call in the history, in order, with its recorded result.
+pub fn recorded_calls(history: &[CoreMessage]) -> Vec<RecordedCall> {
+    let results: HashMap<&str, &str> = history
+        .iter()
+        .filter(|m| m.content_type == ContentType::ToolResult && m.tool_name == COMPRESS_TOOL)
+        .map(|m| (m.tool_call_id.as_str(), m.text.as_str()))
+        .collect();
+    let mut out = Vec::new();
+    for (i, m) in history.iter().enumerate() {
+        if m.content_type != ContentType::ToolCall || m.tool_name != COMPRESS_TOOL {
+            continue;
+        }
+        out.push(RecordedCall {
+            cut: i,
+            call_id: m.tool_call_id.clone(),
+            args: m.text.clone(),
+            panel: results.get(m.tool_call_id.as_str()).map(|p| p.to_string()),
+        });
+    }
+    out
+}
+
+/// What happened to one recorded call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayOutcome {
+    /// Replayed: the blocks it made again.
+    Replayed {
+        /// Block ids made.
+        blocks: Vec<String>,
+    },
+    /// Not replayed, and why.
+    Skipped(String),
+}
+
+/// One recorded call and what its replay did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    /// The call's tool-call id.
+    pub call_id: String,
+    /// What happened.
+    pub outcome: ReplayOutcome,
+    /// Errors and warnings of the replay, kept as warnings.
+    pub warnings: Vec<String>,
+}
+
+/// The rebuilt state, the archives its blocks need, and a replay per call.
+#[derive(Debug, Clone)]
+pub struct Rebuilt {
+    /// The state, with refs for the whole history.
+    pub state: CompressionState,
+    /// Archives of the blocks made, to adopt when on disk or write when not.
+    pub archives: Vec<ArchiveFile>,
+    /// One entry per Compress call in the log.
+    pub replays: Vec<Replay>,
+}
+
+/// Where and when a rebuild writes.
+#[derive(Clone, Copy)]
+pub struct RebuildInput<'a> {
+    /// The whole history.
+    pub history: &'a [CoreMessage],
+    /// The state to start from: fresh, or a parent's ledger.
+    pub base: &'a CompressionState,
+    /// Engine settings.
+    pub config: &'a Config,
+    /// Prompt sizes the transcript records, as `project` is given them.
+    pub recorded: &'a [Recorded],
+    /// Absolute session directory, for archive paths.
+    pub archive_root: &'a str,
+    /// Creation time for blocks, Unix seconds.
+    pub now: i64,
+    /// Creation time for archives not on disk yet, RFC 3339.
+    pub created: &'a str,
+    /// Called after each recorded call (for progress bars).
+    pub on_step: &'a dyn Fn(usize),
+}
+
+/// Replays the log's Compress calls onto `base`. Pure: writes nothing.
+pub fn rebuild(input: &RebuildInput) -> Rebuilt {
+    let history = input.history;
+    let sections = Sections::default();
+    let originals: HashMap<&str, &CoreMessage> =
+        history.iter().map(|m| (m.id.as_str(), m)).collect();
+    let mut state = input.base.clone();
+    let mut archives = Vec::new();
+    let mut replays = Vec::new();
+    let view_at = |state: &CompressionState, cut: usize| {
+        let mut scratch = state.clone();
+        let p = project(
+            &mut scratch,
+            &TurnInput {
+                history: &history[..cut],
+                config: input.config,
+                input_tokens: None,
+                recorded: input.recorded,
+                sections: &sections,
+                force_nudge: false,
+                keep_all: true,
+            },
+        );
+        (p, scratch)
+    };
+    for (n, call) in recorded_calls(history).into_iter().enumerate() {
+        (input.on_step)(n);
+        let recorded = call.panel.as_deref().map_or(0, block_count);
+        if let Some(panel) = &call.panel {
+            // The recorded answer is what a retried `apply` of this call prints.
+            state.host.applied.insert(
+                call.call_id.clone(),
+                AppliedCall {
+                    rejected: recorded == 0,
+                    panel: panel.clone(),
+                },
+            );
+            if recorded == 0 {
+                replays.push(Replay {
+                    call_id: call.call_id.clone(),
+                    outcome: ReplayOutcome::Skipped("its recorded result shows no block".into()),
+                    warnings: Vec::new(),
+                });
+                continue;
+            }
+        }
+        let (seen, scratch) = view_at(&state, call.cut);
+        state.message_refs = scratch.message_refs;
+        let parsed = parse_compress_args(&call.args);
+        // The recorded result says which blocks the call made: those are
+        // what the replay must make, whatever the window or zone was then.
+        let made = recorded_blocks(call.panel.as_deref().unwrap_or(""));
+        let ranges = replay_ranges(&made, &parsed.ranges, &state);
+        if let Some(first) = made.first() {
+            state.next_block_id = state.next_block_id.max(first.number);
+        }
+        let run = |ranges: &[CompressRange], replay: bool| {
+            apply(&ApplyInput {
+                ranges,
+                view: &seen.view,
+                originals: &originals,
+                state: &state,
+                config: input.config,
+                call_id: &call.call_id,
+                archive_root: input.archive_root,
+                created: input.created,
+                now: input.now,
+                replay,
+            })
+        };
+        // The recorded spans first; the call as it was asked when they do
+        // not give back what the record shows (or there is no record).
+        // The call as it was asked, when that gives back what its recorded
+        // result shows; else the recorded spans themselves (the live run had
+        // a window or a recent zone this one does not know).
+        let asked = run(&parsed.ranges, false);
+        let replay = !made.is_empty() && !ranges.is_empty() && !remade(&asked, &made);
+        let out = if replay { run(&ranges, true) } else { asked };
+        let mut warnings: Vec<String> = out.errors.iter().chain(&out.warnings).cloned().collect();
+        if replay {
+            // What the live call refused is in its recorded result only.
+            warnings.extend(recorded_errors(call.panel.as_deref().unwrap_or("")));
+        }
+        let mut out = out;
+        if call.panel.is_none() {
+            // Never answered in the transcript (the host lost it, or the
+            // call is the last thing in it): replayed as asked, and its
+            // answer kept, so the host's `apply` of it changes nothing.
+            warnings.push("no recorded result: replayed as asked".into());
+            let (after, reclaimed) = if out.created.is_empty() {
+                (seen.measured, 0)
+            } else {
+                let now = view_at(&out.state, call.cut).0;
+                let reclaimed = panel::reclaimed_by_call(
+                    out.created.iter().map(|(b, _)| b),
+                    &out.state.blocks,
+                    history,
+                    &now.view,
+                    &|t| input.config.count(t),
+                );
+                (now.measured, reclaimed)
+            };
+            let text = panel::answer(&out, seen.measured, after, reclaimed);
+            out.state.host.applied.insert(
+                call.call_id.clone(),
+                AppliedCall {
+                    rejected: out.created.is_empty(),
+                    panel: text,
+                },
+            );
+        }
+        if out.created.is_empty() {
+            if call.panel.is_none() {
+                state.host.applied = out.state.host.applied;
+            }
+            replays.push(Replay {
+                call_id: call.call_id,
+                outcome: ReplayOutcome::Skipped("the replay made no block".into()),
+                warnings,
+            });
+            continue;
+        }
+        if call.panel.is_some() && out.created.len() != recorded {
+            warnings.push(format!(
+                "the recorded result shows {recorded} block(s), the replay made {}",
+                out.created.len()
+            ));
+        }
+        let blocks = out
+            .created
+            .iter()
+            .map(|(b, _)| b.block_id.clone())
+            .collect();
+        archives.extend(out.archives);
+        state = out.state;
+        replays.push(Replay {
+            call_id: call.call_id,
+            outcome: ReplayOutcome::Replayed { blocks },
+            warnings,
+        });
+    }
+    // Refs for the whole history, in the order the live run handed them out.
+    let (_, scratch) = view_at(&state, history.len());
+    state.message_refs = scratch.message_refs;
+    state.token_snapshot = scratch.token_snapshot;
+    for b in &mut state.blocks {
+        b.active = scratch
+            .blocks
+            .iter()
+            .any(|s| s.block_id == b.block_id && s.active);
+    }
+    Rebuilt {
+        state,
+        archives,
+        replays,
+    }
+}
+
+/// A block as a recorded panel names it: `b7(T1)=m00012–m00030`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MadeBlock {
+    /// The number in its id.
+    pub number: u64,
+    /// Its tier.
+    pub tier: u8,
+    /// First and last ref it covers.
+    pub start: String,
+    /// Last ref it covers.
+    pub end: String,
+}
+
+/// The blocks a recorded panel shows, in the order they were made.
+pub fn recorded_blocks(panel: &str) -> Vec<MadeBlock> {
+    let mut out = Vec::new();
+    for (at, _) in panel.match_indices("(T") {
+        let head = &panel[..at];
+        let digits = head.len() - head.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let Some(b) = head[..head.len() - digits].strip_suffix('b') else {
+            continue;
+        };
+        if digits == 0 || b.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &panel[at + 2..];
+        let tier_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (tier, rest) = rest.split_at(tier_len);
+        let Some(rest) = rest.strip_prefix(")=") else {
+            continue;
+        };
+        let start: String = rest
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        let Some(rest) = rest[start.len()..].strip_prefix('–') else {
+            continue;
+        };
+        let end: String = rest
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        let (Ok(number), Ok(tier)) = (head[head.len() - digits..].parse(), tier.parse()) else {
+            continue;
+        };
+        out.push(MadeBlock {
+            number,
+            tier,
+            start,
+            end,
+        });
+    }
+    out
+}
+
+/// Whether an outcome made exactly the recorded blocks: ids, tiers, spans.
+fn remade(out: &ApplyOutcome, made: &[MadeBlock]) -> bool {
+    out.created.len() == made.len()
+        && out.created.iter().zip(made).all(|((b, _), m)| {
+            b.block_id == format!("b{}", m.number)
+                && b.tier == m.tier
+                && b.start_ref == m.start
+                && b.end_ref == m.end
+        })
+}
+
+/// The errors a recorded panel reports (ranges of the call it refused).
+fn recorded_errors(panel: &str) -> impl Iterator<Item = String> + '_ {
+    panel
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("error: "))
+        .map(str::to_string)
+}
+
+/// The ranges that remake the recorded blocks: each block's own span, its
+/// ends named as messages, or as the blocks it folded where those hold
+/// them, with the summary of the requested range it came from. Empty (the
+/// call is replayed as it was asked) when a recorded block matches no
+/// requested range.
+fn replay_ranges(
+    made: &[MadeBlock],
+    asked: &[CompressRange],
+    state: &CompressionState,
+) -> Vec<CompressRange> {
+    let number = |r: &str| -> Option<u32> {
+        if let Some(block) = parse_block_id(r) {
+            let b = state.blocks.iter().find(|b| b.block_id == block)?;
+            return ref_to_index(&b.start_ref).or_else(|| ref_to_index(&b.end_ref));
+        }
+        ref_to_index(r)
+    };
+    let end_number = |r: &str| -> Option<u32> {
+        match parse_block_id(r) {
+            Some(block) => {
+                let b = state.blocks.iter().find(|b| b.block_id == block)?;
+                ref_to_index(&b.end_ref)
+            }
+            None => ref_to_index(r),
+        }
+    };
+    let spans: Vec<Option<(u32, u32)>> = asked
+        .iter()
+        .map(|r| Some((number(&r.start)?, end_number(&r.end)?)))
+        .collect();
+    // A block is one unbroken run of the view: its span's ends are messages
+    // it took, or the ends of blocks it folded, which the range then names.
+    let edge = |r: &str| -> String {
+        let id = state.message_refs.by_ref.get(r);
+        id.and_then(|id| {
+            state
+                .blocks
+                .iter()
+                .find(|b| b.active && b.effective_message_ids.contains(id))
+        })
+        .map_or_else(|| r.to_string(), |b| b.block_id.clone())
+    };
+    let mut out = Vec::new();
+    for m in made {
+        let (Some(s), Some(e)) = (ref_to_index(&m.start), ref_to_index(&m.end)) else {
+            return Vec::new();
+        };
+        let best = spans
+            .iter()
+            .enumerate()
+            .filter_map(|(i, sp)| {
+                let (a, b) = (*sp)?;
+                let overlap = e.min(b) as i64 - s.max(a) as i64;
+                (overlap >= 0).then_some((overlap, i))
+            })
+            .max_by_key(|&(overlap, i)| (overlap, std::cmp::Reverse(i)));
+        let Some((_, i)) = best else {
+            return Vec::new();
+        };
+        out.push(CompressRange {
+            start: edge(&m.start),
+            end: edge(&m.end),
+            ..asked[i].clone()
+        });
+    }
+    out
+}
+
+/// Every way two states differ in what they record: blocks (ids, tiers,
+/// summaries, spans, coverage, activity, archives) and refs. Creation times,
+/// pacing and counters are not compared.
+pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<String> {
+    let mut out = Vec::new();
+    let by_id = |s: &CompressionState| -> HashMap<String, Block> {
+        s.blocks
+            .iter()
+            .map(|b| (b.block_id.clone(), b.clone()))
+            .collect()
+    };
+    let (a, b) = (by_id(live), by_id(rebuilt));
+    let mut ids: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    ids.sort_by_key(|id| {
+        id.trim_start_matches('b')
+            .parse::<u64>()
+            .unwrap_or(u64::MAX)
+    });
+    for id in ids {
+        match (a.get(id), b.get(id)) {
+            (Some(x), None) if x.compress_call_id.is_empty() => out.push(format!(
+                "{id}: applied from --args, so it has no call in the transcript and is not rebuilt"
+            )),
+            (Some(_), None) => out.push(format!("{id}: in the state on disk, not rebuilt")),
+            (None, Some(_)) => out.push(format!("{id}: rebuilt, not in the state on disk")),
+            (Some(x), Some(y)) => {
+                let fields: [(&str, String, String); 10] = [
+                    ("tier", x.tier.to_string(), y.tier.to_string()),
+                    ("topic", x.topic.clone(), y.topic.clone()),
+                    ("summary", x.summary.clone(), y.summary.clone()),
+                    (
+                        "span",
+                        format!("{}–{}", x.start_ref, x.end_ref),
+                        format!("{}–{}", y.start_ref, y.end_ref),
+                    ),
+                    ("active", x.active.to_string(), y.active.to_string()),
+                    (
+                        "messages",
+                        x.direct_message_ids.join(","),
+                        y.direct_message_ids.join(","),
+                    ),
+                    (
+                        "coverage",
+                        x.effective_message_ids.join(","),
+                        y.effective_message_ids.join(","),
+                    ),
+                    (
+                        "absorbed",
+                        x.direct_block_ids.join(","),
+                        y.direct_block_ids.join(","),
+                    ),
+                    ("archive", x.archive_rel.clone(), y.archive_rel.clone()),
+                    (
+                        "call",
+                        x.compress_call_id.clone(),
+                        y.compress_call_id.clone(),
+                    ),
+                ];
+                for (name, l, r) in fields {
+                    if l != r {
+                        out.push(format!(
+                            "{id}: {name} differs ({l:.60} on disk, {r:.60} rebuilt)"
+                        ));
+                    }
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    let refs_differ = live
+        .message_refs
+        .by_raw
+        .iter()
+        .filter(|(k, v)| rebuilt.message_refs.by_raw.get(*k) != Some(v))
+        .count();
+    if refs_differ > 0 {
+        out.push(format!("{refs_differ} ref(s) differ"));
+    }
+    if live.next_block_id != rebuilt.next_block_id {
+        out.push(format!(
+            "next block id: {} on disk, {} rebuilt",
+            live.next_block_id, rebuilt.next_block_id
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_panel_names_the_blocks_it_made() {
+        let panel = "▣ noa | 18K → 16K tokens (~1.7K reclaimed)\n  b19(T1)=m00234–m00242* → /st/tier1/b19_m00234-m00242.md\n  b20(T2)=m00002–m00233 → /st/tier2/b20.md\n  warn: consolidate live blocks: b1(T1) m00002–m00031, b2(T1) m00032–m00041\n  error: ab3(T1)=m00001–m00002 is not a block line";
+        let made = recorded_blocks(panel);
+        assert_eq!(
+            made,
+            [
+                MadeBlock {
+                    number: 19,
+                    tier: 1,
+                    start: "m00234".into(),
+                    end: "m00242".into()
+                },
+                MadeBlock {
+                    number: 20,
+                    tier: 2,
+                    start: "m00002".into(),
+                    end: "m00233".into()
+                },
+            ]
+        );
+        assert_eq!(
+            made.len(),
+            crate::engine::compress::panel::block_count(panel)
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! Message identity by content hash.
+//!
+//! Host transcripts give blocks no stable id of their own, and positions shift
+//! whenever something is pruned or inserted. A hash of what the block says
+//! stays put, so the ref map keyed by it survives every rewrite of the view.
+
+use std::collections::HashMap;
+
+use sha2::{Digest, Sha256};
+
+use super::message::{ContentType, CoreMessage, Role};
+use super::tag;
+
+/// `h_` + the first 16 hex digits of sha256 over the block's role, content
+/// type, call id, tool name and text. `text` must already be tag-stripped:
+/// a tag in the hash would change the id every time the tag is re-rendered.
+pub fn derive_id(role: Role, ct: ContentType, text: &str, call_id: &str, tool: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [role.as_str(), ct.as_str(), call_id, tool, text] {
+        h.update(part.as_bytes());
+        h.update(b"|");
+    }
+    let digest = h.finalize();
+    let mut id = String::with_capacity(18);
+    id.push_str("h_");
+    for b in &digest[..8] {
+        id.push_str(&format!("{b:02x}"));
+    }
+    id
+}
+
+/// Tells apart blocks that hash alike (the same command run twice gives the
+/// same output). The first keeps the bare hash and later ones get `_1`, `_2`,
+/// …, so an unchanged history projects to unchanged ids. Use a fresh counter
+/// for every pass over a transcript.
+#[derive(Debug, Default)]
+pub struct ClusterCounter {
+    seen: HashMap<String, usize>,
+}
+
+impl ClusterCounter {
+    /// The id for the next occurrence of `base`.
+    pub fn next(&mut self, base: String) -> String {
+        let n = self.seen.entry(base.clone()).or_insert(0);
+        let id = if *n == 0 { base } else { format!("{base}_{n}") };
+        *n += 1;
+        id
+    }
+
+    /// Gives the next block of a pass its id. A text block is hashed without
+    /// a ref tag a host echoed back; an opaque one by `payload`, its raw
+    /// form (its `text` is only a stand-in).
+    pub fn identify(&mut self, core: &mut CoreMessage, payload: impl FnOnce() -> String) {
+        let hashed = if core.opaque {
+            payload()
+        } else {
+            tag::strip(&core.text).to_string()
+        };
+        let base = derive_id(
+            core.role,
+            core.content_type,
+            &hashed,
+            &core.tool_call_id,
+            &core.tool_name,
+        );
+        core.id = self.next(base);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_stable_and_short() {
+        let a = derive_id(Role::User, ContentType::Text, "hello", "", "");
+        assert_eq!(a, derive_id(Role::User, ContentType::Text, "hello", "", ""));
+        assert!(a.starts_with("h_"));
+        assert_eq!(a.len(), 18);
+    }
+
+    #[test]
+    fn every_field_counts() {
+        let base = derive_id(Role::User, ContentType::Text, "x", "", "");
+        assert_ne!(
+            base,
+            derive_id(Role::Assistant, ContentType::Text, "x", "", "")
+        );
+        assert_ne!(
+            base,
+            derive_id(Role::User, ContentType::Reasoning, "x", "", "")
+        );
+        assert_ne!(base, derive_id(Role::User, ContentType::Text, "y", "", ""));
+        assert_ne!(base, derive_id(Role::User, ContentType::Text, "x", "c", ""));
+        assert_ne!(base, derive_id(Role::User, ContentType::Text, "x", "", "t"));
+        // Field separation: moving a character between fields changes the id.
+        assert_ne!(
+            derive_id(Role::Tool, ContentType::ToolResult, "ab", "c", ""),
+            derive_id(Role::Tool, ContentType::ToolResult, "b", "ca", "")
+        );
+    }
+
+    #[test]
+    fn repeats_get_counters() {
+        let mut c = ClusterCounter::default();
+        assert_eq!(c.next("h_a".into()), "h_a");
+        assert_eq!(c.next("h_b".into()), "h_b");
+        assert_eq!(c.next("h_a".into()), "h_a_1");
+        assert_eq!(c.next("h_a".into()), "h_a_2");
+    }
+}

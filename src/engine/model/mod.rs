@@ -1,0 +1,11 @@
+pub mod config;
+pub mod exchange;
+pub mod identity;
+pub mod lineage;
+pub mod message;
+pub mod protect;
+pub mod refs;
+pub mod state;
+pub mod tag;
+pub mod tokenizer;
+pub mod tokens;

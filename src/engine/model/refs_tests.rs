@@ -1,0 +1,206 @@
+use super::*;
+use crate::engine::model::message::{CoreMessage, Role};
+
+fn user(id: &str) -> CoreMessage {
+    CoreMessage::text(id, Role::User, format!("text of {id}"))
+}
+
+fn no_protection(_: &CoreMessage) -> bool {
+    false
+}
+
+#[test]
+fn index_to_ref_in_and_out_of_range() {
+    assert_eq!(index_to_ref(1).as_deref(), Some("m00001"));
+    assert_eq!(index_to_ref(42).as_deref(), Some("m00042"));
+    assert_eq!(index_to_ref(99_999).as_deref(), Some("m99999"));
+    assert_eq!(index_to_ref(0), None);
+    assert_eq!(index_to_ref(100_000), None);
+}
+
+#[test]
+fn ref_to_index_is_lenient_about_form() {
+    for (s, n) in [
+        ("m00001", 1),
+        ("m00042", 42),
+        ("m99999", 99_999),
+        ("m1", 1),
+        ("m042", 42),
+        ("  M00007  ", 7),
+    ] {
+        assert_eq!(ref_to_index(s), Some(n), "{s:?}");
+    }
+}
+
+#[test]
+fn ref_to_index_rejects_non_refs() {
+    for s in [
+        "", "m", "m0", "m00000", "b5", "00001", "m123456", "mm1", "m1x", "m100000",
+    ] {
+        assert_eq!(ref_to_index(s), None, "{s:?}");
+    }
+}
+
+#[test]
+fn block_ids_parse_to_canonical_form() {
+    for (s, want) in [
+        ("b1", "b1"),
+        ("b005", "b5"),
+        ("5", "b5"),
+        (" B12 ", "b12"),
+        ("b3(T2)", "b3"),
+        ("b3(t3)", "b3"),
+    ] {
+        assert_eq!(parse_block_id(s).as_deref(), Some(want), "{s:?}");
+    }
+    for s in ["", "b", "b0", "0", "m00001", "bx", "-1"] {
+        assert_eq!(parse_block_id(s), None, "{s:?}");
+    }
+    for s in ["b1", "b9", "b10", "b99", "b100", "b999999999"] {
+        assert_eq!(parse_block_id(s).as_deref(), Some(s));
+    }
+}
+
+#[test]
+fn boundaries_tell_messages_from_blocks() {
+    let m = |s: &str| Some(Boundary::Message(s.to_string()));
+    let b = |s: &str| Some(Boundary::Block(s.to_string()));
+    assert_eq!(parse_boundary("m00012"), m("m00012"));
+    assert_eq!(parse_boundary("m12"), m("m00012"));
+    assert_eq!(parse_boundary("b5"), b("b5"));
+    assert_eq!(parse_boundary("b005"), b("b5"));
+    assert_eq!(parse_boundary("b3(T2)"), b("b3"));
+    assert_eq!(parse_boundary("5"), b("b5"));
+    for s in ["", "xyz", "m0", "b0"] {
+        assert_eq!(parse_boundary(s), None, "{s:?}");
+    }
+}
+
+#[test]
+fn assignment_is_idempotent() {
+    let msgs = [user("a"), CoreMessage::text("b", Role::Assistant, "reply")];
+    let mut refs = MessageRefs::default();
+    assert_eq!(assign(&mut refs, &msgs, 1, no_protection), 2);
+    let before = refs.clone();
+    let next = highest_used(&refs) + 1;
+    assert_eq!(assign(&mut refs, &msgs, next, no_protection), 0);
+    assert_eq!(refs, before);
+}
+
+#[test]
+fn refs_survive_growth_around_them() {
+    let mut refs = MessageRefs::default();
+    assign(&mut refs, &[user("a")], 1, no_protection);
+    let ra = refs.by_raw["a"].clone();
+    let next = highest_used(&refs) + 1;
+    assign(
+        &mut refs,
+        &[user("x"), user("a"), user("y")],
+        next,
+        no_protection,
+    );
+    assert_eq!(refs.by_raw["a"], ra);
+    assert_ne!(refs.by_raw["x"], ra);
+    assert_ne!(refs.by_raw["y"], ra);
+}
+
+#[test]
+fn blocked_messages_use_no_number() {
+    let call = CoreMessage::tool_call("p", "t1", "Compress", "{}");
+    let mut refs = MessageRefs::default();
+    assign(&mut refs, &[call, user("a")], 1, |m| {
+        m.tool_name == "Compress"
+    });
+    assert_eq!(refs.by_raw["p"], BLOCKED);
+    assert_eq!(refs.by_raw["a"], "m00001");
+    assert!(!refs.by_ref.contains_key(BLOCKED));
+    assert!(!refs.by_ref.values().any(|v| v == "p"));
+}
+
+#[test]
+fn synthetic_and_empty_ids_are_skipped() {
+    let summary = CoreMessage::text(
+        "noa_summary_b1",
+        Role::User,
+        "[Compressed conversation section]",
+    );
+    let nudge = CoreMessage::text(NUDGE_ID, Role::User, "compress");
+    let empty = CoreMessage::text("", Role::User, "x");
+    let mut refs = MessageRefs::default();
+    assign(
+        &mut refs,
+        &[summary, nudge, empty, user("a")],
+        1,
+        no_protection,
+    );
+    assert_eq!(refs.by_raw.len(), 1);
+    assert_eq!(refs.by_raw["a"], "m00001");
+}
+
+#[test]
+fn occupied_numbers_are_skipped() {
+    let mut refs = MessageRefs::default();
+    refs.by_raw.insert("old".into(), "m00002".into());
+    refs.by_ref.insert("m00002".into(), "old".into());
+    assign(&mut refs, &[user("new"), user("newer")], 1, no_protection);
+    assert_eq!(refs.by_raw["new"], "m00001");
+    assert_eq!(refs.by_raw["newer"], "m00003");
+    assert_eq!(refs.by_ref["m00002"], "old");
+}
+
+#[test]
+fn highest_used_ignores_blocked() {
+    let mut refs = MessageRefs::default();
+    for (raw, r) in [
+        ("a", "m00003"),
+        ("b", BLOCKED),
+        ("c", "m00007"),
+        ("d", BLOCKED),
+    ] {
+        refs.by_raw.insert(raw.into(), r.into());
+        if r != BLOCKED {
+            refs.by_ref.insert(r.into(), raw.into());
+        }
+    }
+    assert_eq!(highest_used(&refs), 7);
+    assert_eq!(highest_used(&MessageRefs::default()), 0);
+}
+
+#[test]
+fn exhaustion_stops_quietly() {
+    let mut refs = MessageRefs::default();
+    for i in 1..=MAX_REF {
+        let r = index_to_ref(i).unwrap();
+        refs.by_ref.insert(r.clone(), format!("filler{i}"));
+        refs.by_raw.insert(format!("filler{i}"), r);
+    }
+    assert_eq!(
+        assign(&mut refs, &[user("late")], MAX_REF, no_protection),
+        0
+    );
+    assert!(!refs.by_raw.contains_key("late"));
+}
+
+#[test]
+fn near_exhaustion_hands_out_the_last_ref() {
+    let mut refs = MessageRefs::default();
+    for i in 1..MAX_REF {
+        let r = index_to_ref(i).unwrap();
+        let raw = if i == 1 {
+            "old".to_string()
+        } else {
+            format!("filler{i}")
+        };
+        refs.by_ref.insert(r.clone(), raw.clone());
+        refs.by_raw.insert(raw, r);
+    }
+    let n = assign(
+        &mut refs,
+        &[user("old"), user("new1"), user("new2")],
+        MAX_REF,
+        no_protection,
+    );
+    assert_eq!(n, 1);
+    assert_eq!(refs.by_raw["old"], "m00001");
+    assert_eq!(refs.by_raw["new1"], "m99999");
+}

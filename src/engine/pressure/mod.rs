@@ -1,0 +1,7 @@
+pub mod gauge;
+pub mod nudge;
+pub mod nudge_text;
+pub mod prompt;
+pub mod ranges;
+pub mod recommend;
+pub mod zone;

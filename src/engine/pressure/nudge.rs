@@ -1,0 +1,241 @@
+//! When to ask the model to compress, and which tier.
+//!
+//! Two bands. Under pressure (75% of the window, or the 95% emergency band)
+//! there is no pacing: a nudge goes out whenever the best tier would reclaim
+//! at least the minimum benefit. Below that, nudges are paced by growth: one
+//! when the context has grown a cadence step since the last, or on first
+//! sight of a large backlog. Every reclaim is counted net of the nudge's own
+//! size, so a tier nudge has to pay for itself.
+
+use crate::engine::model::config::Config;
+use crate::engine::model::state::NudgeState;
+use crate::engine::model::tokens::format;
+
+/// Windows this large and up keep the full growth unit; smaller windows get
+/// a proportionally smaller one, so pacing still works at 32K or 40K.
+const FULL_UNIT_WINDOW: usize = 128_000;
+
+/// The growth unit: how much pending work makes a growth nudge worth it.
+pub fn growth_unit(cfg: &Config) -> usize {
+    let limit = cfg.context_limit;
+    let n = &cfg.nudge;
+    let by_ratio = (limit as f64 * n.growth_ratio).round() as usize;
+    let floor = if limit >= FULL_UNIT_WINDOW {
+        n.growth_floor
+    } else {
+        n.growth_floor * limit / FULL_UNIT_WINDOW
+    };
+    by_ratio.max(floor).min(n.growth_cap.max(1))
+}
+
+/// The cadence step: how much the context must grow between two growth
+/// nudges. At most an eighth of the window, so pacing can resume before the
+/// next request overflows.
+pub fn cadence(cfg: &Config) -> usize {
+    let unit = growth_unit(cfg);
+    let n = &cfg.nudge;
+    let step = n
+        .min_growth_floor
+        .max((unit as f64 * n.min_growth_ratio) as usize);
+    step.min(cfg.context_limit / 8).max(1)
+}
+
+/// The least a nudge must reclaim to be sent.
+pub fn min_benefit(cfg: &Config) -> usize {
+    cfg.nudge.min_pressure_benefit_tokens.unwrap_or_else(|| {
+        let limit = cfg.context_limit;
+        ((limit as f64 * 0.01).round() as usize).max(5_000.min(limit / 16))
+    })
+}
+
+/// What the decision looks at.
+#[derive(Debug, Clone)]
+pub struct DecideInput<'a> {
+    /// Tokens of this turn's view, before any nudge.
+    pub tokens: usize,
+    /// Tokens each tier could reclaim: [tier 1, tier 2, tier 3].
+    pub pending: [usize; 3],
+    /// Active tier-1 and tier-2 block counts.
+    pub block_counts: [usize; 2],
+    /// What a nudge of each tier would itself cost, in tokens.
+    pub nudge_cost: [usize; 3],
+    /// Pacing stamps.
+    pub nudge: &'a NudgeState,
+    /// Engine settings (the window is `context_limit`).
+    pub config: &'a Config,
+}
+
+/// The decision, with its reason (shown by `noa project -v` and reports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether to append a nudge.
+    pub inject: bool,
+    /// Which tier it asks for (1–3).
+    pub tier: u8,
+    /// Usage is at or above the emergency threshold.
+    pub emergency: bool,
+    /// Usage is at or above the pressure threshold.
+    pub pressure: bool,
+    /// Why, ending in the per-tier backlog.
+    pub reason: String,
+}
+
+/// Decides whether this turn's view gets a nudge.
+pub fn decide(input: &DecideInput) -> Decision {
+    let cfg = input.config;
+    let limit = cfg.context_limit.max(1);
+    let usage = input.tokens as f64 / limit as f64;
+    let n = &cfg.nudge;
+    let emergency = usage >= n.emergency_threshold_pct;
+    let pressure = emergency || usage >= n.max_context_limit_pct;
+    let tiers: &[u8] = match cfg.max_tier() {
+        1 => &[1],
+        2 => &[1, 2],
+        _ => &[1, 2, 3],
+    };
+    let net =
+        |t: u8| input.pending[t as usize - 1].saturating_sub(input.nudge_cost[t as usize - 1]);
+    let ready = format!(
+        "; ready: T1({})/T2({})/T3({})",
+        format(input.pending[0]),
+        format(input.pending[1]),
+        format(input.pending[2])
+    );
+    let pct = (usage * 100.0).round() as usize;
+    let decision = |inject: bool, tier: u8, reason: String| Decision {
+        inject,
+        tier,
+        emergency,
+        pressure,
+        reason: reason + &ready,
+    };
+
+    if pressure {
+        let best = tiers
+            .iter()
+            .copied()
+            .max_by_key(|&t| (net(t), std::cmp::Reverse(t)))
+            .unwrap_or(1);
+        let min = min_benefit(cfg);
+        if net(best) >= min {
+            return decision(
+                true,
+                best,
+                format!("pressure at {pct}%: tier {best} reclaims {}", net(best)),
+            );
+        }
+        return decision(
+            false,
+            best,
+            format!(
+                "pressure at {pct}% but the best tier reclaims only {} (< {min} minimum benefit)",
+                net(best)
+            ),
+        );
+    }
+    if usage < n.min_context_limit_pct {
+        return decision(false, 1, format!("below the nudge band at {pct}%"));
+    }
+    let unit = growth_unit(cfg);
+    let step = cadence(cfg);
+    let stamps = input.nudge;
+    let reference = [
+        stamps.last_nudge_shown_tokens,
+        stamps.last_per_message_nudge_tokens,
+        input.tokens,
+    ]
+    .into_iter()
+    .find(|&t| t > 0)
+    .unwrap_or(input.tokens);
+    let grown = input.tokens.saturating_sub(reference);
+    let first_sight = stamps.last_nudge_shown_tokens == 0
+        && stamps.last_per_message_nudge_tokens == 0
+        && input.pending.iter().max().copied().unwrap_or(0) >= unit;
+    if !first_sight && grown < step {
+        return decision(
+            false,
+            1,
+            format!("below cadence: grew {grown} of {step} since last nudge"),
+        );
+    }
+    if net(1) >= unit {
+        return decision(
+            true,
+            1,
+            format!(
+                "growth: tier 1 has {} pending (>= {unit})",
+                input.pending[0]
+            ),
+        );
+    }
+    let min = min_benefit(cfg);
+    let mut blocked = Vec::new();
+    for &t in tiers.iter().filter(|&&t| t >= 2) {
+        let (count, trigger) = match t {
+            2 => (input.block_counts[0], cfg.tiers.tier2_trigger),
+            _ => (input.block_counts[1], cfg.tiers.tier3_trigger),
+        };
+        let bigger_than_lower =
+            (1..t).all(|lower| input.pending[t as usize - 1] > input.pending[lower as usize - 1]);
+        let by_count = count >= trigger;
+        let by_size = input.pending[t as usize - 1] as f64
+            >= unit as f64 * n.tier2_growth_multiplier
+            && bigger_than_lower;
+        if !(by_count || by_size) {
+            continue;
+        }
+        if net(t) < min {
+            blocked.push(format!("T{t} (reclaims {} < {min})", net(t)));
+            continue;
+        }
+        let last = stamps
+            .last_shown_by_tier
+            .get(&t.to_string())
+            .copied()
+            .unwrap_or(0);
+        if last != 0 && input.tokens.saturating_sub(last) < step {
+            blocked.push(format!("T{t} (cadence)"));
+            continue;
+        }
+        return decision(
+            true,
+            t,
+            format!(
+                "growth: tier {t} ready ({count} block(s), {} pending)",
+                input.pending[t as usize - 1]
+            ),
+        );
+    }
+    if blocked.is_empty() {
+        decision(false, 1, "growth ready but no tier qualifies".into())
+    } else {
+        decision(false, 1, format!("blocked: {}", blocked.join(", ")))
+    }
+}
+
+/// Updates the pacing stamps after a decision. A view that shrank by more
+/// than a growth unit (a compression landed) re-anchors the baseline and
+/// clears the shown stamps, so pacing restarts from the new size.
+pub fn stamp(nudge: &mut NudgeState, tokens: usize, decision: &Decision, cfg: &Config) {
+    let unit = growth_unit(cfg);
+    if nudge.last_per_message_nudge_tokens > 0
+        && tokens + unit < nudge.last_per_message_nudge_tokens
+    {
+        nudge.last_per_message_nudge_tokens = tokens;
+        nudge.last_nudge_shown_tokens = 0;
+        nudge.last_shown_by_tier.clear();
+    }
+    if nudge.last_per_message_nudge_tokens == 0 {
+        nudge.last_per_message_nudge_tokens = tokens;
+    }
+    if decision.inject {
+        nudge.last_nudge_shown_tokens = tokens;
+        nudge
+            .last_shown_by_tier
+            .insert(decision.tier.to_string(), tokens);
+    }
+}
+
+#[cfg(test)]
+#[path = "nudge_tests.rs"]
+mod tests;

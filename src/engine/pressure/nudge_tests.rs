@@ -1,0 +1,251 @@
+use super::*;
+use crate::engine::model::config::TierConfig;
+
+fn at(tokens: usize, pending: usize, baseline: usize) -> Decision {
+    let stamps = NudgeState {
+        last_per_message_nudge_tokens: baseline,
+        last_nudge_shown_tokens: baseline,
+        ..NudgeState::default()
+    };
+    decide(&DecideInput {
+        tokens,
+        pending: [pending, 0, 0],
+        block_counts: [0, 0],
+        nudge_cost: [0, 0, 0],
+        nudge: &stamps,
+        config: &Config::default(),
+    })
+}
+
+#[test]
+fn derived_numbers_at_200k() {
+    let c = Config::default();
+    assert_eq!(growth_unit(&c), 50_000);
+    assert_eq!(cadence(&c), 22_500);
+    assert_eq!(min_benefit(&c), 5_000);
+    assert_eq!(min_benefit(&Config::for_window(1_000_000)), 10_000);
+    let explicit = Config {
+        nudge: crate::engine::model::config::NudgeConfig {
+            min_pressure_benefit_tokens: Some(0),
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    assert_eq!(min_benefit(&explicit), 0);
+}
+
+#[test]
+fn small_windows_get_a_smaller_unit() {
+    let c40 = Config::for_window(40_000);
+    let c400 = Config::for_window(400_000);
+    assert!(growth_unit(&c40) < growth_unit(&c400));
+    for limit in [40_000, 64_000, 128_000, 200_000] {
+        let c = Config::for_window(limit);
+        assert!(
+            cadence(&c) * 4 <= limit,
+            "cadence {} at {limit}",
+            cadence(&c)
+        );
+        assert!(growth_unit(&c) <= limit / 2);
+    }
+    assert_eq!(growth_unit(&Config::for_window(128_000)), 50_000);
+}
+
+#[test]
+fn below_cadence() {
+    let d = at(100_000, 60_000, 95_000);
+    assert!(!d.inject);
+    assert_eq!(
+        d.reason,
+        "below cadence: grew 5000 of 22500 since last nudge; ready: T1(60K)/T2(0)/T3(0)"
+    );
+}
+
+#[test]
+fn growth_fires() {
+    let d = at(120_000, 60_000, 90_000);
+    assert!(d.inject && d.tier == 1, "{d:?}");
+}
+
+#[test]
+fn small_backlog_waits() {
+    let d = at(120_000, 5_000, 90_000);
+    assert!(!d.inject);
+    assert!(
+        d.reason.starts_with("growth ready but no tier qualifies"),
+        "{}",
+        d.reason
+    );
+}
+
+#[test]
+fn first_sight() {
+    assert!(at(100_000, 60_000, 0).inject);
+    let d = at(80_000, 60_000, 0);
+    assert!(!d.inject, "40% is below the nudge band");
+}
+
+#[test]
+fn pressure_needs_no_growth() {
+    let d = at(160_000, 30_000, 159_000);
+    assert!(d.inject && d.pressure && !d.emergency, "{d:?}");
+    assert!(d.reason.starts_with("pressure at 80%"));
+}
+
+#[test]
+fn pressure_still_needs_a_minimum_benefit() {
+    let d = at(160_000, 1_000, 0);
+    assert!(!d.inject);
+    assert!(d.reason.contains("minimum benefit"), "{}", d.reason);
+}
+
+#[test]
+fn emergency() {
+    let d = at(195_000, 30_000, 0);
+    assert!(d.inject && d.emergency);
+}
+
+#[test]
+fn every_reason_shows_the_backlog() {
+    for d in [
+        at(100_000, 60_000, 0),
+        at(10_000, 0, 0),
+        at(160_000, 1_000, 0),
+    ] {
+        assert!(
+            !d.reason.is_empty() && d.reason.contains("ready:"),
+            "{}",
+            d.reason
+        );
+    }
+}
+
+fn tier2(tokens: usize, baseline: usize, shown_t2: usize, cost: usize, cfg: &Config) -> Decision {
+    let mut stamps = NudgeState {
+        last_per_message_nudge_tokens: baseline,
+        last_nudge_shown_tokens: baseline,
+        ..NudgeState::default()
+    };
+    if shown_t2 > 0 {
+        stamps.last_shown_by_tier.insert("2".into(), shown_t2);
+    }
+    decide(&DecideInput {
+        tokens,
+        pending: [0, 6_500, 0],
+        block_counts: [5, 0],
+        nudge_cost: [0, cost, 0],
+        nudge: &stamps,
+        config: cfg,
+    })
+}
+
+#[test]
+fn tier_two_by_block_count() {
+    let d = tier2(120_000, 90_000, 0, 0, &Config::default());
+    assert!(d.inject && d.tier == 2, "{d:?}");
+}
+
+#[test]
+fn tier_two_pays_for_itself() {
+    // A nudge that costs more than it reclaims is not sent.
+    let d = tier2(120_000, 90_000, 0, 3_200, &Config::default());
+    assert!(!d.inject, "{d:?}");
+    assert!(d.reason.contains("T2 (reclaims"), "{}", d.reason);
+}
+
+#[test]
+fn tier_two_has_its_own_cadence() {
+    let d = tier2(120_000, 90_000, 119_000, 0, &Config::default());
+    assert!(!d.inject);
+    assert!(d.reason.contains("cadence"), "{}", d.reason);
+}
+
+#[test]
+fn tier_two_not_below_the_band() {
+    let d = tier2(60_000, 30_000, 0, 0, &Config::default());
+    assert!(!(d.inject && d.tier == 2));
+}
+
+#[test]
+fn tiers_off_means_tier_one_only() {
+    let cfg = Config {
+        tiers: TierConfig {
+            enabled: false,
+            ..TierConfig::default()
+        },
+        ..Config::default()
+    };
+    let d = tier2(120_000, 90_000, 0, 0, &cfg);
+    assert!(!(d.inject && d.tier >= 2));
+}
+
+#[test]
+fn tiny_windows_explain_themselves() {
+    let cfg = Config::for_window(1_000);
+    let stamps = NudgeState::default();
+    let d = decide(&DecideInput {
+        tokens: 990,
+        pending: [500, 0, 0],
+        block_counts: [0, 0],
+        nudge_cost: [0; 3],
+        nudge: &stamps,
+        config: &cfg,
+    });
+    assert!(!d.reason.is_empty());
+}
+
+#[test]
+fn emergency_at_40k() {
+    let cfg = Config::for_window(40_000);
+    let stamps = NudgeState::default();
+    let d = decide(&DecideInput {
+        tokens: 38_400,
+        pending: [20_000, 0, 0],
+        block_counts: [0, 0],
+        nudge_cost: [0; 3],
+        nudge: &stamps,
+        config: &cfg,
+    });
+    assert!(d.inject && d.emergency);
+}
+
+#[test]
+fn stamping() {
+    let cfg = Config::default();
+    let quiet = Decision {
+        inject: false,
+        tier: 1,
+        emergency: false,
+        pressure: false,
+        reason: String::new(),
+    };
+    let mut s = NudgeState {
+        last_per_message_nudge_tokens: 150_000,
+        last_nudge_shown_tokens: 148_000,
+        ..NudgeState::default()
+    };
+    s.last_shown_by_tier.insert("2".into(), 140_000);
+    stamp(&mut s, 60_000, &quiet, &cfg);
+    assert_eq!(
+        (s.last_per_message_nudge_tokens, s.last_nudge_shown_tokens),
+        (60_000, 0)
+    );
+    assert!(s.last_shown_by_tier.is_empty());
+
+    let mut s = NudgeState::default();
+    stamp(&mut s, 42_000, &quiet, &cfg);
+    assert_eq!(s.last_per_message_nudge_tokens, 42_000);
+
+    let mut s = NudgeState {
+        last_per_message_nudge_tokens: 100_000,
+        ..NudgeState::default()
+    };
+    let t2 = Decision {
+        inject: true,
+        tier: 2,
+        ..quiet
+    };
+    stamp(&mut s, 120_000, &t2, &cfg);
+    assert_eq!(s.last_nudge_shown_tokens, 120_000);
+    assert_eq!(s.last_shown_by_tier["2"], 120_000);
+}

@@ -1,0 +1,287 @@
+//! The recommendation: what may be compressed now, what may not and why,
+//! and how much each tier would reclaim.
+
+use std::collections::HashSet;
+
+use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeInfo};
+use super::zone;
+use crate::engine::model::config::Config;
+use crate::engine::model::message::{ContentType, CoreMessage, Role};
+use crate::engine::model::refs::ref_to_index;
+use crate::engine::model::state::{Block, CompressionState};
+use crate::engine::model::tokens;
+use crate::engine::turn::prune::{block_of_summary, is_rendered_summary, render_summary};
+use crate::engine::turn::sync::covered_ids;
+
+/// Ranges smaller than this many tokens are not offered: a fragment in a
+/// batch can sink the whole batch at the size gate.
+pub const VIABLE_RANGE_MIN_TOKENS: usize = 200;
+
+/// Everything a nudge, `noa ranges` or `noa inspect` reports about a view.
+#[derive(Debug, Clone, Default)]
+pub struct Recommendation {
+    /// Compressible runs, oldest first, merged up to the size gate.
+    pub ranges: Vec<RangeInfo>,
+    /// Protected runs, oldest first.
+    pub protected: Vec<ProtectedRange>,
+    /// Active blocks, by first ref.
+    pub blocks: Vec<BlockSpan>,
+    /// Where the view's tokens are.
+    pub breakdown: Breakdown,
+    /// Tokens each tier could reclaim: [tier 1, tier 2, tier 3].
+    pub pending: [usize; 3],
+    /// Active tier-1 blocks (what a tier-2 nudge consolidates).
+    pub tier1_blocks: Vec<Block>,
+    /// Active tier-2 blocks (what a tier-3 nudge consolidates).
+    pub tier2_blocks: Vec<Block>,
+}
+
+/// Builds the recommendation for a view (before any nudge is appended).
+pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -> Recommendation {
+    let zone = zone::protected_ids(view, state, cfg);
+    let covered = covered_ids(state);
+    let mut runs: Vec<Run> = Vec::new();
+    let mut protected: Vec<ProtectedRange> = Vec::new();
+    let mut segment = 0usize;
+    let mut open: Option<Run> = None;
+    let first_user = view
+        .iter()
+        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque)
+        .map(|m| m.id.as_str());
+    let last_user = view
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && has_ref(state, m))
+        .map(|m| m.id.as_str());
+    for m in view {
+        let Some(r) = state.message_refs.usable(&m.id) else {
+            // Summaries, hard-protected messages, instructions: a gap.
+            runs.extend(open.take());
+            segment += 1;
+            continue;
+        };
+        if covered.contains(m.id.as_str()) {
+            runs.extend(open.take());
+            segment += 1;
+            continue;
+        }
+        let t = cfg.count(&m.text);
+        if zone.contains(m.id.as_str()) {
+            runs.extend(open.take());
+            segment += 1;
+            let reason = if Some(m.id.as_str()) == last_user {
+                ProtectReason::LastUserMessage
+            } else {
+                ProtectReason::Recent
+            };
+            extend_protected(&mut protected, r, t, m, reason);
+            continue;
+        }
+        let is_user = m.role == Role::User && m.content_type == ContentType::Text;
+        if is_user && open.as_ref().is_some_and(|o| o.info.count >= 3) {
+            runs.extend(open.take());
+        }
+        let run = open.get_or_insert_with(|| Run::new(r, segment));
+        run.add(r, m, t, is_user);
+        run.info.holds_task |= Some(m.id.as_str()) == first_user;
+    }
+    runs.extend(open);
+
+    let min_chars = cfg.compress.min_compress_range;
+    let ranges: Vec<RangeInfo> = merge_to_threshold(runs, min_chars)
+        .into_iter()
+        .filter(|r| r.tokens >= VIABLE_RANGE_MIN_TOKENS)
+        .collect();
+    let mut blocks: Vec<BlockSpan> = state
+        .blocks
+        .iter()
+        .filter(|b| b.active)
+        .map(|b| BlockSpan {
+            block_id: b.block_id.clone(),
+            tier: b.tier,
+            start_ref: b.start_ref.clone(),
+            end_ref: b.end_ref.clone(),
+        })
+        .collect();
+    blocks.sort_by_key(|b| ref_to_index(&b.start_ref).unwrap_or(0));
+    let tier_blocks = |t: u8| -> Vec<Block> {
+        state
+            .blocks
+            .iter()
+            .filter(|b| b.active && b.tier == t)
+            .cloned()
+            .collect()
+    };
+    let tier1_blocks = tier_blocks(1);
+    let tier2_blocks = tier_blocks(2);
+    // What consolidating a tier takes out of the view: each block's whole
+    // rendered summary (header and archive pointer included).
+    let summary_tokens = |bs: &[Block]| {
+        bs.iter()
+            .map(|b| cfg.count(&render_summary(b).text))
+            .sum::<usize>()
+    };
+    let pending = [
+        ranges
+            .iter()
+            .filter(|r| r.chars >= min_chars)
+            .map(|r| r.tokens)
+            .sum(),
+        summary_tokens(&tier1_blocks),
+        summary_tokens(&tier2_blocks),
+    ];
+    Recommendation {
+        ranges,
+        protected,
+        blocks,
+        breakdown: breakdown(view),
+        pending,
+        tier1_blocks,
+        tier2_blocks,
+    }
+}
+
+fn has_ref(state: &CompressionState, m: &CoreMessage) -> bool {
+    state.message_refs.usable(&m.id).is_some()
+}
+
+/// A compressible run being built, with the segment it belongs to: runs of
+/// one segment touch, so merging them spans nothing that is not compressible.
+struct Run {
+    info: RangeInfo,
+    tool: usize,
+    segment: usize,
+}
+
+impl Run {
+    fn new(r: &str, segment: usize) -> Run {
+        Run {
+            info: RangeInfo {
+                start_ref: r.to_string(),
+                end_ref: r.to_string(),
+                count: 0,
+                tokens: 0,
+                chars: 0,
+                tool_pct: 0,
+                user_messages: 0,
+                holds_task: false,
+            },
+            tool: 0,
+            segment,
+        }
+    }
+    fn add(&mut self, r: &str, m: &CoreMessage, t: usize, is_user: bool) {
+        self.info.end_ref = r.to_string();
+        self.info.count += 1;
+        self.info.tokens += t;
+        self.info.chars += tokens::chars(&m.text);
+        self.info.user_messages += usize::from(is_user);
+        self.tool += usize::from(matches!(
+            m.content_type,
+            ContentType::ToolCall | ContentType::ToolResult
+        ));
+        self.info.tool_pct = pct(self.tool, self.info.count);
+    }
+}
+
+fn pct(part: usize, whole: usize) -> u32 {
+    (part * 100 + whole / 2).checked_div(whole).unwrap_or(0) as u32
+}
+
+/// Merges neighbouring runs of a segment until each reaches `min_chars`, so
+/// the ranges offered pass the size gate; the tool share is weighted by count.
+fn merge_to_threshold(runs: Vec<Run>, min_chars: usize) -> Vec<RangeInfo> {
+    let mut out: Vec<Run> = Vec::new();
+    for run in runs {
+        match out.last_mut() {
+            Some(prev) if prev.segment == run.segment && prev.info.chars < min_chars => {
+                prev.info.end_ref = run.info.end_ref;
+                prev.info.count += run.info.count;
+                prev.info.tokens += run.info.tokens;
+                prev.info.chars += run.info.chars;
+                prev.info.user_messages += run.info.user_messages;
+                prev.info.holds_task |= run.info.holds_task;
+                prev.tool += run.tool;
+                prev.info.tool_pct = pct(prev.tool, prev.info.count);
+            }
+            _ => out.push(run),
+        }
+    }
+    out.into_iter().map(|r| r.info).collect()
+}
+
+fn extend_protected(
+    protected: &mut Vec<ProtectedRange>,
+    r: &str,
+    t: usize,
+    m: &CoreMessage,
+    reason: ProtectReason,
+) {
+    let adjacent = protected.last().is_some_and(|p| {
+        ref_to_index(&p.end_ref)
+            .zip(ref_to_index(r))
+            .is_some_and(|(a, b)| b == a + 1)
+            && p.reason == reason
+    });
+    if !adjacent {
+        protected.push(ProtectedRange {
+            start_ref: r.to_string(),
+            end_ref: r.to_string(),
+            count: 0,
+            tokens: 0,
+            tools: Vec::new(),
+            reason,
+        });
+    }
+    let p = protected.last_mut().expect("pushed above");
+    p.end_ref = r.to_string();
+    p.count += 1;
+    p.tokens += t;
+    if !m.tool_name.is_empty() && !p.tools.contains(&m.tool_name) {
+        p.tools.push(m.tool_name.clone());
+    }
+}
+
+/// Buckets the view's tokens: instructions, tool traffic, summaries, code, text.
+pub fn breakdown(view: &[CoreMessage]) -> Breakdown {
+    let mut b = Breakdown::default();
+    let skip: HashSet<&str> = ["noa_nudge"].into();
+    for m in view.iter().filter(|m| !skip.contains(m.id.as_str())) {
+        let t = tokens::estimate(&m.text);
+        if is_rendered_summary(m) || block_of_summary(&m.id).is_some() {
+            b.summaries += t;
+        } else if m.role == Role::System {
+            b.system += t;
+        } else if matches!(
+            m.content_type,
+            ContentType::ToolCall | ContentType::ToolResult
+        ) {
+            b.tool += t;
+        } else if is_mostly_code(&m.text) {
+            b.code += t;
+        } else {
+            b.text += t;
+        }
+    }
+    b
+}
+
+/// Whether more than half of a text is inside ``` fences.
+fn is_mostly_code(text: &str) -> bool {
+    let mut inside = false;
+    let mut code = 0;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            inside = !inside;
+            continue;
+        }
+        if inside {
+            code += line.len() + 1;
+        }
+    }
+    code * 2 > text.len()
+}
+
+#[cfg(test)]
+#[path = "recommend_tests.rs"]
+mod tests;

@@ -1,0 +1,211 @@
+use super::*;
+use crate::engine::model::refs;
+use crate::engine::test_support::{block, call, result, say, user};
+
+fn state_for(view: &[CoreMessage]) -> CompressionState {
+    let mut st = CompressionState::new("s");
+    refs::assign(&mut st.message_refs, view, 1, |m| {
+        m.tool_name == "Compress" || m.tool_name == "Write"
+    });
+    st
+}
+
+fn sized(mut m: CoreMessage, chars: usize) -> CoreMessage {
+    m.text = "x".repeat(chars);
+    m
+}
+
+fn tails(view: &mut Vec<CoreMessage>) {
+    for i in 0..6 {
+        view.push(sized(user(&format!("tail{i}")), 4000));
+    }
+}
+
+#[test]
+fn runs_break_at_a_user_message_after_three() {
+    let mut v = vec![
+        sized(user("a"), 2000),
+        sized(say("b"), 2000),
+        sized(say("c"), 2000),
+        sized(say("d"), 2000),
+        sized(user("e"), 2000),
+        sized(say("f"), 2000),
+    ];
+    tails(&mut v);
+    let st = state_for(&v);
+    let cfg = Config {
+        compress: crate::engine::model::config::CompressConfig {
+            min_compress_range: 1,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let rec = recommend(&v, &st, &cfg);
+    assert!(rec.ranges.len() >= 2, "{:?}", rec.ranges);
+    assert_eq!(
+        (
+            rec.ranges[0].start_ref.as_str(),
+            rec.ranges[0].end_ref.as_str()
+        ),
+        ("m00001", "m00004")
+    );
+    assert_eq!(rec.ranges[1].start_ref, "m00005");
+}
+
+#[test]
+fn small_runs_merge_up_to_the_gate_with_weighted_tool_share() {
+    let mut v = vec![user("u")];
+    for i in 0..3 {
+        v.push(sized(
+            call(&format!("c{i}"), &format!("t{i}"), "Edit"),
+            1000,
+        ));
+        v.push(sized(
+            result(&format!("r{i}"), &format!("t{i}"), "Edit"),
+            1000,
+        ));
+        v.push(sized(user(&format!("q{i}")), 1000));
+        v.push(sized(say(&format!("s{i}")), 1000));
+    }
+    tails(&mut v);
+    let st = state_for(&v);
+    let rec = recommend(&v, &st, &Config::default());
+    // Runs of three or four messages merge until the first passes the gate.
+    let r = &rec.ranges[0];
+    assert_eq!(
+        (r.start_ref.as_str(), r.end_ref.as_str(), r.count),
+        ("m00001", "m00007", 7)
+    );
+    assert!(r.chars >= 5000);
+    assert_eq!(r.tool_pct, 57, "4 of 7 messages are tool traffic");
+}
+
+#[test]
+fn fragments_are_not_offered() {
+    let mut v = vec![user("u"), sized(say("tiny"), 100), sized(user("later"), 10)];
+    for i in 0..5 {
+        v.push(sized(user(&format!("tail{i}")), 4000));
+    }
+    let st = state_for(&v);
+    let rec = recommend(&v, &st, &Config::default());
+    assert!(rec.ranges.is_empty(), "{:?}", rec.ranges);
+}
+
+#[test]
+fn the_recent_zone_is_reported_with_its_reason() {
+    let mut v = vec![sized(user("ask"), 100)];
+    for i in 0..20 {
+        v.push(sized(say(&format!("a{i}")), 40_000));
+    }
+    let st = state_for(&v);
+    let rec = recommend(&v, &st, &Config::default());
+    assert_eq!(rec.protected[0].start_ref, "m00001");
+    assert_eq!(rec.protected[0].reason, ProtectReason::LastUserMessage);
+    assert!(
+        rec.protected
+            .iter()
+            .any(|p| p.reason == ProtectReason::Recent)
+    );
+    assert!(rec.ranges.iter().all(|r| r.start_ref != "m00001"));
+}
+
+#[test]
+fn hard_protected_tools_are_not_reported() {
+    let mut v = vec![
+        user("u"),
+        call("w", "t1", "Write"),
+        result("wr", "t1", "Write"),
+    ];
+    tails(&mut v);
+    let st = state_for(&v);
+    let rec = recommend(&v, &st, &Config::default());
+    assert!(
+        rec.protected
+            .iter()
+            .all(|p| !p.tools.contains(&"Write".to_string()))
+    );
+}
+
+#[test]
+fn pending_per_tier() {
+    let mut v = vec![user("u")];
+    for i in 0..6 {
+        v.push(sized(say(&format!("s{i}")), 4000));
+    }
+    tails(&mut v);
+    let mut st = state_for(&v);
+    let mut b1 = block("b1", 1, &["gone"]);
+    b1.summary = "summary text ".repeat(40);
+    let mut b2 = block("b2", 2, &["gone2"]);
+    b2.summary = "distilled ".repeat(10);
+    st.blocks = vec![b1, b2];
+    let rec = recommend(&v, &st, &Config::default());
+    assert!(rec.pending[0] >= 6000, "{:?}", rec.pending);
+    // A tier reclaims its blocks' whole rendered summaries.
+    let rendered = |b: &Block| tokens::estimate(&render_summary(b).text);
+    assert_eq!(rec.pending[1], rendered(&st.blocks[0]));
+    assert_eq!(rec.pending[2], rendered(&st.blocks[1]));
+    assert!(rec.pending[1] > tokens::estimate(&"summary text ".repeat(40)));
+    assert_eq!(rec.tier1_blocks.len(), 1);
+    assert_eq!(rec.blocks.len(), 2);
+}
+
+#[test]
+fn breakdown_buckets() {
+    let v = vec![
+        sized(user("a"), 400),
+        CoreMessage::tool_result("b", "t", "Read", "b".repeat(800)),
+        CoreMessage::text(
+            "noa_summary_b1",
+            Role::User,
+            format!(
+                "{}\n{}",
+                crate::engine::turn::prune::SUMMARY_HEADER,
+                "c".repeat(400)
+            ),
+        ),
+        CoreMessage::text(
+            "d",
+            Role::Assistant,
+            format!("```go\n{}\n```", "d".repeat(400)),
+        ),
+        CoreMessage::text("s", Role::System, "rules"),
+    ];
+    let b = breakdown(&v);
+    assert!(
+        b.text > 0 && b.tool > 0 && b.summaries > 0 && b.code > 0 && b.system > 0,
+        "{b:?}"
+    );
+}
+
+#[test]
+fn nothing_protected_with_zero_knobs() {
+    let mut v = vec![user("u")];
+    tails(&mut v);
+    let st = state_for(&v);
+    let cfg = Config {
+        preserve_recent_messages: 0,
+        preserve_recent_tokens: 0,
+        ..Config::default()
+    };
+    let rec = recommend(&v, &st, &cfg);
+    assert!(
+        rec.protected
+            .iter()
+            .all(|p| p.reason == ProtectReason::LastUserMessage)
+    );
+}
+
+#[test]
+fn a_range_holding_the_task_is_flagged() {
+    let mut v = vec![sized(user("task"), 3000)];
+    for i in 0..4 {
+        v.push(sized(say(&format!("s{i}")), 2000));
+    }
+    tails(&mut v);
+    let st = state_for(&v);
+    let rec = recommend(&v, &st, &Config::default());
+    assert!(rec.ranges[0].holds_task, "{:?}", rec.ranges);
+    let line = crate::engine::pressure::nudge_text::format_ranges(&rec.ranges, &[]);
+    assert!(line.contains("holds the task"), "{line}");
+}

@@ -1,0 +1,3 @@
+pub mod map;
+pub mod svg;
+pub mod tree;

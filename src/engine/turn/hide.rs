@@ -1,0 +1,227 @@
+//! Keeps Compress exchanges from piling up in the view.
+//!
+//! Once a block's summary is in place, the call that made it says nothing the
+//! summary does not; keeping every such call and its panel let them grow to a
+//! quarter of the view. So only the latest successful exchange stays (the
+//! model has to read how its call went), with failed calls after it (so the
+//! model sees what to correct), and long summaries inside a kept call are
+//! cut to a stub. The transcript keeps every call for `rebuild`.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use crate::engine::model::message::{ContentType, CoreMessage, Edit};
+use crate::engine::model::protect::COMPRESS_TOOL;
+use crate::engine::model::state::CompressionState;
+
+/// How many failed calls after the last success stay visible.
+pub const KEEP_FAILED: usize = 2;
+/// Summaries in a kept call longer than this many characters are stubbed.
+pub const STUB_CHARS: usize = 200;
+
+/// Drops Compress calls (with their results) that no longer need to be seen,
+/// and stubs long summaries in the ones that stay.
+pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessage> {
+    let calls: Vec<&CoreMessage> = view
+        .iter()
+        .filter(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL)
+        .collect();
+    if calls.is_empty() {
+        return view;
+    }
+    let block_of: HashMap<&str, bool> = state
+        .blocks
+        .iter()
+        .filter(|b| !b.compress_call_id.is_empty())
+        .map(|b| (b.compress_call_id.as_str(), b.active))
+        .fold(HashMap::new(), |mut acc, (id, active)| {
+            *acc.entry(id).or_insert(false) |= active;
+            acc
+        });
+    let last_success = calls
+        .iter()
+        .rposition(|c| block_of.get(c.tool_call_id.as_str()) == Some(&true));
+    let mut keep: HashSet<String> = HashSet::new();
+    if let Some(i) = last_success {
+        keep.insert(calls[i].tool_call_id.clone());
+    }
+    let failed_after = calls
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| {
+            last_success.is_none_or(|s| *i > s) && !block_of.contains_key(c.tool_call_id.as_str())
+        })
+        .map(|(_, c)| c.tool_call_id.clone())
+        .collect::<Vec<_>>();
+    keep.extend(failed_after.iter().rev().take(KEEP_FAILED).cloned());
+    let hidden: HashSet<&str> = calls
+        .iter()
+        .map(|c| c.tool_call_id.as_str())
+        .filter(|id| !keep.contains(*id))
+        .collect();
+    let hidden: HashSet<String> = hidden.into_iter().map(str::to_string).collect();
+    view.into_iter()
+        .filter(|m| !(m.tool_name == COMPRESS_TOOL && hidden.contains(&m.tool_call_id)))
+        .map(|mut m| {
+            if m.content_type == ContentType::ToolCall
+                && m.tool_name == COMPRESS_TOOL
+                && let Some(stubbed) = stub_summaries(&m.text)
+            {
+                m.replace_text(stubbed, Edit::ArgsShortened);
+            }
+            m
+        })
+        .collect()
+}
+
+/// Rewrites Compress arguments with every summary over [`STUB_CHARS`] cut
+/// short. Prose before the JSON is kept; `content` keeps the form it came in
+/// (a list, or a string holding one). `None` when nothing changes or the
+/// arguments do not parse.
+pub fn stub_summaries(args: &str) -> Option<String> {
+    let start = args.find('{')?;
+    let (prefix, json) = args.split_at(start);
+    let mut v: Value = serde_json::from_str(json).ok()?;
+    let content = v.get_mut("content")?;
+    let changed = match content {
+        Value::Array(items) => stub_items(items),
+        Value::String(s) => {
+            let mut items: Vec<Value> = serde_json::from_str(s).ok()?;
+            let changed = stub_items(&mut items);
+            if changed {
+                *s = serde_json::to_string(&items).ok()?;
+            }
+            changed
+        }
+        _ => false,
+    };
+    changed.then(|| format!("{prefix}{v}"))
+}
+
+fn stub_items(items: &mut [Value]) -> bool {
+    let mut changed = false;
+    for item in items {
+        if let Some(Value::String(s)) = item.get_mut("summary")
+            && s.chars().count() > STUB_CHARS
+        {
+            *s = s.chars().take(STUB_CHARS - 1).chain(['…']).collect();
+            changed = true;
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::test_support::{block, ids, user};
+
+    fn args(summary: &str) -> String {
+        serde_json::json!({"content": [{"startId": "m00001", "endId": "m00009", "summary": summary}]}).to_string()
+    }
+    fn exchange(call_id: &str, summary: &str) -> [CoreMessage; 2] {
+        [
+            CoreMessage::tool_call(
+                format!("call-{call_id}"),
+                call_id,
+                COMPRESS_TOOL,
+                args(summary),
+            ),
+            CoreMessage::tool_result(
+                format!("res-{call_id}"),
+                call_id,
+                COMPRESS_TOOL,
+                "▣ noa | 12K → 3K tokens",
+            ),
+        ]
+    }
+    fn state(blocks: &[(&str, &str, bool)]) -> CompressionState {
+        let mut st = CompressionState::new("s");
+        for (id, call, active) in blocks {
+            let mut b = block(id, 1, &["x"]);
+            b.compress_call_id = call.to_string();
+            b.active = *active;
+            st.blocks.push(b);
+        }
+        st
+    }
+
+    #[test]
+    fn the_latest_success_stays_older_ones_go() {
+        let mut v = vec![user("u")];
+        v.extend(exchange("t1", "first"));
+        v.extend(exchange("t2", "second"));
+        let out = hide_compress_calls(v, &state(&[("b1", "t1", true), ("b2", "t2", true)]));
+        assert_eq!(ids(&out), ["u", "call-t2", "res-t2"]);
+    }
+
+    #[test]
+    fn a_dead_blocks_call_goes() {
+        let mut v = vec![user("keep")];
+        v.extend(exchange("t1", "s"));
+        let out = hide_compress_calls(v, &state(&[("b1", "t1", false)]));
+        assert_eq!(ids(&out), ["keep"]);
+    }
+
+    #[test]
+    fn recent_failures_stay_two_at_most() {
+        let v: Vec<CoreMessage> = ["t1", "t2", "t3"]
+            .iter()
+            .map(|t| CoreMessage::tool_call(format!("c{t}"), *t, COMPRESS_TOOL, "{}"))
+            .collect();
+        let out = hide_compress_calls(v, &state(&[]));
+        assert_eq!(ids(&out), ["ct2", "ct3"]);
+    }
+
+    #[test]
+    fn failures_before_the_last_success_go() {
+        let mut v = vec![user("u")];
+        v.extend(exchange("t1", "failed"));
+        v.extend(exchange("t2", "ok"));
+        let out = hide_compress_calls(v, &state(&[("b1", "t2", true)]));
+        assert_eq!(ids(&out), ["u", "call-t2", "res-t2"]);
+    }
+
+    #[test]
+    fn long_summaries_are_stubbed() {
+        let long = "detail ".repeat(500);
+        let out = stub_summaries(&args(&long)).unwrap();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let s = v["content"][0]["summary"].as_str().unwrap();
+        assert_eq!(s.chars().count(), STUB_CHARS);
+        assert!(s.ends_with('…'));
+    }
+
+    #[test]
+    fn short_or_unparsable_arguments_are_left_alone() {
+        assert_eq!(stub_summaries(&args("a brief summary")), None);
+        assert_eq!(stub_summaries("not json at all"), None);
+    }
+
+    #[test]
+    fn stringified_content_stays_a_string() {
+        let inner =
+            serde_json::json!([{"startId": "m1", "endId": "m2", "summary": "d".repeat(500)}])
+                .to_string();
+        let raw = serde_json::json!({"content": inner}).to_string();
+        let out: Value = serde_json::from_str(&stub_summaries(&raw).unwrap()).unwrap();
+        assert!(out["content"].is_string());
+    }
+
+    #[test]
+    fn prose_before_the_json_is_kept() {
+        let raw = format!("I'll compress that range.\n{}", args(&"s".repeat(300)));
+        assert!(
+            stub_summaries(&raw)
+                .unwrap()
+                .starts_with("I'll compress that range.\n{")
+        );
+    }
+
+    #[test]
+    fn nothing_to_do_without_compress_calls() {
+        let v = vec![user("a")];
+        assert_eq!(hide_compress_calls(v.clone(), &state(&[])), v);
+    }
+}

@@ -1,0 +1,9 @@
+pub mod hide;
+pub mod host;
+pub mod pipeline;
+pub mod prune;
+pub mod sync;
+pub mod truncate;
+pub mod view;
+
+pub use pipeline::{Projection, TurnInput, baked, project};

@@ -1,0 +1,438 @@
+//! One turn's projection: the history in, the view to send out.
+//!
+//! Order matters and is fixed: refs are assigned over the whole history
+//! first (so every message has its address before anything is hidden), then
+//! blocks are synced to the history, covered messages give way to summaries,
+//! spent Compress exchanges are hidden and the view is trimmed to what the
+//! provider accepts. The view is then measured; if it is near the window the
+//! largest old tool outputs are cut; tags are rendered with their token
+//! figures frozen in the state; and last the nudge decision is taken and, if
+//! it says so, the nudge is appended as the final user message.
+
+use std::collections::HashSet;
+
+use super::host;
+use super::truncate::{self, Truncation};
+use super::{hide, prune, sync, view};
+use crate::engine::model::config::Config;
+use crate::engine::model::message::{ContentType, CoreMessage, Role};
+use crate::engine::model::protect::{COMPRESS_TOOL, is_tool_protected};
+use crate::engine::model::refs::{self, NUDGE_ID, OMITTED_ID};
+use crate::engine::model::state::{CompressionState, MessageRefs};
+use crate::engine::model::tag;
+use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded};
+use crate::engine::pressure::nudge::{self, DecideInput, Decision};
+use crate::engine::pressure::nudge_text::{self, NudgeInput};
+use crate::engine::pressure::prompt::Sections;
+use crate::engine::pressure::recommend::{Recommendation, recommend};
+
+/// What one turn is projected from.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnInput<'a> {
+    /// The model-visible history, flattened.
+    pub history: &'a [CoreMessage],
+    /// Engine settings; `context_limit` is the window in force (less the
+    /// room kept for the reply: see [`Config::budgeted`]).
+    pub config: &'a Config,
+    /// The provider's input-token figure for the last request, if the host gave it.
+    pub input_tokens: Option<usize>,
+    /// Prompt sizes the transcript itself records.
+    pub recorded: &'a [Recorded],
+    /// Host overrides for the surface sections of the nudge.
+    pub sections: &'a Sections,
+    /// Nudge this turn whatever the pacing says: the host's "compact now".
+    pub force_nudge: bool,
+    /// Keep every message in the view, over the window or not: the view a
+    /// Compress call is resolved against must hold whatever the nudge
+    /// offered, even what the request itself had to leave out.
+    pub keep_all: bool,
+}
+
+/// The outcome of one projection.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    /// The messages to send: tags rendered, maybe truncated, maybe a nudge last.
+    pub view: Vec<CoreMessage>,
+    /// Refs handed out this turn.
+    pub new_refs: usize,
+    /// The request as sent, on the provider's scale: the figure to hold
+    /// against the window.
+    pub tokens: usize,
+    /// The size decisions were taken on: the view before this turn's cuts
+    /// and nudge, on the provider's scale.
+    pub measured: usize,
+    /// How estimates became provider figures, and where the anchor came from.
+    pub gauge: Gauge,
+    /// History messages left out of the view as unpaired.
+    pub dropped_unpaired: usize,
+    /// What emergency truncation cut (the last resort's cuts included).
+    pub truncation: Truncation,
+    /// Messages the last resort left out of the view.
+    pub omitted: usize,
+    /// The nudge decision, with its reason.
+    pub decision: Decision,
+    /// What may and may not be compressed now.
+    pub recommendation: Recommendation,
+}
+
+/// Projects the history into this turn's view, updating refs, block
+/// activity, token figures, nudge pacing and host counters in `state`.
+pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
+    let (history, cfg) = (input.history, input.config);
+    host::observe(&mut state.host, history);
+    let next = refs::highest_used(&state.message_refs) + 1;
+    let new_refs = refs::assign(&mut state.message_refs, history, next, |m| {
+        hard_protected(m, cfg)
+    });
+    sync::sync_blocks(state, history);
+    let pruned = prune::prune(history.to_vec(), state);
+    let shown = hide::hide_compress_calls(pruned, state);
+    let before_pairing = shown.len();
+    let view = view::drop_unpaired(shown);
+    let dropped_unpaired = before_pairing - view.len();
+    let mut view: Vec<CoreMessage> = view
+        .into_iter()
+        .map(|m| render_tag(state, m, cfg))
+        .collect();
+    let (mut truncation, cut) = truncate::reapply(&mut view, &state.host.truncated, cfg);
+    let reapplied = truncation.count;
+    let cuts: Vec<(usize, usize, usize)> = cut
+        .into_iter()
+        .map(|(i, saved)| {
+            let made = state.host.truncated_at.get(&view[i].id).copied();
+            (i, saved, made.unwrap_or(0))
+        })
+        .collect();
+
+    // Measure the view as it would go out, on the provider's scale.
+    let count = |t: &str| cfg.count(t);
+    let estimate: usize = view.iter().map(|m| count(&m.text)).sum();
+    let g = gauge::gauge(&GaugeInput {
+        history,
+        view: &view,
+        recorded: input.recorded,
+        input_tokens: input.input_tokens,
+        state,
+        config: cfg,
+        count: &count,
+        cuts: &cuts,
+    });
+    if let Some(n) = input.input_tokens {
+        let sent = match state.host.last_view_tokens {
+            0 => estimate,
+            sent => sent,
+        };
+        gauge::learn(&mut state.host.calibration, &g, n, sent);
+    }
+    let measured = g.tokens(estimate);
+
+    let rec = recommend(&view, state, cfg);
+    let growth = match state.nudge.last_nudge_shown_tokens {
+        0 => 0,
+        shown => measured.saturating_sub(shown),
+    };
+    let nudge_input = |tier: u8, truncated: usize| nudge_of(&rec, tier, growth, truncated);
+    let mut decision = nudge::decide(&DecideInput {
+        tokens: measured,
+        pending: rec.pending.map(|p| g.scale(p)),
+        block_counts: [rec.tier1_blocks.len(), rec.tier2_blocks.len()],
+        nudge_cost: [1, 2, 3].map(|t| g.scale(nudge_text::rough_size(&nudge_input(t, 0)))),
+        nudge: &state.nudge,
+        config: cfg,
+    });
+    // The same turn projected again (a host retrying, nothing appended):
+    // the same view, nudge included, and pacing is not counted twice.
+    let same_turn = state.host.nudged && state.host.history_len == history.len();
+    if same_turn {
+        decision.inject = true;
+        decision.tier = state.host.nudge_tier.max(1);
+        decision.emergency = state.host.nudge_emergency;
+        decision.reason = format!(
+            "the same turn again: its nudge is shown again; {}",
+            decision.reason
+        );
+    } else if input.force_nudge {
+        decision.inject = true;
+        decision.reason = format!("asked for by the host; {}", decision.reason);
+        nudge::stamp(&mut state.nudge, measured, &decision, cfg);
+    } else {
+        if decision.inject && host::suppressed(&mut state.host, measured, cfg) {
+            decision.inject = false;
+            decision.reason = format!(
+                "suppressed after {} failed attempt(s) in a row; {}",
+                state.host.consecutive_failures, decision.reason
+            );
+        }
+        nudge::stamp(&mut state.nudge, measured, &decision, cfg);
+    }
+
+    // Truncation makes room for the nudge too: the request as sent must fit.
+    let reserve = if decision.inject {
+        nudge_text::rough_size(&nudge_input(decision.tier, 1))
+    } else {
+        0
+    };
+    // What the view's estimate is down to; it already has the earlier cuts in it.
+    let mut left = estimate;
+    let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
+    if measured + g.scale(reserve) >= threshold {
+        let target = g
+            .estimate_for((threshold as f64 * 0.9) as usize)
+            .saturating_sub(reserve);
+        let more = truncate::truncate(&mut view, estimate, target, cfg, &mut state.host.truncated);
+        left -= more.saved;
+        truncation.absorb(more);
+    }
+    let over = |left: usize| g.tokens(left + reserve) > cfg.context_limit;
+    // Nothing the model can do in time, and truncation was not enough: the
+    // last resort, aiming a little under the window so the next turn does
+    // not land on the edge again. First recent output is cut too.
+    let last_target = g
+        .estimate_for(cfg.context_limit * 9 / 10)
+        .saturating_sub(reserve);
+    if over(left) {
+        let more =
+            truncate::cut_largest(&mut view, left, last_target, cfg, &mut state.host.truncated);
+        left -= more.saved;
+        truncation.absorb(more);
+    }
+    // What the nudge lists is priced on the view with this turn's cuts, so
+    // the same turn projected again (its cuts now sticky) says the same;
+    // and it still lists what the last step below leaves out, which `apply`
+    // can resolve.
+    let rec = if truncation.count > reapplied {
+        recommend(&view, state, cfg)
+    } else {
+        rec
+    };
+    let mut omitted = 0;
+    if over(left) && !input.keep_all {
+        let refs = &state.message_refs;
+        omitted = truncate::omit(&mut view, left, last_target, cfg, |gone| {
+            omitted_note(gone, refs)
+        })
+        .len();
+    }
+    if decision.inject {
+        let nudge = NudgeInput {
+            emergency: decision.emergency,
+            ..nudge_of(&rec, decision.tier, growth, truncation.count)
+        };
+        view.push(CoreMessage::text(
+            NUDGE_ID,
+            Role::User,
+            nudge_text::render(&nudge, input.sections),
+        ));
+    }
+
+    for id in &state.host.truncated {
+        if !state.host.truncated_at.contains_key(id) {
+            state.host.truncated_at.insert(id.clone(), history.len());
+        }
+    }
+    let sent: usize = view.iter().map(|m| count(&m.text)).sum();
+    state.host.last_view_tokens = sent;
+    state.host.history_len = history.len();
+    state.host.nudged = decision.inject;
+    state.host.nudge_tier = if decision.inject { decision.tier } else { 0 };
+    state.host.nudge_emergency = decision.inject && decision.emergency;
+    Projection {
+        view,
+        new_refs,
+        tokens: g.tokens(sent),
+        measured,
+        gauge: g,
+        dropped_unpaired,
+        truncation,
+        omitted,
+        decision,
+        recommendation: rec,
+    }
+}
+
+/// What a nudge of `tier` shows, from this turn's recommendation.
+fn nudge_of(rec: &Recommendation, tier: u8, growth: usize, truncated: usize) -> NudgeInput<'_> {
+    NudgeInput {
+        tier,
+        emergency: false,
+        ranges: &rec.ranges,
+        protected: &rec.protected,
+        blocks: &rec.blocks,
+        breakdown: rec.breakdown,
+        growth,
+        truncated,
+        targets: match tier {
+            2 => &rec.tier1_blocks,
+            3 => &rec.tier2_blocks,
+            _ => &[],
+        },
+    }
+}
+
+/// The note that stands where the last resort left messages out: how many,
+/// which refs, and that the transcript still holds them.
+fn omitted_note(gone: &[CoreMessage], refs: &MessageRefs) -> CoreMessage {
+    let refs: Vec<&String> = gone.iter().filter_map(|m| refs.usable(&m.id)).collect();
+    let span = match (refs.first(), refs.last()) {
+        (Some(a), Some(b)) if a != b => format!(" ({a}–{b})"),
+        (Some(a), _) => format!(" ({a})"),
+        _ => String::new(),
+    };
+    CoreMessage::text(
+        OMITTED_ID,
+        Role::User,
+        format!(
+            "[noa: {} earlier message(s){span} are left out of this request: even with old tool output cut, the conversation did not fit the context window. The session transcript keeps them unchanged.]",
+            gone.len()
+        ),
+    )
+}
+
+/// Messages that never get a ref and are never compressed: instructions,
+/// Compress itself, and configured tools.
+fn hard_protected(m: &CoreMessage, cfg: &Config) -> bool {
+    m.role == Role::System || is_tool_protected(&m.tool_name, &cfg.protected_tools)
+}
+
+/// The view without what only a live session needs: no tags, no
+/// truncation, no nudge, and no Compress exchanges. What `materialize`
+/// writes, so a session can go on without noa. Works on a copy of the state.
+///
+/// The live view keeps the latest Compress exchange (and failures after it)
+/// because the model must read how its call went; once baked, the summaries
+/// stand on their own and a call to a tool the host no longer runs says
+/// nothing, so every Compress call and its result are left out. Whatever is
+/// left unpaired by that (reasoning that led only into the call) goes too.
+pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) -> Vec<CoreMessage> {
+    let mut state = state.clone();
+    let next = refs::highest_used(&state.message_refs) + 1;
+    refs::assign(&mut state.message_refs, history, next, |m| {
+        hard_protected(m, cfg)
+    });
+    sync::sync_blocks(&mut state, history);
+    let pruned = prune::prune(history.to_vec(), &state);
+    let calls: HashSet<&str> = pruned
+        .iter()
+        .filter(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL)
+        .map(|m| m.tool_call_id.as_str())
+        .collect();
+    let spent = |m: &CoreMessage| match m.content_type {
+        ContentType::ToolCall => m.tool_name == COMPRESS_TOOL,
+        ContentType::ToolResult => {
+            m.tool_name == COMPRESS_TOOL || calls.contains(m.tool_call_id.as_str())
+        }
+        _ => false,
+    };
+    let kept: Vec<CoreMessage> = pruned.iter().filter(|m| !spent(m)).cloned().collect();
+    view::drop_unpaired(kept)
+}
+
+/// Appends the ref tag to a taggable message that has a ref, freezing its
+/// token figure the first time it is shown.
+fn render_tag(state: &mut CompressionState, mut m: CoreMessage, cfg: &Config) -> CoreMessage {
+    if !m.is_taggable() {
+        return m;
+    }
+    let Some(r) = state.message_refs.usable(&m.id) else {
+        return m;
+    };
+    let figure = *state
+        .token_snapshot
+        .entry(r.clone())
+        .or_insert_with(|| cfg.count(&m.text));
+    let source = match (m.content_type, m.tool_name.is_empty()) {
+        (ContentType::ToolResult, true) => Some("tool"),
+        (ContentType::ToolResult, false) => Some(m.tool_name.as_str()),
+        _ => None,
+    };
+    let t = tag::render(r, figure, source);
+    m.append_tag(&t);
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::refs::BLOCKED;
+
+    fn turn(history: &[CoreMessage]) -> TurnInput<'_> {
+        static CONFIG: std::sync::LazyLock<Config> = std::sync::LazyLock::new(Config::default);
+        static SECTIONS: std::sync::LazyLock<Sections> =
+            std::sync::LazyLock::new(Sections::default);
+        TurnInput {
+            history,
+            config: &CONFIG,
+            input_tokens: None,
+            recorded: &[],
+            sections: &SECTIONS,
+            force_nudge: false,
+            keep_all: false,
+        }
+    }
+
+    #[test]
+    fn the_host_can_ask_for_a_nudge_now() {
+        let mut st = CompressionState::new("s");
+        let h: Vec<CoreMessage> = (0..6)
+            .map(|i| CoreMessage::text(format!("m{i}"), Role::User, "x".repeat(4_000)))
+            .collect();
+        let quiet = project(&mut st.clone(), &turn(&h));
+        assert!(!quiet.decision.inject, "far below the nudge band");
+        let asked = project(
+            &mut st,
+            &TurnInput {
+                force_nudge: true,
+                ..turn(&h)
+            },
+        );
+        assert!(asked.decision.inject, "{}", asked.decision.reason);
+        assert_eq!(asked.view.last().unwrap().id, NUDGE_ID);
+        assert!(asked.decision.reason.starts_with("asked for by the host"));
+    }
+
+    #[test]
+    fn assigns_refs_and_tags_user_text() {
+        let mut st = CompressionState::new("s");
+        let h = vec![
+            CoreMessage::text("a", Role::User, "the task"),
+            CoreMessage::text("b", Role::Assistant, "reply"),
+        ];
+        let p = project(&mut st, &turn(&h));
+        assert_eq!(st.message_refs.by_raw["a"], "m00001");
+        assert_eq!(st.message_refs.by_raw["b"], "m00002");
+        assert_eq!(
+            p.view[0].text,
+            "the task\n<noa-ref id=\"m00001\" tokens=\"2\"/>"
+        );
+        assert_eq!(p.view[1].text, "reply");
+        assert_eq!(p.new_refs, 2);
+    }
+
+    #[test]
+    fn tool_results_name_their_source_and_compress_is_blocked() {
+        let mut st = CompressionState::new("s");
+        let h = vec![
+            CoreMessage::text("u", Role::User, "go"),
+            CoreMessage::tool_call("c", "t1", "Read", "{}"),
+            CoreMessage::tool_result("r", "t1", "Read", "file body"),
+            CoreMessage::tool_call("cc", "t2", "Compress", "{}"),
+            CoreMessage::tool_result("cr", "t2", "Compress", "panel"),
+        ];
+        let p = project(&mut st, &turn(&h));
+        assert!(p.view[2].text.ends_with("src=\"Read\"/>"));
+        assert_eq!(st.message_refs.by_raw["cc"], BLOCKED);
+        assert_eq!(st.message_refs.by_raw["cr"], BLOCKED);
+        assert_eq!(p.view[4].text, "panel");
+    }
+
+    #[test]
+    fn token_figures_are_frozen_at_first_render() {
+        let mut st = CompressionState::new("s");
+        let h = vec![CoreMessage::text("a", Role::User, "x".repeat(4000))];
+        let first = project(&mut st, &turn(&h)).view[0].text.clone();
+        st.token_snapshot.insert("m00001".into(), 1000);
+        let again = project(&mut st, &turn(&h)).view[0].text.clone();
+        assert_eq!(first, again);
+        assert!(first.ends_with("tokens=\"1.0K\"/>"));
+    }
+}

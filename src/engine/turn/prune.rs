@@ -1,0 +1,174 @@
+//! Prune: covered messages leave the view and their blocks' summaries take
+//! their place.
+
+use std::collections::HashSet;
+
+use super::sync::covered_ids;
+use crate::engine::model::exchange;
+use crate::engine::model::message::{ContentType, CoreMessage, Role};
+use crate::engine::model::protect::COMPRESS_TOOL;
+use crate::engine::model::refs::SUMMARY_ID_PREFIX;
+use crate::engine::model::state::{Block, CompressionState};
+
+/// The first line of every rendered summary.
+pub const SUMMARY_HEADER: &str = "[Compressed conversation section]";
+
+/// The view id of a block's summary: `noa_summary_b5`.
+pub fn summary_id(block_id: &str) -> String {
+    format!("{SUMMARY_ID_PREFIX}{block_id}")
+}
+
+/// The block id a summary id names, if it is one.
+pub fn block_of_summary(id: &str) -> Option<&str> {
+    id.strip_prefix(SUMMARY_ID_PREFIX)
+}
+
+/// The pointer from a summary to the file holding its originals. It carries
+/// no ref-like attribute, so it can never be mistaken for a message address.
+pub fn archive_tag(b: &Block) -> String {
+    format!(
+        r#"<noa-archive block="{}" tier="{}" range="{}-{}" path="{}"/>"#,
+        b.block_id, b.tier, b.start_ref, b.end_ref, b.archive_path
+    )
+}
+
+/// A block's summary as the user-side message that stands in for its range.
+pub fn render_summary(b: &Block) -> CoreMessage {
+    let mut text = SUMMARY_HEADER.to_string();
+    if !b.topic.trim().is_empty() {
+        text.push_str(" — ");
+        text.push_str(b.topic.trim());
+    }
+    if !b.summary.trim().is_empty() {
+        text.push('\n');
+        text.push_str(b.summary.trim());
+    }
+    text.push_str("\n\n");
+    text.push_str(&archive_tag(b));
+    CoreMessage::text(summary_id(&b.block_id), Role::User, text)
+}
+
+/// Whether a message is a summary noa rendered (not a host message that
+/// happens to look like one).
+pub fn is_rendered_summary(m: &CoreMessage) -> bool {
+    m.id.starts_with(SUMMARY_ID_PREFIX)
+        && m.role == Role::User
+        && m.content_type == ContentType::Text
+        && m.text.starts_with(SUMMARY_HEADER)
+}
+
+/// Replaces what active blocks cover with their summaries.
+///
+/// Kept visible although covered: the first user message (the task and its
+/// constraints), the reasoning of a response whose action stays visible, and
+/// both halves of a Compress exchange when only one half is covered. Each
+/// summary goes where its earliest covered message was, moved forward to the
+/// next exchange boundary so it never sits inside a tool exchange.
+pub fn prune(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessage> {
+    let mut covered: HashSet<&str> = covered_ids(state);
+    if covered.is_empty() {
+        return view;
+    }
+    if let Some(first) = view
+        .iter()
+        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque)
+    {
+        covered.remove(first.id.as_str());
+    }
+    keep_reasoning_of_visible_actions(&view, &mut covered);
+    keep_compress_pairs_whole(&view, &mut covered);
+
+    // Where each removed message would have been in the kept list.
+    let mut kept: Vec<CoreMessage> = Vec::with_capacity(view.len());
+    let mut anchor_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for m in &view {
+        if covered.contains(m.id.as_str()) {
+            anchor_of.entry(m.id.as_str()).or_insert(kept.len());
+        } else {
+            kept.push(m.clone());
+        }
+    }
+    let mut placed: Vec<(usize, u64, CoreMessage)> = state
+        .blocks
+        .iter()
+        .filter(|b| b.active)
+        .filter_map(|b| {
+            let anchor = b
+                .effective_message_ids
+                .iter()
+                .filter_map(|id| anchor_of.get(id.as_str()))
+                .min()?;
+            Some((*anchor, block_number(&b.block_id), render_summary(b)))
+        })
+        .collect();
+    placed.sort_by_key(|(anchor, n, _)| (*anchor, *n));
+    let mut out = Vec::with_capacity(kept.len() + placed.len());
+    let mut pending = placed.into_iter().peekable();
+    for (i, m) in kept.into_iter().enumerate() {
+        while let Some((anchor, _, _)) = pending.peek() {
+            if *anchor > i || !exchange::is_boundary_after(&out, &m) {
+                break;
+            }
+            out.push(pending.next().expect("peeked").2);
+        }
+        out.push(m);
+    }
+    out.extend(pending.map(|(_, _, s)| s));
+    out
+}
+
+fn block_number(id: &str) -> u64 {
+    id.trim_start_matches('b').parse().unwrap_or(u64::MAX)
+}
+
+/// Uncovers reasoning in an assistant run whose text or tool call stays visible.
+fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut HashSet<&'a str>) {
+    let spans = exchange::spans(view);
+    let mut i = 0;
+    while i < view.len() {
+        let (start, end) = spans[i];
+        let run = &view[start..=end];
+        let acts_visible = run.iter().any(|m| {
+            m.role == Role::Assistant
+                && matches!(m.content_type, ContentType::Text | ContentType::ToolCall)
+                && !covered.contains(m.id.as_str())
+        });
+        if acts_visible {
+            for m in run
+                .iter()
+                .filter(|m| m.content_type == ContentType::Reasoning)
+            {
+                covered.remove(m.id.as_str());
+            }
+        }
+        i = end + 1;
+    }
+}
+
+/// A Compress call and its result are shown together or not at all.
+fn keep_compress_pairs_whole<'a>(view: &'a [CoreMessage], covered: &mut HashSet<&'a str>) {
+    let compress: Vec<&CoreMessage> = view
+        .iter()
+        .filter(|m| m.tool_name == COMPRESS_TOOL && !m.tool_call_id.is_empty())
+        .collect();
+    for call in compress
+        .iter()
+        .filter(|m| m.content_type == ContentType::ToolCall)
+    {
+        let halves: Vec<&str> = compress
+            .iter()
+            .filter(|m| m.tool_call_id == call.tool_call_id)
+            .map(|m| m.id.as_str())
+            .collect();
+        let n = halves.iter().filter(|id| covered.contains(**id)).count();
+        if n > 0 && n < halves.len() {
+            for id in halves {
+                covered.remove(id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "prune_tests.rs"]
+mod tests;

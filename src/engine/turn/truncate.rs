@@ -1,0 +1,367 @@
+//! Emergency truncation: the mechanical backstop when the model has not
+//! compressed in time.
+//!
+//! Only the view changes; the transcript and the archives keep every output
+//! whole. The largest old tool results are cut first, keeping their head and
+//! their tail (where errors and summaries usually are), until the view is back
+//! under the target. A result cut once stays cut on later turns, so its bytes
+//! do not flip back and forth in the provider's prefix cache.
+
+use std::collections::BTreeSet;
+
+use crate::engine::model::config::Config;
+use crate::engine::model::message::{ContentType, CoreMessage, Edit, Role};
+use crate::engine::model::refs::SUMMARY_ID_PREFIX;
+use crate::engine::model::tokens;
+
+/// What identifies a truncated result; detection is a substring test.
+pub const MARKER: &str = "[truncated for context space";
+/// Results smaller than this many tokens are left alone while larger ones can
+/// be cut.
+pub const MIN_TOKENS: usize = 1_000;
+/// Characters kept at each end of a cut result.
+pub const KEEP_CHARS: usize = 2_000;
+/// When cutting the large results is not enough, results down to this many
+/// tokens are cut too, keeping less of each end.
+pub const LAST_RESORT_MIN_TOKENS: usize = 250;
+/// Characters kept at each end in that last pass.
+pub const LAST_RESORT_KEEP_CHARS: usize = 400;
+
+/// What truncation did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Truncation {
+    /// Results cut this turn (newly or again).
+    pub count: usize,
+    /// Estimated tokens taken out of the view.
+    pub saved: usize,
+}
+
+impl Truncation {
+    fn add(&mut self, saved: usize) {
+        self.count += 1;
+        self.saved += saved;
+    }
+
+    /// Adds what another pass cut.
+    pub fn absorb(&mut self, other: Truncation) {
+        self.count += other.count;
+        self.saved += other.saved;
+    }
+}
+
+/// Cuts made on earlier turns, made again: a result cut once stays cut.
+/// Also returns, for each, its place in the view and what it saved.
+pub fn reapply(
+    view: &mut [CoreMessage],
+    sticky: &BTreeSet<String>,
+    cfg: &Config,
+) -> (Truncation, Vec<(usize, usize)>) {
+    let mut done = Truncation::default();
+    let mut each = Vec::new();
+    for (i, m) in view.iter_mut().enumerate() {
+        if !sticky.contains(&m.id) {
+            continue;
+        }
+        if let Some(saved) = cut(m, KEEP_CHARS, cfg).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS, cfg))
+        {
+            done.add(saved);
+            each.push((i, saved));
+        }
+    }
+    (done, each)
+}
+
+/// Cuts the largest tool results before the last `preserve_recent_messages`
+/// until the view's estimate (`estimate` now) is down to `target`; first
+/// the large ones, then, if that is not enough, the mid-size ones with less
+/// kept. Ids cut are added to `sticky`.
+pub fn truncate(
+    view: &mut [CoreMessage],
+    estimate: usize,
+    target: usize,
+    cfg: &Config,
+    sticky: &mut BTreeSet<String>,
+) -> Truncation {
+    let protected_from = view.len().saturating_sub(cfg.preserve_recent_messages);
+    cut_largest(&mut view[..protected_from], estimate, target, cfg, sticky)
+}
+
+/// The cutting passes over `view`, largest results first, until its
+/// estimate is down to `target`. Over the whole view, it is the first step
+/// of the last resort: recent outputs are cut too.
+pub fn cut_largest(
+    view: &mut [CoreMessage],
+    estimate: usize,
+    target: usize,
+    cfg: &Config,
+    sticky: &mut BTreeSet<String>,
+) -> Truncation {
+    let mut done = Truncation::default();
+    for (min_tokens, keep) in [
+        (MIN_TOKENS, KEEP_CHARS),
+        (LAST_RESORT_MIN_TOKENS, LAST_RESORT_KEEP_CHARS),
+    ] {
+        let mut candidates: Vec<(usize, usize)> = view
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.content_type == ContentType::ToolResult && !m.text.contains(MARKER))
+            .map(|(i, m)| (i, cfg.count(&m.text)))
+            .filter(|&(_, t)| t >= min_tokens)
+            .collect();
+        candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
+        for (i, _) in candidates {
+            if estimate.saturating_sub(done.saved) <= target {
+                return done;
+            }
+            if let Some(saved) = cut(&mut view[i], keep, cfg) {
+                sticky.insert(view[i].id.clone());
+                done.add(saved);
+            }
+        }
+    }
+    done
+}
+
+/// The last step of the last resort, when even cutting every output does
+/// not bring the view (estimate `estimate`) down to `target`: leave out the
+/// oldest whole exchanges after the task, putting a note in their place
+/// that says what is missing and where it is. The view stays a valid
+/// request: exchanges go whole, and the task, block summaries and the last
+/// exchange stay. Returns what was left out, oldest first.
+pub fn omit(
+    view: &mut Vec<CoreMessage>,
+    estimate: usize,
+    target: usize,
+    cfg: &Config,
+    note: impl Fn(&[CoreMessage]) -> CoreMessage,
+) -> Vec<CoreMessage> {
+    let mut left = estimate;
+    let mut omitted = Vec::new();
+    let spans = crate::engine::model::exchange::spans(view);
+    // The task (the first user message) and whatever precedes it stay, and
+    // so do block summaries: they are what the model consolidates next.
+    let first = view
+        .iter()
+        .position(|m| m.role == Role::User && m.content_type == ContentType::Text)
+        .map_or(0, |i| spans[i].1 + 1);
+    let last_span = spans.last().map_or(0, |s| s.0);
+    let mut gone = vec![false; view.len()];
+    let mut at = first;
+    while at < last_span && left > target {
+        let end = spans[at].1;
+        let unit = &view[at..=end];
+        if !unit.iter().any(|m| m.id.starts_with(SUMMARY_ID_PREFIX)) {
+            left = left.saturating_sub(unit.iter().map(|m| cfg.count(&m.text)).sum());
+            gone[at..=end].iter_mut().for_each(|g| *g = true);
+        }
+        at = end + 1;
+    }
+    if let Some(place) = gone.iter().position(|&g| g) {
+        let all = std::mem::take(view);
+        for (i, m) in all.into_iter().enumerate() {
+            if gone[i] {
+                omitted.push(m);
+            } else {
+                view.push(m);
+            }
+        }
+        view.insert(place, note(&omitted));
+    }
+    omitted
+}
+
+/// Cuts one result to `keep` characters at each end; `None` when it is too
+/// short for that to save anything.
+fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
+    if tokens::chars(&m.text) <= 2 * keep + 200 || m.text.contains(MARKER) {
+        return None;
+    }
+    let text = &m.text;
+    // Byte offsets of the head's end and the tail's start, counted in characters.
+    let head_end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .rev()
+        .nth(keep - 1)
+        .map_or(0, |(i, _)| i);
+    let before = cfg.count(text);
+    let cut_tokens = cfg.count(&text[head_end..tail_start]);
+    let cut_text = format!(
+        "{}\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n{}",
+        &text[..head_end],
+        &text[tail_start..]
+    );
+    m.replace_text(cut_text, Edit::Truncated);
+    Some(before.saturating_sub(cfg.count(&m.text)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::message::Role;
+
+    /// Where the turn asks truncation to bring the view down to.
+    const TARGET: usize = 171_000;
+
+    fn result(id: &str, chars: usize) -> CoreMessage {
+        CoreMessage::tool_result(id, id, "Bash", "x".repeat(chars))
+    }
+    fn tail(view: &mut Vec<CoreMessage>) {
+        for i in 0..5 {
+            view.push(CoreMessage::text(
+                format!("recent{i}"),
+                Role::User,
+                "recent",
+            ));
+        }
+    }
+
+    #[test]
+    fn nothing_below_the_threshold() {
+        let mut v = vec![result("a", 100_000)];
+        assert_eq!(
+            truncate(
+                &mut v,
+                100_000,
+                TARGET,
+                &Config::default(),
+                &mut BTreeSet::new()
+            )
+            .count,
+            0
+        );
+    }
+
+    #[test]
+    fn the_largest_goes_first() {
+        let mut v = vec![
+            result("small", 20_000),
+            result("huge", 200_000),
+            result("medium", 40_000),
+        ];
+        tail(&mut v);
+        let mut sticky = BTreeSet::new();
+        let t = truncate(&mut v, 195_000, TARGET, &Config::default(), &mut sticky);
+        assert_eq!(t.count, 1);
+        assert!(v[1].text.contains(MARKER));
+        assert!(!v[0].text.contains(MARKER) && !v[2].text.contains(MARKER));
+        assert!(t.saved > 0);
+        assert!(sticky.contains("huge"));
+    }
+
+    #[test]
+    fn head_and_tail_survive() {
+        let body = format!(
+            "{}{}{}",
+            "H".repeat(3000),
+            "M".repeat(100_000),
+            "T".repeat(3000)
+        );
+        let mut v = vec![CoreMessage::tool_result("r", "r", "Bash", body)];
+        tail(&mut v);
+        truncate(
+            &mut v,
+            195_000,
+            TARGET,
+            &Config::default(),
+            &mut BTreeSet::new(),
+        );
+        assert!(v[0].text.starts_with(&"H".repeat(2000)));
+        assert!(v[0].text.ends_with(&"T".repeat(2000)));
+        assert!(v[0].text.contains("tokens cut from the middle"));
+    }
+
+    #[test]
+    fn nothing_to_cut() {
+        let cfg = Config::default();
+        let mut marked = vec![CoreMessage::tool_result(
+            "m",
+            "m",
+            "Bash",
+            format!("{MARKER}]{}", "x".repeat(100_000)),
+        )];
+        tail(&mut marked);
+        assert_eq!(
+            truncate(&mut marked, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            0
+        );
+        let mut recent: Vec<CoreMessage> =
+            (0..5).map(|i| result(&format!("r{i}"), 100_000)).collect();
+        assert_eq!(
+            truncate(&mut recent, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            0
+        );
+        let mut user = vec![CoreMessage::text("u", Role::User, "x".repeat(200_000))];
+        tail(&mut user);
+        assert_eq!(
+            truncate(&mut user, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            0
+        );
+        let mut small = vec![result("s", 800)];
+        tail(&mut small);
+        assert_eq!(
+            truncate(&mut small, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            0
+        );
+    }
+
+    #[test]
+    fn zero_preserve() {
+        let cfg = Config {
+            preserve_recent_messages: 0,
+            ..Config::default()
+        };
+        let mut v = vec![result("a", 200_000)];
+        assert_eq!(
+            truncate(&mut v, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            1
+        );
+    }
+
+    #[test]
+    fn the_last_resort_cuts_recent_output_then_leaves_out_old_exchanges() {
+        let cfg = Config::default();
+        let mut v = vec![CoreMessage::text("task", Role::User, "the task")];
+        for i in 0..10 {
+            v.push(CoreMessage::tool_call(
+                format!("c{i}"),
+                format!("t{i}"),
+                "Edit",
+                "{}",
+            ));
+            v.push(result(&format!("t{i}"), 400));
+            v.push(CoreMessage::text(
+                format!("a{i}"),
+                Role::Assistant,
+                "x".repeat(4_000),
+            ));
+        }
+        let recent = v.len() - 2;
+        v[recent].text = "y".repeat(40_000);
+        let estimate: usize = v.iter().map(|m| cfg.count(&m.text)).sum();
+        let mut sticky = BTreeSet::new();
+        let note = |gone: &[CoreMessage]| {
+            CoreMessage::text("note", Role::User, format!("{} left out", gone.len()))
+        };
+        let cut = cut_largest(&mut v, estimate, 8_000, &cfg, &mut sticky);
+        assert_eq!(cut.count, 1, "the recent output is cut");
+        assert!(sticky.contains("t9"));
+        let omitted = omit(&mut v, estimate - cut.saved, 8_000, &cfg, note);
+        assert!(!omitted.is_empty());
+        assert_eq!(v[0].id, "task");
+        assert_eq!(v[1].text, format!("{} left out", omitted.len()));
+        assert_eq!(omitted[0].id, "c0", "oldest first, whole exchanges");
+        assert!(v.iter().map(|m| cfg.count(&m.text)).sum::<usize>() <= 8_000 + 100);
+        assert_eq!(v.last().unwrap().id, "a9");
+    }
+
+    #[test]
+    fn a_cut_result_stays_cut() {
+        let mut v = vec![result("a", 200_000)];
+        tail(&mut v);
+        let sticky = BTreeSet::from(["a".to_string()]);
+        let (t, _) = reapply(&mut v, &sticky, &Config::default());
+        assert_eq!(t.count, 1);
+        assert!(v[0].text.contains(MARKER));
+    }
+}

@@ -1,0 +1,195 @@
+//! Keeps a view a request the provider accepts: every tool call answered,
+//! every result answering a call, reasoning only where a turn follows it.
+//!
+//! All three providers pair calls and results per turn: the results for the
+//! calls of one assistant turn must come after that turn and before the next
+//! one. A call or result that lost its partner (a pending call at the end of
+//! a log, a result whose call was never written) is left out of the view; the
+//! transcript itself keeps it.
+
+use std::collections::HashSet;
+
+use crate::engine::model::message::{ContentType, CoreMessage, Role};
+
+/// Drops unpaired tool calls and results, then reasoning that no longer leads
+/// into an assistant action, until nothing changes.
+pub fn drop_unpaired(messages: Vec<CoreMessage>) -> Vec<CoreMessage> {
+    let mut current = messages;
+    loop {
+        let keep = paired_mask(&current);
+        let before = current.len();
+        current = current
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(m, k)| k.then_some(m))
+            .collect();
+        current = drop_dangling_reasoning(current);
+        if current.len() == before {
+            return current;
+        }
+    }
+}
+
+/// Marks which messages keep their place: calls answered in the section after
+/// their turn, results answering a call of the turn just before.
+fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
+    let mut keep = vec![true; messages.len()];
+    let mut i = 0;
+    while i < messages.len() {
+        if messages[i].role != Role::Assistant {
+            // Results before any assistant turn answer nothing.
+            if messages[i].content_type == ContentType::ToolResult {
+                keep[i] = false;
+            }
+            i += 1;
+            continue;
+        }
+        let turn_start = i;
+        while i < messages.len() && messages[i].role == Role::Assistant {
+            i += 1;
+        }
+        let answers_start = i;
+        while i < messages.len() && messages[i].role != Role::Assistant {
+            i += 1;
+        }
+        let calls: HashSet<&str> = messages[turn_start..answers_start]
+            .iter()
+            .filter(|m| m.content_type == ContentType::ToolCall)
+            .map(|m| m.tool_call_id.as_str())
+            .collect();
+        let mut answered = HashSet::new();
+        for j in answers_start..i {
+            let m = &messages[j];
+            if m.content_type == ContentType::ToolResult {
+                if calls.contains(m.tool_call_id.as_str())
+                    && answered.insert(m.tool_call_id.as_str())
+                {
+                    continue;
+                }
+                keep[j] = false;
+            }
+        }
+        for j in turn_start..answers_start {
+            let m = &messages[j];
+            if m.content_type == ContentType::ToolCall
+                && !answered.contains(m.tool_call_id.as_str())
+            {
+                keep[j] = false;
+            }
+        }
+    }
+    keep
+}
+
+/// Drops reasoning runs not followed, within the same turn, by assistant text
+/// or a tool call: reasoning with nothing after it is not a turn a provider
+/// takes back.
+fn drop_dangling_reasoning(messages: Vec<CoreMessage>) -> Vec<CoreMessage> {
+    let mut keep = vec![true; messages.len()];
+    let mut i = 0;
+    while i < messages.len() {
+        if messages[i].content_type != ContentType::Reasoning {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < messages.len() && messages[i].content_type == ContentType::Reasoning {
+            i += 1;
+        }
+        let leads_somewhere = messages.get(i).is_some_and(|m| {
+            m.role == Role::Assistant
+                && matches!(m.content_type, ContentType::Text | ContentType::ToolCall)
+        });
+        if !leads_somewhere {
+            keep[start..i].iter_mut().for_each(|k| *k = false);
+        }
+    }
+    messages
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(m, k)| k.then_some(m))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(id: &str) -> CoreMessage {
+        CoreMessage::text(id, Role::User, id)
+    }
+    fn say(id: &str) -> CoreMessage {
+        CoreMessage::text(id, Role::Assistant, id)
+    }
+    fn call(id: &str, cid: &str) -> CoreMessage {
+        CoreMessage::tool_call(id, cid, "Bash", "{}")
+    }
+    fn result(id: &str, cid: &str) -> CoreMessage {
+        CoreMessage::tool_result(id, cid, "Bash", "out")
+    }
+    fn think(id: &str) -> CoreMessage {
+        CoreMessage::reasoning(id, id)
+    }
+    fn ids(v: &[CoreMessage]) -> Vec<&str> {
+        v.iter().map(|m| m.id.as_str()).collect()
+    }
+
+    #[test]
+    fn keeps_a_well_formed_exchange() {
+        let v = vec![
+            user("u"),
+            think("r"),
+            call("c1", "x"),
+            call("c2", "y"),
+            result("t1", "x"),
+            result("t2", "y"),
+            say("a"),
+        ];
+        assert_eq!(
+            ids(&drop_unpaired(v)),
+            ["u", "r", "c1", "c2", "t1", "t2", "a"]
+        );
+    }
+
+    #[test]
+    fn drops_a_pending_call_and_its_reasoning() {
+        let v = vec![user("u"), think("r"), call("c1", "x")];
+        assert_eq!(ids(&drop_unpaired(v)), ["u"]);
+    }
+
+    #[test]
+    fn drops_a_result_without_its_call() {
+        let v = vec![user("u"), result("t1", "x"), say("a"), result("t2", "y")];
+        assert_eq!(ids(&drop_unpaired(v)), ["u", "a"]);
+    }
+
+    #[test]
+    fn a_result_after_a_later_turn_pairs_nothing() {
+        let v = vec![
+            user("u"),
+            call("c1", "x"),
+            user("u2"),
+            say("a"),
+            result("t1", "x"),
+        ];
+        assert_eq!(ids(&drop_unpaired(v)), ["u", "u2", "a"]);
+    }
+
+    #[test]
+    fn text_in_the_same_turn_does_not_split_it() {
+        let v = vec![user("u"), call("c1", "x"), say("a"), result("t1", "x")];
+        assert_eq!(ids(&drop_unpaired(v)), ["u", "c1", "a", "t1"]);
+    }
+
+    #[test]
+    fn duplicate_results_keep_the_first() {
+        let v = vec![call("c1", "x"), result("t1", "x"), result("t2", "x")];
+        assert_eq!(ids(&drop_unpaired(v)), ["c1", "t1"]);
+    }
+
+    #[test]
+    fn reasoning_before_text_stays() {
+        let v = vec![user("u"), think("r1"), think("r2"), say("a")];
+        assert_eq!(ids(&drop_unpaired(v)), ["u", "r1", "r2", "a"]);
+    }
+}
