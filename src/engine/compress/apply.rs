@@ -13,12 +13,13 @@ use super::boundary::{self, Unresolved, summary_block};
 use super::parse_args::CompressRange;
 use crate::engine::model::config::Config;
 use crate::engine::model::exchange;
-use crate::engine::model::message::{ContentType, CoreMessage, Role};
-use crate::engine::model::protect::{COMPRESS_TOOL, is_tool_protected};
+use crate::engine::model::message::COMPRESS_TOOL;
+use crate::engine::model::message::{CoreMessage, task_index};
+use crate::engine::model::protect::is_tool_protected;
 use crate::engine::model::refs::{BLOCKED, highest_used, index_to_ref};
 use crate::engine::model::state::{Block, CompressionState};
+use crate::engine::model::summary::render_summary;
 use crate::engine::pressure::zone;
-use crate::engine::turn::prune::render_summary;
 use crate::engine::turn::sync::covered_ids;
 
 /// One Compress call, with everything it is resolved against.
@@ -209,10 +210,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
     } else {
         zone::protected_ids(view, state, input.config)
     };
-    let first_user = view
-        .iter()
-        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque)
-        .map(|m| m.id.as_str());
+    let first_user = task_index(view).map(|i| view[i].id.as_str());
     let mut next_state = state.clone();
     let mut out = Built::default();
     for s in &kept {

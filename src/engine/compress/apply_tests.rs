@@ -1,6 +1,7 @@
 use pretty_assertions::assert_eq;
 
 use super::*;
+use crate::engine::model::message::Role;
 use crate::engine::model::refs;
 use crate::engine::test_support::block;
 

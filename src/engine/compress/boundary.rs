@@ -3,7 +3,7 @@
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::refs::{Boundary, parse_boundary};
 use crate::engine::model::state::{Block, CompressionState};
-use crate::engine::turn::prune::{block_of_summary, summary_id};
+use crate::engine::model::summary::{block_of_summary, summary_id};
 
 /// Why an end did not resolve; each kind gets its own corrective text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,8 +143,8 @@ pub fn summary_block<'a>(m: &CoreMessage, state: &'a CompressionState) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::model::summary::render_summary;
     use crate::engine::test_support::{block, user};
-    use crate::engine::turn::prune::render_summary;
 
     fn state_with_refs(ids: &[&str]) -> CompressionState {
         let mut st = CompressionState::new("s");

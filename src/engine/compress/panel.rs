@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::apply::ApplyOutcome;
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::state::Block;
+use crate::engine::model::summary::render_summary;
 use crate::engine::model::tokens::format;
-use crate::engine::turn::prune::render_summary;
 
 /// What one block reclaimed, and the two figures it is the difference of.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -2,6 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The name of noa's own tool, the one the model compresses with. Its calls
+/// and results are hard-protected and never offered for compression.
+pub const COMPRESS_TOOL: &str = "Compress";
+
 /// Who produced a message, as the engine sees it.
 ///
 /// `System` carries instructions (system or developer prompts): they get no
@@ -190,6 +194,25 @@ impl CoreMessage {
         self.edit = why;
     }
 
+    /// Whether this is user-side prose (not an image or provider item).
+    pub fn is_user_text(&self) -> bool {
+        self.role == Role::User && self.content_type == ContentType::Text && !self.opaque
+    }
+
+    /// Whether this is a call of the Compress tool.
+    pub fn is_compress_call(&self) -> bool {
+        self.content_type == ContentType::ToolCall && self.tool_name == COMPRESS_TOOL
+    }
+
+    /// Whether this is a Compress call or the result answering one.
+    pub fn is_compress(&self) -> bool {
+        self.tool_name == COMPRESS_TOOL
+            && matches!(
+                self.content_type,
+                ContentType::ToolCall | ContentType::ToolResult
+            )
+    }
+
     /// Whether a ref tag is appended to this block when it is rendered:
     /// user text and tool results, never model output or instructions.
     pub fn is_taggable(&self) -> bool {
@@ -199,4 +222,11 @@ impl CoreMessage {
                 (Role::User, ContentType::Text) | (_, ContentType::ToolResult)
             )
     }
+}
+
+/// Where the task is: the first user prose of a view or history. It stays
+/// visible whatever covers it, so a summary never takes the instructions
+/// the session started from.
+pub fn task_index(messages: &[CoreMessage]) -> Option<usize> {
+    messages.iter().position(CoreMessage::is_user_text)
 }

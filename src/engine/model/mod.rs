@@ -6,6 +6,7 @@ pub mod message;
 pub mod protect;
 pub mod refs;
 pub mod state;
+pub mod summary;
 pub mod tag;
 pub mod tokenizer;
 pub mod tokens;

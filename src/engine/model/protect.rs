@@ -1,7 +1,6 @@
 //! Which tools are never compressed, and which do not hold the recent zone.
 
-/// The Compress tool's name; its calls are always hard-protected.
-pub const COMPRESS_TOOL: &str = "Compress";
+use super::message::COMPRESS_TOOL;
 
 /// Tools whose output is cheap to obtain again, so recent calls to them do not
 /// keep a range out of compression.

@@ -6,6 +6,7 @@
 
 use super::message::CoreMessage;
 use super::state::MessageRefs;
+use super::summary::SUMMARY_ID_PREFIX;
 
 /// The lowest and highest ref numbers.
 pub const MIN_REF: u32 = 1;
@@ -13,8 +14,6 @@ pub const MIN_REF: u32 = 1;
 pub const MAX_REF: u32 = 99_999;
 /// The by-raw entry of a hard-protected message: it is known, but has no number.
 pub const BLOCKED: &str = "BLOCKED";
-/// Id prefix of a rendered block summary in a view.
-pub const SUMMARY_ID_PREFIX: &str = "noa_summary_";
 /// Id of the nudge message appended to a view.
 pub const NUDGE_ID: &str = "noa_nudge";
 /// Id of the note that stands for messages the last resort left out.

@@ -16,8 +16,8 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::model::config::Config;
-use crate::engine::model::message::{ContentType, CoreMessage};
-use crate::engine::model::protect::COMPRESS_TOOL;
+use crate::engine::model::message::COMPRESS_TOOL;
+use crate::engine::model::message::CoreMessage;
 use crate::engine::model::state::{Calibration, CompressionState};
 
 /// A prompt size the provider reported for one request of the transcript.
@@ -224,7 +224,7 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
     let earlier = &input.history[..at];
     let earlier_calls: HashSet<&str> = earlier
         .iter()
-        .filter(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL)
+        .filter(|m| m.is_compress_call())
         .map(|m| m.tool_call_id.as_str())
         .collect();
     let earlier_ids: HashSet<&str> = earlier.iter().map(|m| m.id.as_str()).collect();

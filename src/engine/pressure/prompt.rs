@@ -16,8 +16,8 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::engine::model::protect::COMPRESS_TOOL;
-use crate::engine::turn::prune::SUMMARY_HEADER;
+use crate::engine::model::message::COMPRESS_TOOL;
+use crate::engine::model::summary::SUMMARY_HEADER;
 
 /// Opens the resident block. A nudge can refer to it by this name, so the
 /// model can find the explanation of tags and summaries.

@@ -6,11 +6,11 @@ use std::collections::HashSet;
 use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeInfo};
 use super::zone;
 use crate::engine::model::config::Config;
-use crate::engine::model::message::{ContentType, CoreMessage, Role};
+use crate::engine::model::message::{ContentType, CoreMessage, Role, task_index};
 use crate::engine::model::refs::ref_to_index;
 use crate::engine::model::state::{Block, CompressionState};
+use crate::engine::model::summary::{block_of_summary, is_rendered_summary, render_summary};
 use crate::engine::model::tokens;
-use crate::engine::turn::prune::{block_of_summary, is_rendered_summary, render_summary};
 use crate::engine::turn::sync::covered_ids;
 
 /// Ranges smaller than this many tokens are not offered: a fragment in a
@@ -44,10 +44,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
     let mut protected: Vec<ProtectedRange> = Vec::new();
     let mut segment = 0usize;
     let mut open: Option<Run> = None;
-    let first_user = view
-        .iter()
-        .find(|m| m.role == Role::User && m.content_type == ContentType::Text && !m.opaque)
-        .map(|m| m.id.as_str());
+    let first_user = task_index(view).map(|i| view[i].id.as_str());
     let last_user = view
         .iter()
         .rev()

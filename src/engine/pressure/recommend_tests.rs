@@ -160,7 +160,7 @@ fn breakdown_buckets() {
             Role::User,
             format!(
                 "{}\n{}",
-                crate::engine::turn::prune::SUMMARY_HEADER,
+                crate::engine::model::summary::SUMMARY_HEADER,
                 "c".repeat(400)
             ),
         ),

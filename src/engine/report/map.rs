@@ -17,8 +17,8 @@ use crate::engine::compress::panel::{Reclaimed, reclaimed};
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::refs::NUDGE_ID;
 use crate::engine::model::state::{Block, CompressionState};
+use crate::engine::model::summary::{block_of_summary, is_rendered_summary};
 use crate::engine::model::tokens;
-use crate::engine::turn::prune::{block_of_summary, is_rendered_summary};
 use crate::engine::turn::truncate::MARKER;
 
 /// What a stretch of the map stands for. One class per message: a message

@@ -102,7 +102,7 @@ fn view_summaries_take_their_block_tier_and_the_nudge_is_left_out() {
     st.blocks.push(b.clone());
     let view = vec![
         user("u"),
-        crate::engine::turn::prune::render_summary(&b),
+        crate::engine::model::summary::render_summary(&b),
         CoreMessage::text(NUDGE_ID, Role::User, "compress"),
     ];
     let segs = view_segments(&view, &st, &HashSet::new());

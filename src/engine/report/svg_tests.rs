@@ -6,10 +6,11 @@ use crate::engine::compress::panel::{
 };
 use crate::engine::model::message::{CoreMessage, Role};
 use crate::engine::model::state::CompressionState;
+use crate::engine::model::summary::render_summary;
 use crate::engine::report::map::tests::{fixture, seg, with_refs};
 use crate::engine::report::map::{history_segments, reclaimed_by_block, view_segments};
 use crate::engine::test_support::block;
-use crate::engine::turn::prune::{prune, render_summary};
+use crate::engine::turn::prune::prune;
 
 /// A tag-stack check: every element opened is closed in order, and
 /// attribute values are quoted.
@@ -160,7 +161,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
         .map(|id| count(&history.iter().find(|m| m.id == *id).unwrap().text))
         .sum();
     let summary = count(&render_summary(&b1).text);
-    assert!(summary > count(crate::engine::turn::prune::SUMMARY_HEADER) + b1.summary.len());
+    assert!(summary > count(crate::engine::model::summary::SUMMARY_HEADER) + b1.summary.len());
     let expected = taken - summary;
     let r = reclaimed(&b1, &st.blocks, &history, &view, &count);
     assert_eq!(

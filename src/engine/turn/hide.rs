@@ -11,8 +11,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Edit};
-use crate::engine::model::protect::COMPRESS_TOOL;
 use crate::engine::model::state::CompressionState;
 
 /// How many failed calls after the last success stay visible.
@@ -23,10 +23,7 @@ pub const STUB_CHARS: usize = 200;
 /// Drops Compress calls (with their results) that no longer need to be seen,
 /// and stubs long summaries in the ones that stay.
 pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessage> {
-    let calls: Vec<&CoreMessage> = view
-        .iter()
-        .filter(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL)
-        .collect();
+    let calls: Vec<&CoreMessage> = view.iter().filter(|m| m.is_compress_call()).collect();
     if calls.is_empty() {
         return view;
     }

@@ -8,7 +8,6 @@
 
 use crate::engine::model::config::Config;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
-use crate::engine::model::protect::COMPRESS_TOOL;
 use crate::engine::model::state::HostState;
 use crate::engine::pressure::nudge::cadence;
 
@@ -28,9 +27,7 @@ pub fn observe(host: &mut HostState, history: &[CoreMessage]) {
         return;
     }
     let answered = new.iter().any(|m| m.role == Role::Assistant);
-    let compressed = new
-        .iter()
-        .any(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL);
+    let compressed = new.iter().any(|m| m.is_compress_call());
     if host.nudged && answered && !compressed {
         host.consecutive_failures += 1;
     }
@@ -96,6 +93,7 @@ pub fn window_from_error(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::model::message::COMPRESS_TOOL;
 
     fn msgs(roles: &[(&str, Role, ContentType, &str)]) -> Vec<CoreMessage> {
         roles

@@ -15,8 +15,9 @@ use super::host;
 use super::truncate::{self, Truncation};
 use super::{hide, prune, sync, view};
 use crate::engine::model::config::Config;
+use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
-use crate::engine::model::protect::{COMPRESS_TOOL, is_tool_protected};
+use crate::engine::model::protect::is_tool_protected;
 use crate::engine::model::refs::{self, NUDGE_ID, OMITTED_ID};
 use crate::engine::model::state::{CompressionState, MessageRefs};
 use crate::engine::model::tag;
@@ -313,7 +314,7 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
     let pruned = prune::prune(history.to_vec(), &state);
     let calls: HashSet<&str> = pruned
         .iter()
-        .filter(|m| m.content_type == ContentType::ToolCall && m.tool_name == COMPRESS_TOOL)
+        .filter(|m| m.is_compress_call())
         .map(|m| m.tool_call_id.as_str())
         .collect();
     let spent = |m: &CoreMessage| match m.content_type {

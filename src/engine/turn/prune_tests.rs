@@ -1,4 +1,6 @@
 use super::*;
+use crate::engine::model::state::Block;
+use crate::engine::model::summary::{SUMMARY_HEADER, is_rendered_summary};
 use crate::engine::test_support::{block, call, ids, result, say, think, user};
 
 fn state_with(blocks: Vec<Block>) -> CompressionState {

@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 
 use crate::engine::model::config::Config;
-use crate::engine::model::message::{ContentType, CoreMessage, Edit, Role};
-use crate::engine::model::refs::SUMMARY_ID_PREFIX;
+use crate::engine::model::message::{ContentType, CoreMessage, Edit, task_index};
+use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 use crate::engine::model::tokens;
 
 /// What identifies a truncated result; detection is a substring test.
@@ -140,10 +140,7 @@ pub fn omit(
     let spans = crate::engine::model::exchange::spans(view);
     // The task (the first user message) and whatever precedes it stay, and
     // so do block summaries: they are what the model consolidates next.
-    let first = view
-        .iter()
-        .position(|m| m.role == Role::User && m.content_type == ContentType::Text)
-        .map_or(0, |i| spans[i].1 + 1);
+    let first = task_index(view).map_or(0, |i| spans[i].1 + 1);
     let last_span = spans.last().map_or(0, |s| s.0);
     let mut gone = vec![false; view.len()];
     let mut at = first;
