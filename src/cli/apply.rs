@@ -1,6 +1,5 @@
 //! `noa apply`: a Compress call becomes blocks, archives, and a panel.
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
 
@@ -11,17 +10,8 @@ use super::clock;
 use super::input::{load, warn};
 use super::{CliError, Exit};
 use super::{rebuild, settings};
-use crate::engine::COMPRESS_TOOL;
-use crate::engine::{self, ApplyInput, ApplyOutcome, NO_RANGES};
-use crate::engine::{AppliedCall, CompressionState};
-use crate::engine::{ContentType, CoreMessage, panel};
-use crate::engine::{ParseKind, ParsedArgs, parse_compress_args};
-use crate::engine::{TurnInput, project};
+use crate::engine::{self, ApplyOutcome, COMPRESS_TOOL, CallInput, ContentType, CoreMessage};
 use crate::store::{SessionDir, SessionLock};
-
-/// The shape the model should send, with placeholders that cannot be taken
-/// for live refs.
-const EXPECTED_SHAPE: &str = r#"{"topic": "<short label>", "content": [{"startId": "<first ref>", "endId": "<last ref>", "summary": "<your summary>"}]}"#;
 
 /// Runs `noa apply`.
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
@@ -41,13 +31,8 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     session.create()?;
     let _lock = SessionLock::acquire(&session.dir)?;
     let settings = settings::load(global, Some(&args.transcript))?;
-    let mut state = rebuild::state_for(global, &loaded, &settings, true)?;
-    if let Some(done) = state
-        .host
-        .applied
-        .get(&call_id)
-        .filter(|_| !call_id.is_empty())
-    {
+    let state = rebuild::state_for(global, &loaded, &settings, true)?;
+    if let Some(done) = engine::answered_before(&state, &call_id) {
         // A retry of a call already applied: the same answer, nothing changed.
         print_outcome(
             args.json,
@@ -62,100 +47,31 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         });
     }
     let config = settings.for_host(&state.host, Some(t.format));
-    // The view the model saw: the same projection, on a copy of the state so
-    // pacing and host counters are not counted twice. Refs it hands out stay.
-    let view_of = |s: &CompressionState| {
-        let mut scratch = s.clone();
-        let p = project(
-            &mut scratch,
-            &TurnInput {
-                history: &history[..cut],
-                config: &config,
-                input_tokens: None,
-                recorded: &t.recorded(),
-                sections: &settings.sections,
-                force_nudge: false,
-                keep_all: true,
-            },
-        );
-        (p, scratch)
-    };
-    let (seen, scratch) = view_of(&state);
-    state.message_refs = scratch.message_refs;
-    state.token_snapshot = scratch.token_snapshot;
-
-    let parsed = parse_compress_args(&raw);
-    let key = dead_key(&parsed);
-    let outcome = if !parsed.ok && !asks_nothing(&parsed) {
-        unreadable(&state, &parsed)
-    } else if state.host.dead_ranges.get(&key).copied().unwrap_or(0) >= 1 {
-        refused_repeat(&state)
-    } else {
-        let originals: HashMap<&str, &CoreMessage> =
-            history.iter().map(|m| (m.id.as_str(), m)).collect();
-        let root = absolute(session);
-        let now = clock::now();
-        let created = clock::rfc3339(now);
-        engine::apply(&ApplyInput {
-            ranges: &parsed.ranges,
-            view: &seen.view,
-            originals: &originals,
-            state: &state,
-            config: &config,
+    let root = absolute(session);
+    let now = clock::now();
+    let created = clock::rfc3339(now);
+    let answer = engine::answer_call(
+        &state,
+        &CallInput {
+            args: &raw,
             call_id: &call_id,
+            history: &history,
+            cut,
+            config: &config,
+            recorded: &t.recorded(),
+            sections: &settings.sections,
             archive_root: &root,
             created: &created,
             now,
-            replay: false,
-        })
-    };
-
-    let mut outcome = outcome;
-    if parsed.ok {
-        outcome.warnings.extend(
-            parsed
-                .invalid_reasons
-                .iter()
-                .map(|r| format!("Ignored an entry: {r}.")),
-        );
-    }
-    if parsed.repaired() && !parsed.ranges.is_empty() {
-        outcome.warnings.push(format!(
-            "The arguments needed repair ({}); send plain JSON next time.",
-            parsed.repairs.join(", ")
-        ));
-    }
-    let written = write_archives(session, &outcome)?;
-    let mut next = outcome.state.clone();
-    let (after, reclaimed) = if outcome.created.is_empty() {
-        (seen.measured, 0)
-    } else {
-        let now = view_of(&next).0;
-        let reclaimed = panel::reclaimed_by_call(
-            outcome.created.iter().map(|(b, _)| b),
-            &next.blocks,
-            &history,
-            &now.view,
-            &|t| config.count(t),
-        );
-        (now.measured, reclaimed)
-    };
-    record_attempt(&mut next, &outcome, key);
-    let text = panel::answer(&outcome, seen.measured, after, reclaimed);
-    if !call_id.is_empty() {
-        next.host.applied.insert(
-            call_id.clone(),
-            AppliedCall {
-                rejected: outcome.created.is_empty(),
-                panel: text.clone(),
-            },
-        );
-    }
-    if let Err(e) = session.save(&next) {
+        },
+    );
+    let written = write_archives(session, &answer.outcome)?;
+    if let Err(e) = session.save(&answer.state) {
         remove(&written);
         return Err(e.into());
     }
 
+    let (outcome, parsed, text) = (&answer.outcome, &answer.parsed, &answer.panel);
     let blocks: Vec<_> = outcome
         .created
         .iter()
@@ -163,15 +79,15 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         .collect();
     print_outcome(
         args.json,
-        &text,
+        text,
         json!({
             "panel": text, "call_id": call_id, "created": blocks, "errors": outcome.errors,
             "warnings": outcome.warnings, "parse": parsed.kind.as_str(), "repairs": parsed.repairs,
-            "tokens_before": seen.measured, "tokens_after": after,
+            "tokens_before": answer.tokens_before, "tokens_after": answer.tokens_after,
         }),
     )?;
     warn(global, &t.warnings);
-    Ok(if outcome.created.is_empty() {
+    Ok(if answer.rejected() {
         Exit::Rejected
     } else {
         Exit::Success
@@ -236,85 +152,6 @@ fn find_call(
     };
     // The model saw everything before the call (see `RecordedCall::cut`).
     Ok((history[i].text.clone(), history[i].tool_call_id.clone(), i))
-}
-
-/// A call with no ranges at all (empty arguments or an empty list): it asks
-/// for nothing, which is answered but counts neither way.
-fn asks_nothing(p: &ParsedArgs) -> bool {
-    matches!(p.kind, ParseKind::EmptyInput)
-        || (matches!(p.kind, ParseKind::NoValidRanges) && p.invalid_items == 0)
-}
-
-/// The outcome for arguments that could not be read at all.
-fn unreadable(state: &CompressionState, parsed: &ParsedArgs) -> ApplyOutcome {
-    let mut why = format!(
-        "Could not read the Compress arguments ({}).",
-        parsed.kind.as_str()
-    );
-    for r in &parsed.invalid_reasons {
-        why.push(' ');
-        why.push_str(r);
-        why.push('.');
-    }
-    why.push_str(" Expected: ");
-    why.push_str(EXPECTED_SHAPE);
-    ApplyOutcome::rejected(state, vec![why], Vec::new(), false)
-}
-
-/// The outcome for a batch that already failed once, unchanged.
-fn refused_repeat(state: &CompressionState) -> ApplyOutcome {
-    let live: Vec<String> = state
-        .blocks
-        .iter()
-        .filter(|b| b.active)
-        .map(|b| {
-            format!("{}(T{})={}–{}", b.block_id, b.tier, b.start_ref, b.end_ref).replace(")=", ") ")
-        })
-        .collect();
-    let mut why = "These exact ranges already failed and would fail again; do not resend them. Pick ranges from the current view".to_string();
-    if live.is_empty() {
-        why.push('.');
-    } else {
-        why.push_str(&format!(
-            ", or consolidate live blocks: {}.",
-            live.join(", ")
-        ));
-    }
-    ApplyOutcome::rejected(state, vec![why], Vec::new(), true)
-}
-
-/// The identity of a batch for the repeat guard: its ends, sorted.
-fn dead_key(parsed: &ParsedArgs) -> String {
-    let mut ends: Vec<String> = parsed
-        .ranges
-        .iter()
-        .map(|r| {
-            format!(
-                "{}..{}",
-                r.start.trim().to_lowercase(),
-                r.end.trim().to_lowercase()
-            )
-        })
-        .collect();
-    ends.sort();
-    ends.join(",")
-}
-
-/// Updates the host counters: a success clears them; a failure counts, and a
-/// failure of the ranges themselves marks the batch so a repeat is refused.
-fn record_attempt(state: &mut CompressionState, outcome: &ApplyOutcome, key: String) {
-    if !outcome.created.is_empty() {
-        state.host.consecutive_failures = 0;
-        state.host.dead_ranges.clear();
-        return;
-    }
-    if outcome.errors.iter().any(|e| e == NO_RANGES) {
-        return;
-    }
-    state.host.consecutive_failures += 1;
-    if outcome.ranges_at_fault && !key.is_empty() {
-        *state.host.dead_ranges.entry(key).or_insert(0) += 1;
-    }
 }
 
 /// Writes every archive before the state that names them; on any failure

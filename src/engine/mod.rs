@@ -53,6 +53,7 @@ pub use pressure::ranges::Breakdown;
 pub use pressure::zone::protected_ids;
 
 pub use compress::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};
+pub use compress::call::{Answer, CallInput, answer as answer_call, answered_before};
 pub use compress::panel;
 pub use compress::panel::{Reclaimed, block_count, summary_tokens};
 pub use compress::parse_args::{

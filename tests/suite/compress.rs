@@ -378,11 +378,34 @@ fn a_rejected_call_exits_1_and_a_repeat_is_refused() {
     assert_eq!(code, 1);
     assert!(panel.starts_with("▣ noa | 0 blocks created"), "{panel}");
     assert!(panel.contains("unknown to this session"), "{panel}");
+    // A state rebuilt from the log keeps the repeat guard the live one kept.
+    fs::remove_file(state.join("chat/state.json")).unwrap();
+    let transcript = s.path().to_path_buf();
+    let rebuild = |extra: &str| {
+        noa(
+            &state,
+            &[
+                "rebuild",
+                transcript.to_str().unwrap(),
+                "--state-dir",
+                state.to_str().unwrap(),
+                extra,
+            ],
+        )
+    };
+    assert!(rebuild("--force").status.success());
     let (code, panel) = apply(&mut s, &state, "bad2", args);
     assert_eq!(code, 1);
     assert!(panel.contains("already failed"), "{panel}");
     let (view, _) = project(s.path(), &state, &[]);
     check_chat(&view).unwrap();
+    let check = rebuild("--check");
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
 }
 
 #[test]

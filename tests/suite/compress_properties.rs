@@ -143,8 +143,8 @@ fn the_driver_does_compress() {
 /// A live run: random Compress calls made turn by turn, each recorded in the
 /// log with its panel as a host would; returns the log and the live state.
 fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
+    use noa::engine::CallInput;
     use noa::engine::derive_id;
-    use noa::engine::panel::answer;
     use noa::engine::{ContentType, Role};
     let t = read(
         "p",
@@ -201,25 +201,24 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
             .collect();
         let args = serde_json::json!({"content": content}).to_string();
         let call_id = format!("call_{seed}_{i}");
-        let parsed = noa::engine::parse_compress_args(&args);
-        let originals: HashMap<&str, &CoreMessage> =
-            history.iter().map(|m| (m.id.as_str(), m)).collect();
-        let out = apply(&ApplyInput {
-            ranges: &parsed.ranges,
-            view: &seen.view,
-            originals: &originals,
-            state: &state,
-            config: &config,
-            call_id: &call_id,
-            archive_root: "/a",
-            created: "",
-            now: 0,
-            replay: false,
-        });
-        let panel = answer(&out, 1, 0, 1);
-        if !out.created.is_empty() {
-            state = out.state;
-        }
+        // Answered as `noa apply` answers it: the host's policy included.
+        let answer = noa::engine::answer_call(
+            &state,
+            &CallInput {
+                args: &args,
+                call_id: &call_id,
+                history: &history,
+                cut: history.len(),
+                config: &config,
+                recorded: &[],
+                sections: &sections,
+                archive_root: "/a",
+                created: "",
+                now: 0,
+            },
+        );
+        let panel = answer.panel;
+        state = answer.state;
         let call = CoreMessage::tool_call(
             derive_id(
                 Role::Assistant,

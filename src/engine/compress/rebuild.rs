@@ -10,7 +10,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::apply::{ApplyInput, ApplyOutcome, ArchiveFile, apply};
-use super::panel::{self, block_count};
+use super::call::{CallInput, answer, answer_with, view_at};
+use super::panel::block_count;
 use super::parse_args::{CompressRange, parse_compress_args};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
@@ -116,148 +117,89 @@ pub struct RebuildInput<'a> {
 }
 
 /// Replays the log's Compress calls onto `base`. Pure: writes nothing.
+///
+/// Every call is answered through the same policy as a live `apply`
+/// ([`super::call`]), so the host's books (the repeat guard, the failure
+/// count, each call's answer) come back as the live run kept them.
 pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let history = input.history;
     let sections = Sections::default();
-    let originals: HashMap<&str, &CoreMessage> =
-        history.iter().map(|m| (m.id.as_str(), m)).collect();
     let mut state = input.base.clone();
     let mut archives = Vec::new();
     let mut replays = Vec::new();
-    let view_at = |state: &CompressionState, cut: usize| {
-        let mut scratch = state.clone();
-        let p = project(
-            &mut scratch,
-            &TurnInput {
-                history: &history[..cut],
-                config: input.config,
-                input_tokens: None,
-                recorded: input.recorded,
-                sections: &sections,
-                force_nudge: false,
-                keep_all: true,
-            },
-        );
-        (p, scratch)
-    };
+    let mut since = 0;
     for (n, call) in recorded_calls(history).into_iter().enumerate() {
         (input.on_step)(n);
-        let recorded = call.panel.as_deref().map_or(0, block_count);
-        if let Some(panel) = &call.panel {
-            // The recorded answer is what a retried `apply` of this call prints.
-            state.host.applied.insert(
-                call.call_id.clone(),
-                AppliedCall {
-                    rejected: recorded == 0,
-                    panel: panel.clone(),
-                },
-            );
-            if recorded == 0 {
-                replays.push(Replay {
-                    call_id: call.call_id.clone(),
+        if user_spoke(&history[since..call.cut]) {
+            state.host.consecutive_failures = 0;
+        }
+        since = call.cut;
+        let at = CallInput {
+            args: &call.args,
+            call_id: &call.call_id,
+            history,
+            cut: call.cut,
+            config: input.config,
+            recorded: input.recorded,
+            sections: &sections,
+            archive_root: input.archive_root,
+            created: input.created,
+            now: input.now,
+        };
+        let replay = match &call.panel {
+            Some(panel) if block_count(panel) == 0 => {
+                keep_rejection(&mut state, &at, panel);
+                Replay {
+                    call_id: call.call_id,
                     outcome: ReplayOutcome::Skipped("its recorded result shows no block".into()),
                     warnings: Vec::new(),
-                });
-                continue;
+                }
             }
-        }
-        let (seen, scratch) = view_at(&state, call.cut);
-        state.message_refs = scratch.message_refs;
-        let parsed = parse_compress_args(&call.args);
-        // The recorded result says which blocks the call made: those are
-        // what the replay must make, whatever the window or zone was then.
-        let made = recorded_blocks(call.panel.as_deref().unwrap_or(""));
-        let ranges = replay_ranges(&made, &parsed.ranges, &state);
-        if let Some(first) = made.first() {
-            state.next_block_id = state.next_block_id.max(first.number);
-        }
-        let run = |ranges: &[CompressRange], replay: bool| {
-            apply(&ApplyInput {
-                ranges,
-                view: &seen.view,
-                originals: &originals,
-                state: &state,
-                config: input.config,
-                call_id: &call.call_id,
-                archive_root: input.archive_root,
-                created: input.created,
-                now: input.now,
-                replay,
-            })
+            Some(panel) => {
+                let (replay, made) = replay_recorded(&mut state, &at, panel);
+                archives.extend(made);
+                replay
+            }
+            None => {
+                // Never answered in the transcript (the host lost it, or the
+                // call is the last thing in it): answered as asked, and the
+                // answer kept, so the host's `apply` of it changes nothing.
+                let answer = answer(&state, &at);
+                let mut warnings = outcome_notes(&answer.outcome);
+                warnings.push("no recorded result: replayed as asked".into());
+                let blocks: Vec<String> = made_ids(&answer.outcome);
+                archives.extend(answer.outcome.archives);
+                state = answer.state;
+                Replay {
+                    call_id: call.call_id,
+                    outcome: if blocks.is_empty() {
+                        ReplayOutcome::Skipped("the replay made no block".into())
+                    } else {
+                        ReplayOutcome::Replayed { blocks }
+                    },
+                    warnings,
+                }
+            }
         };
-        // The recorded spans first; the call as it was asked when they do
-        // not give back what the record shows (or there is no record).
-        // The call as it was asked, when that gives back what its recorded
-        // result shows; else the recorded spans themselves (the live run had
-        // a window or a recent zone this one does not know).
-        let asked = run(&parsed.ranges, false);
-        let replay = !made.is_empty() && !ranges.is_empty() && !remade(&asked, &made);
-        let out = if replay { run(&ranges, true) } else { asked };
-        let mut warnings: Vec<String> = out.errors.iter().chain(&out.warnings).cloned().collect();
-        if replay {
-            // What the live call refused is in its recorded result only.
-            warnings.extend(recorded_errors(call.panel.as_deref().unwrap_or("")));
-        }
-        let mut out = out;
-        if call.panel.is_none() {
-            // Never answered in the transcript (the host lost it, or the
-            // call is the last thing in it): replayed as asked, and its
-            // answer kept, so the host's `apply` of it changes nothing.
-            warnings.push("no recorded result: replayed as asked".into());
-            let (after, reclaimed) = if out.created.is_empty() {
-                (seen.measured, 0)
-            } else {
-                let now = view_at(&out.state, call.cut).0;
-                let reclaimed = panel::reclaimed_by_call(
-                    out.created.iter().map(|(b, _)| b),
-                    &out.state.blocks,
-                    history,
-                    &now.view,
-                    &|t| input.config.count(t),
-                );
-                (now.measured, reclaimed)
-            };
-            let text = panel::answer(&out, seen.measured, after, reclaimed);
-            out.state.host.applied.insert(
-                call.call_id.clone(),
-                AppliedCall {
-                    rejected: out.created.is_empty(),
-                    panel: text,
-                },
-            );
-        }
-        if out.created.is_empty() {
-            if call.panel.is_none() {
-                state.host.applied = out.state.host.applied;
-            }
-            replays.push(Replay {
-                call_id: call.call_id,
-                outcome: ReplayOutcome::Skipped("the replay made no block".into()),
-                warnings,
-            });
-            continue;
-        }
-        if call.panel.is_some() && out.created.len() != recorded {
-            warnings.push(format!(
-                "the recorded result shows {recorded} block(s), the replay made {}",
-                out.created.len()
-            ));
-        }
-        let blocks = out
-            .created
-            .iter()
-            .map(|(b, _)| b.block_id.clone())
-            .collect();
-        archives.extend(out.archives);
-        state = out.state;
-        replays.push(Replay {
-            call_id: call.call_id,
-            outcome: ReplayOutcome::Replayed { blocks },
-            warnings,
-        });
+        replays.push(replay);
+    }
+    if user_spoke(&history[since..]) {
+        state.host.consecutive_failures = 0;
     }
     // Refs for the whole history, in the order the live run handed them out.
-    let (_, scratch) = view_at(&state, history.len());
+    let mut scratch = state.clone();
+    project(
+        &mut scratch,
+        &TurnInput {
+            history,
+            config: input.config,
+            input_tokens: None,
+            recorded: input.recorded,
+            sections: &sections,
+            force_nudge: false,
+            keep_all: true,
+        },
+    );
     state.message_refs = scratch.message_refs;
     state.token_snapshot = scratch.token_snapshot;
     for b in &mut state.blocks {
@@ -271,6 +213,123 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
         archives,
         replays,
     }
+}
+
+/// Whether the user said anything in `messages`: a live turn that sees it
+/// clears the failure count, and so does the rebuild.
+fn user_spoke(messages: &[CoreMessage]) -> bool {
+    messages.iter().any(CoreMessage::is_user_text)
+}
+
+/// A call the live run rejected: answered again only to keep the books it
+/// kept (the repeat guard, the failure count); its recorded answer is what a
+/// retried `apply` prints.
+fn keep_rejection(state: &mut CompressionState, at: &CallInput, panel: &str) {
+    let again = answer(state, at);
+    let rejected = again.rejected();
+    state.message_refs = again.state.message_refs;
+    state.token_snapshot = again.state.token_snapshot;
+    if rejected {
+        state.host.consecutive_failures = again.state.host.consecutive_failures;
+        state.host.dead_ranges = again.state.host.dead_ranges;
+    } else {
+        state.host.consecutive_failures += 1;
+    }
+    record_answer(state, at.call_id, panel);
+}
+
+/// The recorded answer, as a retried `apply` of the call prints it.
+fn record_answer(state: &mut CompressionState, call_id: &str, panel: &str) {
+    state.host.applied.insert(
+        call_id.to_string(),
+        AppliedCall {
+            rejected: block_count(panel) == 0,
+            panel: panel.to_string(),
+        },
+    );
+}
+
+/// A call whose recorded result shows blocks: replayed as it was asked when
+/// that gives back those blocks (ids, tiers, spans); else from the recorded
+/// spans themselves, since the live run had a window or a recent zone this
+/// one does not know. Returns the replay and the archives of its blocks.
+fn replay_recorded(
+    state: &mut CompressionState,
+    at: &CallInput,
+    panel: &str,
+) -> (Replay, Vec<ArchiveFile>) {
+    let seen = view_at(state, at, at.cut);
+    let parsed = parse_compress_args(at.args);
+    let made = recorded_blocks(panel);
+    let ranges = replay_ranges(&made, &parsed.ranges, state);
+    if let Some(first) = made.first() {
+        state.next_block_id = state.next_block_id.max(first.number);
+    }
+    let originals: HashMap<&str, &CoreMessage> =
+        at.history.iter().map(|m| (m.id.as_str(), m)).collect();
+    let run = |ranges: &[CompressRange], replay: bool| {
+        apply(&ApplyInput {
+            ranges,
+            view: &seen.view,
+            originals: &originals,
+            state,
+            config: at.config,
+            call_id: at.call_id,
+            archive_root: at.archive_root,
+            created: at.created,
+            now: at.now,
+            replay,
+        })
+    };
+    let asked = run(&parsed.ranges, false);
+    let from_spans = !made.is_empty() && !ranges.is_empty() && !remade(&asked, &made);
+    let out = if from_spans {
+        run(&ranges, true)
+    } else {
+        asked
+    };
+    let mut warnings = outcome_notes(&out);
+    if from_spans {
+        // What the live call refused is in its recorded result only.
+        warnings.extend(recorded_errors(panel));
+    }
+    let recorded = made.len();
+    if out.created.is_empty() {
+        record_answer(state, at.call_id, panel);
+        let replay = Replay {
+            call_id: at.call_id.to_string(),
+            outcome: ReplayOutcome::Skipped("the replay made no block".into()),
+            warnings,
+        };
+        return (replay, Vec::new());
+    }
+    if out.created.len() != recorded {
+        warnings.push(format!(
+            "the recorded result shows {recorded} block(s), the replay made {}",
+            out.created.len()
+        ));
+    }
+    let blocks = made_ids(&out);
+    let answered = answer_with(out, parsed, at, seen.measured, Some(panel));
+    *state = answered.state;
+    let replay = Replay {
+        call_id: at.call_id.to_string(),
+        outcome: ReplayOutcome::Replayed { blocks },
+        warnings,
+    };
+    (replay, answered.outcome.archives)
+}
+
+/// An outcome's errors and warnings, kept as the replay's warnings.
+fn outcome_notes(out: &ApplyOutcome) -> Vec<String> {
+    out.errors.iter().chain(&out.warnings).cloned().collect()
+}
+
+fn made_ids(out: &ApplyOutcome) -> Vec<String> {
+    out.created
+        .iter()
+        .map(|(b, _)| b.block_id.clone())
+        .collect()
 }
 
 /// A block as a recorded panel names it: `b7(T1)=m00012–m00030`.
@@ -416,8 +475,9 @@ fn replay_ranges(
 }
 
 /// Every way two states differ in what they record: blocks (ids, tiers,
-/// summaries, spans, coverage, activity, archives) and refs. Creation times,
-/// pacing and counters are not compared.
+/// summaries, spans, coverage, activity, archives), refs, and the batches
+/// the repeat guard refuses. Creation times, pacing and counters are not
+/// compared: they follow the turns, which a log does not record.
 pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<String> {
     let mut out = Vec::new();
     let by_id = |s: &CompressionState| -> HashMap<String, Block> {
@@ -502,6 +562,21 @@ pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<S
         out.push(format!(
             "next block id: {} on disk, {} rebuilt",
             live.next_block_id, rebuilt.next_block_id
+        ));
+    }
+    if live.host.dead_ranges != rebuilt.host.dead_ranges {
+        let keys = |s: &CompressionState| {
+            s.host
+                .dead_ranges
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        out.push(format!(
+            "refused batches: [{}] on disk, [{}] rebuilt",
+            keys(live),
+            keys(rebuilt)
         ));
     }
     out

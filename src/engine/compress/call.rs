@@ -1,0 +1,411 @@
+//! Answering one Compress call: the host's policy around [`apply`].
+//!
+//! `apply` turns ranges into blocks. Around it sits what an agent loop
+//! needs: the view the model saw when it made the call, arguments too broken
+//! to read, a batch that already failed and would fail again, the warnings
+//! about repaired or ignored entries, the panel with its before → after
+//! figures, and the counters that pace the next nudge. Both `noa apply` and
+//! `noa rebuild` answer calls here, so a rebuilt state keeps the same books
+//! as the live one.
+
+use std::collections::HashMap;
+
+use super::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};
+use super::panel;
+use super::parse_args::{ParseKind, ParsedArgs, parse_compress_args};
+use crate::engine::model::config::Config;
+use crate::engine::model::message::CoreMessage;
+use crate::engine::model::state::{AppliedCall, CompressionState};
+use crate::engine::pressure::gauge::Recorded;
+use crate::engine::pressure::prompt::Sections;
+use crate::engine::turn::{Projection, TurnInput, project};
+
+/// The shape the model should send, with placeholders that cannot be taken
+/// for live refs.
+const EXPECTED_SHAPE: &str = r#"{"topic": "<short label>", "content": [{"startId": "<first ref>", "endId": "<last ref>", "summary": "<your summary>"}]}"#;
+
+/// One call and everything answering it depends on.
+#[derive(Clone, Copy)]
+pub struct CallInput<'a> {
+    /// The raw argument string.
+    pub args: &'a str,
+    /// The call's id; empty for arguments handed in from outside the log.
+    pub call_id: &'a str,
+    /// The whole history.
+    pub history: &'a [CoreMessage],
+    /// The model saw `history[..cut]` when it made the call.
+    pub cut: usize,
+    /// Engine settings.
+    pub config: &'a Config,
+    /// Prompt sizes the transcript records.
+    pub recorded: &'a [Recorded],
+    /// Prompt sections, as `project` is given them.
+    pub sections: &'a Sections,
+    /// Absolute session directory, for archive paths.
+    pub archive_root: &'a str,
+    /// Creation time of the blocks, RFC 3339.
+    pub created: &'a str,
+    /// Creation time of the blocks, Unix seconds.
+    pub now: i64,
+}
+
+/// How a call was answered.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// What `apply` did (or the rejection standing in for it).
+    pub outcome: ApplyOutcome,
+    /// How the arguments read.
+    pub parsed: ParsedArgs,
+    /// The panel: what the model reads back.
+    pub panel: String,
+    /// The state to keep: the outcome's, with the host's books updated and
+    /// this answer recorded under the call id.
+    pub state: CompressionState,
+    /// The request before the call, on the provider's scale.
+    pub tokens_before: usize,
+    /// The request after it.
+    pub tokens_after: usize,
+}
+
+impl Answer {
+    /// Whether the call made no block.
+    pub fn rejected(&self) -> bool {
+        self.outcome.created.is_empty()
+    }
+}
+
+/// The answer already given to a call, when it was applied before: a
+/// retried `apply` prints it again and changes nothing.
+pub fn answered_before<'a>(state: &'a CompressionState, call_id: &str) -> Option<&'a AppliedCall> {
+    state
+        .host
+        .applied
+        .get(call_id)
+        .filter(|_| !call_id.is_empty())
+}
+
+/// The view the model saw at `cut`: the same projection, on a copy of the
+/// state so pacing and host counters are not counted twice. Refs it hands
+/// out are kept in `state`.
+pub fn view_at(state: &mut CompressionState, input: &CallInput, cut: usize) -> Projection {
+    let p = scratch_view(state, input, cut);
+    state.message_refs = p.1.message_refs;
+    state.token_snapshot = p.1.token_snapshot;
+    p.0
+}
+
+fn scratch_view(
+    state: &CompressionState,
+    input: &CallInput,
+    cut: usize,
+) -> (Projection, CompressionState) {
+    let mut scratch = state.clone();
+    let p = project(
+        &mut scratch,
+        &TurnInput {
+            history: &input.history[..cut],
+            config: input.config,
+            input_tokens: None,
+            recorded: input.recorded,
+            sections: input.sections,
+            force_nudge: false,
+            keep_all: true,
+        },
+    );
+    (p, scratch)
+}
+
+/// Answers a call against `state`: reads its arguments, refuses what must be
+/// refused, applies the rest, and keeps the books.
+pub fn answer(state: &CompressionState, input: &CallInput) -> Answer {
+    let mut state = state.clone();
+    let seen = view_at(&mut state, input, input.cut);
+    let parsed = parse_compress_args(input.args);
+    let outcome = decide(&state, input, &seen, &parsed);
+    finish(outcome, parsed, input, seen.measured, None)
+}
+
+/// Keeps the books for an outcome reached another way (a rebuild replaying
+/// recorded spans) as [`answer`] would. With the `recorded` panel, that is
+/// the answer kept, and the call is not priced again.
+pub fn answer_with(
+    outcome: ApplyOutcome,
+    parsed: ParsedArgs,
+    input: &CallInput,
+    tokens_before: usize,
+    recorded: Option<&str>,
+) -> Answer {
+    finish(outcome, parsed, input, tokens_before, recorded)
+}
+
+/// Refused unread, refused as a repeat, or applied.
+fn decide(
+    state: &CompressionState,
+    input: &CallInput,
+    seen: &Projection,
+    parsed: &ParsedArgs,
+) -> ApplyOutcome {
+    if !parsed.ok && !asks_nothing(parsed) {
+        return unreadable(state, parsed);
+    }
+    if state
+        .host
+        .dead_ranges
+        .get(&batch_key(parsed))
+        .is_some_and(|&n| n >= 1)
+    {
+        return refused_repeat(state);
+    }
+    let originals: HashMap<&str, &CoreMessage> =
+        input.history.iter().map(|m| (m.id.as_str(), m)).collect();
+    apply(&ApplyInput {
+        ranges: &parsed.ranges,
+        view: &seen.view,
+        originals: &originals,
+        state,
+        config: input.config,
+        call_id: input.call_id,
+        archive_root: input.archive_root,
+        created: input.created,
+        now: input.now,
+        replay: false,
+    })
+}
+
+/// Adds the notes on the arguments, prices the result, renders the panel and
+/// updates the host's books.
+fn finish(
+    mut outcome: ApplyOutcome,
+    parsed: ParsedArgs,
+    input: &CallInput,
+    before: usize,
+    recorded: Option<&str>,
+) -> Answer {
+    if parsed.ok {
+        outcome.warnings.extend(
+            parsed
+                .invalid_reasons
+                .iter()
+                .map(|r| format!("Ignored an entry: {r}.")),
+        );
+    }
+    if parsed.repaired() && !parsed.ranges.is_empty() {
+        outcome.warnings.push(format!(
+            "The arguments needed repair ({}); send plain JSON next time.",
+            parsed.repairs.join(", ")
+        ));
+    }
+    let mut next = outcome.state.clone();
+    let (after, reclaimed) = if outcome.created.is_empty() || recorded.is_some() {
+        (before, 0)
+    } else {
+        let now = scratch_view(&next, input, input.cut).0;
+        let reclaimed = panel::reclaimed_by_call(
+            outcome.created.iter().map(|(b, _)| b),
+            &next.blocks,
+            input.history,
+            &now.view,
+            &|t| input.config.count(t),
+        );
+        (now.measured, reclaimed)
+    };
+    record_attempt(&mut next, &outcome, batch_key(&parsed));
+    let text = match recorded {
+        Some(panel) => panel.to_string(),
+        None => panel::answer(&outcome, before, after, reclaimed),
+    };
+    if !input.call_id.is_empty() {
+        next.host.applied.insert(
+            input.call_id.to_string(),
+            AppliedCall {
+                rejected: outcome.created.is_empty(),
+                panel: text.clone(),
+            },
+        );
+    }
+    Answer {
+        outcome,
+        parsed,
+        panel: text,
+        state: next,
+        tokens_before: before,
+        tokens_after: after,
+    }
+}
+
+/// A call with no ranges at all (empty arguments or an empty list): it asks
+/// for nothing, which is answered but counts neither way.
+fn asks_nothing(p: &ParsedArgs) -> bool {
+    matches!(p.kind, ParseKind::EmptyInput)
+        || (matches!(p.kind, ParseKind::NoValidRanges) && p.invalid_items == 0)
+}
+
+/// The outcome for arguments that could not be read at all.
+fn unreadable(state: &CompressionState, parsed: &ParsedArgs) -> ApplyOutcome {
+    let mut why = format!(
+        "Could not read the Compress arguments ({}).",
+        parsed.kind.as_str()
+    );
+    for r in &parsed.invalid_reasons {
+        why.push(' ');
+        why.push_str(r);
+        why.push('.');
+    }
+    why.push_str(" Expected: ");
+    why.push_str(EXPECTED_SHAPE);
+    ApplyOutcome::rejected(state, vec![why], Vec::new(), false)
+}
+
+/// The outcome for a batch that already failed once, unchanged.
+fn refused_repeat(state: &CompressionState) -> ApplyOutcome {
+    let live: Vec<String> = state
+        .blocks
+        .iter()
+        .filter(|b| b.active)
+        .map(|b| format!("{}(T{}) {}–{}", b.block_id, b.tier, b.start_ref, b.end_ref))
+        .collect();
+    let mut why = "These exact ranges already failed and would fail again; do not resend them. Pick ranges from the current view".to_string();
+    if live.is_empty() {
+        why.push('.');
+    } else {
+        why.push_str(&format!(
+            ", or consolidate live blocks: {}.",
+            live.join(", ")
+        ));
+    }
+    ApplyOutcome::rejected(state, vec![why], Vec::new(), true)
+}
+
+/// The identity of a batch for the repeat guard: its ends, sorted.
+fn batch_key(parsed: &ParsedArgs) -> String {
+    let mut ends: Vec<String> = parsed
+        .ranges
+        .iter()
+        .map(|r| {
+            format!(
+                "{}..{}",
+                r.start.trim().to_lowercase(),
+                r.end.trim().to_lowercase()
+            )
+        })
+        .collect();
+    ends.sort();
+    ends.join(",")
+}
+
+/// Updates the host's books: a success clears them; a failure counts, and a
+/// failure of the ranges themselves marks the batch so a repeat is refused.
+fn record_attempt(state: &mut CompressionState, outcome: &ApplyOutcome, key: String) {
+    if !outcome.created.is_empty() {
+        state.host.consecutive_failures = 0;
+        state.host.dead_ranges.clear();
+        return;
+    }
+    if outcome.errors.iter().any(|e| e == NO_RANGES) {
+        return;
+    }
+    state.host.consecutive_failures += 1;
+    if outcome.ranges_at_fault && !key.is_empty() {
+        *state.host.dead_ranges.entry(key).or_insert(0) += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::message::Role;
+
+    fn history() -> Vec<CoreMessage> {
+        let mut h = vec![CoreMessage::text("u0", Role::User, "the task")];
+        for i in 1..40 {
+            h.push(CoreMessage::text(
+                format!("a{i}"),
+                Role::Assistant,
+                format!("step {i}: ").repeat(120),
+            ));
+            h.push(CoreMessage::text(
+                format!("u{i}"),
+                Role::User,
+                format!("go on {i}"),
+            ));
+        }
+        h
+    }
+
+    fn input<'a>(
+        args: &'a str,
+        id: &'a str,
+        h: &'a [CoreMessage],
+        cfg: &'a Config,
+    ) -> CallInput<'a> {
+        static SECTIONS: std::sync::LazyLock<Sections> =
+            std::sync::LazyLock::new(Sections::default);
+        CallInput {
+            args,
+            call_id: id,
+            history: h,
+            cut: h.len(),
+            config: cfg,
+            recorded: &[],
+            sections: &SECTIONS,
+            archive_root: "/s",
+            created: "2026-01-01T00:00:00Z",
+            now: 0,
+        }
+    }
+
+    #[test]
+    fn a_failed_batch_is_refused_when_sent_again_and_a_success_clears_the_books() {
+        let h = history();
+        let cfg = Config::default();
+        let state = CompressionState::new("s");
+        let mut seen = state.clone();
+        view_at(&mut seen, &input("", "", &h, &cfg), h.len());
+        let bad = r#"{"content": [{"startId": "m90000", "endId": "m90001", "summary": "x"}]}"#;
+        let first = answer(&seen, &input(bad, "c1", &h, &cfg));
+        assert!(first.rejected());
+        assert_eq!(first.state.host.consecutive_failures, 1);
+        assert_eq!(first.state.host.dead_ranges.len(), 1);
+        assert!(answered_before(&first.state, "c1").is_some_and(|a| a.rejected));
+
+        let again = answer(&first.state, &input(bad, "c2", &h, &cfg));
+        assert!(again.panel.contains("already failed"), "{}", again.panel);
+        assert_eq!(again.state.host.consecutive_failures, 2);
+
+        let good = r#"{"content": [{"startId": "m00002", "endId": "m00030", "summary": "Did steps 1 to 15 of the plan, each one checked against the spec; nothing is left open."}]}"#;
+        let ok = answer(&again.state, &input(good, "c3", &h, &cfg));
+        assert!(!ok.rejected(), "{}", ok.panel);
+        assert_eq!(ok.state.host.consecutive_failures, 0);
+        assert!(ok.state.host.dead_ranges.is_empty());
+        assert!(ok.tokens_after < ok.tokens_before);
+    }
+
+    #[test]
+    fn unreadable_arguments_are_answered_with_the_expected_shape() {
+        let h = history();
+        let cfg = Config::default();
+        let a = answer(
+            &CompressionState::new("s"),
+            &input("not json at all", "c1", &h, &cfg),
+        );
+        assert!(a.rejected());
+        assert!(
+            a.panel.contains(r#""startId": "<first ref>""#),
+            "{}",
+            a.panel
+        );
+        assert!(a.state.host.dead_ranges.is_empty(), "not the ranges' fault");
+    }
+
+    #[test]
+    fn an_empty_call_counts_neither_way() {
+        let h = history();
+        let cfg = Config::default();
+        let a = answer(
+            &CompressionState::new("s"),
+            &input(r#"{"content": []}"#, "c1", &h, &cfg),
+        );
+        assert!(a.rejected());
+        assert_eq!(a.state.host.consecutive_failures, 0);
+    }
+}
