@@ -10,7 +10,7 @@ use super::clock;
 use super::input::{load, warn};
 use super::{CliError, Exit};
 use super::{rebuild, settings};
-use crate::engine::{self, ApplyOutcome, COMPRESS_TOOL, CallInput, ContentType, CoreMessage};
+use crate::engine::{self, COMPRESS_TOOL, CallInput, ContentType, CoreMessage};
 use crate::store::{SessionDir, SessionLock};
 
 /// Runs `noa apply`.
@@ -65,11 +65,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             now,
         },
     );
-    let written = write_archives(session, &answer.outcome)?;
-    if let Err(e) = session.save(&answer.state) {
-        remove(&written);
-        return Err(e.into());
-    }
+    session.commit(&answer.outcome.archives, &answer.state)?;
 
     let (outcome, parsed, text) = (&answer.outcome, &answer.parsed, &answer.panel);
     let blocks: Vec<_> = outcome
@@ -152,31 +148,6 @@ fn find_call(
     };
     // The model saw everything before the call (see `RecordedCall::cut`).
     Ok((history[i].text.clone(), history[i].tool_call_id.clone(), i))
-}
-
-/// Writes every archive before the state that names them; on any failure
-/// removes those already written and reports it.
-fn write_archives(
-    session: &SessionDir,
-    outcome: &ApplyOutcome,
-) -> Result<Vec<std::path::PathBuf>, CliError> {
-    let mut written = Vec::new();
-    for a in &outcome.archives {
-        match session.write(&a.rel, a.contents.as_bytes()) {
-            Ok(path) => written.push(path),
-            Err(e) => {
-                remove(&written);
-                return Err(e.into());
-            }
-        }
-    }
-    Ok(written)
-}
-
-fn remove(written: &[std::path::PathBuf]) {
-    for p in written {
-        let _ = fs::remove_file(p);
-    }
 }
 
 /// The session directory as an absolute path, for archive pointers the model

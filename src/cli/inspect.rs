@@ -468,25 +468,7 @@ fn print_archive(
             session.session
         )));
     };
-    let primary = if b.archive_path.is_empty() {
-        session.dir.join(&b.archive_rel)
-    } else {
-        PathBuf::from(&b.archive_path)
-    };
-    // A state dir that moved still has its archives beside the state.
-    let fallback = (!b.archive_rel.is_empty()).then(|| session.dir.join(&b.archive_rel));
-    let text = match fs::read(&primary) {
-        Ok(t) => t,
-        Err(source) => match fallback.as_ref().map(fs::read) {
-            Some(Ok(t)) => t,
-            _ => {
-                return Err(CliError::Io {
-                    path: primary,
-                    source,
-                });
-            }
-        },
-    };
+    let text = session.read_archive(b)?;
     let mut out = std::io::stdout().lock();
     out.write_all(&text)
         .and_then(|_| out.flush())

@@ -85,8 +85,7 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         });
     }
 
-    let (adopted, written) = keep_archives(session, &rebuilt)?;
-    session.save(&rebuilt.state)?;
+    let (adopted, written) = session.commit_rebuilt(&rebuilt.archives, &rebuilt.state)?;
     let text = if args.json {
         json!({
             "replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(),
@@ -139,22 +138,6 @@ fn replay(
     Ok(rebuilt)
 }
 
-/// Archives before the state: adopts what is on disk, writes what is
-/// missing. Returns (adopted, written).
-fn keep_archives(session: &SessionDir, rebuilt: &Rebuilt) -> Result<(usize, usize), CliError> {
-    let (mut adopted, mut written) = (0, 0);
-    for a in &rebuilt.archives {
-        let path = session.dir.join(&a.rel);
-        if path.exists() {
-            adopted += 1;
-            continue;
-        }
-        session.write(&a.rel, a.contents.as_bytes())?;
-        written += 1;
-    }
-    Ok((adopted, written))
-}
-
 /// The state a session lost, from the transcript's records: when the
 /// session has no state.json but the transcript records Compress calls
 /// that made blocks, the state is rebuilt (and, with `write`, saved with its
@@ -180,8 +163,7 @@ fn recover(
     }
     let rebuilt = replay(global, loaded, settings, &history)?;
     if write {
-        keep_archives(session, &rebuilt)?;
-        session.save(&rebuilt.state)?;
+        session.commit_rebuilt(&rebuilt.archives, &rebuilt.state)?;
     }
     if !global.quiet {
         let _ = writeln!(

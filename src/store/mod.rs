@@ -3,6 +3,7 @@
 //! Every write is atomic (temp file in the same directory, fsync, rename), so
 //! a crash or a full disk leaves the previous file intact.
 
+mod archive;
 mod atomic;
 mod lock;
 pub mod output;

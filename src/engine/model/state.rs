@@ -92,7 +92,7 @@ impl MessageRefs {
 
 /// One compression: a range of messages (and maybe older blocks) replaced by
 /// a summary the model wrote.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Block {
     /// `bN`.

@@ -1,0 +1,148 @@
+//! Archive files: the originals a block replaced, written before the state
+//! that names them and read back for `noa inspect --archive`.
+
+use std::fs;
+use std::path::PathBuf;
+
+use super::state_file::{SessionDir, StoreError};
+use crate::engine::{ArchiveFile, Block, CompressionState};
+
+impl SessionDir {
+    /// Writes the archives, then the state that names them. If anything
+    /// fails, the archives this call wrote are removed again and the old
+    /// state stays: a state never points at an archive that is not there.
+    pub fn commit(
+        &self,
+        archives: &[ArchiveFile],
+        state: &CompressionState,
+    ) -> Result<Vec<PathBuf>, StoreError> {
+        let written = self.write_archives(archives)?;
+        if let Err(e) = self.save(state) {
+            remove(&written);
+            return Err(e);
+        }
+        Ok(written)
+    }
+
+    /// Like [`SessionDir::commit`] for a rebuilt state: archives already on
+    /// disk are adopted as they are, missing ones written. Returns how many
+    /// were adopted and how many written.
+    pub fn commit_rebuilt(
+        &self,
+        archives: &[ArchiveFile],
+        state: &CompressionState,
+    ) -> Result<(usize, usize), StoreError> {
+        let (present, missing): (Vec<&ArchiveFile>, Vec<&ArchiveFile>) = archives
+            .iter()
+            .partition(|a| self.dir.join(&a.rel).exists());
+        let missing: Vec<ArchiveFile> = missing.into_iter().cloned().collect();
+        let written = self.commit(&missing, state)?;
+        Ok((present.len(), written.len()))
+    }
+
+    /// A block's archive: at the path the state records, or beside the state
+    /// when the state dir has moved since.
+    pub fn read_archive(&self, b: &Block) -> Result<Vec<u8>, StoreError> {
+        let primary = if b.archive_path.is_empty() {
+            self.dir.join(&b.archive_rel)
+        } else {
+            PathBuf::from(&b.archive_path)
+        };
+        let fallback = (!b.archive_rel.is_empty()).then(|| self.dir.join(&b.archive_rel));
+        match fs::read(&primary) {
+            Ok(t) => Ok(t),
+            Err(source) => match fallback.as_ref().map(fs::read) {
+                Some(Ok(t)) => Ok(t),
+                _ => Err(StoreError::io(&primary, source)),
+            },
+        }
+    }
+
+    fn write_archives(&self, archives: &[ArchiveFile]) -> Result<Vec<PathBuf>, StoreError> {
+        let mut written = Vec::new();
+        for a in archives {
+            match self.write(&a.rel, a.contents.as_bytes()) {
+                Ok(path) => written.push(path),
+                Err(e) => {
+                    remove(&written);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(written)
+    }
+}
+
+fn remove(written: &[PathBuf]) {
+    for p in written {
+        let _ = fs::remove_file(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("noa-archive-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    fn file(rel: &str) -> ArchiveFile {
+        ArchiveFile {
+            rel: rel.into(),
+            contents: format!("# {rel}\n"),
+        }
+    }
+
+    #[test]
+    fn a_state_that_cannot_be_saved_takes_its_archives_back() {
+        let base = temp("commit");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        // A directory where state.json goes: the save fails.
+        fs::create_dir_all(s.state_path()).unwrap();
+        let err = s
+            .commit(
+                &[file("tier1/b1_m00001-m00002.md")],
+                &CompressionState::new("sess"),
+            )
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Io { .. }), "{err}");
+        assert!(!s.dir.join("tier1/b1_m00001-m00002.md").exists());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_rebuild_adopts_what_is_there_and_writes_what_is_not() {
+        let base = temp("rebuilt");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        s.write("tier1/b1_m00001-m00002.md", b"kept as it was")
+            .unwrap();
+        let archives = [
+            file("tier1/b1_m00001-m00002.md"),
+            file("tier1/b2_m00003-m00004.md"),
+        ];
+        let (adopted, written) = s
+            .commit_rebuilt(&archives, &CompressionState::new("sess"))
+            .unwrap();
+        assert_eq!((adopted, written), (1, 1));
+        assert_eq!(
+            fs::read(s.dir.join("tier1/b1_m00001-m00002.md")).unwrap(),
+            b"kept as it was"
+        );
+        assert!(s.state_path().exists());
+        let b = Block {
+            archive_rel: "tier1/b2_m00003-m00004.md".into(),
+            archive_path: "/moved/away/tier1/b2_m00003-m00004.md".into(),
+            ..Block::default()
+        };
+        assert_eq!(
+            s.read_archive(&b).unwrap(),
+            b"# tier1/b2_m00003-m00004.md\n"
+        );
+        fs::remove_dir_all(&base).unwrap();
+    }
+}
