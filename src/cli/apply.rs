@@ -7,11 +7,10 @@ use serde_json::json;
 
 use super::args::{ApplyArgs, Global};
 use super::clock;
+use super::context::{Access, Context};
 use super::input::{load, warn};
 use super::{CliError, Exit};
-use super::{rebuild, settings};
 use crate::engine::{self, COMPRESS_TOOL, CallInput, ContentType, CoreMessage};
-use crate::store::{SessionDir, SessionLock};
 
 /// Runs `noa apply`.
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
@@ -23,15 +22,12 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
                 .into(),
         ));
     }
-    let loaded = load(global, &args.transcript)?;
-    let (t, session) = (&loaded.transcript, &loaded.session);
-    let history = t.cores();
-    let (raw, call_id, cut) = find_call(&history, args)?;
-
-    session.create()?;
-    let _lock = SessionLock::acquire(&session.dir)?;
-    let settings = settings::load(global, Some(&args.transcript))?;
-    let state = rebuild::state_for(global, &loaded, &settings, true)?;
+    let mut cx = Context::open(global, load(global, &args.transcript)?, Access::Read)?;
+    // A call that is not there is a usage error before anything is touched.
+    let (raw, call_id, cut) = find_call(&cx.history, args)?;
+    cx.lock()?;
+    let (t, session) = (cx.transcript(), cx.session());
+    let state = cx.state()?;
     if let Some(done) = engine::answered_before(&state, &call_id) {
         // A retry of a call already applied: the same answer, nothing changed.
         print_outcome(
@@ -46,8 +42,8 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             Exit::Success
         });
     }
-    let config = settings.for_host(&state.host, Some(t.format));
-    let root = absolute(session);
+    let config = cx.config(&state);
+    let root = cx.session_root();
     let now = clock::now();
     let created = clock::rfc3339(now);
     let answer = engine::answer_call(
@@ -55,11 +51,11 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         &CallInput {
             args: &raw,
             call_id: &call_id,
-            history: &history,
+            history: &cx.history,
             cut,
             config: &config,
             recorded: &t.recorded(),
-            sections: &settings.sections,
+            sections: &cx.settings.sections,
             archive_root: &root,
             created: &created,
             now,
@@ -148,11 +144,4 @@ fn find_call(
     };
     // The model saw everything before the call (see `RecordedCall::cut`).
     Ok((history[i].text.clone(), history[i].tool_call_id.clone(), i))
-}
-
-/// The session directory as an absolute path, for archive pointers the model
-/// can open from anywhere.
-fn absolute(session: &SessionDir) -> String {
-    let dir = fs::canonicalize(&session.dir).unwrap_or_else(|_| session.dir.clone());
-    dir.to_string_lossy().into_owned()
 }

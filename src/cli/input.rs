@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 use super::CliError;
 use super::args::{FormatArg, Global};
 use crate::engine::CompressionState;
-use crate::engine::lineage;
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
 use crate::store::SessionDir;
 
 /// A transcript read from a file or stdin, with where its session lives.
 pub struct Loaded {
+    /// The path it was named by (`-` for stdin): settings are looked for
+    /// beside it.
+    pub path: PathBuf,
     /// The transcript.
     pub transcript: Transcript,
     /// The session's directory.
@@ -100,6 +102,7 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
             .cloned(),
     );
     Ok(Loaded {
+        path: path.to_path_buf(),
         transcript,
         session,
         base,
@@ -138,28 +141,10 @@ fn read_file(path: &Path) -> Result<Vec<u8>, CliError> {
     })
 }
 
-/// The session's state: its own state.json; else, for a new session, the
-/// ledger of its first ancestor that has blocks; else a fresh state. A state
-/// whose refs name none of this transcript's messages, from a transcript
-/// that says it is another session, is refused: it belongs elsewhere.
-pub fn session_state(loaded: &Loaded) -> Result<CompressionState, CliError> {
-    let session = &loaded.session;
-    if let Some(state) = session.load()? {
-        check_belongs(loaded, &state)?;
-        return Ok(state);
-    }
-    for parent in loaded.parents.iter().take(lineage::MAX_DEPTH) {
-        if let Some(p) = SessionDir::new(&loaded.base, parent)
-            .load()?
-            .filter(|p| !p.blocks.is_empty())
-        {
-            return Ok(lineage::derive_child(&p, &session.session));
-        }
-    }
-    Ok(CompressionState::new(&session.session))
-}
-
-fn check_belongs(loaded: &Loaded, state: &CompressionState) -> Result<(), CliError> {
+/// Refuses a state that names none of this transcript's messages and another
+/// session: it belongs to a different log, and using it would hand out
+/// wrong refs.
+pub fn check_belongs(loaded: &Loaded, state: &CompressionState) -> Result<(), CliError> {
     let t = &loaded.transcript;
     if state.message_refs.by_raw.is_empty() || t.messages.is_empty() {
         return Ok(());

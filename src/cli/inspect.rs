@@ -15,11 +15,12 @@ use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use serde_json::{Value, json};
 
 use super::args::{Global, InspectArgs};
+use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
-use super::{CliError, Exit, rebuild, settings};
+use super::{CliError, Exit, settings};
 use crate::engine::{
-    Block, Breakdown, CompressionState, Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput, TurnInput,
-    format_breakdown, map, project, protected_ids, summary_tokens, svg, tokens, tree,
+    Block, Breakdown, CompressionState, Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput,
+    format_breakdown, map, protected_ids, summary_tokens, svg, tokens, tree,
 };
 use crate::store::{SessionDir, write_atomic};
 
@@ -42,22 +43,23 @@ struct Current {
 /// Runs `noa inspect`. Works on a copy of the state: writes nothing but the
 /// `--svg` file.
 pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
-    let (session, loaded) = match &args.transcript {
-        Some(path) => {
-            let l = load(global, path)?;
-            (l.session.clone(), Some(l))
-        }
-        None => (session_only(global)?, None),
+    let cx = match &args.transcript {
+        Some(path) => Some(Context::open(global, load(global, path)?, Access::Read)?),
+        None => None,
     };
-    let settings = settings::load(global, args.transcript.as_deref())?;
+    let session = match &cx {
+        Some(cx) => cx.session().clone(),
+        None => session_only(global)?,
+    };
     // With a transcript, the state a command would use: its own, the one it
     // inherits from a parent session, or the one its records rebuild.
-    let stored = match &loaded {
-        Some(l) => Some(rebuild::state_for(global, l, &settings, false)?)
-            .filter(|s| !s.blocks.is_empty() || !s.message_refs.by_raw.is_empty()),
+    let stored = match &cx {
+        Some(cx) => {
+            Some(cx.state()?).filter(|s| !s.blocks.is_empty() || !s.message_refs.by_raw.is_empty())
+        }
         None => session.load()?,
     };
-    if stored.is_none() && loaded.is_none() {
+    if stored.is_none() && cx.is_none() {
         return Err(CliError::Usage(format!(
             "no state for session {:?}: {} does not exist",
             session.session,
@@ -71,30 +73,23 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         return print_archive(&session, &stored, id);
     }
 
-    let config = settings.for_host(&stored.host, loaded.as_ref().map(|l| l.transcript.format));
+    let settings = match &cx {
+        Some(cx) => cx.settings.clone(),
+        None => settings::load(global, None)?,
+    };
+    let config = settings.for_host(&stored.host, cx.as_ref().map(|c| c.transcript().format));
     let mut state = stored.clone();
-    let current = loaded.as_ref().map(|l| {
-        let history = l.transcript.cores();
-        let p = project(
-            &mut state,
-            &TurnInput {
-                history: &history,
-                config: &config,
-                input_tokens: None,
-                recorded: &l.transcript.recorded(),
-                sections: &settings.sections,
-                force_nudge: false,
-                keep_all: false,
-            },
-        );
+    let current = cx.as_ref().map(|cx| {
+        let p = cx.project(&mut state, Turn::default());
         let zone: HashSet<&str> = protected_ids(&p.view, &state, &config);
+        let history = &cx.history;
         Current {
             breakdown: p.recommendation.breakdown,
             measured: p.measured,
             limit: settings.window(&stored.host),
-            history: map::history_segments(&history, &p.view, &state, &zone),
+            history: map::history_segments(history, &p.view, &state, &zone),
             view: map::view_segments(&p.view, &state, &zone),
-            reclaimed: map::reclaimed_by_block(&history, &p.view, &state.blocks, &|t| {
+            reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &|t| {
                 config.count(t)
             }),
         }
@@ -150,8 +145,8 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         path: "<stdout>".into(),
         source,
     })?;
-    if let Some(l) = &loaded {
-        warn(global, &l.transcript.warnings);
+    if let Some(cx) = &cx {
+        warn(global, &cx.transcript().warnings);
     }
     Ok(Exit::Success)
 }

@@ -1,18 +1,19 @@
 //! `noa materialize`: the compression baked into a plain transcript.
 
 use super::args::{Global, MaterializeArgs};
-use super::input::{emit, load, session_state, warn};
+use super::context::{Access, Context};
+use super::input::{emit, load, warn};
 use super::{CliError, Exit};
 use crate::engine::baked;
 use crate::formats;
 
-/// Runs `noa materialize`. Reads the state but writes none.
+/// Runs `noa materialize`. Reads the state (rebuilding a lost one in
+/// memory) but writes none.
 pub fn run(global: &Global, args: &MaterializeArgs) -> Result<Exit, CliError> {
-    let loaded = load(global, &args.transcript)?;
-    let t = &loaded.transcript;
-    let state = session_state(&loaded)?;
-    let settings = super::settings::load(global, Some(&args.transcript))?;
-    let view = baked(&state, &t.cores(), &settings.config);
+    let cx = Context::open(global, load(global, &args.transcript)?, Access::Read)?;
+    let t = cx.transcript();
+    let state = cx.state()?;
+    let view = baked(&state, &cx.history, &cx.config(&state));
     let mut bytes = Vec::new();
     for record in formats::materialize(t, &view) {
         serde_json::to_writer(&mut bytes, &record).expect("a JSON value always serializes");

@@ -4,6 +4,7 @@ mod apply;
 mod args;
 mod clock;
 mod completions;
+mod context;
 mod exit;
 mod input;
 mod inspect;

@@ -5,29 +5,23 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
+use super::context::{Access, Context, Turn};
 use super::input::{emit, load, warn};
 use super::{CliError, Exit};
-use super::{rebuild, settings};
-use crate::engine::tokens;
-use crate::engine::window_from_error;
-use crate::engine::{TurnInput, project};
+use crate::engine::{tokens, window_from_error};
 use crate::formats::{ViewFormat, reassemble};
-use crate::store::SessionLock;
 
 /// Runs `noa project`.
 pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
-    let loaded = load(global, &args.transcript)?;
-    let (t, session) = (&loaded.transcript, &loaded.session);
-    let settings = settings::load(global, Some(&args.transcript))?;
-    let to = args.to.map_or(t.format.view_format(), view_format);
-
-    let _lock = if args.dry_run {
-        None
+    let access = if args.dry_run {
+        Access::Read
     } else {
-        session.create()?;
-        Some(SessionLock::acquire(&session.dir)?)
+        Access::Write
     };
-    let mut state = rebuild::state_for(global, &loaded, &settings, !args.dry_run)?;
+    let cx = Context::open(global, load(global, &args.transcript)?, access)?;
+    let (t, session, settings) = (cx.transcript(), cx.session(), &cx.settings);
+    let to = args.to.map_or(t.format.view_format(), view_format);
+    let mut state = cx.state()?;
     let mut warnings = t.warnings.clone();
     warnings.extend(settings.warnings.iter().cloned());
     if let Some(text) = &args.overflow_error {
@@ -37,18 +31,13 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                 .push("--overflow-error names no window size; the window stays as it was".into()),
         }
     }
-    let config = settings.for_host(&state.host, Some(t.format));
-    let history = t.cores();
-    let p = project(
+    let config = cx.config(&state);
+    let history = &cx.history;
+    let p = cx.project(
         &mut state,
-        &TurnInput {
-            history: &history,
-            config: &config,
+        Turn {
             input_tokens: args.input_tokens.and_then(|f| f.0),
             force_nudge: args.nudge,
-            recorded: &t.recorded(),
-            sections: &settings.sections,
-            keep_all: false,
         },
     );
     let (messages, conversion_warnings) = reassemble(t, &p.view, to);

@@ -5,31 +5,18 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, RangesArgs};
+use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
-use super::{CliError, Exit, rebuild, settings};
-use crate::engine::{TurnInput, project};
+use super::{CliError, Exit};
 use crate::engine::{format_block_map, format_breakdown, format_ranges};
 
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
-    let loaded = load(global, &args.transcript)?;
-    let t = &loaded.transcript;
-    let settings = settings::load(global, Some(&args.transcript))?;
-    let mut state = rebuild::state_for(global, &loaded, &settings, false)?;
-    let config = settings.for_host(&state.host, Some(t.format));
-    let history = t.cores();
-    let p = project(
-        &mut state,
-        &TurnInput {
-            history: &history,
-            config: &config,
-            input_tokens: None,
-            recorded: &t.recorded(),
-            sections: &settings.sections,
-            force_nudge: false,
-            keep_all: false,
-        },
-    );
+    let cx = Context::open(global, load(global, &args.transcript)?, Access::Read)?;
+    let t = cx.transcript();
+    let mut state = cx.state()?;
+    let config = cx.config(&state);
+    let p = cx.project(&mut state, Turn::default());
     let r = &p.recommendation;
     let text = if args.json {
         json!({

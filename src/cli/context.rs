@@ -1,0 +1,260 @@
+//! What every command on a transcript starts from, set up one way.
+//!
+//! The transcript read, the settings resolved, the session locked when the
+//! command writes, and the state found: the session's own, a parent's
+//! ledger for a fork or subagent, or — when the state dir was lost — the one
+//! the transcript's recorded Compress calls rebuild. Commands then project
+//! through [`Context::project`], so each one sees the view the host sees.
+
+use std::io::{IsTerminal, Write};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::args::Global;
+use super::input::{Loaded, check_belongs};
+use super::settings::{self, Settings};
+use super::{CliError, clock};
+use crate::engine::{
+    self, COMPRESS_TOOL, CompressionState, Config, ContentType, CoreMessage, Projection,
+    RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
+};
+use crate::formats::Transcript;
+use crate::store::{SessionDir, SessionLock};
+
+/// Whether a command writes the session (and so takes its lock first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads only: no directory made, no lock taken, nothing saved.
+    Read,
+    /// Writes: the session directory is made and locked for the command.
+    Write,
+}
+
+/// One command's transcript, settings and session.
+pub struct Context<'g> {
+    /// The global flags.
+    pub global: &'g Global,
+    /// The transcript and where its session lives.
+    pub loaded: Loaded,
+    /// Defaults, config file and flags, resolved.
+    pub settings: Settings,
+    /// The transcript as the engine reads it.
+    pub history: Vec<CoreMessage>,
+    access: Access,
+    lock: Option<SessionLock>,
+}
+
+/// What one projection asks beyond the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Turn {
+    /// The host's own figure for the request, if it gave one.
+    pub input_tokens: Option<usize>,
+    /// Nudge now whatever the pressure.
+    pub force_nudge: bool,
+}
+
+impl<'g> Context<'g> {
+    /// Sets up a command on a transcript already read.
+    pub fn open(global: &'g Global, loaded: Loaded, access: Access) -> Result<Self, CliError> {
+        let settings = settings::load(global, Some(&loaded.path))?;
+        let history = loaded.transcript.cores();
+        let mut cx = Context {
+            global,
+            loaded,
+            settings,
+            history,
+            access: Access::Read,
+            lock: None,
+        };
+        if access == Access::Write {
+            cx.lock()?;
+        }
+        Ok(cx)
+    }
+
+    /// Turns a reading command into a writing one: makes the session
+    /// directory and takes its lock (a command that checks its input first
+    /// touches nothing until it is sure).
+    pub fn lock(&mut self) -> Result<(), CliError> {
+        if self.lock.is_none() {
+            self.loaded.session.create()?;
+            self.lock = Some(SessionLock::acquire(&self.loaded.session.dir)?);
+            self.access = Access::Write;
+        }
+        Ok(())
+    }
+
+    /// The transcript.
+    pub fn transcript(&self) -> &Transcript {
+        &self.loaded.transcript
+    }
+
+    /// The session's directory.
+    pub fn session(&self) -> &SessionDir {
+        &self.loaded.session
+    }
+
+    /// The config the engine decides on for `state`'s host.
+    pub fn config(&self, state: &CompressionState) -> Config {
+        self.settings
+            .for_host(&state.host, Some(self.transcript().format))
+    }
+
+    /// One turn's projection of the whole transcript onto `state`.
+    pub fn project(&self, state: &mut CompressionState, turn: Turn) -> Projection {
+        let config = self.config(state);
+        engine::project(
+            state,
+            &TurnInput {
+                history: &self.history,
+                config: &config,
+                input_tokens: turn.input_tokens,
+                recorded: &self.transcript().recorded(),
+                sections: &self.settings.sections,
+                force_nudge: turn.force_nudge,
+                keep_all: false,
+            },
+        )
+    }
+
+    /// The state the command works on: the session's own (or a parent's),
+    /// or, when it was lost, the one the transcript's records rebuild —
+    /// saved with its archives when the command writes.
+    pub fn state(&self) -> Result<CompressionState, CliError> {
+        let session = self.session();
+        if let Some(state) = session.load()? {
+            check_belongs(&self.loaded, &state)?;
+            self.report_unknown_calls(&state);
+            return Ok(state);
+        }
+        let base = self.base_state()?;
+        // A ledger inherited from a parent already holds what the shared
+        // part of the log made.
+        if !base.blocks.is_empty() {
+            return Ok(base);
+        }
+        Ok(self.recover()?.unwrap_or(base))
+    }
+
+    /// What a state starts from: a parent's ledger for a derived session,
+    /// else nothing.
+    pub fn base_state(&self) -> Result<CompressionState, CliError> {
+        let loaded = &self.loaded;
+        for parent in loaded.parents.iter().take(lineage::MAX_DEPTH) {
+            if let Some(p) = SessionDir::new(&loaded.base, parent)
+                .load()?
+                .filter(|p| !p.blocks.is_empty())
+            {
+                return Ok(lineage::derive_child(&p, &loaded.session.session));
+            }
+        }
+        Ok(CompressionState::new(&loaded.session.session))
+    }
+
+    /// Replays the transcript's Compress calls onto the session's base,
+    /// with a progress bar on long logs.
+    pub fn rebuild(&self) -> Result<Rebuilt, CliError> {
+        let base = self.base_state()?;
+        let root = self.session_root();
+        let now = clock::now();
+        let created = clock::rfc3339(now);
+        let bar = progress(self.global, recorded_calls(&self.history).len() as u64);
+        let rebuilt = engine::rebuild(&RebuildInput {
+            history: &self.history,
+            base: &base,
+            config: &self.config(&base),
+            recorded: &self.transcript().recorded(),
+            archive_root: &root,
+            now,
+            created: &created,
+            on_step: &|n| bar.set_position(n as u64 + 1),
+        });
+        bar.finish_and_clear();
+        Ok(rebuilt)
+    }
+
+    /// The session directory as an absolute path, for archive pointers the
+    /// model can open from anywhere.
+    pub fn session_root(&self) -> String {
+        let dir = &self.session().dir;
+        std::fs::canonicalize(dir)
+            .unwrap_or_else(|_| dir.clone())
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// The state a session lost, from the transcript's records: when there
+    /// is no state.json but the transcript records Compress calls that made
+    /// blocks. One line on stderr says so. `None` when there is nothing to
+    /// rebuild.
+    fn recover(&self) -> Result<Option<CompressionState>, CliError> {
+        let calls = recorded_calls(&self.history);
+        if !calls
+            .iter()
+            .any(|c| c.panel.as_deref().is_some_and(|p| block_count(p) > 0))
+        {
+            return Ok(None);
+        }
+        let rebuilt = self.rebuild()?;
+        let write = self.access == Access::Write;
+        if write {
+            self.session()
+                .commit_rebuilt(&rebuilt.archives, &rebuilt.state)?;
+        }
+        if !self.global.quiet {
+            let _ = writeln!(
+                std::io::stderr(),
+                "noa: {} had no state: rebuilt it from the {} Compress call(s) the transcript records ({} block(s)){}",
+                self.session().dir.display(),
+                calls.len(),
+                rebuilt.state.blocks.len(),
+                if write { "" } else { "; not saved" },
+            );
+        }
+        Ok(Some(rebuilt.state))
+    }
+
+    /// Says so when the transcript records Compress calls that made blocks
+    /// the state knows nothing of: the state is not the one this log built.
+    fn report_unknown_calls(&self, state: &CompressionState) {
+        if self.global.quiet {
+            return;
+        }
+        let known = |id: &str| {
+            state.host.applied.contains_key(id)
+                || state.blocks.iter().any(|b| b.compress_call_id == id)
+        };
+        let unknown: Vec<&str> = self
+            .history
+            .iter()
+            .filter(|m| {
+                m.content_type == ContentType::ToolResult
+                    && m.tool_name == COMPRESS_TOOL
+                    && block_count(&m.text) > 0
+                    && !known(&m.tool_call_id)
+            })
+            .map(|m| m.tool_call_id.as_str())
+            .collect();
+        if let Some(first) = unknown.first() {
+            let _ = writeln!(
+                std::io::stderr(),
+                "noa: warning: {} does not know {} Compress call(s) the transcript records as applied ({first}{}); `noa rebuild --check` lists the differences",
+                self.session().state_path().display(),
+                unknown.len(),
+                if unknown.len() > 1 { ", …" } else { "" },
+            );
+        }
+    }
+}
+
+fn progress(global: &Global, len: u64) -> ProgressBar {
+    if global.quiet || len < 20 || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template("replaying {bar:30} {pos}/{len} Compress calls")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
