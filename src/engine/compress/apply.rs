@@ -210,11 +210,18 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
     } else {
         zone::protected_ids(view, state, input.config)
     };
-    let first_user = task_index(view).map(|i| view[i].id.as_str());
+    let builder = Builder {
+        input,
+        state,
+        cfg: input.config,
+        covered: covered_ids(state),
+        zone: &zone,
+        task: task_index(view).map(|i| view[i].id.as_str()),
+    };
     let mut next_state = state.clone();
     let mut out = Built::default();
     for s in &kept {
-        match build(input, s, &zone, first_user, &mut next_state, &mut out) {
+        match builder.build(s, &mut next_state, &mut out) {
             Ok(()) => {}
             Err(e) => errors.push(format!(
                 "{}..{}: {e}",
@@ -274,251 +281,328 @@ struct Built {
     range_fault: bool,
 }
 
-/// Builds one range's block and archive, or says why not.
-fn build(
-    input: &ApplyInput,
-    s: &Span,
-    zone: &HashSet<&str>,
-    first_user: Option<&str>,
-    next_state: &mut CompressionState,
-    out: &mut Built,
-) -> Result<(), String> {
-    let (view, state, cfg) = (input.view, input.state, input.config);
-    let covered = covered_ids(state);
-    // A block is one unbroken run of the visible history: no message that
-    // stays visible may sit inside its span, or the summary would stand
-    // before messages it describes as past. So the range stops at the first
-    // message that must stay once the run has begun, summaries of blocks
-    // to fold included.
-    let stays = |m: &CoreMessage| {
-        summary_block(m, state).is_none()
-            && !covered.contains(m.id.as_str())
-            && state.message_refs.by_raw.get(&m.id).is_some_and(|r| {
+/// What every range of one call is built against.
+struct Builder<'a> {
+    input: &'a ApplyInput<'a>,
+    state: &'a CompressionState,
+    cfg: &'a Config,
+    covered: HashSet<&'a str>,
+    zone: &'a HashSet<&'a str>,
+    task: Option<&'a str>,
+}
+
+/// What a range folds: the lowest tier among the live blocks in it, which
+/// is absorbed, and the tier the new block gets.
+struct Fold<'a> {
+    tier: u8,
+    target: u8,
+    absorbed: Vec<&'a Block>,
+}
+
+impl<'a> Builder<'a> {
+    /// Builds one range's block and archive, or says why not.
+    fn build(
+        &self,
+        s: &Span,
+        next_state: &mut CompressionState,
+        out: &mut Built,
+    ) -> Result<(), String> {
+        let view = self.input.view;
+        let end = self.clip(s, out);
+        let slice = &view[s.start..=end];
+        let fold = self.fold(slice, out);
+        let direct = self.direct(s.start, slice, &fold, out)?;
+        let summary = self.summary(s.range)?;
+        if let Some(task) = self
+            .task
+            .filter(|t| direct.iter().any(|&i| view[i].id == *t))
+        {
+            let r = &self.state.message_refs.by_raw[task];
+            out.warnings.push(format!("{r} is the first user message (the task): it stays in the view verbatim, and is archived too."));
+        }
+        let block = self.block(s.range, summary, &direct, &fold, next_state);
+        let contents = self.archive(s.start, slice, &direct, &fold, &block);
+        let partial = slice.iter().any(|m| {
+            summary_block(m, self.state).is_none()
+                && !block.direct_message_ids.contains(&m.id)
+                && self
+                    .state
+                    .message_refs
+                    .usable(&m.id)
+                    .is_some_and(|r| *r >= block.start_ref && *r <= block.end_ref)
+        });
+        out.archives.push(ArchiveFile {
+            rel: block.archive_rel.clone(),
+            contents,
+        });
+        out.created.push((block, partial));
+        Ok(())
+    }
+
+    /// Whether a message must stay visible: hard-protected or in the recent
+    /// zone, and not already compressed.
+    fn stays(&self, m: &CoreMessage) -> bool {
+        summary_block(m, self.state).is_none()
+            && !self.covered.contains(m.id.as_str())
+            && self.state.message_refs.by_raw.get(&m.id).is_some_and(|r| {
                 r == BLOCKED
-                    || is_tool_protected(&m.tool_name, &cfg.protected_tools)
-                    || zone.contains(m.id.as_str())
+                    || is_tool_protected(&m.tool_name, &self.cfg.protected_tools)
+                    || self.zone.contains(m.id.as_str())
             })
-    };
-    let takes = |m: &CoreMessage| {
-        summary_block(m, state).is_some()
-            || (!covered.contains(m.id.as_str())
-                && state.message_refs.usable(&m.id).is_some()
-                && !stays(m))
-    };
-    let mut end = s.end;
-    if let Some(first) = (s.start..=s.end).find(|&i| takes(&view[i]))
-        && let Some(stop) = (first..=s.end).find(|&i| stays(&view[i]))
-    {
-        let later = view[stop..=s.end].iter().filter(|m| takes(m)).count();
-        if later > 0 {
-            end = stop - 1;
-            let m = &view[stop];
-            let why = if zone.contains(m.id.as_str()) {
-                "it is in the recent zone".to_string()
-            } else if m.tool_name.is_empty() {
-                "it cannot be compressed".to_string()
-            } else {
-                format!("{} is a protected tool", m.tool_name)
-            };
-            let at = state
-                .message_refs
-                .usable(&m.id)
-                .map_or("a protected message", String::as_str);
-            out.warnings.push(format!(
-                "Stopped the range at {at} ({why}): {later} later message(s) stay visible, so the block covers one unbroken run."
-            ));
-        }
-    }
-    let slice = &view[s.start..=end];
-
-    // Tier: only the lowest tier among the blocks in range is absorbed.
-    let nested: Vec<&Block> = slice
-        .iter()
-        .filter_map(|m| summary_block(m, state))
-        .filter(|b| b.active)
-        .collect();
-    let target = nested.iter().map(|b| b.tier).min().unwrap_or(0);
-    let max_tier = cfg.max_tier();
-    let tier = (target + 1).min(max_tier);
-    let absorbed: Vec<&Block> = nested
-        .iter()
-        .copied()
-        .filter(|b| b.tier == target)
-        .collect();
-    for b in nested.iter().filter(|b| b.tier != target) {
-        out.surviving.push((b.block_id.clone(), b.tier));
-        out.absorbed_tier = target;
     }
 
-    // Direct messages: addressable, not hard-protected, not in the recent zone.
-    let mut direct: Vec<usize> = Vec::new();
-    let mut excluded: Vec<usize> = Vec::new();
-    let mut zoned: Vec<&str> = Vec::new();
-    for (off, m) in slice.iter().enumerate() {
-        let i = s.start + off;
-        if summary_block(m, state).is_some() || covered.contains(m.id.as_str()) {
-            continue;
-        }
-        let Some(r) = state.message_refs.by_raw.get(&m.id) else {
-            continue;
+    /// Whether a range would take a message: a block's summary to fold, or
+    /// an addressable message that may go.
+    fn takes(&self, m: &CoreMessage) -> bool {
+        summary_block(m, self.state).is_some()
+            || (!self.covered.contains(m.id.as_str())
+                && self.state.message_refs.usable(&m.id).is_some()
+                && !self.stays(m))
+    }
+
+    /// The range's last index. A block is one unbroken run of the visible
+    /// history: no message that stays visible may sit inside its span, or
+    /// the summary would stand before messages it describes as past. So the
+    /// range stops at the first message that must stay once the run has
+    /// begun, summaries of blocks to fold included.
+    fn clip(&self, s: &Span, out: &mut Built) -> usize {
+        let view = self.input.view;
+        let Some(first) = (s.start..=s.end).find(|&i| self.takes(&view[i])) else {
+            return s.end;
         };
-        if r == BLOCKED || is_tool_protected(&m.tool_name, &cfg.protected_tools) {
-            excluded.push(i);
-        } else if zone.contains(m.id.as_str()) {
-            excluded.push(i);
-            zoned.push(r);
+        let Some(stop) = (first..=s.end).find(|&i| self.stays(&view[i])) else {
+            return s.end;
+        };
+        let later = view[stop..=s.end].iter().filter(|m| self.takes(m)).count();
+        if later == 0 {
+            return s.end;
+        }
+        let m = &view[stop];
+        let why = if self.zone.contains(m.id.as_str()) {
+            "it is in the recent zone".to_string()
+        } else if m.tool_name.is_empty() {
+            "it cannot be compressed".to_string()
         } else {
-            direct.push(i);
+            format!("{} is a protected tool", m.tool_name)
+        };
+        let at = self
+            .state
+            .message_refs
+            .usable(&m.id)
+            .map_or("a protected message", String::as_str);
+        out.warnings.push(format!(
+            "Stopped the range at {at} ({why}): {later} later message(s) stay visible, so the block covers one unbroken run."
+        ));
+        stop - 1
+    }
+
+    /// Tiers: only the lowest tier among the blocks in range is absorbed;
+    /// higher ones are left standing and reported.
+    fn fold(&self, slice: &[CoreMessage], out: &mut Built) -> Fold<'a> {
+        let nested: Vec<&Block> = slice
+            .iter()
+            .filter_map(|m| summary_block(m, self.state))
+            .filter(|b| b.active)
+            .collect();
+        let target = nested.iter().map(|b| b.tier).min().unwrap_or(0);
+        for b in nested.iter().filter(|b| b.tier != target) {
+            out.surviving.push((b.block_id.clone(), b.tier));
+            out.absorbed_tier = target;
+        }
+        Fold {
+            tier: (target + 1).min(self.cfg.max_tier()),
+            target,
+            absorbed: nested.into_iter().filter(|b| b.tier == target).collect(),
         }
     }
-    if !zoned.is_empty() {
-        if direct.is_empty() && absorbed.is_empty() {
-            out.range_fault = true;
-            return Err(format!(
-                "Range is entirely within the protected zone (the most recent messages and the last user message): {}. Pick older messages.",
+
+    /// The view indices the block takes itself: addressable, not
+    /// hard-protected, not in the recent zone, and never half an exchange.
+    fn direct(
+        &self,
+        start: usize,
+        slice: &[CoreMessage],
+        fold: &Fold,
+        out: &mut Built,
+    ) -> Result<Vec<usize>, String> {
+        let mut direct: Vec<usize> = Vec::new();
+        let mut excluded: Vec<usize> = Vec::new();
+        let mut zoned: Vec<&str> = Vec::new();
+        for (off, m) in slice.iter().enumerate() {
+            let i = start + off;
+            if summary_block(m, self.state).is_some() || self.covered.contains(m.id.as_str()) {
+                continue;
+            }
+            let Some(r) = self.state.message_refs.by_raw.get(&m.id) else {
+                continue;
+            };
+            if r == BLOCKED || is_tool_protected(&m.tool_name, &self.cfg.protected_tools) {
+                excluded.push(i);
+            } else if self.zone.contains(m.id.as_str()) {
+                excluded.push(i);
+                zoned.push(r);
+            } else {
+                direct.push(i);
+            }
+        }
+        if !zoned.is_empty() {
+            if direct.is_empty() && fold.absorbed.is_empty() {
+                out.range_fault = true;
+                return Err(format!(
+                    "Range is entirely within the protected zone (the most recent messages and the last user message): {}. Pick older messages.",
+                    ref_list(&zoned)
+                ));
+            }
+            out.warnings.push(format!(
+                "Left {} protected message(s) out of the range (recent zone): {}.",
+                zoned.len(),
                 ref_list(&zoned)
             ));
         }
-        out.warnings.push(format!(
-            "Left {} protected message(s) out of the range (recent zone): {}.",
-            zoned.len(),
-            ref_list(&zoned)
-        ));
-    }
-    let withdrawn = withdraw_split_exchanges(view, &mut direct, &excluded);
-    if withdrawn > 0 {
-        out.warnings.push(format!(
-            "Left {withdrawn} message(s) out to keep tool exchanges whole (a call, its result and its reasoning go together)."
-        ));
-    }
-    if direct.is_empty() && absorbed.is_empty() {
-        out.range_fault = true;
-        return Err("Range contains no new content: everything in it is already compressed or protected. To consolidate blocks, name them (b1..b4) as the ends.".into());
-    }
-    if target == max_tier && direct.is_empty() {
-        out.range_fault = true;
-        return Err(format!(
-            "Tier {max_tier} is the top tier: folding tier-{max_tier} blocks into another tier-{max_tier} block reclaims nothing. Compress a lower tier, or include new messages in the range."
-        ));
-    }
-    let summary = s.range.summary.trim();
-    let n = summary.chars().count();
-    let max = s
-        .range
-        .summary_max_chars
-        .unwrap_or(cfg.compress.max_summary_length);
-    let min = cfg.compress.min_summary_length;
-    if n == 0 {
-        return Err("Summary is empty: write the summary that is to replace this range.".into());
-    }
-    if n < min {
-        return Err(format!(
-            "Summary too short ({n} chars, min {min}): it cannot stand in for what it replaces."
-        ));
-    }
-    if n > max {
-        return Err(format!(
-            "Summary too long ({n} chars, max {max}): tighten it, or split the range."
-        ));
-    }
-    if let Some(first) = first_user.filter(|f| direct.iter().any(|&i| view[i].id == *f)) {
-        let r = &state.message_refs.by_raw[first];
-        out.warnings.push(format!("{r} is the first user message (the task): it stays in the view verbatim, and is archived too."));
+        let withdrawn = withdraw_split_exchanges(self.input.view, &mut direct, &excluded);
+        if withdrawn > 0 {
+            out.warnings.push(format!(
+                "Left {withdrawn} message(s) out to keep tool exchanges whole (a call, its result and its reasoning go together)."
+            ));
+        }
+        if direct.is_empty() && fold.absorbed.is_empty() {
+            out.range_fault = true;
+            return Err("Range contains no new content: everything in it is already compressed or protected. To consolidate blocks, name them (b1..b4) as the ends.".into());
+        }
+        let max_tier = self.cfg.max_tier();
+        if fold.target == max_tier && direct.is_empty() {
+            out.range_fault = true;
+            return Err(format!(
+                "Tier {max_tier} is the top tier: folding tier-{max_tier} blocks into another tier-{max_tier} block reclaims nothing. Compress a lower tier, or include new messages in the range."
+            ));
+        }
+        Ok(direct)
     }
 
-    let original = |m: &'_ CoreMessage| -> CoreMessage {
-        input
+    /// The range's summary, trimmed, when its length is within bounds.
+    fn summary<'r>(&self, range: &'r CompressRange) -> Result<&'r str, String> {
+        let summary = range.summary.trim();
+        let n = summary.chars().count();
+        let max = range
+            .summary_max_chars
+            .unwrap_or(self.cfg.compress.max_summary_length);
+        let min = self.cfg.compress.min_summary_length;
+        if n == 0 {
+            return Err(
+                "Summary is empty: write the summary that is to replace this range.".into(),
+            );
+        }
+        if n < min {
+            return Err(format!(
+                "Summary too short ({n} chars, min {min}): it cannot stand in for what it replaces."
+            ));
+        }
+        if n > max {
+            return Err(format!(
+                "Summary too long ({n} chars, max {max}): tighten it, or split the range."
+            ));
+        }
+        Ok(summary)
+    }
+
+    /// A message as the history holds it: untruncated and untagged.
+    fn original(&self, m: &'a CoreMessage) -> &'a CoreMessage {
+        self.input
             .originals
             .get(m.id.as_str())
-            .map_or_else(|| m.clone(), |o| (*o).clone())
-    };
-    let direct_ids: Vec<String> = direct.iter().map(|&i| view[i].id.clone()).collect();
-    let mut effective = direct_ids.clone();
-    for b in &absorbed {
-        effective.extend(b.effective_message_ids.iter().cloned());
+            .copied()
+            .unwrap_or(m)
     }
-    let ref_numbers: Vec<&String> = effective
-        .iter()
-        .filter_map(|id| state.message_refs.usable(id))
-        .collect();
-    let start_ref = ref_numbers
-        .iter()
-        .min()
-        .map(|r| r.to_string())
-        .unwrap_or_default();
-    let end_ref = ref_numbers
-        .iter()
-        .max()
-        .map(|r| r.to_string())
-        .unwrap_or_default();
-    let compressed_tokens = direct
-        .iter()
-        .map(|&i| cfg.count(&original(&view[i]).text))
-        .sum::<usize>()
-        + absorbed
-            .iter()
-            .map(|b| cfg.count(&render_summary(b).text))
-            .sum::<usize>();
-    let block_id = format!("b{}", next_state.next_block_id.max(1));
-    next_state.next_block_id = next_state.next_block_id.max(1) + 1;
-    let rel = archive::rel_path(tier, &block_id, &start_ref, &end_ref);
-    let topic = if s.range.topic.trim().is_empty() {
-        String::new()
-    } else {
-        s.range.topic.trim().to_string()
-    };
-    let block = Block {
-        block_id,
-        tier,
-        topic,
-        summary: summary.to_string(),
-        direct_message_ids: direct_ids,
-        effective_message_ids: effective,
-        direct_block_ids: absorbed.iter().map(|b| b.block_id.clone()).collect(),
-        archive_path: format!("{}/{rel}", input.archive_root.trim_end_matches('/')),
-        archive_rel: rel.clone(),
-        compressed_tokens,
-        start_ref,
-        end_ref,
-        created_at: input.now,
-        active: true,
-        compress_call_id: input.call_id.to_string(),
-    };
 
-    // Archive entries in view order, originals not view text.
-    let originals: Vec<(usize, CoreMessage)> =
-        direct.iter().map(|&i| (i, original(&view[i]))).collect();
-    let mut entries: Vec<Entry> = Vec::new();
-    for (off, m) in slice.iter().enumerate() {
-        let i = s.start + off;
-        if let Some(b) =
-            summary_block(m, state).filter(|b| absorbed.iter().any(|a| a.block_id == b.block_id))
-        {
-            entries.push(Entry::Block(b));
-        } else if let Some((_, o)) = originals.iter().find(|(j, _)| *j == i) {
-            entries.push(Entry::Message {
-                reference: state.message_refs.by_raw.get(&o.id).map(String::as_str),
-                message: o,
-            });
+    /// The block, with the next block id taken from `next_state`.
+    fn block(
+        &self,
+        range: &CompressRange,
+        summary: &str,
+        direct: &[usize],
+        fold: &Fold,
+        next_state: &mut CompressionState,
+    ) -> Block {
+        let view = self.input.view;
+        let direct_ids: Vec<String> = direct.iter().map(|&i| view[i].id.clone()).collect();
+        let mut effective = direct_ids.clone();
+        for b in &fold.absorbed {
+            effective.extend(b.effective_message_ids.iter().cloned());
+        }
+        let refs: Vec<&String> = effective
+            .iter()
+            .filter_map(|id| self.state.message_refs.usable(id))
+            .collect();
+        let start_ref = refs.iter().min().map(|r| r.to_string()).unwrap_or_default();
+        let end_ref = refs.iter().max().map(|r| r.to_string()).unwrap_or_default();
+        let compressed_tokens = direct
+            .iter()
+            .map(|&i| self.cfg.count(&self.original(&view[i]).text))
+            .sum::<usize>()
+            + fold
+                .absorbed
+                .iter()
+                .map(|b| self.cfg.count(&render_summary(b).text))
+                .sum::<usize>();
+        let block_id = format!("b{}", next_state.next_block_id.max(1));
+        next_state.next_block_id = next_state.next_block_id.max(1) + 1;
+        let rel = archive::rel_path(fold.tier, &block_id, &start_ref, &end_ref);
+        Block {
+            block_id,
+            tier: fold.tier,
+            topic: range.topic.trim().to_string(),
+            summary: summary.to_string(),
+            direct_message_ids: direct_ids,
+            effective_message_ids: effective,
+            direct_block_ids: fold.absorbed.iter().map(|b| b.block_id.clone()).collect(),
+            archive_path: format!("{}/{rel}", self.input.archive_root.trim_end_matches('/')),
+            archive_rel: rel,
+            compressed_tokens,
+            start_ref,
+            end_ref,
+            created_at: self.input.now,
+            active: true,
+            compress_call_id: self.input.call_id.to_string(),
         }
     }
-    let contents = archive::render(&ArchiveInput {
-        block: &block,
-        session: &state.session_id,
-        created: input.created,
-        entries,
-    });
-    let partial = slice.iter().any(|m| {
-        summary_block(m, state).is_none()
-            && !block.direct_message_ids.contains(&m.id)
-            && state
-                .message_refs
-                .usable(&m.id)
-                .is_some_and(|r| *r >= block.start_ref && *r <= block.end_ref)
-    });
-    out.archives.push(ArchiveFile { rel, contents });
-    out.created.push((block, partial));
-    Ok(())
+
+    /// The archive: entries in view order, originals rather than view text,
+    /// folded blocks as their summaries.
+    fn archive(
+        &self,
+        start: usize,
+        slice: &'a [CoreMessage],
+        direct: &[usize],
+        fold: &Fold,
+        block: &Block,
+    ) -> String {
+        let direct: HashSet<usize> = direct.iter().copied().collect();
+        let mut entries: Vec<Entry> = Vec::new();
+        for (off, m) in slice.iter().enumerate() {
+            if let Some(b) = summary_block(m, self.state)
+                .filter(|b| fold.absorbed.iter().any(|a| a.block_id == b.block_id))
+            {
+                entries.push(Entry::Block(b));
+            } else if direct.contains(&(start + off)) {
+                let o = self.original(m);
+                entries.push(Entry::Message {
+                    reference: self
+                        .state
+                        .message_refs
+                        .by_raw
+                        .get(&o.id)
+                        .map(String::as_str),
+                    message: o,
+                });
+            }
+        }
+        archive::render(&ArchiveInput {
+            block,
+            session: &self.state.session_id,
+            created: self.input.created,
+            entries,
+        })
+    }
 }
 
 /// A list of refs short enough for a panel: the first few and a count.
