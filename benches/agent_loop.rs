@@ -27,7 +27,7 @@ mod agent_loop;
 #[allow(dead_code)]
 mod common;
 #[path = "../tests/suite/providers.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod providers;
 #[path = "../tests/suite/shapes.rs"]
 #[allow(dead_code)]

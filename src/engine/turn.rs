@@ -174,7 +174,11 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // What the view's estimate is down to; it already has the earlier cuts in it.
     let mut left = estimate;
     let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
-    if measured + g.scale(reserve) >= threshold {
+    // A view that carries a nudge and fits the window as it is goes out
+    // uncut: the model is asked to compress now, and cutting output it is
+    // about to fold away would break the cached prefix for nothing.
+    let fits_with_nudge = decision.inject && measured + g.scale(reserve) <= cfg.context_limit;
+    if measured + g.scale(reserve) >= threshold && !fits_with_nudge {
         let target = g
             .estimate_for((threshold as f64 * 0.9) as usize)
             .saturating_sub(reserve);
