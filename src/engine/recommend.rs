@@ -17,9 +17,9 @@ use super::{tokens, zone};
 pub const VIABLE_RANGE_MIN_TOKENS: usize = 200;
 
 /// Neighbouring runs are merged until a range holds this share of the
-/// window: a nudge offers a few large ranges, so one call goes deep in few
-/// blocks and the next compression is far away.
-pub const RANGE_SHARE: f64 = 0.10;
+/// window (a fifth): a nudge offers a few large ranges, so one call goes
+/// deep in few blocks and the next compression is far away.
+pub const RANGE_SHARE: f64 = 0.20;
 
 /// Everything a nudge, `noa ranges` or `noa inspect` reports about a view.
 #[derive(Debug, Clone, Default)]

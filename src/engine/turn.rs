@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 
 use super::config::Config;
-use super::gauge::{self, Gauge, GaugeInput, Recorded};
+use super::gauge::{self, Gauge, GaugeInput, Recorded, Source};
 use super::host;
 use super::message::{ContentType, CoreMessage, Role};
 use super::nudge::{self, DecideInput, Decision};
@@ -176,8 +176,13 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
     // A view that carries a nudge and fits the window as it is goes out
     // uncut: the model is asked to compress now, and cutting output it is
-    // about to fold away would break the cached prefix for nothing.
-    let fits_with_nudge = decision.inject && measured + g.scale(reserve) <= cfg.context_limit;
+    // about to fold away would break the cached prefix for nothing. Only
+    // when the figure can be held to the window that closely: the provider's
+    // figures have taught the estimator's ratio, or the host sends none and
+    // the estimate is the only scale there is.
+    let sure = g.source == Source::Estimate || state.host.calibration.ratio().is_some();
+    let fits_with_nudge =
+        decision.inject && sure && measured + g.scale(reserve) <= cfg.context_limit;
     if measured + g.scale(reserve) >= threshold && !fits_with_nudge {
         let target = g
             .estimate_for((threshold as f64 * 0.9) as usize)

@@ -285,9 +285,12 @@ fn a_long_loop_at_40k_stays_in_the_window_and_compresses() {
     assert!(s.blocks >= 3, "{s:?}");
     assert!(s.peak_pct <= 100, "{s:?}");
     assert_eq!(s.rejected, 0, "every nudge's own ranges apply: {s:?}");
-    // Changes to the prefix are batched: most bytes of each request were
-    // already sent in the one before (the reference engine measured 86%;
-    // the capped recent zone compresses a little more often than the old
-    // sprawling one did, 85–86% here).
-    assert!(s.bytes_reused * 100 >= s.bytes_sent * 85, "{s:?}");
+    // Changes to the prefix are batched and rare: most bytes of each
+    // request were already sent in the one before (89.7% here; the
+    // reference engine measured 86%). What is left is mostly the new turn
+    // itself, about 4% of a full request at this window.
+    assert!(s.bytes_reused * 1000 >= s.bytes_sent * 885, "{s:?}");
+    assert!(s.nudges <= 10, "few, deep compressions: {s:?}");
+    // Compress calls and their panels stay a small part of what is sent.
+    assert!(s.compress_bytes * 100 <= s.bytes_sent * 3, "{s:?}");
 }
