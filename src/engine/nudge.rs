@@ -60,6 +60,17 @@ pub fn min_benefit(cfg: &Config) -> usize {
 /// prefix, and folding them would send the whole request again.
 pub const CONSOLIDATION_SHARE: f64 = 0.10;
 
+/// Where a tier-1 compression should bring the view, as a share of the
+/// window: well under the nudge band, so the next nudge is far away.
+pub const LOW_WATER: f64 = 0.5;
+
+/// Tokens a tier-1 call should free from a view of `tokens` to reach the
+/// low-water mark, at most `offered` (what the listed ranges hold).
+pub fn reclaim_target(cfg: &Config, tokens: usize, offered: usize) -> usize {
+    let low = (cfg.context_limit as f64 * LOW_WATER) as usize;
+    tokens.saturating_sub(low).min(offered)
+}
+
 /// The fading memory of turn sizes: the largest step loses this fraction of
 /// itself every turn.
 const STEP_FADE: usize = 8;
@@ -298,3 +309,16 @@ pub fn stamp(nudge: &mut NudgeState, tokens: usize, decision: &Decision, cfg: &C
 #[cfg(test)]
 #[path = "nudge_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod reclaim_tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_asked_to_reach_half_the_window() {
+        let cfg = Config::for_window(40_000);
+        assert_eq!(reclaim_target(&cfg, 34_000, 30_000), 14_000);
+        assert_eq!(reclaim_target(&cfg, 34_000, 9_000), 9_000, "at most what is offered");
+        assert_eq!(reclaim_target(&cfg, 15_000, 9_000), 0, "already under");
+    }
+}

@@ -130,7 +130,12 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         0 => 0,
         shown => measured.saturating_sub(shown),
     };
-    let nudge_input = |tier: u8, truncated: usize| nudge_of(&rec, tier, growth, truncated);
+    let reclaim = |rec: &Recommendation| {
+        let offered = rec.ranges.iter().map(|r| g.scale(r.tokens)).sum();
+        nudge::reclaim_target(cfg, measured, offered)
+    };
+    let nudge_input =
+        |tier: u8, truncated: usize| nudge_of(&rec, tier, growth, truncated, reclaim(&rec));
     let mut decision = nudge::decide(&DecideInput {
         tokens: measured,
         pending: rec.pending.map(|p| g.scale(p)),
@@ -224,7 +229,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     if decision.inject {
         let nudge = NudgeInput {
             emergency: decision.emergency,
-            ..nudge_of(&rec, decision.tier, growth, truncation.count)
+            ..nudge_of(&rec, decision.tier, growth, truncation.count, reclaim(&rec))
         };
         view.push(CoreMessage::text(
             NUDGE_ID,
@@ -259,7 +264,13 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
 }
 
 /// What a nudge of `tier` shows, from this turn's recommendation.
-fn nudge_of(rec: &Recommendation, tier: u8, growth: usize, truncated: usize) -> NudgeInput<'_> {
+fn nudge_of(
+    rec: &Recommendation,
+    tier: u8,
+    growth: usize,
+    truncated: usize,
+    reclaim: usize,
+) -> NudgeInput<'_> {
     NudgeInput {
         tier,
         emergency: false,
@@ -274,6 +285,7 @@ fn nudge_of(rec: &Recommendation, tier: u8, growth: usize, truncated: usize) -> 
             3 => &rec.tier2_blocks,
             _ => &[],
         },
+        reclaim: if tier == 1 { reclaim } else { 0 },
     }
 }
 
