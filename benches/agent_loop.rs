@@ -92,6 +92,11 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
+    // `NOA_BENCH_SEED=N` generates other sessions of the same shapes.
+    let seed: u64 = std::env::var("NOA_BENCH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let wanted = |name: &str| only.is_empty() || only.iter().any(|w| name.contains(w.as_str()));
     println!(
         "| window / shape | turns | cache reuse | compressions | rejected | peak | Compress overhead | time |"
@@ -104,7 +109,7 @@ fn main() {
         }
         let start = Instant::now();
         let dir = session_dir();
-        let s = agent_loop::run_loop_in(dir.path(), 1, turns, limit, &[]);
+        let s = agent_loop::run_loop_in(dir.path(), seed, turns, limit, &[]);
         print(&Row {
             name,
             turns: s.turns,
@@ -118,14 +123,14 @@ fn main() {
             seconds: start.elapsed().as_secs_f64(),
         });
     }
-    for (limit, turns) in [(40_000, 200), (128_000, 400)] {
+    for (limit, turns) in [(30_000, 160), (40_000, 200), (128_000, 400)] {
         let name = format!("read-heavy {}K", limit / 1000);
         if !wanted(&name) {
             continue;
         }
         let start = Instant::now();
         let dir = session_dir();
-        let s = shapes::run_in(&dir, shapes::Shape::ReadHeavy, 11, turns, limit);
+        let s = shapes::run_in(&dir, shapes::Shape::ReadHeavy, seed + 10, turns, limit);
         print(&Row {
             name,
             turns: s.turns,

@@ -318,7 +318,11 @@ mod reclaim_tests {
     fn a_call_is_asked_to_reach_half_the_window() {
         let cfg = Config::for_window(40_000);
         assert_eq!(reclaim_target(&cfg, 34_000, 30_000), 14_000);
-        assert_eq!(reclaim_target(&cfg, 34_000, 9_000), 9_000, "at most what is offered");
+        assert_eq!(
+            reclaim_target(&cfg, 34_000, 9_000),
+            9_000,
+            "at most what is offered"
+        );
         assert_eq!(reclaim_target(&cfg, 15_000, 9_000), 0, "already under");
     }
 }

@@ -289,7 +289,7 @@ fn a_long_loop_at_40k_stays_in_the_window_and_compresses() {
     // request were already sent in the one before (89.7% here; the
     // reference engine measured 86%). What is left is mostly the new turn
     // itself, about 4% of a full request at this window.
-    assert!(s.bytes_reused * 1000 >= s.bytes_sent * 885, "{s:?}");
+    assert!(s.reuse_permille() >= 885, "{s:?}");
     assert!(s.nudges <= 10, "few, deep compressions: {s:?}");
     // Compress calls and their panels stay a small part of what is sent.
     assert!(s.compress_bytes * 100 <= s.bytes_sent * 3, "{s:?}");
