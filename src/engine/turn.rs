@@ -410,6 +410,75 @@ mod tests {
         assert!(asked.decision.reason.starts_with("asked for by the host"));
     }
 
+    /// A history whose view is about 24,000 tokens plus `extra`: a task,
+    /// eight old Read outputs of 3,000 tokens, a recent exchange.
+    fn large(extra: usize) -> Vec<CoreMessage> {
+        let mut h = vec![CoreMessage::text("task", Role::User, "fix the parser")];
+        for i in 0..8 {
+            h.push(CoreMessage::tool_call(
+                format!("c{i}"),
+                format!("t{i}"),
+                "Read",
+                "{}",
+            ));
+            let body = format!("line {i}\n").repeat(12_000 / 7);
+            h.push(CoreMessage::tool_result(
+                format!("r{i}"),
+                format!("t{i}"),
+                "Read",
+                body,
+            ));
+        }
+        h.push(CoreMessage::text("q", Role::User, "x ".repeat(2 * extra)));
+        h.push(CoreMessage::text("a", Role::Assistant, "looking"));
+        h
+    }
+
+    #[test]
+    fn a_nudge_that_fits_goes_out_uncut_when_the_scale_is_known() {
+        static SECTIONS: std::sync::LazyLock<Sections> =
+            std::sync::LazyLock::new(Sections::default);
+        let cfg = Config::for_window(40_000);
+        let input = |h: &[CoreMessage], tokens: Option<usize>| -> Projection {
+            let input = TurnInput {
+                history: h,
+                config: &cfg,
+                input_tokens: tokens,
+                recorded: &[],
+                sections: &SECTIONS,
+                force_nudge: true,
+                keep_all: false,
+            };
+            project(&mut CompressionState::new("s"), &input)
+        };
+        // Grow the view until, nudge included, it passes the truncation line
+        // (95%) but still fits the window.
+        let mut checked = 0;
+        for extra in (10_000..16_000).step_by(250) {
+            let h = large(extra);
+            let p = input(&h, None);
+            let line = cfg.context_limit * 95 / 100;
+            if p.truncation.count > 0 || p.tokens < line {
+                continue;
+            }
+            assert!(
+                p.tokens <= cfg.context_limit,
+                "{} over the window",
+                p.tokens
+            );
+            assert!(p.decision.inject);
+            checked += 1;
+            // The same request when the host gave a figure whose ratio is not
+            // learned yet: noa's figure may be off, so the line holds.
+            let q = input(&h, Some(p.measured));
+            assert!(q.truncation.count > 0, "{}: not cut", q.tokens);
+        }
+        assert!(
+            checked > 0,
+            "no size landed between the line and the window"
+        );
+    }
+
     #[test]
     fn assigns_refs_and_tags_user_text() {
         let mut st = CompressionState::new("s");
