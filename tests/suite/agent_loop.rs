@@ -21,6 +21,46 @@ pub struct LoopStats {
     pub peak_pct: usize,
     pub bytes_sent: usize,
     pub bytes_reused: usize,
+    /// Bytes of the views taken by Compress exchanges: the calls and their panels.
+    pub compress_bytes: usize,
+    /// The largest share of one view Compress exchanges took, in percent.
+    pub compress_peak_pct: usize,
+}
+
+impl LoopStats {
+    /// Cache reuse: bytes of each view that were a prefix of the one before,
+    /// over all bytes sent, in tenths of a percent.
+    pub fn reuse_permille(&self) -> usize {
+        self.bytes_reused * 1000 / self.bytes_sent.max(1)
+    }
+}
+
+/// Bytes of a chat view's lines that are Compress exchanges: assistant
+/// messages calling `Compress` and the tool results answering them.
+pub fn compress_bytes(raw: &str) -> usize {
+    let mut ids: Vec<String> = Vec::new();
+    let mut bytes = 0;
+    for line in raw.lines() {
+        let Ok(m) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let calls: Vec<&Value> = m["tool_calls"].as_array().into_iter().flatten().collect();
+        if !calls.is_empty() && calls.iter().all(|c| c["function"]["name"] == "Compress") {
+            ids.extend(
+                calls
+                    .iter()
+                    .filter_map(|c| c["id"].as_str().map(str::to_string)),
+            );
+            bytes += line.len();
+        } else if m["role"] == "tool"
+            && m["tool_call_id"]
+                .as_str()
+                .is_some_and(|id| ids.iter().any(|i| i == id))
+        {
+            bytes += line.len();
+        }
+    }
+    bytes
 }
 
 const SUMMARY: &str = "Investigated the parser, cache and index modules: fixed the range error in src/index.rs:40-58 \
@@ -147,6 +187,8 @@ pub fn run_loop_in(
     let mut text: String = session[..next].iter().map(|m| format!("{m}\n")).collect();
     let mut previous = String::new();
     let mut calls = 0;
+    // NOA_LOOP_TRACE=1 prints every turn's figures, the nudge decision and every panel.
+    let trace = std::env::var_os("NOA_LOOP_TRACE").is_some();
     while next < session.len() {
         let start = next;
         next += 1;
@@ -168,7 +210,22 @@ pub fn run_loop_in(
             stats.turns
         );
         stats.bytes_sent += raw.len();
-        stats.bytes_reused += common_prefix(&previous, &raw);
+        let reused = common_prefix(&previous, &raw);
+        stats.bytes_reused += reused;
+        if trace {
+            eprintln!(
+                "  turn {}: {tokens} tokens · {} bytes, {reused} reused ({}%) · {}",
+                stats.turns,
+                raw.len(),
+                reused * 100 / raw.len().max(1),
+                report["reason"]
+            );
+        }
+        let overhead = compress_bytes(&raw);
+        stats.compress_bytes += overhead;
+        stats.compress_peak_pct = stats
+            .compress_peak_pct
+            .max(overhead * 100 / raw.len().max(1));
         previous = raw;
         if report["nudge"].is_null() {
             continue;
@@ -201,6 +258,9 @@ pub fn run_loop_in(
         text.push_str(&format!("{}\n", json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]})));
         fs::write(&path, &text).unwrap();
         let (code, panel) = apply_call(dir, &path, limit);
+        if trace {
+            eprintln!("  apply → {code:?}: {panel}");
+        }
         match code {
             Some(0) => stats.blocks += panel.matches("(T").count(),
             Some(1) => stats.rejected += 1,
@@ -225,9 +285,12 @@ fn a_long_loop_at_40k_stays_in_the_window_and_compresses() {
     assert!(s.blocks >= 3, "{s:?}");
     assert!(s.peak_pct <= 100, "{s:?}");
     assert_eq!(s.rejected, 0, "every nudge's own ranges apply: {s:?}");
-    // Changes to the prefix are batched: most bytes of each request were
-    // already sent in the one before (the reference engine measured 86%;
-    // the capped recent zone compresses a little more often than the old
-    // sprawling one did, 85–86% here).
-    assert!(s.bytes_reused * 100 >= s.bytes_sent * 85, "{s:?}");
+    // Changes to the prefix are batched and rare: most bytes of each
+    // request were already sent in the one before (89.7% here; the
+    // reference engine measured 86%). What is left is mostly the new turn
+    // itself, about 4% of a full request at this window.
+    assert!(s.reuse_permille() >= 885, "{s:?}");
+    assert!(s.nudges <= 10, "few, deep compressions: {s:?}");
+    // Compress calls and their panels stay a small part of what is sent.
+    assert!(s.compress_bytes * 100 <= s.bytes_sent * 3, "{s:?}");
 }

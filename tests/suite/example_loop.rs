@@ -44,7 +44,7 @@ fn the_python_example_loop_runs_and_compresses() {
         out.status
     );
 
-    // The one summary line: `turns=60 nudges=5 blocks_created=14 …`.
+    // The one summary line: `turns=60 nudges=4 blocks_created=8 …`.
     let summary: HashMap<&str, &str> = stdout
         .lines()
         .last()

@@ -24,7 +24,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::agent_loop::{apply_call, ranges_from_nudge};
+use crate::agent_loop::{apply_call, compress_bytes, ranges_from_nudge};
 use crate::common::{TempDir, noa};
 use crate::providers::check_chat;
 use crate::synth::Rng;
@@ -36,7 +36,7 @@ const HOST_TOKENS: usize = 1_500;
 const RUNS: [(usize, usize); 2] = [(16_000, 120), (40_000, 130)];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
+pub(crate) enum Shape {
     ReadHeavy,
     ProseOnly,
     PeriodicDump,
@@ -758,17 +758,17 @@ struct TurnRecord {
 
 /// What one shape run measured.
 #[derive(Debug, Default)]
-struct ShapeStats {
+pub(crate) struct ShapeStats {
     shape: &'static str,
     limit: usize,
-    turns: usize,
+    pub(crate) turns: usize,
     nudges: usize,
     nudges_with_ranges: usize,
     /// Compress calls made (nudges answered).
-    calls: usize,
-    blocks: usize,
-    rejected: usize,
-    peak_provider_pct: usize,
+    pub(crate) calls: usize,
+    pub(crate) blocks: usize,
+    pub(crate) rejected: usize,
+    pub(crate) peak_provider_pct: usize,
     peak_report_pct: usize,
     first_over_90: Option<usize>,
     first_over_100: Option<usize>,
@@ -778,8 +778,12 @@ struct ShapeStats {
     /// The same from turn 2 on, once noa has the provider's figure.
     max_error_later_pct: f64,
     turns_truncated: usize,
-    bytes_sent: usize,
-    bytes_reused: usize,
+    pub(crate) bytes_sent: usize,
+    pub(crate) bytes_reused: usize,
+    /// Bytes of the views taken by Compress calls and their panels.
+    pub(crate) compress_bytes: usize,
+    /// The largest share of one view they took, in percent.
+    pub(crate) compress_peak_pct: usize,
     /// The first view that broke the provider's rules: turn and reason.
     invalid: Option<(usize, String)>,
     /// Provider count of the worst request over the window, with its turn.
@@ -937,13 +941,19 @@ fn push(text: &mut String, m: &Value) {
 }
 
 /// Runs `turns` turns of `shape` at `limit` through the binary.
-fn run(shape: Shape, seed: u64, turns: usize, limit: usize) -> ShapeStats {
+pub(crate) fn run(shape: Shape, seed: u64, turns: usize, limit: usize) -> ShapeStats {
     let dir = TempDir::new();
     run_in(&dir, shape, seed, turns, limit)
 }
 
 /// The loop in `dir` (transcript `agent.jsonl`, state under `st/`).
-fn run_in(dir: &TempDir, shape: Shape, seed: u64, turns: usize, limit: usize) -> ShapeStats {
+pub(crate) fn run_in(
+    dir: &TempDir,
+    shape: Shape,
+    seed: u64,
+    turns: usize,
+    limit: usize,
+) -> ShapeStats {
     let path = dir.path().join("agent.jsonl");
     let mut g = Gen::new(seed);
     let mut text = String::new();
@@ -981,6 +991,11 @@ fn run_in(dir: &TempDir, shape: Shape, seed: u64, turns: usize, limit: usize) ->
         last_request = Some(provider);
         stats.bytes_sent += raw.len();
         stats.bytes_reused += common_prefix(&previous, &raw);
+        let overhead = compress_bytes(&raw);
+        stats.compress_bytes += overhead;
+        stats.compress_peak_pct = stats
+            .compress_peak_pct
+            .max(overhead * 100 / raw.len().max(1));
         let nudge = !report["nudge"].is_null();
         let ranges = if nudge {
             let text = view

@@ -134,8 +134,8 @@ impl Default for TierConfig {
 impl Default for NudgeConfig {
     fn default() -> Self {
         NudgeConfig {
-            max_context_limit_pct: 0.75,
-            min_context_limit_pct: 0.45,
+            max_context_limit_pct: 0.85,
+            min_context_limit_pct: 0.80,
             emergency_threshold_pct: 0.95,
             growth_ratio: 0.05,
             growth_floor: 50_000,
@@ -274,8 +274,8 @@ mod tests {
             ),
             (3, 5, 10)
         );
-        assert_eq!(c.nudge.max_context_limit_pct, 0.75);
-        assert_eq!(c.nudge.min_context_limit_pct, 0.45);
+        assert_eq!(c.nudge.max_context_limit_pct, 0.85);
+        assert_eq!(c.nudge.min_context_limit_pct, 0.80);
         assert_eq!(c.nudge.emergency_threshold_pct, 0.95);
         assert_eq!(
             (

@@ -159,6 +159,18 @@ pub struct NudgeState {
     /// Token count when each tier's nudge was last shown.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub last_shown_by_tier: BTreeMap<String, usize>,
+    /// Token count of the last turn's view, before its nudge: what the next
+    /// turn's growth is measured from.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub last_turn_tokens: usize,
+    /// The largest growth of one turn seen lately, fading by an eighth a
+    /// turn: how much room the next turn may need.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub step_tokens: usize,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Running totals for reports.

@@ -1,11 +1,18 @@
 //! When to ask the model to compress, and which tier.
 //!
-//! Two bands. Under pressure (75% of the window, or the 95% emergency band)
-//! there is no pacing: a nudge goes out whenever the best tier would reclaim
-//! at least the minimum benefit. Below that, nudges are paced by growth: one
-//! when the context has grown a cadence step since the last, or on first
-//! sight of a large backlog. Every reclaim is counted net of the nudge's own
-//! size, so a tier nudge has to pay for itself.
+//! Every compression rewrites the request from its first changed message
+//! on, and the provider bills that part at the uncached price; so the
+//! pacing waits until a compression is worth its cache miss, then asks for
+//! a deep one. Two bands. Under pressure (85% of the window, the 95%
+//! emergency band, or inside the band when the next turn could reach the
+//! truncation line) there is no pacing: a nudge goes out whenever the best
+//! tier would reclaim at least the minimum benefit. Below that, nudges are
+//! paced by growth: one when the context has grown a cadence step since the
+//! last, or on first sight of a large backlog. Every reclaim is counted net
+//! of the nudge's own size, so a tier nudge has to pay for itself; and
+//! folding summaries into a higher tier, which rewrites the request from the
+//! oldest block on, waits until they hold a real share of the window or
+//! tier 1 cannot make room on its own.
 
 use crate::engine::model::config::Config;
 use crate::engine::model::state::NudgeState;
@@ -48,6 +55,39 @@ pub fn min_benefit(cfg: &Config) -> usize {
     })
 }
 
+/// Summaries are folded into a higher tier in the growth band only once
+/// they hold this share of the window: below it they are a cheap, cached
+/// prefix, and folding them would send the whole request again.
+pub const CONSOLIDATION_SHARE: f64 = 0.10;
+
+/// Where a tier-1 compression should bring the view, as a share of the
+/// window: well under the nudge band, so the next nudge is far away.
+pub const LOW_WATER: f64 = 0.5;
+
+/// Tokens a tier-1 call should free from a view of `tokens` to reach the
+/// low-water mark, at most `offered` (what the listed ranges hold).
+pub fn reclaim_target(cfg: &Config, tokens: usize, offered: usize) -> usize {
+    let low = (cfg.context_limit as f64 * LOW_WATER) as usize;
+    tokens.saturating_sub(low).min(offered)
+}
+
+/// The fading memory of turn sizes: the largest step loses this fraction of
+/// itself every turn.
+const STEP_FADE: usize = 8;
+
+/// How much the next turn may add: the larger of this turn's growth and the
+/// largest growth seen lately (fading by an eighth a turn).
+pub fn expected_step(stamps: &NudgeState, tokens: usize) -> usize {
+    grown_this_turn(stamps, tokens).max(stamps.step_tokens)
+}
+
+fn grown_this_turn(stamps: &NudgeState, tokens: usize) -> usize {
+    match stamps.last_turn_tokens {
+        0 => 0,
+        last => tokens.saturating_sub(last),
+    }
+}
+
 /// What the decision looks at.
 #[derive(Debug, Clone)]
 pub struct DecideInput<'a> {
@@ -87,7 +127,13 @@ pub fn decide(input: &DecideInput) -> Decision {
     let usage = input.tokens as f64 / limit as f64;
     let n = &cfg.nudge;
     let emergency = usage >= n.emergency_threshold_pct;
-    let pressure = emergency || usage >= n.max_context_limit_pct;
+    // In the band, a turn as large as the largest seen lately would carry
+    // the request (and the nudge it would then need) past the window, where
+    // old output gets cut and the cached prefix breaks: ask now.
+    let step = expected_step(input.nudge, input.tokens);
+    let short_of_room =
+        usage >= n.min_context_limit_pct && input.tokens + step + input.nudge_cost[0] >= limit;
+    let pressure = emergency || usage >= n.max_context_limit_pct || short_of_room;
     let tiers: &[u8] = match cfg.max_tier() {
         1 => &[1],
         2 => &[1, 2],
@@ -111,24 +157,37 @@ pub fn decide(input: &DecideInput) -> Decision {
     };
 
     if pressure {
-        let best = tiers
-            .iter()
-            .copied()
-            .max_by_key(|&t| (net(t), std::cmp::Reverse(t)))
-            .unwrap_or(1);
         let min = min_benefit(cfg);
+        // Tier 1 keeps the summaries already in the prefix; a higher tier
+        // rewrites the request from its oldest block. So tier 1 goes first
+        // whenever it alone brings the view back under the band.
+        let band = (limit as f64 * n.min_context_limit_pct) as usize;
+        let best = if net(1) >= min && input.tokens.saturating_sub(net(1)) <= band {
+            1
+        } else {
+            tiers
+                .iter()
+                .copied()
+                .max_by_key(|&t| (net(t), std::cmp::Reverse(t)))
+                .unwrap_or(1)
+        };
+        let why = if usage >= n.max_context_limit_pct || emergency {
+            format!("pressure at {pct}%")
+        } else {
+            format!("pressure at {pct}%: a turn of {step} would fill the window")
+        };
         if net(best) >= min {
             return decision(
                 true,
                 best,
-                format!("pressure at {pct}%: tier {best} reclaims {}", net(best)),
+                format!("{why}: tier {best} reclaims {}", net(best)),
             );
         }
         return decision(
             false,
             best,
             format!(
-                "pressure at {pct}% but the best tier reclaims only {} (< {min} minimum benefit)",
+                "{why} but the best tier reclaims only {} (< {min} minimum benefit)",
                 net(best)
             ),
         );
@@ -184,6 +243,14 @@ pub fn decide(input: &DecideInput) -> Decision {
         if !(by_count || by_size) {
             continue;
         }
+        let floor = (limit as f64 * CONSOLIDATION_SHARE) as usize;
+        if input.pending[t as usize - 1] < floor {
+            blocked.push(format!(
+                "T{t} (its summaries hold {} < {floor}, cheaper kept)",
+                input.pending[t as usize - 1]
+            ));
+            continue;
+        }
         if net(t) < min {
             blocked.push(format!("T{t} (reclaims {} < {min})", net(t)));
             continue;
@@ -217,6 +284,9 @@ pub fn decide(input: &DecideInput) -> Decision {
 /// than a growth unit (a compression landed) re-anchors the baseline and
 /// clears the shown stamps, so pacing restarts from the new size.
 pub fn stamp(nudge: &mut NudgeState, tokens: usize, decision: &Decision, cfg: &Config) {
+    let grown = grown_this_turn(nudge, tokens);
+    nudge.step_tokens = grown.max(nudge.step_tokens - nudge.step_tokens / STEP_FADE);
+    nudge.last_turn_tokens = tokens;
     let unit = growth_unit(cfg);
     if nudge.last_per_message_nudge_tokens > 0
         && tokens + unit < nudge.last_per_message_nudge_tokens
@@ -239,3 +309,20 @@ pub fn stamp(nudge: &mut NudgeState, tokens: usize, decision: &Decision, cfg: &C
 #[cfg(test)]
 #[path = "nudge_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod reclaim_tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_asked_to_reach_half_the_window() {
+        let cfg = Config::for_window(40_000);
+        assert_eq!(reclaim_target(&cfg, 34_000, 30_000), 14_000);
+        assert_eq!(
+            reclaim_target(&cfg, 34_000, 9_000),
+            9_000,
+            "at most what is offered"
+        );
+        assert_eq!(reclaim_target(&cfg, 15_000, 9_000), 0, "already under");
+    }
+}

@@ -39,6 +39,9 @@ pub struct NudgeInput<'a> {
     pub truncated: usize,
     /// The blocks a tier-2 or tier-3 nudge asks to fold.
     pub targets: &'a [Block],
+    /// Tokens a tier-1 call should free to bring the context well under the
+    /// nudge band; 0 leaves the line out.
+    pub reclaim: usize,
 }
 
 /// How many blocks the block map lists; older ones are only counted, so the
@@ -138,6 +141,7 @@ pub fn render(input: &NudgeInput, sections: &Sections) -> String {
             how_to_compress_rules().to_string(),
             format_ranges(input.ranges, input.protected),
             format_block_map(input.blocks),
+            reclaim_line(input.reclaim),
             GENTLE_CLOSING.to_string(),
         ]
     } else if tier == 1 {
@@ -152,6 +156,7 @@ pub fn render(input: &NudgeInput, sections: &Sections) -> String {
             how_to_compress_rules().to_string(),
             format_ranges(input.ranges, input.protected),
             format_block_map(input.blocks),
+            reclaim_line(input.reclaim),
         ]
     } else {
         // At the limit the efficiency note would contradict the trigger line
@@ -198,6 +203,21 @@ pub fn render(input: &NudgeInput, sections: &Sections) -> String {
 /// decision logic can weigh what a nudge costs against what it may reclaim.
 pub fn rough_size(input: &NudgeInput) -> usize {
     tokens::estimate(&render(input, &Sections::default()))
+}
+
+/// How deep a tier-1 call should go, and why one deep call is cheaper than
+/// several shallow ones. Empty when no figure is given.
+pub fn reclaim_line(tokens: usize) -> String {
+    if tokens == 0 {
+        return String::new();
+    }
+    format!(
+        "Free at least {} in this call, oldest ranges first: that brings the context back to \
+         about half the window, so the next request to compress is far off. One deep \
+         compression costs less than several small ones: after each, the provider reads the \
+         request again from the first compressed message on.",
+        tokens::format(tokens)
+    )
 }
 
 /// The line that names a tier nudge, in a fixed bracketed form a host or a

@@ -100,6 +100,7 @@ impl Sample {
             growth: 24_100,
             truncated: 0,
             targets: if tier >= 2 { &self.targets } else { &[] },
+            reclaim: if tier <= 1 { 14_200 } else { 0 },
         }
     }
 }
@@ -123,6 +124,7 @@ fn gentle_nudge() {
         "WRITING THE SUMMARY",
         "Compressible ranges (2, oldest first):",
         "Active blocks (1): b3(T1)=m00001–m00011",
+        "Free at least 14K in this call, oldest ranges first",
         "Send all the ranges you pick in a single Compress call",
     ] {
         assert!(t.contains(needle), "gentle nudge lacks {needle:?}");

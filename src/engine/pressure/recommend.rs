@@ -17,6 +17,11 @@ use crate::engine::turn::sync::covered_ids;
 /// batch can sink the whole batch at the size gate.
 pub const VIABLE_RANGE_MIN_TOKENS: usize = 200;
 
+/// Neighbouring runs are merged until a range holds this share of the
+/// window (a fifth): a nudge offers a few large ranges, so one call goes
+/// deep in few blocks and the next compression is far away.
+pub const RANGE_SHARE: f64 = 0.20;
+
 /// Everything a nudge, `noa ranges` or `noa inspect` reports about a view.
 #[derive(Debug, Clone, Default)]
 pub struct Recommendation {
@@ -44,6 +49,9 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
     let mut protected: Vec<ProtectedRange> = Vec::new();
     let mut segment = 0usize;
     let mut open: Option<Run> = None;
+    // Past the first message of the recent zone, what is compressible is a
+    // re-runnable exchange between protected ones.
+    let mut in_zone = false;
     let first_user = task_index(view).map(|i| view[i].id.as_str());
     let last_user = view
         .iter()
@@ -66,6 +74,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
         if zone.contains(m.id.as_str()) {
             runs.extend(open.take());
             segment += 1;
+            in_zone = true;
             let reason = if Some(m.id.as_str()) == last_user {
                 ProtectReason::LastUserMessage
             } else {
@@ -78,16 +87,22 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
         if is_user && open.as_ref().is_some_and(|o| o.info.count >= 3) {
             runs.extend(open.take());
         }
-        let run = open.get_or_insert_with(|| Run::new(r, segment));
+        let run = open.get_or_insert_with(|| Run::new(r, segment, in_zone));
         run.add(r, m, t, is_user);
         run.info.holds_task |= Some(m.id.as_str()) == first_user;
     }
     runs.extend(open);
 
     let min_chars = cfg.compress.min_compress_range;
-    let ranges: Vec<RangeInfo> = merge_to_threshold(runs, min_chars)
+    let target = (cfg.context_limit as f64 * RANGE_SHARE) as usize;
+    // Inside the recent zone only an output big enough to pass the size
+    // gate on its own is offered: a small one would cost a block, a summary
+    // and a panel line for little room.
+    let ranges: Vec<RangeInfo> = merge_to_threshold(runs, min_chars, target)
         .into_iter()
-        .filter(|r| r.tokens >= VIABLE_RANGE_MIN_TOKENS)
+        .filter(|r| r.info.tokens >= VIABLE_RANGE_MIN_TOKENS)
+        .filter(|r| !r.in_zone || r.info.chars >= min_chars)
+        .map(|r| r.info)
         .collect();
     let mut blocks: Vec<BlockSpan> = state
         .blocks
@@ -148,10 +163,12 @@ struct Run {
     info: RangeInfo,
     tool: usize,
     segment: usize,
+    /// It starts inside the recent zone.
+    in_zone: bool,
 }
 
 impl Run {
-    fn new(r: &str, segment: usize) -> Run {
+    fn new(r: &str, segment: usize, in_zone: bool) -> Run {
         Run {
             info: RangeInfo {
                 start_ref: r.to_string(),
@@ -165,6 +182,7 @@ impl Run {
             },
             tool: 0,
             segment,
+            in_zone,
         }
     }
     fn add(&mut self, r: &str, m: &CoreMessage, t: usize, is_user: bool) {
@@ -185,13 +203,17 @@ fn pct(part: usize, whole: usize) -> u32 {
     (part * 100 + whole / 2).checked_div(whole).unwrap_or(0) as u32
 }
 
-/// Merges neighbouring runs of a segment until each reaches `min_chars`, so
-/// the ranges offered pass the size gate; the tool share is weighted by count.
-fn merge_to_threshold(runs: Vec<Run>, min_chars: usize) -> Vec<RangeInfo> {
+/// Merges neighbouring runs of a segment until each reaches `min_chars` (so
+/// the ranges offered pass the size gate) and `target` tokens (so they are
+/// few and large); the tool share is weighted by count.
+fn merge_to_threshold(runs: Vec<Run>, min_chars: usize, target: usize) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
     for run in runs {
         match out.last_mut() {
-            Some(prev) if prev.segment == run.segment && prev.info.chars < min_chars => {
+            Some(prev)
+                if prev.segment == run.segment
+                    && (prev.info.chars < min_chars || prev.info.tokens < target) =>
+            {
                 prev.info.end_ref = run.info.end_ref;
                 prev.info.count += run.info.count;
                 prev.info.tokens += run.info.tokens;
@@ -204,7 +226,7 @@ fn merge_to_threshold(runs: Vec<Run>, min_chars: usize) -> Vec<RangeInfo> {
             _ => out.push(run),
         }
     }
-    out.into_iter().map(|r| r.info).collect()
+    out
 }
 
 fn extend_protected(

@@ -33,12 +33,13 @@ fn runs_break_at_a_user_message_after_three() {
     ];
     tails(&mut v);
     let st = state_for(&v);
+    // A small window: runs of 500 tokens already hold a tenth of it.
     let cfg = Config {
         compress: crate::engine::model::config::CompressConfig {
             min_compress_range: 1,
             ..Default::default()
         },
-        ..Config::default()
+        ..Config::for_window(5_000)
     };
     let rec = recommend(&v, &st, &cfg);
     assert!(rec.ranges.len() >= 2, "{:?}", rec.ranges);
@@ -69,7 +70,8 @@ fn small_runs_merge_up_to_the_gate_with_weighted_tool_share() {
     }
     tails(&mut v);
     let st = state_for(&v);
-    let rec = recommend(&v, &st, &Config::default());
+    // At 5K a fifth of the window is less than the gate: the gate decides.
+    let rec = recommend(&v, &st, &Config::for_window(5_000));
     // Runs of three or four messages merge until the first passes the gate.
     let r = &rec.ranges[0];
     assert_eq!(
@@ -208,4 +210,67 @@ fn a_range_holding_the_task_is_flagged() {
     assert!(rec.ranges[0].holds_task, "{:?}", rec.ranges);
     let line = crate::engine::pressure::nudge_text::format_ranges(&rec.ranges, &[]);
     assert!(line.contains("holds the task"), "{line}");
+}
+
+#[test]
+fn runs_merge_into_ranges_of_a_fifth_of_the_window() {
+    // Twenty-four question-and-answer turns of about 1,000 tokens each.
+    let mut v = Vec::new();
+    for i in 0..24 {
+        v.push(sized(user(&format!("q{i}")), 400));
+        v.push(sized(say(&format!("a{i}")), 3600));
+    }
+    tails(&mut v);
+    let st = state_for(&v);
+    let ranges = |limit: usize| recommend(&v, &st, &Config::for_window(limit)).ranges;
+    // At 200K nothing stops the merge before the zone: one range.
+    let big = ranges(200_000);
+    assert_eq!(big.len(), 1, "{big:?}");
+    // At 30K a range stops once it holds 6,000 tokens.
+    let small = ranges(30_000);
+    assert!(small.len() >= 3, "{small:?}");
+    assert!(
+        small
+            .iter()
+            .rev()
+            .skip(1)
+            .all(|r| (6_000..7_100).contains(&r.tokens)),
+        "{small:?}"
+    );
+}
+
+#[test]
+fn small_outputs_inside_the_recent_zone_are_not_offered() {
+    // Old work, then recent turns whose small Reads sit between protected
+    // questions and answers, and one large Read among them.
+    let mut v = vec![sized(user("task"), 20_000), sized(say("done"), 20_000)];
+    for i in 0..4 {
+        v.push(sized(user(&format!("q{i}")), 40));
+        v.push(call(&format!("c{i}"), &format!("t{i}"), "Read"));
+        let size = if i == 1 { 8_000 } else { 1_000 };
+        v.push(sized(
+            result(&format!("r{i}"), &format!("t{i}"), "Read"),
+            size,
+        ));
+        v.push(sized(say(&format!("s{i}")), 40));
+    }
+    let st = state_for(&v);
+    let cfg = Config {
+        preserve_recent_messages: 12,
+        ..Config::for_window(40_000)
+    };
+    let rec = recommend(&v, &st, &cfg);
+    let spans: Vec<(&str, &str)> = rec
+        .ranges
+        .iter()
+        .map(|r| (r.start_ref.as_str(), r.end_ref.as_str()))
+        .collect();
+    // The old task (its answer fills the zone's token floor), and the large
+    // Read (m00008–m00009); the small Reads would each cost a block for a
+    // few hundred tokens.
+    assert_eq!(
+        spans,
+        [("m00001", "m00001"), ("m00008", "m00009")],
+        "{rec:?}"
+    );
 }

@@ -21,7 +21,7 @@ use crate::engine::model::protect::is_tool_protected;
 use crate::engine::model::refs::{self, NUDGE_ID, OMITTED_ID};
 use crate::engine::model::state::{CompressionState, MessageRefs};
 use crate::engine::model::tag;
-use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded};
+use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded, Source};
 use crate::engine::pressure::nudge::{self, DecideInput, Decision};
 use crate::engine::pressure::nudge_text::{self, NudgeInput};
 use crate::engine::pressure::prompt::Sections;
@@ -132,7 +132,12 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         0 => 0,
         shown => measured.saturating_sub(shown),
     };
-    let nudge_input = |tier: u8, truncated: usize| nudge_of(&rec, tier, growth, truncated);
+    let reclaim = |rec: &Recommendation| {
+        let offered = rec.ranges.iter().map(|r| g.scale(r.tokens)).sum();
+        nudge::reclaim_target(cfg, measured, offered)
+    };
+    let nudge_input =
+        |tier: u8, truncated: usize| nudge_of(&rec, tier, growth, truncated, reclaim(&rec));
     let mut decision = nudge::decide(&DecideInput {
         tokens: measured,
         pending: rec.pending.map(|p| g.scale(p)),
@@ -176,7 +181,16 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // What the view's estimate is down to; it already has the earlier cuts in it.
     let mut left = estimate;
     let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
-    if measured + g.scale(reserve) >= threshold {
+    // A view that carries a nudge and fits the window as it is goes out
+    // uncut: the model is asked to compress now, and cutting output it is
+    // about to fold away would break the cached prefix for nothing. Only
+    // when the figure can be held to the window that closely: the provider's
+    // figures have taught the estimator's ratio, or the host sends none and
+    // the estimate is the only scale there is.
+    let sure = g.source == Source::Estimate || state.host.calibration.ratio().is_some();
+    let fits_with_nudge =
+        decision.inject && sure && measured + g.scale(reserve) <= cfg.context_limit;
+    if measured + g.scale(reserve) >= threshold && !fits_with_nudge {
         let target = g
             .estimate_for((threshold as f64 * 0.9) as usize)
             .saturating_sub(reserve);
@@ -217,7 +231,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     if decision.inject {
         let nudge = NudgeInput {
             emergency: decision.emergency,
-            ..nudge_of(&rec, decision.tier, growth, truncation.count)
+            ..nudge_of(&rec, decision.tier, growth, truncation.count, reclaim(&rec))
         };
         view.push(CoreMessage::text(
             NUDGE_ID,
@@ -252,7 +266,13 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
 }
 
 /// What a nudge of `tier` shows, from this turn's recommendation.
-fn nudge_of(rec: &Recommendation, tier: u8, growth: usize, truncated: usize) -> NudgeInput<'_> {
+fn nudge_of(
+    rec: &Recommendation,
+    tier: u8,
+    growth: usize,
+    truncated: usize,
+    reclaim: usize,
+) -> NudgeInput<'_> {
     NudgeInput {
         tier,
         emergency: false,
@@ -267,6 +287,7 @@ fn nudge_of(rec: &Recommendation, tier: u8, growth: usize, truncated: usize) -> 
             3 => &rec.tier2_blocks,
             _ => &[],
         },
+        reclaim: if tier == 1 { reclaim } else { 0 },
     }
 }
 
@@ -389,6 +410,75 @@ mod tests {
         assert!(asked.decision.inject, "{}", asked.decision.reason);
         assert_eq!(asked.view.last().unwrap().id, NUDGE_ID);
         assert!(asked.decision.reason.starts_with("asked for by the host"));
+    }
+
+    /// A history whose view is about 24,000 tokens plus `extra`: a task,
+    /// eight old Read outputs of 3,000 tokens, a recent exchange.
+    fn large(extra: usize) -> Vec<CoreMessage> {
+        let mut h = vec![CoreMessage::text("task", Role::User, "fix the parser")];
+        for i in 0..8 {
+            h.push(CoreMessage::tool_call(
+                format!("c{i}"),
+                format!("t{i}"),
+                "Read",
+                "{}",
+            ));
+            let body = format!("line {i}\n").repeat(12_000 / 7);
+            h.push(CoreMessage::tool_result(
+                format!("r{i}"),
+                format!("t{i}"),
+                "Read",
+                body,
+            ));
+        }
+        h.push(CoreMessage::text("q", Role::User, "x ".repeat(2 * extra)));
+        h.push(CoreMessage::text("a", Role::Assistant, "looking"));
+        h
+    }
+
+    #[test]
+    fn a_nudge_that_fits_goes_out_uncut_when_the_scale_is_known() {
+        static SECTIONS: std::sync::LazyLock<Sections> =
+            std::sync::LazyLock::new(Sections::default);
+        let cfg = Config::for_window(40_000);
+        let input = |h: &[CoreMessage], tokens: Option<usize>| -> Projection {
+            let input = TurnInput {
+                history: h,
+                config: &cfg,
+                input_tokens: tokens,
+                recorded: &[],
+                sections: &SECTIONS,
+                force_nudge: true,
+                keep_all: false,
+            };
+            project(&mut CompressionState::new("s"), &input)
+        };
+        // Grow the view until, nudge included, it passes the truncation line
+        // (95%) but still fits the window.
+        let mut checked = 0;
+        for extra in (10_000..16_000).step_by(250) {
+            let h = large(extra);
+            let p = input(&h, None);
+            let line = cfg.context_limit * 95 / 100;
+            if p.truncation.count > 0 || p.tokens < line {
+                continue;
+            }
+            assert!(
+                p.tokens <= cfg.context_limit,
+                "{} over the window",
+                p.tokens
+            );
+            assert!(p.decision.inject);
+            checked += 1;
+            // The same request when the host gave a figure whose ratio is not
+            // learned yet: noa's figure may be off, so the line holds.
+            let q = input(&h, Some(p.measured));
+            assert!(q.truncation.count > 0, "{}: not cut", q.tokens);
+        }
+        assert!(
+            checked > 0,
+            "no size landed between the line and the window"
+        );
     }
 
     #[test]
