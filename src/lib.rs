@@ -1,10 +1,12 @@
 //! noa: model-driven context compression for LLM-agent transcripts.
 //!
 //! A transcript is read by a [`formats`] adapter into flat
-//! [`engine::CoreMessage`]s; the pure [`engine`] assigns every message a
-//! stable ref and decides what the model sees; the [`store`] keeps the
-//! session's state and archives on disk; and the format adapter writes the
-//! view back out as the provider request it is. The [`cli`] wires these
+//! [`engine::CoreMessage`]s; the pure [`engine`] — five parts (model, turn,
+//! pressure, compress, report) behind one front door — assigns every message
+//! a stable ref and decides what the model sees, saying of each block what
+//! it did to it; the [`store`] keeps the session's state and archives on
+//! disk; and the format adapter writes the view back out as the provider
+//! request it is, replaying those edits on the original JSON. The [`cli`] wires these
 //! together as the `noa` command. noa never calls a model: the model writes
 //! the summaries, noa keeps the books.
 #![warn(missing_docs)]
