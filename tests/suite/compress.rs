@@ -722,3 +722,39 @@ fn a_kept_compress_call_goes_out_with_its_shortened_summaries() {
     let tags = tagged(&view);
     a_kept_call_goes_out_shortened(&mut cc, &state, &tags[1].0, &tags[8].0);
 }
+
+#[test]
+fn materialize_gets_a_lost_state_back_from_the_log() {
+    let dir = TempDir::new();
+    let (mut s, state) = pending_call(dir.path());
+    let applied = apply_pending(&s, &state);
+    assert_eq!(applied.status.code(), Some(0));
+    let panel = String::from_utf8(applied.stdout).unwrap();
+    s.append_result("call_once", panel.trim_end(), false);
+    let materialize = || {
+        noa(
+            &state,
+            &[
+                "materialize",
+                s.path().to_str().unwrap(),
+                "--state-dir",
+                state.to_str().unwrap(),
+            ],
+        )
+    };
+    let with_state = materialize();
+    assert!(with_state.status.success());
+    fs::remove_file(state.join("chat/state.json")).unwrap();
+    let rebuilt = materialize();
+    assert!(rebuilt.status.success());
+    assert_eq!(rebuilt.stdout, with_state.stdout, "the same baked transcript");
+    assert!(
+        String::from_utf8_lossy(&with_state.stdout).contains("[Compressed conversation section]"),
+        "the block is baked in"
+    );
+    assert!(String::from_utf8_lossy(&rebuilt.stderr).contains("had no state: rebuilt it"));
+    assert!(
+        !state.join("chat/state.json").exists(),
+        "materialize writes no state"
+    );
+}
