@@ -747,7 +747,10 @@ fn materialize_gets_a_lost_state_back_from_the_log() {
     fs::remove_file(state.join("chat/state.json")).unwrap();
     let rebuilt = materialize();
     assert!(rebuilt.status.success());
-    assert_eq!(rebuilt.stdout, with_state.stdout, "the same baked transcript");
+    assert_eq!(
+        rebuilt.stdout, with_state.stdout,
+        "the same baked transcript"
+    );
     assert!(
         String::from_utf8_lossy(&with_state.stdout).contains("[Compressed conversation section]"),
         "the block is baked in"
