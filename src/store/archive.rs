@@ -11,9 +11,9 @@ impl SessionDir {
     /// Writes the archives, then the state that names them. If anything
     /// fails, the archives this call wrote are removed again and the old
     /// state stays: a state never points at an archive that is not there.
-    pub fn commit(
+    pub fn commit<'a>(
         &self,
-        archives: &[ArchiveFile],
+        archives: impl IntoIterator<Item = &'a ArchiveFile>,
         state: &CompressionState,
     ) -> Result<Vec<PathBuf>, StoreError> {
         let written = self.write_archives(archives)?;
@@ -35,8 +35,7 @@ impl SessionDir {
         let (present, missing): (Vec<&ArchiveFile>, Vec<&ArchiveFile>) = archives
             .iter()
             .partition(|a| self.dir.join(&a.rel).exists());
-        let missing: Vec<ArchiveFile> = missing.into_iter().cloned().collect();
-        let written = self.commit(&missing, state)?;
+        let written = self.commit(missing, state)?;
         Ok((present.len(), written.len()))
     }
 
@@ -58,7 +57,10 @@ impl SessionDir {
         }
     }
 
-    fn write_archives(&self, archives: &[ArchiveFile]) -> Result<Vec<PathBuf>, StoreError> {
+    fn write_archives<'a>(
+        &self,
+        archives: impl IntoIterator<Item = &'a ArchiveFile>,
+    ) -> Result<Vec<PathBuf>, StoreError> {
         let mut written = Vec::new();
         for a in archives {
             match self.write(&a.rel, a.contents.as_bytes()) {

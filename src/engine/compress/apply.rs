@@ -214,7 +214,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
         input,
         state,
         cfg: input.config,
-        covered: covered_ids(state),
+        covered,
         zone: &zone,
         task: task_index(view).map(|i| view[i].id.as_str()),
     };

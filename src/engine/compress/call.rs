@@ -84,26 +84,22 @@ pub fn answered_before<'a>(state: &'a CompressionState, call_id: &str) -> Option
         .filter(|_| !call_id.is_empty())
 }
 
-/// The view the model saw at `cut`: the same projection, on a copy of the
-/// state so pacing and host counters are not counted twice. Refs it hands
-/// out are kept in `state`.
-pub fn view_at(state: &mut CompressionState, input: &CallInput, cut: usize) -> Projection {
-    let p = scratch_view(state, input, cut);
+/// The view the model saw when it made the call: the same projection, on a
+/// copy of the state so pacing and host counters are not counted twice.
+/// Refs it hands out are kept in `state`.
+pub fn view_at(state: &mut CompressionState, input: &CallInput) -> Projection {
+    let p = scratch_view(state, input);
     state.message_refs = p.1.message_refs;
     state.token_snapshot = p.1.token_snapshot;
     p.0
 }
 
-fn scratch_view(
-    state: &CompressionState,
-    input: &CallInput,
-    cut: usize,
-) -> (Projection, CompressionState) {
+fn scratch_view(state: &CompressionState, input: &CallInput) -> (Projection, CompressionState) {
     let mut scratch = state.clone();
     let p = project(
         &mut scratch,
         &TurnInput {
-            history: &input.history[..cut],
+            history: &input.history[..input.cut],
             config: input.config,
             input_tokens: None,
             recorded: input.recorded,
@@ -119,23 +115,10 @@ fn scratch_view(
 /// refused, applies the rest, and keeps the books.
 pub fn answer(state: &CompressionState, input: &CallInput) -> Answer {
     let mut state = state.clone();
-    let seen = view_at(&mut state, input, input.cut);
+    let seen = view_at(&mut state, input);
     let parsed = parse_compress_args(input.args);
     let outcome = decide(&state, input, &seen, &parsed);
-    finish(outcome, parsed, input, seen.measured, None)
-}
-
-/// Keeps the books for an outcome reached another way (a rebuild replaying
-/// recorded spans) as [`answer`] would. With the `recorded` panel, that is
-/// the answer kept, and the call is not priced again.
-pub fn answer_with(
-    outcome: ApplyOutcome,
-    parsed: ParsedArgs,
-    input: &CallInput,
-    tokens_before: usize,
-    recorded: Option<&str>,
-) -> Answer {
-    finish(outcome, parsed, input, tokens_before, recorded)
+    answer_with(outcome, parsed, input, seen.measured, None)
 }
 
 /// Refused unread, refused as a repeat, or applied.
@@ -172,9 +155,12 @@ fn decide(
     })
 }
 
-/// Adds the notes on the arguments, prices the result, renders the panel and
-/// updates the host's books.
-fn finish(
+/// Keeps the books for an outcome as [`answer`] does, and is how a rebuild
+/// replaying recorded spans keeps them: adds the notes on the arguments,
+/// prices the result, renders the panel and updates the host's books. With
+/// the `recorded` panel, that is the answer kept, and the call is not
+/// priced again.
+pub fn answer_with(
     mut outcome: ApplyOutcome,
     parsed: ParsedArgs,
     input: &CallInput,
@@ -199,7 +185,7 @@ fn finish(
     let (after, reclaimed) = if outcome.created.is_empty() || recorded.is_some() {
         (before, 0)
     } else {
-        let now = scratch_view(&next, input, input.cut).0;
+        let now = scratch_view(&next, input).0;
         let reclaimed = panel::reclaimed_by_call(
             outcome.created.iter().map(|(b, _)| b),
             &next.blocks,
@@ -360,7 +346,7 @@ mod tests {
         let cfg = Config::default();
         let state = CompressionState::new("s");
         let mut seen = state.clone();
-        view_at(&mut seen, &input("", "", &h, &cfg), h.len());
+        view_at(&mut seen, &input("", "", &h, &cfg));
         let bad = r#"{"content": [{"startId": "m90000", "endId": "m90001", "summary": "x"}]}"#;
         let first = answer(&seen, &input(bad, "c1", &h, &cfg));
         assert!(first.rejected());

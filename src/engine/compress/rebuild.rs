@@ -258,7 +258,7 @@ fn replay_recorded(
     at: &CallInput,
     panel: &str,
 ) -> (Replay, Vec<ArchiveFile>) {
-    let seen = view_at(state, at, at.cut);
+    let seen = view_at(state, at);
     let parsed = parse_compress_args(at.args);
     let made = recorded_blocks(panel);
     let ranges = replay_ranges(&made, &parsed.ranges, state);
