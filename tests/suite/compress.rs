@@ -152,15 +152,7 @@ fn report_tokens(out: &std::process::Output) -> u64 {
 
 fn apply(s: &mut dyn Session, state: &Path, call_id: &str, args: Value) -> (i32, String) {
     s.append_call(call_id, &args);
-    let out = noa(
-        state,
-        &[
-            "apply",
-            s.path().to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-        ],
-    );
+    let out = on_session("apply", s.path(), state, &[]);
     let panel = String::from_utf8(out.stdout)
         .unwrap()
         .trim_end()
@@ -233,15 +225,7 @@ fn three_then_consolidate(s: &mut dyn Session, state: &Path) {
     assert!(raw.contains(r#"block=\"b4\" tier=\"2\""#));
     // Materialized, the session carries the summary and no tags, reads back
     // in its own format, and says what the view says.
-    let out = noa(
-        state,
-        &[
-            "materialize",
-            s.path().to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-        ],
-    );
+    let out = on_session("materialize", s.path(), state, &[]);
     assert!(
         out.status.success(),
         "{}",
@@ -381,18 +365,7 @@ fn a_rejected_call_exits_1_and_a_repeat_is_refused() {
     // A state rebuilt from the log keeps the repeat guard the live one kept.
     fs::remove_file(state.join("chat/state.json")).unwrap();
     let transcript = s.path().to_path_buf();
-    let rebuild = |extra: &str| {
-        noa(
-            &state,
-            &[
-                "rebuild",
-                transcript.to_str().unwrap(),
-                "--state-dir",
-                state.to_str().unwrap(),
-                extra,
-            ],
-        )
-    };
+    let rebuild = |extra: &str| on_session("rebuild", &transcript, &state, &[extra]);
     assert!(rebuild("--force").status.success());
     let (code, panel) = apply(&mut s, &state, "bad2", args);
     assert_eq!(code, 1);
@@ -518,17 +491,26 @@ fn stdin_cannot_carry_both_transcript_and_arguments() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot both come from stdin"));
 }
 
+/// `noa COMMAND TRANSCRIPT --state-dir STATE [EXTRA…]`.
+fn on_session(
+    command: &str,
+    transcript: &Path,
+    state: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        command,
+        transcript.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    noa(state, &args)
+}
+
 /// `noa apply` of the pending call in `s`, as a host runs it.
 fn apply_pending(s: &dyn Session, state: &Path) -> std::process::Output {
-    noa(
-        state,
-        &[
-            "apply",
-            s.path().to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-        ],
-    )
+    on_session("apply", s.path(), state, &[])
 }
 
 /// A chat session with a pending Compress call over its first 20 refs.
@@ -564,16 +546,7 @@ fn a_retried_apply_answers_the_same_and_changes_nothing() {
         after_first,
         "nothing changed"
     );
-    let check = noa(
-        &state,
-        &[
-            "rebuild",
-            s.path().to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--check",
-        ],
-    );
+    let check = on_session("rebuild", s.path(), &state, &["--check"]);
     // The transcript never got the result: rebuild replays the call as
     // asked, and agrees with the live state.
     assert_eq!(
@@ -731,17 +704,7 @@ fn materialize_gets_a_lost_state_back_from_the_log() {
     assert_eq!(applied.status.code(), Some(0));
     let panel = String::from_utf8(applied.stdout).unwrap();
     s.append_result("call_once", panel.trim_end(), false);
-    let materialize = || {
-        noa(
-            &state,
-            &[
-                "materialize",
-                s.path().to_str().unwrap(),
-                "--state-dir",
-                state.to_str().unwrap(),
-            ],
-        )
-    };
+    let materialize = || on_session("materialize", s.path(), &state, &[]);
     let with_state = materialize();
     assert!(with_state.status.success());
     fs::remove_file(state.join("chat/state.json")).unwrap();
