@@ -55,9 +55,9 @@ pub struct Turn {
 
 impl<'g> Context<'g> {
     /// Sets up a command on a transcript already read.
-    pub fn open(global: &'g Global, loaded: Loaded, access: Access) -> Result<Self, CliError> {
+    pub fn open(global: &'g Global, mut loaded: Loaded, access: Access) -> Result<Self, CliError> {
         let settings = settings::load(global, Some(&loaded.path))?;
-        let history = loaded.transcript.cores();
+        let history = loaded.transcript.take_cores();
         let mut cx = Context {
             global,
             loaded,

@@ -210,6 +210,20 @@ impl Transcript {
             .flat_map(|m| m.blocks.iter().map(|b| b.core.clone()))
             .collect()
     }
+
+    /// The flat history, its texts moved out rather than copied: the blocks
+    /// keep their identities and kinds, which is all the writers read of
+    /// them, and the history is the one copy of the text.
+    pub fn take_cores(&mut self) -> Vec<CoreMessage> {
+        self.messages
+            .iter_mut()
+            .flat_map(|m| m.blocks.iter_mut())
+            .map(|b| CoreMessage {
+                text: std::mem::take(&mut b.core.text),
+                ..b.core.clone()
+            })
+            .collect()
+    }
 }
 
 /// How to treat lines that are not valid JSON.
@@ -230,7 +244,10 @@ pub fn decode(
     bytes: Vec<u8>,
     bad: BadLines,
 ) -> Result<(String, Vec<String>), ReadError> {
-    if let Some(at) = bytes.iter().position(|&b| b == 0) {
+    // `contains` on bytes is a memchr; the position is wanted only for the error.
+    if bytes.contains(&0)
+        && let Some(at) = bytes.iter().position(|&b| b == 0)
+    {
         let (line, _) = place(&bytes, at);
         return Err(ReadError::NotATranscript {
             name: name.to_string(),

@@ -537,7 +537,7 @@ impl<'a> Builder<'a> {
         let end_ref = refs.iter().max().map(|r| r.to_string()).unwrap_or_default();
         let compressed_tokens = direct
             .iter()
-            .map(|&i| self.cfg.count(&self.original(&view[i]).text))
+            .map(|&i| self.cfg.tokens(self.original(&view[i])))
             .sum::<usize>()
             + fold
                 .absorbed

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::message::CoreMessage;
 use super::tokenizer::Tokenizer;
 
 /// Engine configuration. Every field has a default; a config file may set any
@@ -176,6 +177,11 @@ impl Config {
     /// Tokens in a text, as this config counts them.
     pub fn count(&self, text: &str) -> usize {
         self.tokenizer.count(text)
+    }
+
+    /// Tokens in a message's text, counted once and kept with it.
+    pub fn tokens(&self, m: &CoreMessage) -> usize {
+        m.counted.get_or(self.tokenizer, || self.count(&m.text))
     }
 
     /// Tokens kept free for the reply.

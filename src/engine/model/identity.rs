@@ -11,6 +11,8 @@ use sha2::{Digest, Sha256};
 use super::message::{ContentType, CoreMessage, Role};
 use super::tag;
 
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 /// `h_` + the first 16 hex digits of sha256 over the block's role, content
 /// type, call id, tool name and text. `text` must already be tag-stripped:
 /// a tag in the hash would change the id every time the tag is re-rendered.
@@ -24,7 +26,8 @@ pub fn derive_id(role: Role, ct: ContentType, text: &str, call_id: &str, tool: &
     let mut id = String::with_capacity(18);
     id.push_str("h_");
     for b in &digest[..8] {
-        id.push_str(&format!("{b:02x}"));
+        id.push(char::from(HEX[usize::from(b >> 4)]));
+        id.push(char::from(HEX[usize::from(b & 15)]));
     }
     id
 }
@@ -51,15 +54,17 @@ impl ClusterCounter {
     /// a ref tag a host echoed back; an opaque one by `payload`, its raw
     /// form (its `text` is only a stand-in).
     pub fn identify(&mut self, core: &mut CoreMessage, payload: impl FnOnce() -> String) {
+        let raw;
         let hashed = if core.opaque {
-            payload()
+            raw = payload();
+            raw.as_str()
         } else {
-            tag::strip(&core.text).to_string()
+            tag::strip(&core.text)
         };
         let base = derive_id(
             core.role,
             core.content_type,
-            &hashed,
+            hashed,
             &core.tool_call_id,
             &core.tool_name,
         );

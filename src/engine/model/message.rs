@@ -1,6 +1,10 @@
 //! The flat message every transcript format projects into.
 
+use std::cell::OnceCell;
+
 use serde::{Deserialize, Serialize};
+
+use super::tokenizer::Tokenizer;
 
 /// The name of noa's own tool, the one the model compresses with. Its calls
 /// and results are hard-protected and never offered for compression.
@@ -107,7 +111,48 @@ pub struct CoreMessage {
     pub opaque: bool,
     /// What the engine changed in `text`; writers apply it to the original.
     pub edit: Edit,
+    /// The text's token count, once taken: a turn asks for it many times
+    /// (pruning, the zone, the recommendation, the gauge, truncation).
+    pub counted: Counted,
 }
+
+/// A message's token count, kept with it once counted, with the counter
+/// that took it: a count by another tokenizer is taken afresh.
+///
+/// A memo, not content: it never makes two messages unequal, and every
+/// change of the text through [`CoreMessage::append_tag`] or
+/// [`CoreMessage::replace_text`] forgets it.
+#[derive(Debug, Clone, Default)]
+pub struct Counted(OnceCell<(Tokenizer, u32)>);
+
+impl Counted {
+    /// A count already known, say from a cache of an earlier turn.
+    pub fn known(tokenizer: Tokenizer, tokens: usize) -> Counted {
+        Counted(OnceCell::from((tokenizer, tokens as u32)))
+    }
+
+    /// The count by `tokenizer`, taken with `count` the first time.
+    pub fn get_or(&self, tokenizer: Tokenizer, count: impl FnOnce() -> usize) -> usize {
+        match self.0.get() {
+            Some(&(t, n)) if t == tokenizer => n as usize,
+            Some(_) => count(),
+            None => self.0.get_or_init(|| (tokenizer, count() as u32)).1 as usize,
+        }
+    }
+
+    /// The count, if one was taken, and by which tokenizer.
+    pub fn get(&self) -> Option<(Tokenizer, usize)> {
+        self.0.get().map(|&(t, n)| (t, n as usize))
+    }
+}
+
+impl PartialEq for Counted {
+    fn eq(&self, _: &Counted) -> bool {
+        true
+    }
+}
+
+impl Eq for Counted {}
 
 impl CoreMessage {
     /// A text block with the given identity.
@@ -121,6 +166,7 @@ impl CoreMessage {
             tool_call_id: String::new(),
             opaque: false,
             edit: Edit::None,
+            counted: Counted::default(),
         }
     }
 
@@ -140,6 +186,7 @@ impl CoreMessage {
             tool_call_id: call_id.into(),
             opaque: false,
             edit: Edit::None,
+            counted: Counted::default(),
         }
     }
 
@@ -159,6 +206,7 @@ impl CoreMessage {
             tool_call_id: call_id.into(),
             opaque: false,
             edit: Edit::None,
+            counted: Counted::default(),
         }
     }
 
@@ -173,6 +221,7 @@ impl CoreMessage {
             tool_call_id: String::new(),
             opaque: false,
             edit: Edit::None,
+            counted: Counted::default(),
         }
     }
 
@@ -181,6 +230,7 @@ impl CoreMessage {
         let joined = super::tag::append(&self.text, tag);
         let suffix = joined[self.text.len()..].to_string();
         self.text = joined;
+        self.counted = Counted::default();
         self.edit = match std::mem::take(&mut self.edit) {
             Edit::None => Edit::Tagged(suffix),
             Edit::Tagged(before) => Edit::Tagged(before + &suffix),
@@ -192,6 +242,7 @@ impl CoreMessage {
     pub fn replace_text(&mut self, text: String, why: Edit) {
         self.text = text;
         self.edit = why;
+        self.counted = Counted::default();
     }
 
     /// Whether this is user-side prose (not an image or provider item).

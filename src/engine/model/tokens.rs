@@ -9,17 +9,37 @@ fn is_cjk(c: char) -> bool {
 /// Estimates tokens: one per CJK character plus one per four other characters
 /// (rounded up). Counted per Unicode scalar, so astral characters are not
 /// double-counted the way UTF-16 counting would.
+///
+/// Eight bytes at a time while they are ASCII: a tagged message holds a few
+/// non-ASCII characters in kilobytes of ASCII, and every turn counts every
+/// message in view.
 pub fn estimate(text: &str) -> usize {
-    if text.is_ascii() {
-        return text.len().div_ceil(4);
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let bytes = text.as_bytes();
+    if bytes.is_ascii() {
+        return bytes.len().div_ceil(4);
     }
-    let (cjk, other) = text.chars().fold((0usize, 0usize), |(cjk, other), c| {
-        if is_cjk(c) {
-            (cjk + 1, other)
-        } else {
-            (cjk, other + 1)
+    let (mut cjk, mut other, mut i) = (0usize, 0usize, 0usize);
+    while i < bytes.len() {
+        if let Some(word) = bytes.get(i..i + 8)
+            && u64::from_le_bytes(word.try_into().expect("eight bytes")) & HIGH == 0
+        {
+            other += 8;
+            i += 8;
+            continue;
         }
-    });
+        let len = match bytes[i] {
+            0..0x80 => 1,
+            0xF0.. => 4,
+            0xE0.. => 3,
+            _ => 2,
+        };
+        match text[i..i + len].chars().next() {
+            Some(c) if is_cjk(c) => cjk += 1,
+            _ => other += 1,
+        }
+        i += len;
+    }
     cjk + other.div_ceil(4)
 }
 
@@ -67,6 +87,31 @@ mod tests {
         assert_eq!(estimate("ひらがな"), 4);
         assert_eq!(estimate("한국어"), 3);
         assert_eq!(estimate("认证方案 auth.go"), 6);
+    }
+
+    #[test]
+    fn mixed_text_counts_as_char_by_char() {
+        let texts = [
+            "plain ascii text that runs past eight bytes",
+            "tag — with a dash in a long line of ascii text around it",
+            "中文 mixed with ascii 认证方案 auth.go and more ascii after it",
+            "é",
+            "🎉 emoji then ascii for a while, then 한국어",
+        ];
+        for t in texts {
+            let slow = t.chars().filter(|&c| is_cjk(c)).count()
+                + t.chars().filter(|&c| !is_cjk(c)).count().div_ceil(4);
+            assert_eq!(estimate(t), slow, "{t}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn estimate_is_its_definition(t in "(\\PC|[a-z ]{0,20}|[中文한]){0,60}") {
+            let slow = t.chars().filter(|&c| is_cjk(c)).count()
+                + t.chars().filter(|&c| !is_cjk(c)).count().div_ceil(4);
+            proptest::prop_assert_eq!(estimate(&t), slow);
+        }
     }
 
     #[test]

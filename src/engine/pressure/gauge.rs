@@ -108,8 +108,6 @@ pub struct GaugeInput<'a> {
     pub state: &'a CompressionState,
     /// `request_overhead` stands in for the host's prompt when nothing was reported.
     pub config: &'a Config,
-    /// The tokenizer's count of a text.
-    pub count: &'a dyn Fn(&str) -> usize,
     /// Earlier cuts in the view: its index, the tokens it saved, and the
     /// history length when it was made.
     pub cuts: &'a [(usize, usize, usize)],
@@ -118,7 +116,6 @@ pub struct GaugeInput<'a> {
 /// The gauge for this turn. The host's figure wins when it gave one; then
 /// the transcript's latest record; then what earlier host figures taught.
 pub fn gauge(input: &GaugeInput) -> Gauge {
-    let count = input.count;
     let ratio = recorded_ratio(input)
         .or_else(|| input.state.host.calibration.ratio())
         .unwrap_or(1.0);
@@ -129,7 +126,7 @@ pub fn gauge(input: &GaugeInput) -> Gauge {
     };
     if let Some(n) = input.input_tokens {
         let then = match input.state.host.last_view_tokens {
-            0 => input.view.iter().map(|m| count(&m.text)).sum(),
+            0 => input.view.iter().map(|m| input.config.tokens(m)).sum(),
             sent => sent,
         };
         return at(n as f64 - ratio * then as f64, Source::Host);
@@ -191,7 +188,7 @@ fn recorded_ratio(input: &GaugeInput) -> Option<f64> {
         provider += (b.tokens - a.tokens) as u64;
         estimate += between
             .iter()
-            .map(|m| (input.count)(&m.text) as u64)
+            .map(|m| input.config.tokens(m) as u64)
             .sum::<u64>();
     }
     (estimate >= MIN_SAMPLE)
@@ -202,7 +199,6 @@ fn recorded_ratio(input: &GaugeInput) -> Option<f64> {
 /// it can be told now: this view's part before it, plus what blocks and
 /// cuts made since then took out of that part.
 fn estimate_then(input: &GaugeInput, at: usize) -> usize {
-    let count = input.count;
     let later = &input.history[at..];
     let after: HashSet<&str> = later.iter().map(|m| m.id.as_str()).collect();
     let split = input
@@ -210,7 +206,10 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
         .iter()
         .position(|m| after.contains(m.id.as_str()))
         .unwrap_or(input.view.len());
-    let before: usize = input.view[..split].iter().map(|m| count(&m.text)).sum();
+    let before: usize = input.view[..split]
+        .iter()
+        .map(|m| input.config.tokens(m))
+        .sum();
     // Cuts made after the record: that request still held those outputs whole.
     let uncut: usize = input
         .cuts
@@ -239,7 +238,10 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
                     .iter()
                     .any(|id| earlier_ids.contains(id.as_str()))
         })
-        .map(|b| b.compressed_tokens.saturating_sub(count(&b.summary)))
+        .map(|b| {
+            b.compressed_tokens
+                .saturating_sub(input.config.count(&b.summary))
+        })
         .sum();
     before + uncut + reclaimed
 }
@@ -248,7 +250,6 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
 mod tests {
     use super::*;
     use crate::engine::model::message::Role;
-    use crate::engine::model::tokens::estimate;
 
     fn msgs(n: usize, chars: usize) -> Vec<CoreMessage> {
         (0..n)
@@ -269,7 +270,6 @@ mod tests {
             input_tokens: None,
             state,
             config,
-            count: &estimate,
             cuts: &[],
         }
     }

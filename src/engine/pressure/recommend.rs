@@ -70,7 +70,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
             segment += 1;
             continue;
         }
-        let t = cfg.count(&m.text);
+        let t = cfg.tokens(m);
         if zone.contains(m.id.as_str()) {
             runs.extend(open.take());
             segment += 1;
@@ -146,7 +146,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
         ranges,
         protected,
         blocks,
-        breakdown: breakdown(view),
+        breakdown: breakdown(view, cfg),
         pending,
         tier1_blocks,
         tier2_blocks,
@@ -262,11 +262,11 @@ fn extend_protected(
 }
 
 /// Buckets the view's tokens: instructions, tool traffic, summaries, code, text.
-pub fn breakdown(view: &[CoreMessage]) -> Breakdown {
+pub fn breakdown(view: &[CoreMessage], cfg: &Config) -> Breakdown {
     let mut b = Breakdown::default();
     let skip: HashSet<&str> = ["noa_nudge"].into();
     for m in view.iter().filter(|m| !skip.contains(m.id.as_str())) {
-        let t = tokens::estimate(&m.text);
+        let t = cfg.tokens(m);
         if is_rendered_summary(m) || block_of_summary(&m.id).is_some() {
             b.summaries += t;
         } else if m.role == Role::System {

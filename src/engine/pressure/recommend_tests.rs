@@ -173,7 +173,7 @@ fn breakdown_buckets() {
         ),
         CoreMessage::text("s", Role::System, "rules"),
     ];
-    let b = breakdown(&v);
+    let b = breakdown(&v, &Config::default());
     assert!(
         b.text > 0 && b.tool > 0 && b.summaries > 0 && b.code > 0 && b.system > 0,
         "{b:?}"

@@ -41,7 +41,7 @@ pub fn protected_ids<'a>(
         }
         let start = spans[end - 1].0;
         let unit = &view[start..end];
-        let tokens: usize = unit.iter().map(|m| cfg.count(&m.text)).sum();
+        let tokens: usize = unit.iter().map(|m| cfg.tokens(m)).sum();
         if spent > 0 && spent + tokens > cap {
             break;
         }

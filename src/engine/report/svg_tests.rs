@@ -150,7 +150,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     let (history, mut st) = task_covered();
     // A counter that is not the estimate: every surface must use the one given.
     let count = |t: &str| t.chars().count();
-    let view = prune(history.clone(), &st);
+    let view = prune(&history, &st);
     assert!(
         view.iter().any(|m| m.id == "u1"),
         "prune keeps the task visible"
@@ -217,7 +217,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     b2.direct_message_ids.clear();
     b2.direct_block_ids = vec!["b1".into()];
     st.blocks.push(b2.clone());
-    let view = prune(history.clone(), &st);
+    let view = prune(&history, &st);
     let by_block = reclaimed_by_block(&history, &view, &st.blocks, &count);
     assert_eq!(by_block["b1"], r);
     let own = count(&render_summary(&b2).text);

@@ -107,6 +107,7 @@ mod tests {
                 tool_call_id: String::new(),
                 opaque: false,
                 edit: Default::default(),
+                counted: Default::default(),
             })
             .collect()
     }

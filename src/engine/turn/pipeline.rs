@@ -86,7 +86,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         hard_protected(m, cfg)
     });
     sync::sync_blocks(state, history);
-    let pruned = prune::prune(history.to_vec(), state);
+    let pruned = prune::prune(history, state);
     let shown = hide::hide_compress_calls(pruned, state);
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
@@ -106,8 +106,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         .collect();
 
     // Measure the view as it would go out, on the provider's scale.
-    let count = |t: &str| cfg.count(t);
-    let estimate: usize = view.iter().map(|m| count(&m.text)).sum();
+    let estimate: usize = view.iter().map(|m| cfg.tokens(m)).sum();
     let g = gauge::gauge(&GaugeInput {
         history,
         view: &view,
@@ -115,7 +114,6 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         input_tokens: input.input_tokens,
         state,
         config: cfg,
-        count: &count,
         cuts: &cuts,
     });
     if let Some(n) = input.input_tokens {
@@ -245,7 +243,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
             state.host.truncated_at.insert(id.clone(), history.len());
         }
     }
-    let sent: usize = view.iter().map(|m| count(&m.text)).sum();
+    let sent: usize = view.iter().map(|m| cfg.tokens(m)).sum();
     state.host.last_view_tokens = sent;
     state.host.history_len = history.len();
     state.host.nudged = decision.inject;
@@ -332,7 +330,7 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
         hard_protected(m, cfg)
     });
     sync::sync_blocks(&mut state, history);
-    let pruned = prune::prune(history.to_vec(), &state);
+    let pruned = prune::prune(history, &state);
     let calls: HashSet<&str> = pruned
         .iter()
         .filter(|m| m.is_compress_call())
@@ -361,7 +359,7 @@ fn render_tag(state: &mut CompressionState, mut m: CoreMessage, cfg: &Config) ->
     let figure = *state
         .token_snapshot
         .entry(r.clone())
-        .or_insert_with(|| cfg.count(&m.text));
+        .or_insert_with(|| cfg.tokens(&m));
     let source = match (m.content_type, m.tool_name.is_empty()) {
         (ContentType::ToolResult, true) => Some("tool"),
         (ContentType::ToolResult, false) => Some(m.tool_name.as_str()),

@@ -17,21 +17,21 @@ use crate::engine::model::summary::render_summary;
 /// both halves of a Compress exchange when only one half is covered. Each
 /// summary goes where its earliest covered message was, moved forward to the
 /// next exchange boundary so it never sits inside a tool exchange.
-pub fn prune(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessage> {
+pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
     let mut covered: HashSet<&str> = covered_ids(state);
     if covered.is_empty() {
-        return view;
+        return view.to_vec();
     }
-    if let Some(task) = task_index(&view) {
+    if let Some(task) = task_index(view) {
         covered.remove(view[task].id.as_str());
     }
-    keep_reasoning_of_visible_actions(&view, &mut covered);
-    keep_compress_pairs_whole(&view, &mut covered);
+    keep_reasoning_of_visible_actions(view, &mut covered);
+    keep_compress_pairs_whole(view, &mut covered);
 
     // Where each removed message would have been in the kept list.
     let mut kept: Vec<CoreMessage> = Vec::with_capacity(view.len());
     let mut anchor_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for m in &view {
+    for m in view {
         if covered.contains(m.id.as_str()) {
             anchor_of.entry(m.id.as_str()).or_insert(kept.len());
         } else {

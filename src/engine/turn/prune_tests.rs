@@ -12,13 +12,13 @@ fn state_with(blocks: Vec<Block>) -> CompressionState {
 #[test]
 fn no_blocks_no_change() {
     let v = vec![user("a"), say("b")];
-    assert_eq!(prune(v.clone(), &state_with(vec![])), v);
+    assert_eq!(prune(&v, &state_with(vec![])), v);
 }
 
 #[test]
 fn covered_messages_give_way_to_the_summary() {
     let v = vec![user("m1"), say("m2"), user("m3"), user("m4")];
-    let out = prune(v, &state_with(vec![block("b1", 1, &["m2", "m3"])]));
+    let out = prune(&v, &state_with(vec![block("b1", 1, &["m2", "m3"])]));
     assert_eq!(ids(&out), ["m1", "noa_summary_b1", "m4"]);
     assert!(out[1].text.starts_with(SUMMARY_HEADER));
 }
@@ -26,7 +26,7 @@ fn covered_messages_give_way_to_the_summary() {
 #[test]
 fn the_first_user_message_stays() {
     let v = vec![user("m1"), say("m2")];
-    let out = prune(v, &state_with(vec![block("b1", 1, &["m1", "m2"])]));
+    let out = prune(&v, &state_with(vec![block("b1", 1, &["m1", "m2"])]));
     assert_eq!(ids(&out), ["m1", "noa_summary_b1"]);
 }
 
@@ -34,13 +34,13 @@ fn the_first_user_message_stays() {
 fn summaries_follow_coverage_order_then_block_number() {
     let v = vec![user("m1"), say("m2"), user("m3"), say("m4")];
     let out = prune(
-        v,
+        &v,
         &state_with(vec![block("b2", 1, &["m4"]), block("b1", 1, &["m2"])]),
     );
     assert_eq!(ids(&out), ["m1", "noa_summary_b1", "m3", "noa_summary_b2"]);
     let v = vec![user("u"), say("x"), say("y")];
     let out = prune(
-        v,
+        &v,
         &state_with(vec![block("b2", 1, &["y"]), block("b1", 1, &["x"])]),
     );
     assert_eq!(ids(&out), ["u", "noa_summary_b1", "noa_summary_b2"]);
@@ -49,7 +49,7 @@ fn summaries_follow_coverage_order_then_block_number() {
 #[test]
 fn everything_covered_leaves_task_and_summary() {
     let v = vec![user("a"), say("b"), say("c")];
-    let out = prune(v, &state_with(vec![block("b1", 1, &["a", "b", "c"])]));
+    let out = prune(&v, &state_with(vec![block("b1", 1, &["a", "b", "c"])]));
     assert_eq!(out.len(), 2);
 }
 
@@ -62,7 +62,7 @@ fn reasoning_beside_a_visible_action_stays() {
         call("a1", "t1", "Read"),
         result("r1", "t1", "Read"),
     ];
-    let out = prune(v, &state_with(vec![block("b1", 1, &["old1", "k1"])]));
+    let out = prune(&v, &state_with(vec![block("b1", 1, &["old1", "k1"])]));
     assert_eq!(ids(&out), ["u", "noa_summary_b1", "k1", "a1", "r1"]);
 }
 
@@ -75,7 +75,7 @@ fn a_whole_covered_turn_goes() {
         result("r1", "t1", "Read"),
         user("recent"),
     ];
-    let out = prune(v, &state_with(vec![block("b1", 1, &["k1", "a1", "r1"])]));
+    let out = prune(&v, &state_with(vec![block("b1", 1, &["k1", "a1", "r1"])]));
     assert_eq!(ids(&out), ["u", "noa_summary_b1", "recent"]);
 }
 
@@ -87,7 +87,7 @@ fn a_half_covered_compress_exchange_stays_whole() {
         call("cc", "tc", "Compress"),
         result("cr", "tc", "Compress"),
     ];
-    let out = prune(v, &state_with(vec![block("b1", 1, &["old1", "cr"])]));
+    let out = prune(&v, &state_with(vec![block("b1", 1, &["old1", "cr"])]));
     assert!(ids(&out).contains(&"cc") && ids(&out).contains(&"cr"));
 }
 
@@ -105,17 +105,17 @@ fn a_summary_never_lands_inside_a_tool_exchange() {
         result("r2", "b", "Read"),
         user("later"),
     ];
-    let out = prune(v.clone(), &state_with(vec![block("b1", 1, &["r1"])]));
+    let out = prune(&v, &state_with(vec![block("b1", 1, &["r1"])]));
     assert_eq!(
         ids(&out),
         ["u", "x", "c1", "c2", "r2", "noa_summary_b1", "later"]
     );
-    let out = prune(v.clone(), &state_with(vec![block("b1", 1, &["c2"])]));
+    let out = prune(&v, &state_with(vec![block("b1", 1, &["c2"])]));
     assert_eq!(
         ids(&out),
         ["u", "x", "c1", "r1", "r2", "noa_summary_b1", "later"]
     );
-    let out = prune(v, &state_with(vec![block("b1", 1, &["x", "c1"])]));
+    let out = prune(&v, &state_with(vec![block("b1", 1, &["x", "c1"])]));
     assert_eq!(
         ids(&out),
         ["u", "noa_summary_b1", "c2", "r1", "r2", "later"]
@@ -177,8 +177,8 @@ fn only_noa_summaries_count_as_rendered() {
 fn prune_is_idempotent() {
     let v = vec![user("m1"), say("m2"), user("m3"), user("m4")];
     let st = state_with(vec![block("b1", 1, &["m2", "m3"])]);
-    let once = prune(v.clone(), &st);
+    let once = prune(&v, &st);
     for _ in 0..20 {
-        assert_eq!(prune(v.clone(), &st), once);
+        assert_eq!(prune(&v, &st), once);
     }
 }

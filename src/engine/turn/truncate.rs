@@ -105,7 +105,7 @@ pub fn cut_largest(
             .iter()
             .enumerate()
             .filter(|(_, m)| m.content_type == ContentType::ToolResult && !m.text.contains(MARKER))
-            .map(|(i, m)| (i, cfg.count(&m.text)))
+            .map(|(i, m)| (i, cfg.tokens(m)))
             .filter(|&(_, t)| t >= min_tokens)
             .collect();
         candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
@@ -148,7 +148,7 @@ pub fn omit(
         let end = spans[at].1;
         let unit = &view[at..=end];
         if !unit.iter().any(|m| m.id.starts_with(SUMMARY_ID_PREFIX)) {
-            left = left.saturating_sub(unit.iter().map(|m| cfg.count(&m.text)).sum());
+            left = left.saturating_sub(unit.iter().map(|m| cfg.tokens(m)).sum());
             gone[at..=end].iter_mut().for_each(|g| *g = true);
         }
         at = end + 1;
@@ -181,7 +181,7 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
         .rev()
         .nth(keep - 1)
         .map_or(0, |(i, _)| i);
-    let before = cfg.count(text);
+    let before = cfg.tokens(m);
     let cut_tokens = cfg.count(&text[head_end..tail_start]);
     let cut_text = format!(
         "{}\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n{}",
@@ -189,7 +189,7 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
         &text[tail_start..]
     );
     m.replace_text(cut_text, Edit::Truncated);
-    Some(before.saturating_sub(cfg.count(&m.text)))
+    Some(before.saturating_sub(cfg.tokens(m)))
 }
 
 #[cfg(test)]
