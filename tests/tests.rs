@@ -20,6 +20,7 @@ mod suite {
     pub mod properties;
     pub mod provider_figures;
     pub mod providers;
+    pub mod read_cache;
     pub mod rebuild;
     pub mod refs_stability;
     pub mod shapes;

@@ -6,12 +6,13 @@
 //! the transcript's recorded Compress calls rebuild. Commands then project
 //! through [`Context::project`], so each one sees the view the host sees.
 
+use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::args::Global;
-use super::input::{Loaded, check_belongs};
+use super::input::{Loaded, check_belongs, load_whole};
 use super::settings::{self, Settings};
 use super::{CliError, clock};
 use crate::engine::{
@@ -19,7 +20,7 @@ use crate::engine::{
     RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
 };
 use crate::formats::Transcript;
-use crate::store::{SessionDir, SessionLock};
+use crate::store::{ReadCache, SessionDir, SessionLock};
 
 /// Whether a command writes the session (and so takes its lock first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +58,7 @@ impl<'g> Context<'g> {
     /// Sets up a command on a transcript already read.
     pub fn open(global: &'g Global, mut loaded: Loaded, access: Access) -> Result<Self, CliError> {
         let settings = settings::load(global, Some(&loaded.path))?;
-        let history = loaded.transcript.take_cores();
+        let history = history_of(&mut loaded);
         let mut cx = Context {
             global,
             loaded,
@@ -82,6 +83,59 @@ impl<'g> Context<'g> {
             self.access = Access::Write;
         }
         Ok(())
+    }
+
+    /// Whether the transcript was read on from the session's read cache.
+    pub fn warm(&self) -> bool {
+        self.loaded.read.warm
+    }
+
+    /// Whether a view shows a message whose words the read cache did not
+    /// keep: then it cannot be served from the cache.
+    pub fn shows_elided(&self, view: &[CoreMessage]) -> bool {
+        let elided = &self.loaded.read.elided;
+        !elided.is_empty() && view.iter().any(|m| elided.contains(&m.id))
+    }
+
+    /// Reads the transcript again, whole: for a view the read cache could
+    /// not serve.
+    pub fn read_whole(&mut self) -> Result<(), CliError> {
+        let mut loaded = load_whole(self.global, &self.loaded.path, true)?;
+        self.history = history_of(&mut loaded);
+        self.loaded = loaded;
+        Ok(())
+    }
+
+    /// Leaves a read cache for the next turn, keeping the words of what
+    /// `view` shows and of whatever no block covers in `state` (it may be
+    /// shown again); Compress exchanges keep theirs for the host's books.
+    /// Nothing when the command writes nothing or the transcript cannot be
+    /// read on from a prefix.
+    pub fn save_read_cache(
+        &self,
+        state: &CompressionState,
+        view: &[CoreMessage],
+    ) -> Result<(), CliError> {
+        let Some(mark) = self
+            .loaded
+            .read
+            .mark
+            .filter(|_| self.access == Access::Write)
+        else {
+            return Ok(());
+        };
+        let covered = engine::covered_ids(state);
+        let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
+        let elided = &self.loaded.read.elided;
+        let keep = |m: &CoreMessage| {
+            !elided.contains(&m.id)
+                && (!covered.contains(m.id.as_str())
+                    || shown.contains(m.id.as_str())
+                    || m.tool_name == COMPRESS_TOOL)
+        };
+        let tokenizer = self.config(state).tokenizer;
+        let cache = ReadCache::of(self.transcript(), &self.history, tokenizer, mark, &keep);
+        Ok(self.session().save_read_cache(&cache)?)
     }
 
     /// The transcript.
@@ -245,6 +299,15 @@ impl<'g> Context<'g> {
             );
         }
     }
+}
+
+/// The flat history of a loaded transcript: the cache's prefix (with the
+/// words it kept) and the texts of what was read now.
+fn history_of(loaded: &mut Loaded) -> Vec<CoreMessage> {
+    let mut history = std::mem::take(&mut loaded.read.prefix);
+    let read = loaded.transcript.take_cores();
+    history.extend(read.into_iter().skip(history.len()));
+    history
 }
 
 fn progress(global: &Global, len: u64) -> ProgressBar {

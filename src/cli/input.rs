@@ -1,12 +1,13 @@
 //! Reading the transcript and finding the session's directory.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::CliError;
 use super::args::{FormatArg, Global};
-use crate::engine::CompressionState;
+use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
 use crate::store::SessionDir;
 
@@ -23,12 +24,46 @@ pub struct Loaded {
     pub base: PathBuf,
     /// Ancestors to inherit from, nearest first.
     pub parents: Vec<String>,
+    /// How the transcript was read, for the read cache.
+    pub read: HowRead,
+}
+
+/// How a transcript was read: whole, or on from an earlier turn's read
+/// cache; and what the next turn's cache needs to know of the bytes.
+#[derive(Debug, Default)]
+pub struct HowRead {
+    /// Length, lines and digest of the bytes read, when they can be cached:
+    /// a line-by-line format, whole lines, nothing replaced in decoding.
+    pub mark: Option<(u64, u64, u64)>,
+    /// From the cache: the flat history of the prefix, texts included
+    /// where they were kept.
+    pub prefix: Vec<CoreMessage>,
+    /// From the cache: ids of messages whose words it did not keep.
+    pub elided: HashSet<String>,
+    /// Whether the transcript was read on from the cache.
+    pub warm: bool,
 }
 
 /// Reads the transcript named on the command line and resolves its session
 /// directory. Stdin needs an explicit state dir and session: noa never
 /// guesses where originals are kept.
 pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
+    load_whole(global, path, false)
+}
+
+/// Reads a transcript for a turn: on from the session's read cache when the
+/// cache is there and its prefix is unchanged, else whole. Either way the
+/// bytes are marked so the turn can leave a cache for the next one.
+pub fn load_for_turn(global: &Global, path: &Path) -> Result<Loaded, CliError> {
+    if let Some(loaded) = load_warm(global, path)? {
+        return Ok(loaded);
+    }
+    load_whole(global, path, true)
+}
+
+/// Reads a transcript whole, marking its bytes for a read cache when
+/// `mark` says the command may leave one.
+pub fn load_whole(global: &Global, path: &Path, mark: bool) -> Result<Loaded, CliError> {
     let stdin = path.as_os_str() == "-";
     let (name, bytes) = if stdin {
         if global.state_dir.is_none() || global.session.is_none() {
@@ -47,18 +82,121 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     } else {
         (path.display().to_string(), read_file(path)?)
     };
-    let bad = if global.skip_bad_lines {
-        BadLines::Skip
-    } else {
-        BadLines::Fail
-    };
+    let bad = bad_lines(global);
+    let digest = (mark && !stdin).then(|| crate::store::digest(&bytes));
     let (text, decoded) = formats::decode(&name, bytes, bad)?;
     let spinner = reading_spinner(global, &name, text.len());
     let transcript = formats::read(&name, &text, format(global.format), bad);
     spinner.finish_and_clear();
     let mut transcript = transcript?;
+    let mark = digest
+        .filter(|_| {
+            decoded.is_empty()
+                && text.ends_with('\n')
+                && formats::resumable(transcript.format, &text)
+        })
+        .map(|d| (text.len() as u64, text.matches('\n').count() as u64, d));
     transcript.warnings.extend(decoded);
     drop(text);
+    let (session, base, parents) = locate(global, path, &name, &transcript)?;
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        transcript,
+        session,
+        base,
+        parents,
+        read: HowRead {
+            mark,
+            ..HowRead::default()
+        },
+    })
+}
+
+/// Reads on from the session's read cache: `None` (read it whole) when
+/// there is no usable cache, no state beside it, or the transcript's prefix
+/// is not the one the cache read.
+fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
+    if path.as_os_str() == "-" {
+        return Ok(None);
+    }
+    let name = path.display().to_string();
+    let Some(stem) = global
+        .session
+        .clone()
+        .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
+    else {
+        return Ok(None);
+    };
+    let (session, _) = session_dir(global, path, &stem, None);
+    let Some(cache) = session
+        .state_path()
+        .exists()
+        .then(|| session.load_read_cache())
+        .flatten()
+        .filter(|c| format(global.format).is_none_or(|f| f == c.format))
+    else {
+        return Ok(None);
+    };
+    let bytes = read_file(path)?;
+    let Ok(length) = usize::try_from(cache.length) else {
+        return Ok(None);
+    };
+    if bytes.len() < length
+        || crate::store::digest(&bytes[..length]) != cache.digest
+        || !bytes.ends_with(b"\n")
+    {
+        return Ok(None);
+    }
+    let digest = crate::store::digest(&bytes);
+    let bad = bad_lines(global);
+    let (tail, decoded) = formats::decode(&name, bytes[length..].to_vec(), bad)?;
+    if !decoded.is_empty() {
+        return Ok(None);
+    }
+    let lines = cache.lines + tail.matches('\n').count() as u64;
+    let first_line = cache.lines as usize + 1;
+    let Some((prefix, history, elided)) = cache.into_transcript() else {
+        return Ok(None);
+    };
+    let Some(transcript) = formats::read_after(&name, &tail, first_line, prefix, bad) else {
+        return Ok(None);
+    };
+    let transcript = transcript?;
+    let (located, base, parents) = locate(global, path, &name, &transcript)?;
+    if located.dir != session.dir || transcript.session_id.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(Loaded {
+        path: path.to_path_buf(),
+        transcript,
+        session,
+        base,
+        parents,
+        read: HowRead {
+            mark: Some((bytes.len() as u64, lines, digest)),
+            prefix: history,
+            elided: elided.into_iter().collect(),
+            warm: true,
+        },
+    }))
+}
+
+fn bad_lines(global: &Global) -> BadLines {
+    if global.skip_bad_lines {
+        BadLines::Skip
+    } else {
+        BadLines::Fail
+    }
+}
+
+/// The session a transcript belongs to: its directory, the state dir all
+/// sessions live under, and the ancestors to inherit from.
+fn locate(
+    global: &Global,
+    path: &Path,
+    name: &str,
+    transcript: &Transcript,
+) -> Result<(SessionDir, PathBuf, Vec<String>), CliError> {
     let session_id = global
         .session
         .clone()
@@ -78,21 +216,12 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
             "{session_id:?} cannot be a session id: it must be a plain directory name"
         )));
     }
-    let base = match &global.state_dir {
-        Some(d) => d.clone(),
-        None => path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default()
-            .join(".noa"),
-    };
-    // A subagent's state and archives live under the session that spawned it.
-    let session = match (&global.session, &transcript.parent_session) {
-        (None, Some(parent)) if parent != &session_id => {
-            SessionDir::subagent(&base, parent, &session_id)
-        }
-        _ => SessionDir::new(&base, &session_id),
-    };
+    let (session, base) = session_dir(
+        global,
+        path,
+        &session_id,
+        transcript.parent_session.as_deref(),
+    );
     let mut parents = global.parent.clone();
     parents.extend(
         transcript
@@ -101,13 +230,32 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
             .filter(|p| **p != session_id)
             .cloned(),
     );
-    Ok(Loaded {
-        path: path.to_path_buf(),
-        transcript,
-        session,
-        base,
-        parents,
-    })
+    Ok((session, base, parents))
+}
+
+/// A session's directory and the state dir above it. A subagent's state and
+/// archives live under the session that spawned it.
+fn session_dir(
+    global: &Global,
+    path: &Path,
+    session_id: &str,
+    parent: Option<&str>,
+) -> (SessionDir, PathBuf) {
+    let base = match &global.state_dir {
+        Some(d) => d.clone(),
+        None => path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+            .join(".noa"),
+    };
+    let session = match (&global.session, parent) {
+        (None, Some(parent)) if parent != session_id => {
+            SessionDir::subagent(&base, parent, session_id)
+        }
+        _ => SessionDir::new(&base, session_id),
+    };
+    (session, base)
 }
 
 /// A transcript file's bytes. What a user can get wrong — a path that does

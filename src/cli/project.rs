@@ -6,9 +6,9 @@ use serde_json::json;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
 use super::context::{Access, Context, Turn};
-use super::input::{emit, load, warn};
+use super::input::{emit, load_for_turn, warn};
 use super::{CliError, Exit};
-use crate::engine::{tokens, window_from_error};
+use crate::engine::{CompressionState, Projection, tokens, window_from_error};
 use crate::formats::{ViewFormat, reassemble};
 
 /// Runs `noa project`.
@@ -18,28 +18,30 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     } else {
         Access::Write
     };
-    let cx = Context::open(global, load(global, &args.transcript)?, access)?;
-    let (t, session, settings) = (cx.transcript(), cx.session(), &cx.settings);
-    let to = args.to.map_or(t.format.view_format(), view_format);
+    let mut cx = Context::open(global, load_for_turn(global, &args.transcript)?, access)?;
     let mut state = cx.state()?;
-    let mut warnings = t.warnings.clone();
-    warnings.extend(settings.warnings.iter().cloned());
+    let mut unread_window = None;
     if let Some(text) = &args.overflow_error {
         match window_from_error(text) {
             Some(w) => state.host.learned_window = Some(w),
-            None => warnings
-                .push("--overflow-error names no window size; the window stays as it was".into()),
+            None => {
+                unread_window =
+                    Some("--overflow-error names no window size; the window stays as it was".into())
+            }
         }
     }
+    let turn = Turn {
+        input_tokens: args.input_tokens.and_then(|f| f.0),
+        force_nudge: args.nudge,
+    };
+    let p = project_turn(&mut cx, &mut state, turn)?;
+    let (t, session, settings) = (cx.transcript(), cx.session(), &cx.settings);
+    let to = args.to.map_or(t.format.view_format(), view_format);
+    let mut warnings = t.warnings.clone();
+    warnings.extend(settings.warnings.iter().cloned());
+    warnings.extend(unread_window);
     let config = cx.config(&state);
     let history = &cx.history;
-    let p = cx.project(
-        &mut state,
-        Turn {
-            input_tokens: args.input_tokens.and_then(|f| f.0),
-            force_nudge: args.nudge,
-        },
-    );
     let (messages, conversion_warnings) = reassemble(t, &p.view, to);
     warnings.extend(conversion_warnings);
 
@@ -50,6 +52,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     }
     if !args.dry_run {
         session.save(&state)?;
+        cx.save_read_cache(&state, &p.view)?;
     }
     emit(args.output.as_ref(), &bytes)?;
 
@@ -61,6 +64,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         let line = match args.report {
             ReportArg::Json => json!({
                 "format": t.format.name(),
+                "read": if cx.warm() { "cache" } else { "whole" },
                 "view_format": to.name(),
                 "history_messages": history.len(),
                 "view_messages": messages.len(),
@@ -130,6 +134,26 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         let _ = writeln!(std::io::stderr(), "{line}");
     }
     Ok(Exit::Success)
+}
+
+/// Projects the turn; when the transcript was read on from the read cache
+/// and the view would show words the cache did not keep, reads it whole
+/// and projects again from the state as it was.
+fn project_turn(
+    cx: &mut Context,
+    state: &mut CompressionState,
+    turn: Turn,
+) -> Result<Projection, CliError> {
+    let before = cx.warm().then(|| state.clone());
+    let p = cx.project(state, turn);
+    match before {
+        Some(before) if cx.shows_elided(&p.view) => {
+            *state = before;
+            cx.read_whole()?;
+            Ok(cx.project(state, turn))
+        }
+        _ => Ok(p),
+    }
 }
 
 fn view_format(v: ViewArg) -> ViewFormat {

@@ -36,13 +36,14 @@ pub use model::config::Config;
 pub use model::identity::{ClusterCounter, derive_id};
 pub use model::lineage;
 pub use model::message::COMPRESS_TOOL;
-pub use model::message::{ContentType, CoreMessage, Edit, Role};
+pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};
 pub use model::refs::NUDGE_ID;
 pub use model::state::{AppliedCall, Block, CompressionState, HostState, STATE_VERSION};
 pub use model::tokenizer::Tokenizer;
 pub use model::tokens;
 
 pub use turn::host::window_from_error;
+pub use turn::sync::covered_ids;
 pub use turn::view::drop_unpaired;
 pub use turn::{Projection, TurnInput, baked, project};
 

@@ -19,7 +19,30 @@ const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"r
 pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
     let mut warnings = Vec::new();
     let records = jsonl::message_list(name, text, EXPECTED, bad, &mut warnings)?;
-    let mut tools = ToolNames::default();
+    Ok(from_records(name, records, ToolNames::default(), warnings))
+}
+
+/// Reads the lines appended after a prefix an earlier turn read: `text`
+/// starts on line `first_line`, and `tools` names the prefix's calls so a
+/// result here can say which tool made it.
+pub(crate) fn read_after(
+    name: &str,
+    text: &str,
+    first_line: usize,
+    bad: BadLines,
+    tools: ToolNames,
+) -> Result<Transcript, ReadError> {
+    let mut warnings = Vec::new();
+    let records = jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut warnings)?;
+    Ok(from_records(name, records, tools, warnings))
+}
+
+fn from_records(
+    name: &str,
+    records: Vec<jsonl::Record>,
+    mut tools: ToolNames,
+    mut warnings: Vec<String>,
+) -> Transcript {
     let mut messages = Vec::new();
     let mut originals = Vec::new();
     for r in records {
@@ -34,7 +57,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
             )),
         }
     }
-    Ok(Transcript {
+    Transcript {
         format: Format::Anthropic,
         session_id: None,
         parent_session: None,
@@ -42,7 +65,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         warnings,
         records: originals,
         preamble: Vec::new(),
-    })
+    }
 }
 
 /// Remembers tool names by call id, so a result can say which tool made it.

@@ -27,7 +27,30 @@ const MESSAGE_FIELDS: [&str; 7] = [
 pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
     let mut warnings = Vec::new();
     let records = jsonl::message_list(name, text, EXPECTED, bad, &mut warnings)?;
-    let mut tools = ToolNames::default();
+    Ok(from_records(name, records, ToolNames::default(), warnings))
+}
+
+/// Reads the lines appended after a prefix an earlier turn read: `text`
+/// starts on line `first_line`, and `tools` names the prefix's calls so a
+/// result here can say which tool made it.
+pub(crate) fn read_after(
+    name: &str,
+    text: &str,
+    first_line: usize,
+    bad: BadLines,
+    tools: ToolNames,
+) -> Result<Transcript, ReadError> {
+    let mut warnings = Vec::new();
+    let records = jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut warnings)?;
+    Ok(from_records(name, records, tools, warnings))
+}
+
+fn from_records(
+    name: &str,
+    records: Vec<jsonl::Record>,
+    mut tools: ToolNames,
+    mut warnings: Vec<String>,
+) -> Transcript {
     let mut messages = Vec::new();
     let mut originals = Vec::new();
     for r in records {
@@ -39,7 +62,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
             None => warnings.push(format!("{name}:{}: not a chat message; skipped", r.line)),
         }
     }
-    Ok(Transcript {
+    Transcript {
         format: Format::Chat,
         session_id: None,
         parent_session: None,
@@ -47,7 +70,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         warnings,
         records: originals,
         preamble: Vec::new(),
-    })
+    }
 }
 
 fn host_message(

@@ -21,6 +21,19 @@ pub(crate) fn records(
     bad: BadLines,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Record>, ReadError> {
+    records_from(name, text, 1, expected, bad, warnings)
+}
+
+/// [`records`] of a text that starts on line `first_line` of the file: the
+/// lines appended after a prefix read on an earlier turn.
+pub(crate) fn records_from(
+    name: &str,
+    text: &str,
+    first_line: usize,
+    expected: &str,
+    bad: BadLines,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Record>, ReadError> {
     let mut out = Vec::new();
     let unterminated_last = !text.is_empty() && !text.ends_with('\n');
     let count = text.lines().count();
@@ -29,10 +42,13 @@ pub(crate) fn records(
             continue;
         }
         match serde_json::from_str::<Value>(line) {
-            Ok(value) => out.push(Record { line: i + 1, value }),
+            Ok(value) => out.push(Record {
+                line: first_line + i,
+                value,
+            }),
             Err(err) => {
                 let is_last = i + 1 == count && unterminated_last;
-                let e = ReadError::syntax(name, i + 1, line, &err, expected, is_last);
+                let e = ReadError::syntax(name, first_line + i, line, &err, expected, is_last);
                 match bad {
                     BadLines::Fail => return Err(e),
                     BadLines::Skip => warnings.push(format!("skipped bad line: {e}")),
@@ -41,6 +57,18 @@ pub(crate) fn records(
         }
     }
     Ok(out)
+}
+
+/// Whether a message list is one JSON document (an array, or an object with
+/// a `messages` array) rather than JSONL: a document cannot be read on from
+/// where an earlier read stopped.
+pub(crate) fn is_document(text: &str) -> bool {
+    let trimmed = text.trim_start();
+    trimmed.starts_with('[')
+        || (trimmed.starts_with('{')
+            && serde_json::from_str::<Value>(text).is_ok_and(|doc| {
+                doc.get("messages").is_some_and(Value::is_array) && doc.get("role").is_none()
+            }))
 }
 
 /// Reads a message list that may be JSONL (one message a line), a single JSON

@@ -22,8 +22,8 @@ mod reassemble;
 
 use serde_json::Value;
 
-use crate::engine::CoreMessage;
 use crate::engine::Recorded;
+use crate::engine::{ClusterCounter, ContentType, CoreMessage};
 
 pub use detect::detect;
 pub use error::ReadError;
@@ -318,10 +318,66 @@ pub fn read(
 
 /// Gives every block its content-hash identity, counting repeats in order.
 fn assign_ids(t: &mut Transcript) {
-    let mut ids = crate::engine::ClusterCounter::default();
+    identify(t, ClusterCounter::default());
+}
+
+fn identify(t: &mut Transcript, mut ids: ClusterCounter) {
     for b in t.messages.iter_mut().flat_map(|m| &mut m.blocks) {
         ids.identify(&mut b.core, || b.raw.to_string());
     }
+}
+
+/// Whether a transcript can be read on from where an earlier read stopped
+/// ([`read_after`]) instead of whole again: JSONL logs whose lines are read
+/// one by one. A single JSON document cannot; Claude Code and Codex logs
+/// are read whole (a later record can change which earlier ones count).
+pub fn resumable(format: Format, text: &str) -> bool {
+    match format {
+        Format::Chat | Format::Anthropic => !jsonl::is_document(text),
+        Format::ClaudeCode | Format::Codex => false,
+    }
+}
+
+/// Reads the lines appended to a transcript after `prefix`, what an earlier
+/// turn read of it, and adds them to it: `text` is what follows the
+/// prefix's bytes and starts on line `first_line`. Read this way, the
+/// messages, their ids and tool names are those a whole read gives, for a
+/// transcript [`resumable`] says may be read on.
+///
+/// `None` for a format that is read whole.
+pub fn read_after(
+    name: &str,
+    text: &str,
+    first_line: usize,
+    mut prefix: Transcript,
+    bad: BadLines,
+) -> Option<Result<Transcript, ReadError>> {
+    let blocks = || prefix.messages.iter().flat_map(|m| &m.blocks);
+    let mut tools = anthropic::ToolNames::default();
+    for b in blocks().filter(|b| b.core.content_type == ContentType::ToolCall) {
+        tools.note(&b.core.tool_call_id, &b.core.tool_name);
+    }
+    let tail = match prefix.format {
+        Format::Chat => chat::read_after(name, text, first_line, bad, tools),
+        Format::Anthropic => anthropic::read_after(name, text, first_line, bad, tools),
+        Format::ClaudeCode | Format::Codex => return None,
+    };
+    let mut tail = match tail {
+        Ok(t) => t,
+        Err(e) => return Some(Err(e)),
+    };
+    identify(
+        &mut tail,
+        ClusterCounter::resume(blocks().map(|b| b.core.id.as_str())),
+    );
+    let base = prefix.records.len();
+    for b in tail.messages.iter_mut().flat_map(|m| &mut m.blocks) {
+        b.source.record += base;
+    }
+    prefix.messages.append(&mut tail.messages);
+    prefix.warnings.append(&mut tail.warnings);
+    prefix.records.append(&mut tail.records);
+    Some(Ok(prefix))
 }
 
 #[cfg(test)]

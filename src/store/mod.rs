@@ -7,9 +7,11 @@ mod archive;
 mod atomic;
 mod lock;
 pub mod output;
+mod read_cache;
 mod state_file;
 
 pub use atomic::write_atomic;
 pub use lock::SessionLock;
 pub use output::write_output;
+pub use read_cache::{ReadCache, digest};
 pub use state_file::{SessionDir, StoreError};

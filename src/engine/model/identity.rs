@@ -42,6 +42,21 @@ pub struct ClusterCounter {
 }
 
 impl ClusterCounter {
+    /// A counter that goes on where a pass over blocks with these ids
+    /// stopped: a transcript read on from a prefix an earlier turn read
+    /// numbers its repeats as a whole read would.
+    pub fn resume<'a>(ids: impl IntoIterator<Item = &'a str>) -> ClusterCounter {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for id in ids {
+            let base = match id.get(..18) {
+                Some(base) if id.starts_with("h_") => base,
+                _ => id,
+            };
+            *seen.entry(base.to_string()).or_insert(0) += 1;
+        }
+        ClusterCounter { seen }
+    }
+
     /// The id for the next occurrence of `base`.
     pub fn next(&mut self, base: String) -> String {
         let n = self.seen.entry(base.clone()).or_insert(0);
@@ -75,6 +90,29 @@ impl ClusterCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resumed_counter_numbers_repeats_as_one_pass_would() {
+        let block = |text: &str| CoreMessage::text("", Role::User, text);
+        let texts = ["a", "b", "a", "a", "c", "b", "a"];
+        let mut whole = ClusterCounter::default();
+        let ids: Vec<String> = texts
+            .iter()
+            .map(|t| {
+                let mut m = block(t);
+                whole.identify(&mut m, String::new);
+                m.id
+            })
+            .collect();
+        for cut in 0..texts.len() {
+            let mut resumed = ClusterCounter::resume(ids[..cut].iter().map(String::as_str));
+            for (t, id) in texts[cut..].iter().zip(&ids[cut..]) {
+                let mut m = block(t);
+                resumed.identify(&mut m, String::new);
+                assert_eq!(&m.id, id, "cut at {cut}");
+            }
+        }
+    }
 
     #[test]
     fn ids_are_stable_and_short() {

@@ -1,0 +1,511 @@
+//! The read cache: what the last turn read of a transcript, kept beside
+//! state.json so the next turn reads only what was appended.
+//!
+//! It holds how far the transcript was read, a digest of those bytes, and
+//! every message read from them: identity, kind, token count, and — only
+//! for what may still be shown — the text and the JSON the view is written
+//! from. Messages folded into blocks keep their figures but not their
+//! words, so once most of a session is compressed the cache is small and
+//! a turn costs the appended lines plus what is still visible.
+//!
+//! The cache is never trusted blindly: a transcript shorter than the prefix,
+//! a prefix whose digest differs, another format, tokenizer or noa version,
+//! or a file that does not decode, all mean "read it whole". It is written
+//! without fsync: losing it costs one cold read, nothing else.
+
+use std::path::PathBuf;
+
+use crate::engine::{ContentType, CoreMessage, Counted, Role, Tokenizer};
+use crate::formats::{Block, BlockSource, Format, HostMessage, Slot, Transcript};
+
+use super::{SessionDir, StoreError};
+
+const MAGIC: &[u8] = b"noa read cache 1\n";
+
+/// The file beside state.json.
+const FILE: &str = "read-cache.bin";
+
+/// A 64-bit digest of a transcript prefix, at memory speed: four lanes of
+/// multiply-rotate over eight-byte words. It tells an unchanged prefix from
+/// a changed one; it is not meant to resist someone forging a collision.
+pub fn digest(bytes: &[u8]) -> u64 {
+    const K: [u64; 4] = [
+        0x9E37_79B9_7F4A_7C15,
+        0xC2B2_AE3D_27D4_EB4F,
+        0x1656_67B1_9E37_79F9,
+        0x85EB_CA77_C2B2_AE63,
+    ];
+    let mut lanes = K;
+    let mut chunks = bytes.chunks_exact(32);
+    for chunk in &mut chunks {
+        for (lane, (k, word)) in lanes.iter_mut().zip(K.iter().zip(chunk.chunks_exact(8))) {
+            let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+            *lane = (*lane ^ w).wrapping_mul(*k).rotate_left(31);
+        }
+    }
+    let mut h = bytes.len() as u64;
+    for (lane, k) in lanes.iter().zip(K) {
+        h = (h ^ lane).wrapping_mul(k).rotate_left(27);
+    }
+    for &b in chunks.remainder() {
+        h = (h ^ u64::from(b)).wrapping_mul(K[0]).rotate_left(23);
+    }
+    h ^ (h >> 29)
+}
+
+/// What one turn read of a transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadCache {
+    /// The format it was read as.
+    pub format: Format,
+    /// The counter the token figures were taken with.
+    pub tokenizer: Tokenizer,
+    /// Bytes of the transcript read: whole lines only.
+    pub length: u64,
+    /// Lines in those bytes.
+    pub lines: u64,
+    /// [`digest`] of those bytes.
+    pub digest: u64,
+    /// The session id the transcript gives.
+    pub session_id: Option<String>,
+    /// The session that spawned this one, for a subagent's log.
+    pub parent_session: Option<String>,
+    /// Warnings the read gave.
+    pub warnings: Vec<String>,
+    /// The messages read, in order.
+    pub messages: Vec<CachedMessage>,
+}
+
+/// One host message as the cache keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedMessage {
+    /// Line it starts on.
+    pub line: u64,
+    /// The provider's prompt size recorded for it.
+    pub prompt_tokens: Option<u64>,
+    /// Its request JSON, when any of its blocks may still be shown.
+    pub raw: Option<String>,
+    /// Its blocks.
+    pub blocks: Vec<CachedBlock>,
+}
+
+/// One block as the cache keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedBlock {
+    /// The flat message; its text is empty when `kept` is false.
+    pub core: CoreMessage,
+    /// Its token count.
+    pub tokens: u64,
+    /// Whether its text and JSON were kept (it may still be shown).
+    pub kept: bool,
+    /// Its JSON, when kept.
+    pub raw: Option<String>,
+    /// Where it came from in the records.
+    pub source: BlockSource,
+}
+
+impl ReadCache {
+    /// The cache of a transcript read whole: `history` is the flat history
+    /// (its texts moved out of the transcript's blocks), `keep` says which
+    /// messages may still be shown and so keep their words.
+    pub fn of(
+        t: &Transcript,
+        history: &[CoreMessage],
+        tokenizer: Tokenizer,
+        (length, lines, digest): (u64, u64, u64),
+        keep: &dyn Fn(&CoreMessage) -> bool,
+    ) -> ReadCache {
+        let mut flat = history.iter();
+        let messages = t
+            .messages
+            .iter()
+            .map(|m| {
+                let blocks: Vec<CachedBlock> = m
+                    .blocks
+                    .iter()
+                    .zip(&mut flat)
+                    .map(|(b, core)| {
+                        let kept = keep(core);
+                        let mut core = core.clone();
+                        let tokens = core
+                            .counted
+                            .get_or(tokenizer, || tokenizer.count(&core.text));
+                        if !kept {
+                            core.text = String::new();
+                        }
+                        CachedBlock {
+                            core,
+                            tokens: tokens as u64,
+                            kept,
+                            raw: kept.then(|| b.raw.to_string()),
+                            source: b.source,
+                        }
+                    })
+                    .collect();
+                CachedMessage {
+                    line: m.line as u64,
+                    prompt_tokens: m.prompt_tokens.map(|n| n as u64),
+                    raw: blocks.iter().any(|b| b.kept).then(|| m.raw.to_string()),
+                    blocks,
+                }
+            })
+            .collect();
+        ReadCache {
+            format: t.format,
+            tokenizer,
+            length,
+            lines,
+            digest,
+            session_id: t.session_id.clone(),
+            parent_session: t.parent_session.clone(),
+            warnings: t.warnings.clone(),
+            messages,
+        }
+    }
+
+    /// The transcript and flat history the cache stands for. Blocks whose
+    /// words were not kept come back with empty text and their count, and
+    /// their ids are listed: a view that would show one cannot be served
+    /// from the cache. The transcript holds no records (a warm read serves
+    /// the view, never `materialize`).
+    pub fn into_transcript(self) -> Option<(Transcript, Vec<CoreMessage>, Vec<String>)> {
+        let mut history = Vec::new();
+        let mut elided = Vec::new();
+        let mut messages = Vec::with_capacity(self.messages.len());
+        for m in self.messages {
+            let raw = match m.raw {
+                Some(r) => serde_json::from_str(&r).ok()?,
+                None => serde_json::Value::Null,
+            };
+            let mut blocks = Vec::with_capacity(m.blocks.len());
+            for b in m.blocks {
+                let raw = match b.raw {
+                    Some(r) => serde_json::from_str(&r).ok()?,
+                    None => serde_json::Value::Null,
+                };
+                if !b.kept {
+                    elided.push(b.core.id.clone());
+                }
+                let core = CoreMessage {
+                    counted: Counted::known(self.tokenizer, b.tokens as usize),
+                    ..b.core
+                };
+                blocks.push(Block {
+                    core: CoreMessage {
+                        text: String::new(),
+                        ..core.clone()
+                    },
+                    raw,
+                    source: b.source,
+                });
+                history.push(core);
+            }
+            messages.push(HostMessage {
+                raw,
+                blocks,
+                line: m.line as usize,
+                prompt_tokens: m.prompt_tokens.map(|n| n as usize),
+            });
+        }
+        let transcript = Transcript {
+            format: self.format,
+            session_id: self.session_id,
+            parent_session: self.parent_session,
+            messages,
+            warnings: self.warnings,
+            records: Vec::new(),
+            preamble: Vec::new(),
+        };
+        Some((transcript, history, elided))
+    }
+
+    /// The cache as bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(MAGIC.to_vec());
+        w.str(env!("CARGO_PKG_VERSION"));
+        w.str(self.format.name());
+        w.str(self.tokenizer.name());
+        w.u64(self.length);
+        w.u64(self.lines);
+        w.u64(self.digest);
+        w.opt(self.session_id.as_deref());
+        w.opt(self.parent_session.as_deref());
+        w.u64(self.warnings.len() as u64);
+        for s in &self.warnings {
+            w.str(s);
+        }
+        w.u64(self.messages.len() as u64);
+        for m in &self.messages {
+            w.u64(m.line);
+            w.u64(m.prompt_tokens.map_or(0, |n| n + 1));
+            w.opt(m.raw.as_deref());
+            w.u64(m.blocks.len() as u64);
+            for b in &m.blocks {
+                let c = &b.core;
+                w.str(&c.id);
+                w.u64(role_code(c.role));
+                w.u64(kind_code(c.content_type));
+                w.str(&c.tool_name);
+                w.str(&c.tool_call_id);
+                w.u64(u64::from(c.opaque) | u64::from(b.kept) << 1);
+                w.u64(b.tokens);
+                w.str(&c.text);
+                w.opt(b.raw.as_deref());
+                w.u64(b.source.record as u64);
+                let (slot, n) = slot_code(b.source.slot);
+                w.u64(slot);
+                w.u64(n);
+            }
+        }
+        w.0
+    }
+
+    /// The cache from its bytes; `None` when they are not a cache this
+    /// version of noa wrote whole.
+    pub fn decode(bytes: &[u8]) -> Option<ReadCache> {
+        let mut r = Reader(bytes.strip_prefix(MAGIC)?);
+        if r.str()? != env!("CARGO_PKG_VERSION") {
+            return None;
+        }
+        let format = r.str()?;
+        let format = Format::ALL.into_iter().find(|f| f.name() == format)?;
+        let tokenizer = r.str()?;
+        let tokenizer = [Tokenizer::Estimate, Tokenizer::O200k, Tokenizer::Cl100k]
+            .into_iter()
+            .find(|t| t.name() == tokenizer)?;
+        let (length, lines, digest) = (r.u64()?, r.u64()?, r.u64()?);
+        let session_id = r.opt()?;
+        let parent_session = r.opt()?;
+        let warnings = (0..r.u64()?)
+            .map(|_| r.str().map(str::to_string))
+            .collect::<Option<_>>()?;
+        let mut messages = Vec::new();
+        for _ in 0..r.u64()? {
+            let line = r.u64()?;
+            let prompt_tokens = r.u64()?.checked_sub(1);
+            let raw = r.opt()?;
+            let mut blocks = Vec::new();
+            for _ in 0..r.u64()? {
+                let id = r.str()?.to_string();
+                let role = role_of(r.u64()?)?;
+                let content_type = kind_of(r.u64()?)?;
+                let tool_name = r.str()?.to_string();
+                let tool_call_id = r.str()?.to_string();
+                let flags = r.u64()?;
+                let tokens = r.u64()?;
+                let text = r.str()?.to_string();
+                let raw = r.opt()?;
+                let record = usize::try_from(r.u64()?).ok()?;
+                let slot = slot_of(r.u64()?, r.u64()?)?;
+                blocks.push(CachedBlock {
+                    core: CoreMessage {
+                        id,
+                        role,
+                        content_type,
+                        tool_name,
+                        tool_call_id,
+                        opaque: flags & 1 != 0,
+                        ..CoreMessage::text("", role, text)
+                    },
+                    tokens,
+                    kept: flags & 2 != 0,
+                    raw,
+                    source: BlockSource { record, slot },
+                });
+            }
+            messages.push(CachedMessage {
+                line,
+                prompt_tokens,
+                raw,
+                blocks,
+            });
+        }
+        r.0.is_empty().then_some(ReadCache {
+            format,
+            tokenizer,
+            length,
+            lines,
+            digest,
+            session_id,
+            parent_session,
+            warnings,
+            messages,
+        })
+    }
+}
+
+impl SessionDir {
+    /// Where the session's read cache lives.
+    pub fn read_cache_path(&self) -> PathBuf {
+        self.dir.join(FILE)
+    }
+
+    /// The session's read cache, if there is one that decodes.
+    pub fn load_read_cache(&self) -> Option<ReadCache> {
+        ReadCache::decode(&std::fs::read(self.read_cache_path()).ok()?)
+    }
+
+    /// Replaces the read cache: a temp file renamed over it, not synced.
+    pub fn save_read_cache(&self, cache: &ReadCache) -> Result<(), StoreError> {
+        let path = self.read_cache_path();
+        let tmp = self.dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
+        let result =
+            std::fs::write(&tmp, cache.encode()).and_then(|()| std::fs::rename(&tmp, &path));
+        result.map_err(|source| {
+            let _ = std::fs::remove_file(&tmp);
+            StoreError::Io { path, source }
+        })
+    }
+
+    /// Removes the read cache, so the next turn reads the transcript whole.
+    pub fn drop_read_cache(&self) {
+        let _ = std::fs::remove_file(self.read_cache_path());
+    }
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u64(&mut self, n: u64) {
+        self.0.extend_from_slice(&n.to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        self.u64(s.len() as u64);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+    fn opt(&mut self, s: Option<&str>) {
+        match s {
+            Some(s) => {
+                self.0.push(1);
+                self.str(s);
+            }
+            None => self.0.push(0),
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn str(&mut self) -> Option<&'a str> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        std::str::from_utf8(self.take(n)?).ok()
+    }
+    fn opt(&mut self) -> Option<Option<String>> {
+        match self.take(1)?[0] {
+            0 => Some(None),
+            1 => Some(Some(self.str()?.to_string())),
+            _ => None,
+        }
+    }
+}
+
+const ROLES: [Role; 4] = [Role::System, Role::User, Role::Assistant, Role::Tool];
+const KINDS: [ContentType; 4] = [
+    ContentType::Text,
+    ContentType::ToolCall,
+    ContentType::ToolResult,
+    ContentType::Reasoning,
+];
+
+fn role_code(r: Role) -> u64 {
+    ROLES
+        .iter()
+        .position(|&x| x == r)
+        .expect("every role is listed") as u64
+}
+
+fn role_of(n: u64) -> Option<Role> {
+    ROLES.get(usize::try_from(n).ok()?).copied()
+}
+
+fn kind_code(k: ContentType) -> u64 {
+    KINDS
+        .iter()
+        .position(|&x| x == k)
+        .expect("every kind is listed") as u64
+}
+
+fn kind_of(n: u64) -> Option<ContentType> {
+    KINDS.get(usize::try_from(n).ok()?).copied()
+}
+
+fn slot_code(s: Slot) -> (u64, u64) {
+    match s {
+        Slot::Content => (0, 0),
+        Slot::Part(i) => (1, i as u64),
+        Slot::ToolCall(i) => (2, i as u64),
+        Slot::Reasoning => (3, 0),
+    }
+}
+
+fn slot_of(kind: u64, n: u64) -> Option<Slot> {
+    let n = usize::try_from(n).ok()?;
+    match kind {
+        0 => Some(Slot::Content),
+        1 => Some(Slot::Part(n)),
+        2 => Some(Slot::ToolCall(n)),
+        3 => Some(Slot::Reasoning),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_sees_every_byte_and_the_length() {
+        let base: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let d = digest(&base);
+        for at in [0, 1, 31, 32, 500, 998, 999] {
+            let mut changed = base.clone();
+            changed[at] ^= 1;
+            assert_ne!(digest(&changed), d, "byte {at}");
+        }
+        assert_ne!(digest(&base[..999]), d);
+        assert_eq!(digest(&base), d);
+    }
+
+    #[test]
+    fn a_damaged_cache_does_not_decode() {
+        let cache = ReadCache {
+            format: Format::Chat,
+            tokenizer: Tokenizer::Estimate,
+            length: 10,
+            lines: 1,
+            digest: 7,
+            session_id: Some("s".into()),
+            parent_session: None,
+            warnings: vec!["w".into()],
+            messages: vec![CachedMessage {
+                line: 1,
+                prompt_tokens: Some(0),
+                raw: Some("{}".into()),
+                blocks: vec![CachedBlock {
+                    core: CoreMessage::tool_result("h_1", "c1", "Read", "out"),
+                    tokens: 1,
+                    kept: true,
+                    raw: Some("\"out\"".into()),
+                    source: BlockSource {
+                        record: 0,
+                        slot: Slot::Part(2),
+                    },
+                }],
+            }],
+        };
+        let bytes = cache.encode();
+        assert_eq!(ReadCache::decode(&bytes), Some(cache));
+        assert_eq!(ReadCache::decode(&bytes[..bytes.len() - 1]), None);
+        assert_eq!(ReadCache::decode(&[bytes.as_slice(), b"x"].concat()), None);
+        assert_eq!(ReadCache::decode(b"state"), None);
+    }
+}

@@ -1,0 +1,259 @@
+//! The read cache: a turn read on from the cache gives the same view and
+//! the same state as the transcript read whole, whatever happened to the
+//! transcript or the state in between.
+//!
+//! Every turn is run twice from the same state: once as the host runs it
+//! (with the cache the last turn left) and once with the cache removed, and
+//! the two must agree byte for byte.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::agent_loop::{apply_call, ranges_from_nudge};
+use super::common::{TempDir, noa};
+use super::synth;
+
+const LIMIT: usize = 30_000;
+
+/// What one projection gave: the view, the report and the state written.
+struct Turn {
+    view: String,
+    report: Value,
+    state: String,
+}
+
+fn project(dir: &Path, st: &str) -> Turn {
+    let out = noa(
+        dir,
+        &[
+            "project",
+            "t.jsonl",
+            "--state-dir",
+            st,
+            "--limit",
+            &LIMIT.to_string(),
+            "--report",
+            "json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let mut report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    report["state"] = Value::Null;
+    Turn {
+        view: String::from_utf8(out.stdout).unwrap(),
+        report,
+        state: fs::read_to_string(dir.join(st).join("t/state.json")).unwrap(),
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    let _ = fs::remove_dir_all(to);
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Projects the turn as the host does and, from a copy of the same state
+/// without the read cache, whole; asserts they agree and returns the
+/// host's turn and how it read the transcript.
+fn turn(dir: &Path, what: &str) -> (Turn, String) {
+    if dir.join("st").exists() {
+        copy_dir(&dir.join("st"), &dir.join("cold"));
+        let _ = fs::remove_file(dir.join("cold/t/read-cache.bin"));
+    }
+    let warm = project(dir, "st");
+    if dir.join("cold").exists() {
+        let cold = project(dir, "cold");
+        assert_eq!(cold.report["read"], "whole", "{what}");
+        assert!(warm.view == cold.view, "{what}: the views differ");
+        let mut report = warm.report.clone();
+        report["read"] = cold.report["read"].clone();
+        assert_eq!(report, cold.report, "{what}");
+        assert!(warm.state == cold.state, "{what}: the states differ");
+    }
+    let read = warm.report["read"].as_str().unwrap().to_string();
+    (warm, read)
+}
+
+/// The text of the view's last message (the nudge, when there is one).
+fn last_text(view: &str) -> String {
+    let m: Value = serde_json::from_str(view.lines().last().unwrap()).unwrap();
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// A Compress call over the ranges a nudge lists, and its result line
+/// once `noa apply` has answered it, in the session's format.
+fn compress(dir: &Path, text: &mut String, nudge: &str, n: usize, anthropic: bool) {
+    let content: Vec<Value> = ranges_from_nudge(nudge)
+        .iter()
+        .map(|(a, b)| json!({"startId": a, "endId": b, "summary": "Read the modules named there; nothing in them needs to change for the task."}))
+        .collect();
+    let args = json!({"topic": format!("early work {n}"), "content": content});
+    let id = format!("cmp_{n}");
+    let call = if anthropic {
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Compress", "input": args}]})
+    } else {
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]})
+    };
+    text.push_str(&format!("{call}\n"));
+    fs::write(dir.join("t.jsonl"), &*text).unwrap();
+    let (code, panel) = apply_call(dir, &dir.join("t.jsonl"), LIMIT);
+    assert!(matches!(code, Some(0 | 1)), "{panel}");
+    let result = if anthropic {
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": panel}]})
+    } else {
+        json!({"role": "tool", "tool_call_id": id, "content": panel})
+    };
+    text.push_str(&format!("{result}\n"));
+}
+
+/// A scripted session through every kind of change a host makes to its
+/// transcript and state between turns.
+fn session(messages: Vec<Value>, anthropic: bool) {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    let path = dir.join("t.jsonl");
+    let mut text = String::new();
+    let (mut reads, mut compressions, mut fallbacks) = (0, 0, 0);
+    let mut saved_state = None;
+    for (i, chunk) in messages.chunks(5).enumerate() {
+        for m in chunk {
+            text.push_str(&format!("{m}\n"));
+        }
+        fs::write(&path, &text).unwrap();
+        let (t, read) = turn(dir, &format!("turn {i}, appended"));
+        reads += usize::from(read == "cache");
+        if !t.report["nudge"].is_null() {
+            compressions += 1;
+            compress(dir, &mut text, &last_text(&t.view), compressions, anthropic);
+            fs::write(&path, &text).unwrap();
+            let (_, read) = turn(dir, &format!("turn {i}, after a compression"));
+            reads += usize::from(read == "cache");
+            if compressions == 1 {
+                saved_state = Some(fs::read(dir.join("st/t/state.json")).unwrap());
+            }
+        }
+        match i % 9 {
+            // The host retries: nothing appended.
+            3 => assert_eq!(turn(dir, &format!("turn {i}, again")).1, "cache"),
+            // Someone edits an early message: the prefix changed.
+            5 => {
+                let edited = text.replacen("Task: fix", "Task: mend", 1);
+                fs::write(&path, &edited).unwrap();
+                assert_eq!(turn(dir, &format!("turn {i}, edited")).1, "whole");
+                fs::write(&path, &text).unwrap();
+            }
+            // The host rewinds: the transcript is shorter than what was read.
+            7 => {
+                let cut = text.len() - text.lines().last().unwrap().len() - 1;
+                fs::write(&path, &text[..cut]).unwrap();
+                assert_eq!(turn(dir, &format!("turn {i}, rewound")).1, "whole");
+                fs::write(&path, &text).unwrap();
+            }
+            _ => {}
+        }
+        // A state from before the later compressions comes back: what the
+        // cache left out is shown again, so the turn reads it whole.
+        if compressions == 3
+            && let Some(old) = saved_state.take()
+        {
+            fs::write(dir.join("st/t/state.json"), old).unwrap();
+            let (_, read) = turn(dir, &format!("turn {i}, an older state"));
+            fallbacks += usize::from(read == "whole");
+        }
+    }
+    assert!(compressions >= 3, "{compressions} compressions");
+    assert!(
+        reads > messages.len() / 10,
+        "{reads} turns read from the cache"
+    );
+    assert_eq!(fallbacks, 1, "the older state was not read whole");
+}
+
+#[test]
+fn chat_turns_read_from_the_cache_match_whole_reads() {
+    session(synth::chat_session(11, 90), false);
+}
+
+#[test]
+fn anthropic_turns_read_from_the_cache_match_whole_reads() {
+    session(synth::anthropic_session(12, 90), true);
+}
+
+#[test]
+fn a_cache_from_another_version_or_damaged_is_not_used() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    let messages = synth::chat_session(13, 20);
+    fs::write(dir.join("t.jsonl"), synth::jsonl(&messages)).unwrap();
+    assert_eq!(turn(dir, "first").1, "whole");
+    assert_eq!(turn(dir, "second").1, "cache");
+    let cache = dir.join("st/t/read-cache.bin");
+    let bytes = fs::read(&cache).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    let at = bytes
+        .windows(version.len())
+        .position(|w| w == version.as_bytes())
+        .unwrap();
+    let mut other = bytes.clone();
+    other[at] = b'9';
+    fs::write(&cache, &other).unwrap();
+    assert_eq!(turn(dir, "another version").1, "whole");
+    fs::write(&cache, &bytes[..bytes.len() / 2]).unwrap();
+    assert_eq!(turn(dir, "cut short").1, "whole");
+    fs::remove_file(&cache).unwrap();
+    assert_eq!(
+        turn(dir, "no cache, as a state from before the cache").1,
+        "whole"
+    );
+    assert_eq!(turn(dir, "and after it").1, "cache");
+    // The state lost, the cache kept: the state comes back from the log,
+    // which needs every word.
+    fs::remove_file(dir.join("st/t/state.json")).unwrap();
+    assert_eq!(project(dir, "st").report["read"], "whole");
+}
+
+#[test]
+fn a_dry_run_reads_from_the_cache_but_leaves_it_alone() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    let messages = synth::chat_session(14, 20);
+    fs::write(dir.join("t.jsonl"), synth::jsonl(&messages[..30])).unwrap();
+    turn(dir, "first");
+    let cache = fs::read(dir.join("st/t/read-cache.bin")).unwrap();
+    fs::write(dir.join("t.jsonl"), synth::jsonl(&messages)).unwrap();
+    let out = noa(
+        dir,
+        &[
+            "project",
+            "t.jsonl",
+            "--state-dir",
+            "st",
+            "--dry-run",
+            "--report",
+            "json",
+        ],
+    );
+    assert!(out.status.success());
+    let report: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap();
+    assert_eq!(report["read"], "cache");
+    assert_eq!(fs::read(dir.join("st/t/read-cache.bin")).unwrap(), cache);
+}
