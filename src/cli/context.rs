@@ -97,6 +97,18 @@ impl<'g> Context<'g> {
         !elided.is_empty() && view.iter().any(|m| elided.contains(&m.id))
     }
 
+    /// Whether every message whose words the read cache left out is still
+    /// folded into a block of `state`: with fewer blocks (an older state)
+    /// they may be shown again, and the turn must read them.
+    pub fn cache_serves(&self, state: &CompressionState) -> bool {
+        let covered = engine::covered_ids(state);
+        self.loaded
+            .read
+            .elided
+            .iter()
+            .all(|id| covered.contains(id.as_str()))
+    }
+
     /// Reads the transcript again, whole: for a view the read cache could
     /// not serve.
     pub fn read_whole(&mut self) -> Result<(), CliError> {
@@ -107,8 +119,10 @@ impl<'g> Context<'g> {
     }
 
     /// Leaves a read cache for the next turn, keeping the words of what
-    /// `view` shows and of whatever no block covers in `state` (it may be
-    /// shown again); Compress exchanges keep theirs for the host's books.
+    /// `view` shows, of what pruning leaves in view (the task, reasoning of
+    /// a visible action: the last resort may have left them out of this
+    /// view only) and of whatever no block covers in `state`; Compress
+    /// exchanges keep theirs for the host's books.
     /// Nothing when the command writes nothing or the transcript cannot be
     /// read on from a prefix.
     pub fn save_read_cache(
@@ -125,12 +139,14 @@ impl<'g> Context<'g> {
             return Ok(());
         };
         let covered = engine::covered_ids(state);
+        let pruned = engine::shown_ids(&self.history, state);
         let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
         let elided = &self.loaded.read.elided;
         let keep = |m: &CoreMessage| {
             !elided.contains(&m.id)
                 && (!covered.contains(m.id.as_str())
                     || shown.contains(m.id.as_str())
+                    || pruned.contains(&m.id)
                     || m.tool_name == COMPRESS_TOOL)
         };
         let tokenizer = self.config(state).tokenizer;

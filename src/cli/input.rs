@@ -55,35 +55,51 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
 /// cache is there and its prefix is unchanged, else whole. Either way the
 /// bytes are marked so the turn can leave a cache for the next one.
 pub fn load_for_turn(global: &Global, path: &Path) -> Result<Loaded, CliError> {
-    if let Some(loaded) = load_warm(global, path)? {
+    let (name, bytes) = read_input(global, path)?;
+    if path.as_os_str() != "-"
+        && let Some(loaded) = load_warm(global, path, &name, &bytes)?
+    {
         return Ok(loaded);
     }
-    load_whole(global, path, true)
+    load_bytes(global, path, name, bytes, true)
 }
 
 /// Reads a transcript whole, marking its bytes for a read cache when
 /// `mark` says the command may leave one.
 pub fn load_whole(global: &Global, path: &Path, mark: bool) -> Result<Loaded, CliError> {
-    let stdin = path.as_os_str() == "-";
-    let (name, bytes) = if stdin {
-        if global.state_dir.is_none() || global.session.is_none() {
-            return Err(CliError::Usage(
-                "reading a transcript from stdin needs --state-dir (or NOA_STATE_DIR) and --session: noa will not guess where to keep a session's state".into(),
-            ));
-        }
-        let mut bytes = Vec::new();
-        io::stdin()
-            .read_to_end(&mut bytes)
-            .map_err(|source| CliError::Io {
-                path: "<stdin>".into(),
-                source,
-            })?;
-        ("<stdin>".to_string(), bytes)
-    } else {
-        (path.display().to_string(), read_file(path)?)
-    };
+    let (name, bytes) = read_input(global, path)?;
+    load_bytes(global, path, name, bytes, mark)
+}
+
+/// The transcript's name for diagnostics and its bytes, from the file or stdin.
+fn read_input(global: &Global, path: &Path) -> Result<(String, Vec<u8>), CliError> {
+    if path.as_os_str() != "-" {
+        return Ok((path.display().to_string(), read_file(path)?));
+    }
+    if global.state_dir.is_none() || global.session.is_none() {
+        return Err(CliError::Usage(
+            "reading a transcript from stdin needs --state-dir (or NOA_STATE_DIR) and --session: noa will not guess where to keep a session's state".into(),
+        ));
+    }
+    let mut bytes = Vec::new();
+    io::stdin()
+        .read_to_end(&mut bytes)
+        .map_err(|source| CliError::Io {
+            path: "<stdin>".into(),
+            source,
+        })?;
+    Ok(("<stdin>".to_string(), bytes))
+}
+
+fn load_bytes(
+    global: &Global,
+    path: &Path,
+    name: String,
+    bytes: Vec<u8>,
+    mark: bool,
+) -> Result<Loaded, CliError> {
     let bad = bad_lines(global);
-    let digest = (mark && !stdin).then(|| crate::store::digest(&bytes));
+    let digest = (mark && path.as_os_str() != "-").then(|| crate::store::digest(&bytes));
     let (text, decoded) = formats::decode(&name, bytes, bad)?;
     let spinner = reading_spinner(global, &name, text.len());
     let transcript = formats::read(&name, &text, format(global.format), bad);
@@ -114,20 +130,31 @@ pub fn load_whole(global: &Global, path: &Path, mark: bool) -> Result<Loaded, Cl
 
 /// Reads on from the session's read cache: `None` (read it whole) when
 /// there is no usable cache, no state beside it, or the transcript's prefix
-/// is not the one the cache read.
-fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
-    if path.as_os_str() == "-" {
+/// is not the one the cache read. The session is found from the log's first
+/// lines, and checked against the one the whole log names once read.
+fn load_warm(
+    global: &Global,
+    path: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> Result<Option<Loaded>, CliError> {
+    let head = &bytes[..bytes.len().min(HEAD)];
+    let head = &head[..head.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)];
+    let Some((_, named, parent)) = std::str::from_utf8(head)
+        .ok()
+        .and_then(|head| formats::peek_session(name, head, format(global.format)))
+    else {
         return Ok(None);
-    }
-    let name = path.display().to_string();
-    let Some(stem) = global
+    };
+    let Some(session_id) = global
         .session
         .clone()
+        .or(named)
         .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
     else {
         return Ok(None);
     };
-    let (session, _) = session_dir(global, path, &stem, None);
+    let (session, _) = session_dir(global, path, &session_id, parent.as_deref());
     let Some(cache) = session
         .state_path()
         .exists()
@@ -137,7 +164,6 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     else {
         return Ok(None);
     };
-    let bytes = read_file(path)?;
     let Ok(length) = usize::try_from(cache.length) else {
         return Ok(None);
     };
@@ -147,9 +173,9 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     {
         return Ok(None);
     }
-    let digest = crate::store::digest(&bytes);
+    let digest = crate::store::digest(bytes);
     let bad = bad_lines(global);
-    let (tail, decoded) = formats::decode(&name, bytes[length..].to_vec(), bad)?;
+    let (tail, decoded) = formats::decode(name, bytes[length..].to_vec(), bad)?;
     if !decoded.is_empty() {
         return Ok(None);
     }
@@ -158,12 +184,12 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     let Some((prefix, history, elided)) = cache.into_transcript() else {
         return Ok(None);
     };
-    let Some(transcript) = formats::read_after(&name, &tail, first_line, prefix, bad) else {
+    let Some(transcript) = formats::read_after(name, &tail, first_line, prefix, bad) else {
         return Ok(None);
     };
     let transcript = transcript?;
-    let (located, base, parents) = locate(global, path, &name, &transcript)?;
-    if located.dir != session.dir || transcript.session_id.is_some() {
+    let (located, base, parents) = locate(global, path, name, &transcript)?;
+    if located.dir != session.dir {
         return Ok(None);
     }
     Ok(Some(Loaded {
@@ -180,6 +206,10 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
         },
     }))
 }
+
+/// How much of a log's start is looked at to find its session before
+/// reading on from a cache.
+const HEAD: usize = 256 << 10;
 
 fn bad_lines(global: &Global) -> BadLines {
     if global.skip_bad_lines {

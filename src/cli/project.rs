@@ -136,14 +136,18 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     Ok(Exit::Success)
 }
 
-/// Projects the turn; when the transcript was read on from the read cache
-/// and the view would show words the cache did not keep, reads it whole
-/// and projects again from the state as it was.
+/// Projects the turn. A transcript read on from the read cache is read
+/// whole first when the state no longer folds away what the cache left out,
+/// and again after projecting if the view would still show any of it (then
+/// projected afresh from the state as it was).
 fn project_turn(
     cx: &mut Context,
     state: &mut CompressionState,
     turn: Turn,
 ) -> Result<Projection, CliError> {
+    if cx.warm() && !cx.cache_serves(state) {
+        cx.read_whole()?;
+    }
     let before = cx.warm().then(|| state.clone());
     let p = cx.project(state, turn);
     match before {

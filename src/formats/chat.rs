@@ -41,7 +41,9 @@ pub(crate) fn read_after(
     tools: ToolNames,
 ) -> Result<Transcript, ReadError> {
     let mut warnings = Vec::new();
-    let records = jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut warnings)?;
+    let records = jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut |_, w| {
+        warnings.push(w)
+    })?;
     Ok(from_records(name, records, tools, warnings))
 }
 
@@ -70,6 +72,7 @@ fn from_records(
         warnings,
         records: originals,
         preamble: Vec::new(),
+        carry: Default::default(),
     }
 }
 

@@ -14,7 +14,8 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::anthropic::{ToolNames, host_message};
-use super::{BadLines, Format, HostMessage, ReadError, Transcript, jsonl};
+use super::jsonl::Record;
+use super::{BadLines, Carry, Format, HostMessage, ReadError, Transcript, jsonl};
 
 const EXPECTED: &str =
     "each line is one Claude Code session record (a JSON object with a \"type\")";
@@ -32,9 +33,14 @@ struct Turn<'a> {
 }
 
 /// Reads a session log into the messages the model saw.
+///
+/// Warnings come in the order of the lines they name, so a log read on
+/// from a prefix ([`read_after`]) warns as one read whole does.
 pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
-    let mut warnings = Vec::new();
-    let records = jsonl::records(name, text, EXPECTED, bad, &mut warnings)?;
+    let mut warnings: Vec<(usize, String)> = Vec::new();
+    let records = jsonl::records_from(name, text, 1, EXPECTED, bad, &mut |line, w| {
+        warnings.push((line, w))
+    })?;
     let session_id = records
         .iter()
         .find_map(|r| r.value.get("sessionId").and_then(Value::as_str))
@@ -47,7 +53,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     let mut last_boundary = None;
     for (i, r) in records.iter().enumerate() {
         let Some(obj) = r.value.as_object() else {
-            warnings.push(format!("{name}:{}: not a JSON object; skipped", r.line));
+            warnings.push((r.line, not_an_object(name, r.line)));
             continue;
         };
         let uuid = obj.get("uuid").and_then(Value::as_str);
@@ -62,13 +68,6 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
 
     // A subagent's own log holds nothing but sidechain records: then those
     // are the conversation, and the session that spawned it is its parent.
-    let is_conversation = |v: &Value| {
-        matches!(
-            v.get("type").and_then(Value::as_str),
-            Some("user" | "assistant")
-        )
-    };
-    let sidechain = |v: &Value| v.get("isSidechain").and_then(Value::as_bool) == Some(true);
     let subagent = records.iter().any(|r| is_conversation(&r.value))
         && records
             .iter()
@@ -101,10 +100,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
     for (t, _) in turns.iter().zip(&chosen).filter(|(_, keep)| **keep) {
         let Some(m) = host_message(&t.value["message"], t.line, kept_records.len(), &mut tools)
         else {
-            warnings.push(format!(
-                "{name}:{}: message has no usable content; skipped",
-                t.line
-            ));
+            warnings.push((t.line, no_content(name, t.line)));
             continue;
         };
         kept_records.push(t.index);
@@ -123,6 +119,18 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         }
     }
     messages.retain(|m| !m.blocks.is_empty());
+    let carry = Carry {
+        subagent: turns.first().map(|_| subagent),
+        responses: sorted(by_message_id.keys().map(|id| id.to_string())),
+        strays: turns
+            .iter()
+            .zip(&chosen)
+            .filter(|(_, keep)| !**keep)
+            .flat_map(|(t, _)| stray_ids(t))
+            .map(str::to_string)
+            .collect(),
+        ..joining_point(&records, &turns)
+    };
     // The kept lines move out of the parse: one copy of each, none of the
     // progress and bookkeeping lines around them.
     let mut records = records;
@@ -130,15 +138,380 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         .iter()
         .map(|&i| std::mem::take(&mut records[i].value))
         .collect();
+    warnings.sort_by_key(|(line, _)| *line);
     Ok(Transcript {
         format: Format::ClaudeCode,
         session_id,
         parent_session,
         messages,
-        warnings,
+        warnings: warnings.into_iter().map(|(_, w)| w).collect(),
         records: originals,
         preamble: Vec::new(),
+        carry,
     })
+}
+
+/// The session a log's first lines name, and the one that spawned it when
+/// its first conversation record is a sidechain (a subagent's own log), as
+/// [`read`] names them from the whole log.
+pub(crate) fn peek_session(head: &str) -> (Option<String>, Option<String>) {
+    let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    let (mut session, mut agent, mut first_sidechain) = (None, None, None);
+    for v in head
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        session = session.or_else(|| field(&v, "sessionId"));
+        agent = agent.or_else(|| field(&v, "agentId"));
+        if first_sidechain.is_none() && is_conversation(&v) {
+            first_sidechain = Some(sidechain(&v));
+        }
+        if session.is_some() && (first_sidechain == Some(false) || agent.is_some()) {
+            break;
+        }
+    }
+    match first_sidechain {
+        Some(true) => (agent.or_else(|| session.clone()), session),
+        _ => (session, None),
+    }
+}
+
+fn sorted(ids: impl Iterator<Item = String>) -> Vec<String> {
+    let mut ids: Vec<String> = ids.collect();
+    ids.sort_unstable();
+    ids
+}
+
+fn is_conversation(v: &Value) -> bool {
+    matches!(
+        v.get("type").and_then(Value::as_str),
+        Some("user" | "assistant")
+    )
+}
+
+fn sidechain(v: &Value) -> bool {
+    v.get("isSidechain").and_then(Value::as_bool) == Some(true)
+}
+
+fn not_an_object(name: &str, line: usize) -> String {
+    format!("{name}:{line}: not a JSON object; skipped")
+}
+
+fn no_content(name: &str, line: usize) -> String {
+    format!("{name}:{line}: message has no usable content; skipped")
+}
+
+/// Where the next lines' branch must join this read's: the last
+/// conversation record, and the records after it that chain back to it.
+fn joining_point(records: &[Record], turns: &[Turn]) -> Carry {
+    let Some(leaf) = turns.last() else {
+        return Carry::default();
+    };
+    let mut after_leaf: Vec<String> = Vec::new();
+    let mut chain: HashSet<&str> = leaf.uuid.into_iter().collect();
+    for r in &records[leaf.index + 1..] {
+        let uuid = r.value.get("uuid").and_then(Value::as_str);
+        let parent = r.value.get("parentUuid").and_then(Value::as_str);
+        if let (Some(u), Some(p)) = (uuid, parent)
+            && chain.contains(p)
+        {
+            chain.insert(u);
+            after_leaf.push(u.to_string());
+        }
+    }
+    Carry {
+        leaf: leaf.uuid.map(str::to_string),
+        after_leaf,
+        ..Carry::default()
+    }
+}
+
+/// Ids a record off the branch holds that a later record could pull it in
+/// by: its response's id, and the calls its results answer.
+fn stray_ids<'a>(t: &Turn<'a>) -> Vec<&'a str> {
+    let mut ids: Vec<&str> = block_ids(t.value, "tool_result", "tool_use_id");
+    ids.extend(t.message_id.filter(|_| t.assistant));
+    ids
+}
+
+/// What reading on needs to know of the prefix.
+pub(crate) struct Prefix<'a> {
+    /// What its read carried.
+    pub carry: &'a Carry,
+    /// The calls its messages make.
+    pub calls: &'a HashSet<&'a str>,
+    /// The calls its results answer.
+    pub answered: &'a HashSet<&'a str>,
+    /// Whether it named its session.
+    pub has_session: bool,
+}
+
+/// Reads the lines appended after a prefix read earlier: what `carry` says
+/// of the prefix (where its branch ends, its responses, the records it left
+/// off), `answered` the calls its results answer, `tools` its calls' tool
+/// names. `None` when the new lines would change how the prefix reads — a
+/// compaction, a branch that leaves the prefix's last record (a rewind), a
+/// record the prefix left off pulled back in, a response or an answer that
+/// continues one of the prefix's, a subagent log that stops being one — or
+/// name a session where the prefix named none: then the log is read whole.
+pub(crate) fn read_after(
+    name: &str,
+    text: &str,
+    first_line: usize,
+    bad: BadLines,
+    prefix: Prefix,
+    mut tools: ToolNames,
+) -> Option<Result<Transcript, ReadError>> {
+    let Prefix {
+        carry,
+        calls,
+        answered,
+        has_session,
+    } = prefix;
+    let subagent = carry.subagent?;
+    let mut warnings: Vec<(usize, String)> = Vec::new();
+    let records = match jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut |l, w| {
+        warnings.push((l, w))
+    }) {
+        Ok(r) => r,
+        Err(e) => return Some(Err(e)),
+    };
+    let mut parents: HashMap<&str, Option<&str>> = HashMap::new();
+    for r in &records {
+        let Some(obj) = r.value.as_object() else {
+            warnings.push((r.line, not_an_object(name, r.line)));
+            continue;
+        };
+        let names_session = obj.contains_key("sessionId") || obj.contains_key("agentId");
+        if obj.get("subtype").and_then(Value::as_str) == Some("compact_boundary")
+            || (subagent && is_conversation(&r.value) && !sidechain(&r.value))
+            || (!has_session && names_session)
+        {
+            return None;
+        }
+        if let Some(u) = obj.get("uuid").and_then(Value::as_str) {
+            parents.insert(u, obj.get("parentUuid").and_then(Value::as_str));
+        }
+    }
+    let turns: Vec<Turn> = records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| conversation_turn(name, i, r.line, &r.value, subagent, &mut warnings))
+        .collect();
+    let branch = tail_branch(&turns, &parents, carry)?;
+    let chosen = choose_tail(&turns, branch, carry, calls, answered)?;
+    let responses: HashSet<&str> = carry.responses.iter().map(String::as_str).collect();
+    let strays: HashSet<&str> = carry.strays.iter().map(String::as_str).collect();
+    let mut messages: Vec<HostMessage> = Vec::new();
+    let mut by_message_id: HashMap<&str, usize> = HashMap::new();
+    let mut kept_records: Vec<usize> = Vec::new();
+    let mut new_strays: Vec<String> = Vec::new();
+    for (t, _) in turns.iter().zip(&chosen).filter(|(t, keep)| {
+        if !**keep {
+            new_strays.extend(stray_ids(t).into_iter().map(str::to_string));
+        }
+        **keep
+    }) {
+        let id = t.message_id.filter(|_| t.assistant);
+        // A record that continues a response the prefix holds, or pulls in
+        // one the prefix left off, changes how the prefix reads.
+        if id.is_some_and(|id| responses.contains(id) || strays.contains(id))
+            || block_ids(t.value, "tool_use", "id")
+                .iter()
+                .any(|c| strays.contains(c))
+        {
+            return None;
+        }
+        let Some(m) = host_message(&t.value["message"], t.line, kept_records.len(), &mut tools)
+        else {
+            warnings.push((t.line, no_content(name, t.line)));
+            continue;
+        };
+        kept_records.push(t.index);
+        match id.and_then(|id| by_message_id.get(id)) {
+            Some(&at) => append_blocks(&mut messages[at], m),
+            None => {
+                if let Some(id) = id {
+                    by_message_id.insert(id, messages.len());
+                }
+                let prompt_tokens = t.assistant.then(|| prompt_size(&t.value["message"]));
+                messages.push(HostMessage {
+                    prompt_tokens: prompt_tokens.flatten(),
+                    ..m
+                });
+            }
+        }
+    }
+    messages.retain(|m| !m.blocks.is_empty());
+    let responses = sorted(
+        carry
+            .responses
+            .iter()
+            .cloned()
+            .chain(by_message_id.keys().map(|id| id.to_string())),
+    );
+    let joined = match turns.last() {
+        Some(_) => joining_point(&records, &turns),
+        None => {
+            let mut chain: HashSet<&str> = carry.leaf.iter().map(String::as_str).collect();
+            chain.extend(carry.after_leaf.iter().map(String::as_str));
+            let mut after_leaf = carry.after_leaf.clone();
+            for r in &records {
+                let uuid = r.value.get("uuid").and_then(Value::as_str);
+                let parent = r.value.get("parentUuid").and_then(Value::as_str);
+                if let (Some(u), Some(p)) = (uuid, parent)
+                    && chain.contains(p)
+                {
+                    chain.insert(u);
+                    after_leaf.push(u.to_string());
+                }
+            }
+            Carry {
+                leaf: carry.leaf.clone(),
+                after_leaf,
+                ..Carry::default()
+            }
+        }
+    };
+    let mut records = records;
+    let originals = kept_records
+        .iter()
+        .map(|&i| std::mem::take(&mut records[i].value))
+        .collect();
+    warnings.sort_by_key(|(line, _)| *line);
+    Some(Ok(Transcript {
+        format: Format::ClaudeCode,
+        session_id: None,
+        parent_session: None,
+        messages,
+        warnings: warnings.into_iter().map(|(_, w)| w).collect(),
+        records: originals,
+        preamble: Vec::new(),
+        carry: Carry {
+            subagent: carry.subagent,
+            responses,
+            strays: carry.strays.iter().cloned().chain(new_strays).collect(),
+            ..joined
+        },
+    }))
+}
+
+/// The new conversation records on the branch that ends at the last of
+/// them, when that branch joins the prefix's where it ended: the walk
+/// [`choose_branch`] takes over the whole log then passes through them and
+/// goes on exactly as it did over the prefix. `None` when it would leave
+/// the prefix's branch (a rewind) or stop short of it.
+fn tail_branch(
+    turns: &[Turn],
+    parents: &HashMap<&str, Option<&str>>,
+    carry: &Carry,
+) -> Option<Vec<bool>> {
+    let Some(last) = turns.len().checked_sub(1) else {
+        return Some(Vec::new());
+    };
+    let position: HashMap<&str, usize> = turns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| Some((t.uuid?, i)))
+        .collect();
+    let mut on_branch = vec![false; turns.len()];
+    let mut on_path: HashSet<&str> = HashSet::new();
+    let mut i = last;
+    'walk: loop {
+        on_branch[i] = true;
+        on_path.extend(turns[i].uuid);
+        let mut parent = turns[i].parent;
+        loop {
+            match parent {
+                Some(p) if on_path.contains(p) => return None,
+                Some(p) if position.contains_key(p) => {
+                    i = position[p];
+                    continue 'walk;
+                }
+                Some(p) if parents.contains_key(p) => {
+                    on_path.insert(p);
+                    parent = parents[p];
+                }
+                Some(p) => {
+                    if carry.leaf.as_deref() == Some(p) || carry.after_leaf.iter().any(|a| a == p) {
+                        break 'walk;
+                    }
+                    return None;
+                }
+                None if i == 0 => break 'walk,
+                None if on_branch[i - 1] => return None,
+                None => {
+                    i -= 1;
+                    continue 'walk;
+                }
+            }
+        }
+    }
+    Some(on_branch)
+}
+
+/// Which new records the model saw: the branch, and the side branches of
+/// the same exchanges as [`choose_branch`] takes them in — blocks of a
+/// response on the branch, results answering a call on it. `calls` and
+/// `answered` are the prefix's. `None` when a record on the branch would
+/// change how the prefix reads: an answer to a call the prefix already
+/// answered (it could push out one the prefix took in).
+fn choose_tail(
+    turns: &[Turn],
+    mut chosen: Vec<bool>,
+    carry: &Carry,
+    calls: &HashSet<&str>,
+    answered: &HashSet<&str>,
+) -> Option<Vec<bool>> {
+    let on_branch: Vec<&Turn> = turns
+        .iter()
+        .zip(&chosen)
+        .filter(|(_, c)| **c)
+        .map(|(t, _)| t)
+        .collect();
+    let mut responses: HashSet<&str> = carry.responses.iter().map(String::as_str).collect();
+    responses.extend(
+        on_branch
+            .iter()
+            .filter(|t| t.assistant)
+            .filter_map(|t| t.message_id),
+    );
+    let mut answered: HashSet<&str> = answered.clone();
+    for t in on_branch.iter().filter(|t| !t.assistant) {
+        for id in block_ids(t.value, "tool_result", "tool_use_id") {
+            if !answered.insert(id) {
+                return None;
+            }
+        }
+    }
+    for (t, c) in turns.iter().zip(chosen.iter_mut()) {
+        if !*c && t.assistant && t.message_id.is_some_and(|id| responses.contains(id)) {
+            *c = true;
+        }
+    }
+    let mut calls: HashSet<&str> = calls.clone();
+    calls.extend(
+        turns
+            .iter()
+            .zip(&chosen)
+            .filter(|(t, c)| **c && t.assistant)
+            .flat_map(|(t, _)| block_ids(t.value, "tool_use", "id")),
+    );
+    for (t, c) in turns.iter().zip(chosen.iter_mut()) {
+        if *c || t.assistant {
+            continue;
+        }
+        let results = block_ids(t.value, "tool_result", "tool_use_id");
+        if !results.is_empty()
+            && results
+                .iter()
+                .all(|id| calls.contains(id) && !answered.contains(id))
+        {
+            answered.extend(results);
+            *c = true;
+        }
+    }
+    Some(chosen)
 }
 
 /// The prompt size the API reported for a response: fresh input plus what
@@ -161,7 +534,7 @@ fn conversation_turn<'a>(
     line: usize,
     v: &'a Value,
     subagent: bool,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<(usize, String)>,
 ) -> Option<Turn<'a>> {
     let obj = v.as_object()?;
     let kind = obj.get("type").and_then(Value::as_str)?;
@@ -175,8 +548,9 @@ fn conversation_turn<'a>(
     }
     let message = obj.get("message");
     if message.is_none_or(|m| m.get("content").is_none()) {
-        warnings.push(format!(
-            "{name}:{line}: {kind} record without message content; skipped"
+        warnings.push((
+            line,
+            format!("{name}:{line}: {kind} record without message content; skipped"),
         ));
         return None;
     }

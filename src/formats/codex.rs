@@ -120,6 +120,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         warnings,
         records: originals,
         preamble,
+        carry: Default::default(),
     })
 }
 

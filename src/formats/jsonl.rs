@@ -21,18 +21,19 @@ pub(crate) fn records(
     bad: BadLines,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Record>, ReadError> {
-    records_from(name, text, 1, expected, bad, warnings)
+    records_from(name, text, 1, expected, bad, &mut |_, w| warnings.push(w))
 }
 
-/// [`records`] of a text that starts on line `first_line` of the file: the
-/// lines appended after a prefix read on an earlier turn.
+/// [`records`] of a text that starts on line `first_line` of the file (the
+/// lines appended after a prefix read on an earlier turn), each warning
+/// handed to `warn` with its line.
 pub(crate) fn records_from(
     name: &str,
     text: &str,
     first_line: usize,
     expected: &str,
     bad: BadLines,
-    warnings: &mut Vec<String>,
+    warn: &mut dyn FnMut(usize, String),
 ) -> Result<Vec<Record>, ReadError> {
     let mut out = Vec::new();
     let unterminated_last = !text.is_empty() && !text.ends_with('\n');
@@ -51,7 +52,7 @@ pub(crate) fn records_from(
                 let e = ReadError::syntax(name, first_line + i, line, &err, expected, is_last);
                 match bad {
                     BadLines::Fail => return Err(e),
-                    BadLines::Skip => warnings.push(format!("skipped bad line: {e}")),
+                    BadLines::Skip => warn(first_line + i, format!("skipped bad line: {e}")),
                 }
             }
         }

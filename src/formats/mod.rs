@@ -20,6 +20,8 @@ mod jsonl;
 mod materialize;
 mod reassemble;
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 use crate::engine::Recorded;
@@ -130,6 +132,28 @@ pub struct Transcript {
     /// Records a materialized transcript starts with that hold no message
     /// (Codex's `session_meta`): a host needs them to resume the session.
     pub preamble: Vec<Value>,
+    /// What reading on after this transcript's last line needs to know.
+    pub carry: Carry,
+}
+
+/// What a reader needs to know of the lines it read to read on after them
+/// ([`read_after`]) as a whole read would. Claude Code's alone: a chat or
+/// Anthropic log needs nothing its messages do not say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Carry {
+    /// Whether the log is a subagent's own; `None` before any conversation
+    /// record, when the next lines decide it.
+    pub subagent: Option<bool>,
+    /// The uuid of the last conversation record: where the branch the model
+    /// saw ends, and the next lines' branch must join it.
+    pub leaf: Option<String>,
+    /// Records after it that chain back to it (progress, system lines).
+    pub after_leaf: Vec<String>,
+    /// `message.id`s of the responses read.
+    pub responses: Vec<String>,
+    /// Ids by which a later record could pull a record left off the branch
+    /// back in: its response id, the calls its results answer.
+    pub strays: Vec<String>,
 }
 
 /// One model-visible message of a host log.
@@ -327,14 +351,39 @@ fn identify(t: &mut Transcript, mut ids: ClusterCounter) {
     }
 }
 
+/// The format and the session a log's first lines name: its session id
+/// and, for a subagent's own log, the session that spawned it. A guess made
+/// to find the read cache before the log is read (and checked once it is);
+/// `None` for a format that is always read whole.
+pub fn peek_session(
+    name: &str,
+    head: &str,
+    format: Option<Format>,
+) -> Option<(Format, Option<String>, Option<String>)> {
+    let format = match format {
+        Some(f) => f,
+        None => detect(name, head).ok()?,
+    };
+    match format {
+        Format::Chat | Format::Anthropic => Some((format, None, None)),
+        Format::ClaudeCode => {
+            let (session, parent) = claude_code::peek_session(head);
+            Some((format, session, parent))
+        }
+        Format::Codex => None,
+    }
+}
+
 /// Whether a transcript can be read on from where an earlier read stopped
 /// ([`read_after`]) instead of whole again: JSONL logs whose lines are read
-/// one by one. A single JSON document cannot; Claude Code and Codex logs
-/// are read whole (a later record can change which earlier ones count).
+/// one by one, and Claude Code logs (which [`read_after`] still reads whole
+/// when new records change how the old ones read). A single JSON document
+/// cannot; nor, for now, a Codex rollout.
 pub fn resumable(format: Format, text: &str) -> bool {
     match format {
         Format::Chat | Format::Anthropic => !jsonl::is_document(text),
-        Format::ClaudeCode | Format::Codex => false,
+        Format::ClaudeCode => true,
+        Format::Codex => false,
     }
 }
 
@@ -360,7 +409,22 @@ pub fn read_after(
     let tail = match prefix.format {
         Format::Chat => chat::read_after(name, text, first_line, bad, tools),
         Format::Anthropic => anthropic::read_after(name, text, first_line, bad, tools),
-        Format::ClaudeCode | Format::Codex => return None,
+        Format::ClaudeCode => {
+            let ids = |kind| -> HashSet<&str> {
+                blocks()
+                    .filter(|b| b.core.content_type == kind)
+                    .map(|b| b.core.tool_call_id.as_str())
+                    .collect()
+            };
+            let prefix = claude_code::Prefix {
+                carry: &prefix.carry,
+                calls: &ids(ContentType::ToolCall),
+                answered: &ids(ContentType::ToolResult),
+                has_session: prefix.session_id.is_some(),
+            };
+            claude_code::read_after(name, text, first_line, bad, prefix, tools)?
+        }
+        Format::Codex => return None,
     };
     let mut tail = match tail {
         Ok(t) => t,
@@ -377,9 +441,16 @@ pub fn read_after(
     prefix.messages.append(&mut tail.messages);
     prefix.warnings.append(&mut tail.warnings);
     prefix.records.append(&mut tail.records);
+    if tail.format == Format::ClaudeCode {
+        prefix.carry = tail.carry;
+    }
     Some(Ok(prefix))
 }
 
 #[cfg(test)]
 #[path = "round_trip_tests.rs"]
 mod round_trip_tests;
+
+#[cfg(test)]
+#[path = "read_after_tests.rs"]
+mod read_after_tests;

@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 
 use crate::engine::{ContentType, CoreMessage, Counted, Role, Tokenizer};
-use crate::formats::{Block, BlockSource, Format, HostMessage, Slot, Transcript};
+use crate::formats::{Block, BlockSource, Carry, Format, HostMessage, Slot, Transcript};
 
 use super::{SessionDir, StoreError};
 
@@ -74,6 +74,8 @@ pub struct ReadCache {
     pub warnings: Vec<String>,
     /// The messages read, in order.
     pub messages: Vec<CachedMessage>,
+    /// What reading on after them needs to know.
+    pub carry: Carry,
 }
 
 /// One host message as the cache keeps it.
@@ -160,6 +162,7 @@ impl ReadCache {
             parent_session: t.parent_session.clone(),
             warnings: t.warnings.clone(),
             messages,
+            carry: t.carry.clone(),
         }
     }
 
@@ -215,6 +218,7 @@ impl ReadCache {
             warnings: self.warnings,
             records: Vec::new(),
             preamble: Vec::new(),
+            carry: self.carry,
         };
         Some((transcript, history, elided))
     }
@@ -230,10 +234,13 @@ impl ReadCache {
         w.u64(self.digest);
         w.opt(self.session_id.as_deref());
         w.opt(self.parent_session.as_deref());
-        w.u64(self.warnings.len() as u64);
-        for s in &self.warnings {
-            w.str(s);
-        }
+        w.list(&self.warnings);
+        let c = &self.carry;
+        w.u64(c.subagent.map_or(0, |s| 1 + u64::from(s)));
+        w.opt(c.leaf.as_deref());
+        w.list(&c.after_leaf);
+        w.list(&c.responses);
+        w.list(&c.strays);
         w.u64(self.messages.len() as u64);
         for m in &self.messages {
             w.u64(m.line);
@@ -276,9 +283,17 @@ impl ReadCache {
         let (length, lines, digest) = (r.u64()?, r.u64()?, r.u64()?);
         let session_id = r.opt()?;
         let parent_session = r.opt()?;
-        let warnings = (0..r.u64()?)
-            .map(|_| r.str().map(str::to_string))
-            .collect::<Option<_>>()?;
+        let warnings = r.list()?;
+        let carry = Carry {
+            subagent: match r.u64()? {
+                0 => None,
+                n => Some(n == 2),
+            },
+            leaf: r.opt()?,
+            after_leaf: r.list()?,
+            responses: r.list()?,
+            strays: r.list()?,
+        };
         let mut messages = Vec::new();
         for _ in 0..r.u64()? {
             let line = r.u64()?;
@@ -330,6 +345,7 @@ impl ReadCache {
             parent_session,
             warnings,
             messages,
+            carry,
         })
     }
 }
@@ -373,6 +389,12 @@ impl Writer {
         self.u64(s.len() as u64);
         self.0.extend_from_slice(s.as_bytes());
     }
+    fn list(&mut self, items: &[String]) {
+        self.u64(items.len() as u64);
+        for s in items {
+            self.str(s);
+        }
+    }
     fn opt(&mut self, s: Option<&str>) {
         match s {
             Some(s) => {
@@ -398,6 +420,11 @@ impl<'a> Reader<'a> {
     fn str(&mut self) -> Option<&'a str> {
         let n = usize::try_from(self.u64()?).ok()?;
         std::str::from_utf8(self.take(n)?).ok()
+    }
+    fn list(&mut self) -> Option<Vec<String>> {
+        (0..self.u64()?)
+            .map(|_| self.str().map(str::to_string))
+            .collect()
     }
     fn opt(&mut self) -> Option<Option<String>> {
         match self.take(1)?[0] {
@@ -486,6 +513,13 @@ mod tests {
             session_id: Some("s".into()),
             parent_session: None,
             warnings: vec!["w".into()],
+            carry: Carry {
+                subagent: Some(false),
+                leaf: Some("u1".into()),
+                after_leaf: vec!["u2".into()],
+                responses: vec!["msg_1".into()],
+                strays: Vec::new(),
+            },
             messages: vec![CachedMessage {
                 line: 1,
                 prompt_tokens: Some(0),

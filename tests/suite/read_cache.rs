@@ -17,6 +17,57 @@ use super::synth;
 
 const LIMIT: usize = 30_000;
 
+/// The log format a session is written in.
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Chat,
+    Anthropic,
+    ClaudeCode,
+}
+
+impl Shape {
+    /// The session's folder under the state dir.
+    fn session(self) -> &'static str {
+        match self {
+            Shape::ClaudeCode => "s1",
+            Shape::Chat | Shape::Anthropic => "t",
+        }
+    }
+}
+
+/// Writes messages as log lines: as they are, or as Claude Code records
+/// (one content block each, chained by parentUuid, a response's blocks
+/// sharing its id).
+struct Log {
+    shape: Shape,
+    records: usize,
+    parent: Value,
+}
+
+impl Log {
+    fn lines(&mut self, m: &Value) -> String {
+        if self.shape != Shape::ClaudeCode {
+            return format!("{m}\n");
+        }
+        let role = m["role"].as_str().unwrap();
+        let blocks = match &m["content"] {
+            Value::Array(b) => b.clone(),
+            text => vec![json!({"type": "text", "text": text})],
+        };
+        let id = format!("msg_{}", self.records);
+        let mut out = String::new();
+        for b in blocks {
+            self.records += 1;
+            let uuid = format!("00000000-0000-4000-8000-{:012}", self.records);
+            let record = json!({"parentUuid": self.parent, "isSidechain": false, "type": role, "sessionId": "s1",
+                "uuid": uuid, "timestamp": "2026-12-01T00:00:00Z", "message": {"id": id, "role": role, "content": [b]}});
+            out.push_str(&format!("{record}\n"));
+            self.parent = json!(uuid);
+        }
+        out
+    }
+}
+
 /// What one projection gave: the view, the report and the state written.
 struct Turn {
     view: String,
@@ -24,7 +75,7 @@ struct Turn {
     state: String,
 }
 
-fn project(dir: &Path, st: &str) -> Turn {
+fn project(dir: &Path, st: &str, shape: Shape) -> Turn {
     let out = noa(
         dir,
         &[
@@ -45,7 +96,7 @@ fn project(dir: &Path, st: &str) -> Turn {
     Turn {
         view: String::from_utf8(out.stdout).unwrap(),
         report,
-        state: fs::read_to_string(dir.join(st).join("t/state.json")).unwrap(),
+        state: fs::read_to_string(dir.join(st).join(shape.session()).join("state.json")).unwrap(),
     }
 }
 
@@ -65,14 +116,18 @@ fn copy_dir(from: &Path, to: &Path) {
 /// Projects the turn as the host does and, from a copy of the same state
 /// without the read cache, whole; asserts they agree and returns the
 /// host's turn and how it read the transcript.
-fn turn(dir: &Path, what: &str) -> (Turn, String) {
+fn turn(dir: &Path, shape: Shape, what: &str) -> (Turn, String) {
     if dir.join("st").exists() {
         copy_dir(&dir.join("st"), &dir.join("cold"));
-        let _ = fs::remove_file(dir.join("cold/t/read-cache.bin"));
+        let _ = fs::remove_file(
+            dir.join("cold")
+                .join(shape.session())
+                .join("read-cache.bin"),
+        );
     }
-    let warm = project(dir, "st");
+    let warm = project(dir, "st", shape);
     if dir.join("cold").exists() {
-        let cold = project(dir, "cold");
+        let cold = project(dir, "cold", shape);
         assert_eq!(cold.report["read"], "whole", "{what}");
         assert!(warm.view == cold.view, "{what}: the views differ");
         let mut report = warm.report.clone();
@@ -100,19 +155,20 @@ fn last_text(view: &str) -> String {
 
 /// A Compress call over the ranges a nudge lists, and its result line
 /// once `noa apply` has answered it, in the session's format.
-fn compress(dir: &Path, text: &mut String, nudge: &str, n: usize, anthropic: bool) {
+fn compress(dir: &Path, text: &mut String, log: &mut Log, nudge: &str, n: usize) {
     let content: Vec<Value> = ranges_from_nudge(nudge)
         .iter()
         .map(|(a, b)| json!({"startId": a, "endId": b, "summary": "Read the modules named there; nothing in them needs to change for the task."}))
         .collect();
     let args = json!({"topic": format!("early work {n}"), "content": content});
     let id = format!("cmp_{n}");
+    let anthropic = log.shape != Shape::Chat;
     let call = if anthropic {
         json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Compress", "input": args}]})
     } else {
         json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]})
     };
-    text.push_str(&format!("{call}\n"));
+    text.push_str(&log.lines(&call));
     fs::write(dir.join("t.jsonl"), &*text).unwrap();
     let (code, panel) = apply_call(dir, &dir.join("t.jsonl"), LIMIT);
     assert!(matches!(code, Some(0 | 1)), "{panel}");
@@ -121,12 +177,18 @@ fn compress(dir: &Path, text: &mut String, nudge: &str, n: usize, anthropic: boo
     } else {
         json!({"role": "tool", "tool_call_id": id, "content": panel})
     };
-    text.push_str(&format!("{result}\n"));
+    text.push_str(&log.lines(&result));
 }
 
 /// A scripted session through every kind of change a host makes to its
 /// transcript and state between turns.
-fn session(messages: Vec<Value>, anthropic: bool) {
+fn session(messages: Vec<Value>, shape: Shape) {
+    let mut log = Log {
+        shape,
+        records: 0,
+        parent: Value::Null,
+    };
+    let state = format!("st/{}/state.json", shape.session());
     let tmp = TempDir::new();
     let dir = tmp.path();
     let path = dir.join("t.jsonl");
@@ -135,36 +197,36 @@ fn session(messages: Vec<Value>, anthropic: bool) {
     let mut saved_state = None;
     for (i, chunk) in messages.chunks(5).enumerate() {
         for m in chunk {
-            text.push_str(&format!("{m}\n"));
+            text.push_str(&log.lines(m));
         }
         fs::write(&path, &text).unwrap();
-        let (t, read) = turn(dir, &format!("turn {i}, appended"));
+        let (t, read) = turn(dir, shape, &format!("turn {i}, appended"));
         reads += usize::from(read == "cache");
         if !t.report["nudge"].is_null() {
             compressions += 1;
-            compress(dir, &mut text, &last_text(&t.view), compressions, anthropic);
+            compress(dir, &mut text, &mut log, &last_text(&t.view), compressions);
             fs::write(&path, &text).unwrap();
-            let (_, read) = turn(dir, &format!("turn {i}, after a compression"));
+            let (_, read) = turn(dir, shape, &format!("turn {i}, after a compression"));
             reads += usize::from(read == "cache");
             if compressions == 1 {
-                saved_state = Some(fs::read(dir.join("st/t/state.json")).unwrap());
+                saved_state = Some(fs::read(dir.join(&state)).unwrap());
             }
         }
         match i % 9 {
             // The host retries: nothing appended.
-            3 => assert_eq!(turn(dir, &format!("turn {i}, again")).1, "cache"),
+            3 => assert_eq!(turn(dir, shape, &format!("turn {i}, again")).1, "cache"),
             // Someone edits an early message: the prefix changed.
             5 => {
                 let edited = text.replacen("Task: fix", "Task: mend", 1);
                 fs::write(&path, &edited).unwrap();
-                assert_eq!(turn(dir, &format!("turn {i}, edited")).1, "whole");
+                assert_eq!(turn(dir, shape, &format!("turn {i}, edited")).1, "whole");
                 fs::write(&path, &text).unwrap();
             }
             // The host rewinds: the transcript is shorter than what was read.
             7 => {
                 let cut = text.len() - text.lines().last().unwrap().len() - 1;
                 fs::write(&path, &text[..cut]).unwrap();
-                assert_eq!(turn(dir, &format!("turn {i}, rewound")).1, "whole");
+                assert_eq!(turn(dir, shape, &format!("turn {i}, rewound")).1, "whole");
                 fs::write(&path, &text).unwrap();
             }
             _ => {}
@@ -174,8 +236,8 @@ fn session(messages: Vec<Value>, anthropic: bool) {
         if compressions == 3
             && let Some(old) = saved_state.take()
         {
-            fs::write(dir.join("st/t/state.json"), old).unwrap();
-            let (_, read) = turn(dir, &format!("turn {i}, an older state"));
+            fs::write(dir.join(&state), old).unwrap();
+            let (_, read) = turn(dir, shape, &format!("turn {i}, an older state"));
             fallbacks += usize::from(read == "whole");
         }
     }
@@ -189,12 +251,17 @@ fn session(messages: Vec<Value>, anthropic: bool) {
 
 #[test]
 fn chat_turns_read_from_the_cache_match_whole_reads() {
-    session(synth::chat_session(11, 90), false);
+    session(synth::chat_session(11, 90), Shape::Chat);
 }
 
 #[test]
 fn anthropic_turns_read_from_the_cache_match_whole_reads() {
-    session(synth::anthropic_session(12, 90), true);
+    session(synth::anthropic_session(12, 90), Shape::Anthropic);
+}
+
+#[test]
+fn claude_code_turns_read_from_the_cache_match_whole_reads() {
+    session(synth::anthropic_session(15, 90), Shape::ClaudeCode);
 }
 
 #[test]
@@ -203,8 +270,8 @@ fn a_cache_from_another_version_or_damaged_is_not_used() {
     let dir = tmp.path();
     let messages = synth::chat_session(13, 20);
     fs::write(dir.join("t.jsonl"), synth::jsonl(&messages)).unwrap();
-    assert_eq!(turn(dir, "first").1, "whole");
-    assert_eq!(turn(dir, "second").1, "cache");
+    assert_eq!(turn(dir, Shape::Chat, "first").1, "whole");
+    assert_eq!(turn(dir, Shape::Chat, "second").1, "cache");
     let cache = dir.join("st/t/read-cache.bin");
     let bytes = fs::read(&cache).unwrap();
     let version = env!("CARGO_PKG_VERSION");
@@ -215,19 +282,24 @@ fn a_cache_from_another_version_or_damaged_is_not_used() {
     let mut other = bytes.clone();
     other[at] = b'9';
     fs::write(&cache, &other).unwrap();
-    assert_eq!(turn(dir, "another version").1, "whole");
+    assert_eq!(turn(dir, Shape::Chat, "another version").1, "whole");
     fs::write(&cache, &bytes[..bytes.len() / 2]).unwrap();
-    assert_eq!(turn(dir, "cut short").1, "whole");
+    assert_eq!(turn(dir, Shape::Chat, "cut short").1, "whole");
     fs::remove_file(&cache).unwrap();
     assert_eq!(
-        turn(dir, "no cache, as a state from before the cache").1,
+        turn(
+            dir,
+            Shape::Chat,
+            "no cache, as a state from before the cache"
+        )
+        .1,
         "whole"
     );
-    assert_eq!(turn(dir, "and after it").1, "cache");
+    assert_eq!(turn(dir, Shape::Chat, "and after it").1, "cache");
     // The state lost, the cache kept: the state comes back from the log,
     // which needs every word.
     fs::remove_file(dir.join("st/t/state.json")).unwrap();
-    assert_eq!(project(dir, "st").report["read"], "whole");
+    assert_eq!(project(dir, "st", Shape::Chat).report["read"], "whole");
 }
 
 #[test]
@@ -236,7 +308,7 @@ fn a_dry_run_reads_from_the_cache_but_leaves_it_alone() {
     let dir = tmp.path();
     let messages = synth::chat_session(14, 20);
     fs::write(dir.join("t.jsonl"), synth::jsonl(&messages[..30])).unwrap();
-    turn(dir, "first");
+    turn(dir, Shape::Chat, "first");
     let cache = fs::read(dir.join("st/t/read-cache.bin")).unwrap();
     fs::write(dir.join("t.jsonl"), synth::jsonl(&messages)).unwrap();
     let out = noa(

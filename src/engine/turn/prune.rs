@@ -67,6 +67,12 @@ pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage>
     out
 }
 
+/// Ids of the messages [`prune`] leaves in view: the words a later turn
+/// may need, as long as no block is taken away.
+pub fn shown_ids(history: &[CoreMessage], state: &CompressionState) -> HashSet<String> {
+    prune(history, state).into_iter().map(|m| m.id).collect()
+}
+
 fn block_number(id: &str) -> u64 {
     id.trim_start_matches('b').parse().unwrap_or(u64::MAX)
 }

@@ -1,0 +1,149 @@
+//! Reading on from a prefix gives what reading the whole log gives, at
+//! every line a log can be cut at, on the real logs in `testdata/` and on
+//! generated ones; and on a linear log it does read on rather than give up.
+
+use std::path::Path;
+
+use super::*;
+
+/// What a read says, every field the view, the state or the report uses.
+fn summary(t: &Transcript) -> String {
+    let mut out = format!(
+        "{:?} {:?} {:?}\n{:?}\n{:?}\n",
+        t.format, t.session_id, t.parent_session, t.warnings, t.carry
+    );
+    for m in &t.messages {
+        out.push_str(&format!("{} {:?} {}\n", m.line, m.prompt_tokens, m.raw));
+        for b in &m.blocks {
+            out.push_str(&format!("  {:?} {:?} {}\n", b.core, b.source, b.raw));
+        }
+    }
+    out
+}
+
+/// Fails on the first line where two summaries differ, showing only it.
+fn same(got: &str, want: &str, what: &str) {
+    if let Some((g, w)) = got.lines().zip(want.lines()).find(|(g, w)| g != w) {
+        panic!("{what}:\n read on: {}\n whole:   {}", cut(g), cut(w));
+    }
+    assert_eq!(got.lines().count(), want.lines().count(), "{what}");
+}
+
+fn cut(s: &str) -> &str {
+    &s[..s.floor_char_boundary(400)]
+}
+
+/// Cuts `text` after every `stride`-th line and reads the rest on from the
+/// prefix: whenever that is possible it must equal the whole read. Returns
+/// how many cuts read on.
+fn cuts(name: &str, text: &str, stride: usize) -> usize {
+    let whole = read(name, text, None, BadLines::Fail).unwrap();
+    let ends: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
+    let mut resumed = 0;
+    for (k, &cut) in ends.iter().enumerate().step_by(stride) {
+        let Ok(prefix) = read(name, &text[..cut], Some(whole.format), BadLines::Fail) else {
+            continue;
+        };
+        if !resumable(prefix.format, &text[..cut]) {
+            continue;
+        }
+        let Some(after) = read_after(name, &text[cut..], k + 2, prefix, BadLines::Fail) else {
+            continue;
+        };
+        let after = after.unwrap();
+        same(
+            &summary(&after),
+            &summary(&whole),
+            &format!("{name}: cut after line {}", k + 1),
+        );
+        resumed += 1;
+    }
+    resumed
+}
+
+fn testdata(rel: &str) -> (String, String) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/real")
+        .join(rel);
+    (rel.to_string(), std::fs::read_to_string(path).unwrap())
+}
+
+#[test]
+fn real_claude_code_logs_read_on_as_they_read_whole() {
+    for (rel, stride, at_least) in [
+        ("claude-code/short.jsonl", 1, 5),
+        ("claude-code/tool-heavy.jsonl", 1, 20),
+        ("claude-code/spawns-subagents.jsonl", 1, 50),
+        ("claude-code/long-session-with-compaction.jsonl", 7, 80),
+        ("claude-code-edge/edge-cases.jsonl", 1, 1),
+        ("claude-code-edge/representative-messages.jsonl", 1, 8),
+    ] {
+        let (name, text) = testdata(rel);
+        let resumed = cuts(&name, &text, stride);
+        assert!(resumed >= at_least, "{rel}: read on at only {resumed} cuts");
+    }
+}
+
+#[test]
+fn chat_and_anthropic_logs_read_on_at_every_line() {
+    let chat: String = (0..40)
+        .flat_map(|i| {
+            [
+                format!(r#"{{"role":"user","content":"step {}"}}"#, i % 7),
+                format!(
+                    r#"{{"role":"assistant","content":null,"tool_calls":[{{"id":"c{i}","type":"function","function":{{"name":"Read","arguments":"{{}}"}}}}]}}"#
+                ),
+                format!(r#"{{"role":"tool","tool_call_id":"c{i}","content":"same output"}}"#),
+            ]
+        })
+        .map(|l| l + "\n")
+        .collect();
+    assert_eq!(cuts("chat.jsonl", &chat, 1), 120);
+    let anthropic: String = (0..40)
+        .flat_map(|i| {
+            [
+                format!(r#"{{"role":"user","content":"step {}"}}"#, i % 5),
+                format!(
+                    r#"{{"role":"assistant","content":[{{"type":"tool_use","id":"t{i}","name":"Grep","input":{{}}}}]}}"#
+                ),
+                format!(
+                    r#"{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{i}","content":"x"}}]}}"#
+                ),
+            ]
+        })
+        .map(|l| l + "\n")
+        .collect();
+    assert_eq!(cuts("anthropic.jsonl", &anthropic, 1), 120);
+}
+
+#[test]
+fn a_rewind_into_the_prefix_is_read_whole() {
+    let line = |uuid: &str, parent: &str, kind: &str, text: &str| {
+        let parent = if parent.is_empty() {
+            "null".to_string()
+        } else {
+            format!("\"{parent}\"")
+        };
+        format!(
+            r#"{{"type":"{kind}","uuid":"{uuid}","parentUuid":{parent},"sessionId":"s","message":{{"role":"{kind}","content":"{text}"}}}}"#
+        ) + "\n"
+    };
+    let prefix = [
+        line("a", "", "user", "first prompt"),
+        line("b", "a", "assistant", "first answer"),
+        line("c", "b", "user", "second prompt"),
+        line("d", "c", "assistant", "second answer"),
+    ]
+    .concat();
+    // The user rewinds to the first answer and asks something else.
+    let rewind = line("e", "b", "user", "another second prompt");
+    let p = read("s.jsonl", &prefix, None, BadLines::Fail).unwrap();
+    assert!(read_after("s.jsonl", &rewind, 5, p.clone(), BadLines::Fail).is_none());
+    // Going on from the last answer reads on.
+    let on = line("e", "d", "user", "third prompt");
+    let after = read_after("s.jsonl", &on, 5, p, BadLines::Fail)
+        .unwrap()
+        .unwrap();
+    let whole = read("s.jsonl", &(prefix + &on), None, BadLines::Fail).unwrap();
+    same(&summary(&after), &summary(&whole), "going on");
+}
