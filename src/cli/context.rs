@@ -109,6 +109,14 @@ impl<'g> Context<'g> {
             .all(|id| covered.contains(id.as_str()))
     }
 
+    /// Makes the transcript ready to write `view` from: the JSON the read
+    /// cache kept for the messages it shows is parsed. False when it does
+    /// not parse, and the transcript must be read whole.
+    pub fn fill_view(&mut self, view: &[CoreMessage]) -> bool {
+        let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
+        crate::store::fill_shown(&mut self.loaded.transcript, &self.loaded.read.raws, &shown)
+    }
+
     /// Reads the transcript again, whole: for a view the read cache could
     /// not serve.
     pub fn read_whole(&mut self) -> Result<(), CliError> {
@@ -150,7 +158,14 @@ impl<'g> Context<'g> {
                     || m.tool_name == COMPRESS_TOOL)
         };
         let tokenizer = self.config(state).tokenizer;
-        let cache = ReadCache::of(self.transcript(), &self.history, tokenizer, mark, &keep);
+        let cache = ReadCache::of(
+            self.transcript(),
+            &self.history,
+            tokenizer,
+            mark,
+            &keep,
+            &self.loaded.read.raws,
+        );
         Ok(self.session().save_read_cache(&cache)?)
     }
 

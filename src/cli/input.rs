@@ -40,6 +40,9 @@ pub struct HowRead {
     pub prefix: Vec<CoreMessage>,
     /// From the cache: ids of messages whose words it did not keep.
     pub elided: HashSet<String>,
+    /// From the cache: the JSON of the messages that may be shown, parsed
+    /// once the view says which are.
+    pub raws: Vec<crate::store::Unparsed>,
     /// Whether the transcript was read on from the cache.
     pub warm: bool,
 }
@@ -181,10 +184,9 @@ fn load_warm(
     }
     let lines = cache.lines + tail.matches('\n').count() as u64;
     let first_line = cache.lines as usize + 1;
-    let Some((prefix, history, elided)) = cache.into_transcript() else {
-        return Ok(None);
-    };
-    let Some(transcript) = formats::read_after(name, &tail, first_line, prefix, bad) else {
+    let warm = cache.into_transcript();
+    let Some(transcript) = formats::read_after(name, &tail, first_line, warm.transcript, bad)
+    else {
         return Ok(None);
     };
     let transcript = transcript?;
@@ -200,8 +202,9 @@ fn load_warm(
         parents,
         read: HowRead {
             mark: Some((bytes.len() as u64, lines, digest)),
-            prefix: history,
-            elided: elided.into_iter().collect(),
+            prefix: warm.history,
+            elided: warm.elided.into_iter().collect(),
+            raws: warm.raws,
             warm: true,
         },
     }))

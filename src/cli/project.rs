@@ -138,8 +138,9 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
 
 /// Projects the turn. A transcript read on from the read cache is read
 /// whole first when the state no longer folds away what the cache left out,
-/// and again after projecting if the view would still show any of it (then
-/// projected afresh from the state as it was).
+/// and after projecting if the view would still show any of it or the
+/// cache's JSON for it does not parse (then projected afresh from the state
+/// as it was).
 fn project_turn(
     cx: &mut Context,
     state: &mut CompressionState,
@@ -149,15 +150,15 @@ fn project_turn(
         cx.read_whole()?;
     }
     let before = cx.warm().then(|| state.clone());
-    let p = cx.project(state, turn);
-    match before {
-        Some(before) if cx.shows_elided(&p.view) => {
-            *state = before;
-            cx.read_whole()?;
-            Ok(cx.project(state, turn))
-        }
-        _ => Ok(p),
+    let mut p = cx.project(state, turn);
+    if let Some(before) = before
+        && (cx.shows_elided(&p.view) || !cx.fill_view(&p.view))
+    {
+        *state = before;
+        cx.read_whole()?;
+        p = cx.project(state, turn);
     }
+    Ok(p)
 }
 
 fn view_format(v: ViewArg) -> ViewFormat {

@@ -10,9 +10,11 @@
 //!
 //! The cache is never trusted blindly: a transcript shorter than the prefix,
 //! a prefix whose digest differs, another format, tokenizer or noa version,
-//! or a file that does not decode, all mean "read it whole". It is written
+//! or a file that does not decode or fails its own checksum, all mean "read
+//! it whole". It is written
 //! without fsync: losing it costs one cold read, nothing else.
 
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::engine::{ContentType, CoreMessage, Counted, Role, Tokenizer};
@@ -78,6 +80,49 @@ pub struct ReadCache {
     pub carry: Carry,
 }
 
+/// A transcript as the read cache gives it back.
+pub struct Warm {
+    /// The messages read, their JSON not yet parsed.
+    pub transcript: Transcript,
+    /// The flat history, with the words that were kept.
+    pub history: Vec<CoreMessage>,
+    /// Ids of the messages whose words were not kept.
+    pub elided: Vec<String>,
+    /// The JSON of each message that may still be shown, and of its kept
+    /// blocks.
+    pub raws: Vec<Unparsed>,
+}
+
+/// A cached message's JSON, not parsed yet: its position, its own JSON and
+/// its kept blocks' JSON by position.
+pub type Unparsed = (usize, String, Vec<(usize, String)>);
+
+/// The JSON of the cached messages a view shows, parsed into `t`:
+/// `raws` as [`Warm`] left them, `shown` the ids of the view's messages.
+/// False when a message's JSON does not parse (the cache is not one noa
+/// wrote) and the transcript must be read whole.
+pub fn fill_shown(t: &mut Transcript, raws: &[Unparsed], shown: &HashSet<&str>) -> bool {
+    for (mi, raw, blocks) in raws {
+        let Some(m) = t.messages.get_mut(*mi) else {
+            return false;
+        };
+        if !m.blocks.iter().any(|b| shown.contains(b.core.id.as_str())) {
+            continue;
+        }
+        let Ok(raw) = serde_json::from_str(raw) else {
+            return false;
+        };
+        m.raw = raw;
+        for (bi, raw) in blocks {
+            match (m.blocks.get_mut(*bi), serde_json::from_str(raw)) {
+                (Some(b), Ok(raw)) => b.raw = raw,
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
 /// One host message as the cache keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CachedMessage {
@@ -107,26 +152,32 @@ pub struct CachedBlock {
 }
 
 impl ReadCache {
-    /// The cache of a transcript read whole: `history` is the flat history
-    /// (its texts moved out of the transcript's blocks), `keep` says which
-    /// messages may still be shown and so keep their words.
+    /// The cache of a transcript: `history` is the flat history (its texts
+    /// moved out of the transcript's blocks), `keep` says which messages
+    /// may still be shown and so keep their words, `unparsed` the JSON an
+    /// earlier cache kept that this turn did not need to parse.
     pub fn of(
         t: &Transcript,
         history: &[CoreMessage],
         tokenizer: Tokenizer,
         (length, lines, digest): (u64, u64, u64),
         keep: &dyn Fn(&CoreMessage) -> bool,
+        unparsed: &[Unparsed],
     ) -> ReadCache {
+        let unparsed: HashMap<usize, &Unparsed> = unparsed.iter().map(|u| (u.0, u)).collect();
         let mut flat = history.iter();
         let messages = t
             .messages
             .iter()
-            .map(|m| {
+            .enumerate()
+            .map(|(mi, m)| {
+                let earlier = unparsed.get(&mi);
                 let blocks: Vec<CachedBlock> = m
                     .blocks
                     .iter()
+                    .enumerate()
                     .zip(&mut flat)
-                    .map(|(b, core)| {
+                    .map(|((bi, b), core)| {
                         let kept = keep(core);
                         let mut core = core.clone();
                         let tokens = core
@@ -135,19 +186,30 @@ impl ReadCache {
                         if !kept {
                             core.text = String::new();
                         }
+                        let raw = match earlier {
+                            Some((_, _, blocks)) => blocks
+                                .iter()
+                                .find(|(i, _)| *i == bi)
+                                .map(|(_, r)| r.clone()),
+                            None => Some(b.raw.to_string()),
+                        };
                         CachedBlock {
                             core,
                             tokens: tokens as u64,
                             kept,
-                            raw: kept.then(|| b.raw.to_string()),
+                            raw: raw.filter(|_| kept),
                             source: b.source,
                         }
                     })
                     .collect();
+                let raw = match earlier {
+                    Some((_, raw, _)) => raw.clone(),
+                    None => m.raw.to_string(),
+                };
                 CachedMessage {
                     line: m.line as u64,
                     prompt_tokens: m.prompt_tokens.map(|n| n as u64),
-                    raw: blocks.iter().any(|b| b.kept).then(|| m.raw.to_string()),
+                    raw: blocks.iter().any(|b| b.kept).then_some(raw),
                     blocks,
                 }
             })
@@ -169,24 +231,22 @@ impl ReadCache {
     /// The transcript and flat history the cache stands for. Blocks whose
     /// words were not kept come back with empty text and their count, and
     /// their ids are listed: a view that would show one cannot be served
-    /// from the cache. The transcript holds no records (a warm read serves
-    /// the view, never `materialize`).
-    pub fn into_transcript(self) -> Option<(Transcript, Vec<CoreMessage>, Vec<String>)> {
+    /// from the cache. The JSON the view is written from stays unparsed
+    /// until [`Warm::fill`] is told which messages the view shows. The
+    /// transcript holds no records (a warm read serves the view, never
+    /// `materialize`).
+    pub fn into_transcript(self) -> Warm {
         let mut history = Vec::new();
         let mut elided = Vec::new();
+        let mut raws = Vec::new();
         let mut messages = Vec::with_capacity(self.messages.len());
-        for m in self.messages {
-            let raw = match m.raw {
-                Some(r) => serde_json::from_str(&r).ok()?,
-                None => serde_json::Value::Null,
-            };
+        for (mi, m) in self.messages.into_iter().enumerate() {
             let mut blocks = Vec::with_capacity(m.blocks.len());
-            for b in m.blocks {
-                let raw = match b.raw {
-                    Some(r) => serde_json::from_str(&r).ok()?,
-                    None => serde_json::Value::Null,
-                };
-                if !b.kept {
+            let mut block_raws = Vec::new();
+            for (bi, b) in m.blocks.into_iter().enumerate() {
+                if b.kept {
+                    block_raws.extend(b.raw.map(|r| (bi, r)));
+                } else {
                     elided.push(b.core.id.clone());
                 }
                 let core = CoreMessage {
@@ -198,13 +258,16 @@ impl ReadCache {
                         text: String::new(),
                         ..core.clone()
                     },
-                    raw,
+                    raw: serde_json::Value::Null,
                     source: b.source,
                 });
                 history.push(core);
             }
+            if let Some(raw) = m.raw {
+                raws.push((mi, raw, block_raws));
+            }
             messages.push(HostMessage {
-                raw,
+                raw: serde_json::Value::Null,
                 blocks,
                 line: m.line as usize,
                 prompt_tokens: m.prompt_tokens.map(|n| n as usize),
@@ -220,7 +283,12 @@ impl ReadCache {
             preamble: Vec::new(),
             carry: self.carry,
         };
-        Some((transcript, history, elided))
+        Warm {
+            transcript,
+            history,
+            elided,
+            raws,
+        }
     }
 
     /// The cache as bytes.
@@ -264,13 +332,19 @@ impl ReadCache {
                 w.u64(n);
             }
         }
+        let sum = digest(&w.0);
+        w.u64(sum);
         w.0
     }
 
     /// The cache from its bytes; `None` when they are not a cache this
     /// version of noa wrote whole.
     pub fn decode(bytes: &[u8]) -> Option<ReadCache> {
-        let mut r = Reader(bytes.strip_prefix(MAGIC)?);
+        let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
+        if digest(body) != u64::from_le_bytes(sum.try_into().ok()?) {
+            return None;
+        }
+        let mut r = Reader(body.strip_prefix(MAGIC)?);
         if r.str()? != env!("CARGO_PKG_VERSION") {
             return None;
         }
