@@ -2,14 +2,14 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::{self, IsTerminal, Read, Write};
+use std::io::{self, IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use super::CliError;
 use super::args::{FormatArg, Global};
 use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
-use crate::store::SessionDir;
+use crate::store::{Digest, SessionDir};
 
 /// A transcript read from a file or stdin, with where its session lives.
 pub struct Loaded {
@@ -51,27 +51,38 @@ pub struct HowRead {
 /// directory. Stdin needs an explicit state dir and session: noa never
 /// guesses where originals are kept.
 pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
-    load_whole(global, path, false)
+    let (name, bytes) = read_input(global, path)?;
+    let mut loaded = load_bytes(global, path, name, bytes, false)?;
+    // Only materialize writes records back.
+    loaded.transcript.records = Vec::new();
+    Ok(loaded)
+}
+
+/// [`load`], keeping the original records: what `materialize` writes back.
+pub fn load_with_records(global: &Global, path: &Path) -> Result<Loaded, CliError> {
+    let (name, bytes) = read_input(global, path)?;
+    load_bytes(global, path, name, bytes, false)
 }
 
 /// Reads a transcript for a turn: on from the session's read cache when the
 /// cache is there and its prefix is unchanged, else whole. Either way the
 /// bytes are marked so the turn can leave a cache for the next one.
 pub fn load_for_turn(global: &Global, path: &Path) -> Result<Loaded, CliError> {
-    let (name, bytes) = read_input(global, path)?;
     if path.as_os_str() != "-"
-        && let Some(loaded) = load_warm(global, path, &name, &bytes)?
+        && let Some(loaded) = load_warm(global, path)?
     {
         return Ok(loaded);
     }
-    load_bytes(global, path, name, bytes, true)
+    load_whole(global, path, true)
 }
 
 /// Reads a transcript whole, marking its bytes for a read cache when
 /// `mark` says the command may leave one.
 pub fn load_whole(global: &Global, path: &Path, mark: bool) -> Result<Loaded, CliError> {
     let (name, bytes) = read_input(global, path)?;
-    load_bytes(global, path, name, bytes, mark)
+    let mut loaded = load_bytes(global, path, name, bytes, mark)?;
+    loaded.transcript.records = Vec::new();
+    Ok(loaded)
 }
 
 /// The transcript's name for diagnostics and its bytes, from the file or stdin.
@@ -134,18 +145,32 @@ fn load_bytes(
 /// Reads on from the session's read cache: `None` (read it whole) when
 /// there is no usable cache, no state beside it, or the transcript's prefix
 /// is not the one the cache read. The session is found from the log's first
-/// lines, and checked against the one the whole log names once read.
-fn load_warm(
-    global: &Global,
-    path: &Path,
-    name: &str,
-    bytes: &[u8],
-) -> Result<Option<Loaded>, CliError> {
-    let head = &bytes[..bytes.len().min(HEAD)];
+/// lines, and checked against the one the whole log names once read. The
+/// prefix is only streamed through its digest; what is kept in memory is
+/// what was appended.
+fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
+    // Whatever goes wrong reading here, the whole read says it properly.
+    let name = path.display().to_string();
+    let Ok(mut file) = fs::File::open(path).and_then(|f| {
+        f.metadata()?
+            .is_file()
+            .then_some(f)
+            .ok_or(io::ErrorKind::InvalidInput.into())
+    }) else {
+        return Ok(None);
+    };
+    let mut head = Vec::with_capacity(HEAD);
+    if (&mut file)
+        .take(HEAD as u64)
+        .read_to_end(&mut head)
+        .is_err()
+    {
+        return Ok(None);
+    }
     let head = &head[..head.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)];
     let Some((_, named, parent)) = std::str::from_utf8(head)
         .ok()
-        .and_then(|head| formats::peek_session(name, head, format(global.format)))
+        .and_then(|head| formats::peek_session(&name, head, format(global.format)))
     else {
         return Ok(None);
     };
@@ -167,30 +192,46 @@ fn load_warm(
     else {
         return Ok(None);
     };
-    let Ok(length) = usize::try_from(cache.length) else {
-        return Ok(None);
-    };
-    if bytes.len() < length
-        || crate::store::digest(&bytes[..length]) != cache.digest
-        || !bytes.ends_with(b"\n")
-    {
+    // The prefix, through its digest; then what follows it.
+    if file.rewind().is_err() {
         return Ok(None);
     }
-    let digest = crate::store::digest(bytes);
+    let mut digest = Digest::default();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = cache.length;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = match file.read(&mut buf[..want]) {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(n) => n,
+        };
+        digest.update(&buf[..n]);
+        left -= n as u64;
+    }
+    drop(buf);
+    if digest.finish() != cache.digest {
+        return Ok(None);
+    }
+    let mut tail = Vec::new();
+    if file.read_to_end(&mut tail).is_err() || (!tail.is_empty() && !tail.ends_with(b"\n")) {
+        return Ok(None);
+    }
+    digest.update(&tail);
     let bad = bad_lines(global);
-    let (tail, decoded) = formats::decode(name, bytes[length..].to_vec(), bad)?;
+    let (tail, decoded) = formats::decode(&name, tail, bad)?;
     if !decoded.is_empty() {
         return Ok(None);
     }
+    let length = cache.length + tail.len() as u64;
     let lines = cache.lines + tail.matches('\n').count() as u64;
     let first_line = cache.lines as usize + 1;
     let warm = cache.into_transcript();
-    let Some(transcript) = formats::read_after(name, &tail, first_line, warm.transcript, bad)
+    let Some(transcript) = formats::read_after(&name, &tail, first_line, warm.transcript, bad)
     else {
         return Ok(None);
     };
     let transcript = transcript?;
-    let (located, base, parents) = locate(global, path, name, &transcript)?;
+    let (located, base, parents) = locate(global, path, &name, &transcript)?;
     if located.dir != session.dir {
         return Ok(None);
     }
@@ -201,7 +242,7 @@ fn load_warm(
         base,
         parents,
         read: HowRead {
-            mark: Some((bytes.len() as u64, lines, digest)),
+            mark: Some((length, lines, digest.finish())),
             prefix: warm.history,
             elided: warm.elided.into_iter().collect(),
             raws: warm.raws,

@@ -2,7 +2,7 @@
 
 use super::args::{Global, MaterializeArgs};
 use super::context::{Access, Context};
-use super::input::{emit, load, warn};
+use super::input::{emit, load_with_records, warn};
 use super::{CliError, Exit};
 use crate::engine::baked;
 use crate::formats;
@@ -10,7 +10,11 @@ use crate::formats;
 /// Runs `noa materialize`. Reads the state (rebuilding a lost one in
 /// memory) but writes none.
 pub fn run(global: &Global, args: &MaterializeArgs) -> Result<Exit, CliError> {
-    let cx = Context::open(global, load(global, &args.transcript)?, Access::Read)?;
+    let cx = Context::open(
+        global,
+        load_with_records(global, &args.transcript)?,
+        Access::Read,
+    )?;
     let t = cx.transcript();
     let state = cx.state()?;
     let view = baked(&state, &cx.history, &cx.config(&state));

@@ -31,28 +31,82 @@ const FILE: &str = "read-cache.bin";
 /// multiply-rotate over eight-byte words. It tells an unchanged prefix from
 /// a changed one; it is not meant to resist someone forging a collision.
 pub fn digest(bytes: &[u8]) -> u64 {
-    const K: [u64; 4] = [
-        0x9E37_79B9_7F4A_7C15,
-        0xC2B2_AE3D_27D4_EB4F,
-        0x1656_67B1_9E37_79F9,
-        0x85EB_CA77_C2B2_AE63,
-    ];
-    let mut lanes = K;
-    let mut chunks = bytes.chunks_exact(32);
-    for chunk in &mut chunks {
-        for (lane, (k, word)) in lanes.iter_mut().zip(K.iter().zip(chunk.chunks_exact(8))) {
+    let mut d = Digest::default();
+    d.update(bytes);
+    d.finish()
+}
+
+const K: [u64; 4] = [
+    0x9E37_79B9_7F4A_7C15,
+    0xC2B2_AE3D_27D4_EB4F,
+    0x1656_67B1_9E37_79F9,
+    0x85EB_CA77_C2B2_AE63,
+];
+
+/// [`digest`] taken a piece at a time, so a prefix can be checked while it
+/// streams past and the digest of the whole file go on from there.
+#[derive(Debug, Clone)]
+pub struct Digest {
+    lanes: [u64; 4],
+    len: u64,
+    pending: Vec<u8>,
+}
+
+impl Default for Digest {
+    fn default() -> Digest {
+        Digest {
+            lanes: K,
+            len: 0,
+            pending: Vec::with_capacity(32),
+        }
+    }
+}
+
+impl Digest {
+    /// Takes in the next bytes.
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        self.len += bytes.len() as u64;
+        if !self.pending.is_empty() {
+            let take = (32 - self.pending.len()).min(bytes.len());
+            self.pending.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.pending.len() < 32 {
+                return;
+            }
+            let chunk = std::mem::take(&mut self.pending);
+            self.mix(&chunk);
+            self.pending = chunk;
+            self.pending.clear();
+        }
+        let mut chunks = bytes.chunks_exact(32);
+        for chunk in &mut chunks {
+            self.mix(chunk);
+        }
+        self.pending.extend_from_slice(chunks.remainder());
+    }
+
+    fn mix(&mut self, chunk: &[u8]) {
+        for (lane, (k, word)) in self
+            .lanes
+            .iter_mut()
+            .zip(K.iter().zip(chunk.chunks_exact(8)))
+        {
             let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
             *lane = (*lane ^ w).wrapping_mul(*k).rotate_left(31);
         }
     }
-    let mut h = bytes.len() as u64;
-    for (lane, k) in lanes.iter().zip(K) {
-        h = (h ^ lane).wrapping_mul(k).rotate_left(27);
+
+    /// The digest of everything taken in so far.
+    pub fn finish(&self) -> u64 {
+        let mut h = self.len;
+        for (lane, k) in self.lanes.iter().zip(K) {
+            h = (h ^ lane).wrapping_mul(k).rotate_left(27);
+        }
+        for &b in &self.pending {
+            h = (h ^ u64::from(b)).wrapping_mul(K[0]).rotate_left(23);
+        }
+        h ^ (h >> 29)
     }
-    for &b in chunks.remainder() {
-        h = (h ^ u64::from(b)).wrapping_mul(K[0]).rotate_left(23);
-    }
-    h ^ (h >> 29)
 }
 
 /// What one turn read of a transcript.
@@ -574,6 +628,24 @@ mod tests {
         }
         assert_ne!(digest(&base[..999]), d);
         assert_eq!(digest(&base), d);
+    }
+
+    #[test]
+    fn the_digest_taken_in_pieces_is_the_digest_of_the_whole() {
+        let bytes: Vec<u8> = (0..500u32).map(|i| (i * 13 % 256) as u8).collect();
+        for pieces in [
+            vec![0, 500],
+            vec![7, 31, 32, 33, 200, 500],
+            vec![1, 2, 3, 64, 499, 500],
+        ] {
+            let mut d = Digest::default();
+            let mut at = 0;
+            for end in pieces {
+                d.update(&bytes[at..end]);
+                assert_eq!(d.finish(), digest(&bytes[..end]), "up to {end}");
+                at = end;
+            }
+        }
     }
 
     #[test]
