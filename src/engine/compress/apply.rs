@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::archive::{self, ArchiveInput, Entry};
-use super::boundary::{self, Unresolved, summary_block};
+use super::boundary::{Resolver, Unresolved};
 use super::parse_args::CompressRange;
 use crate::engine::model::config::Config;
 use crate::engine::model::exchange;
@@ -19,8 +19,8 @@ use crate::engine::model::protect::is_tool_protected;
 use crate::engine::model::refs::{BLOCKED, highest_used, index_to_ref};
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::render_summary;
+use crate::engine::model::tokens;
 use crate::engine::pressure::zone;
-use crate::engine::turn::sync::covered_ids;
 
 /// One Compress call, with everything it is resolved against.
 #[derive(Debug, Clone)]
@@ -118,15 +118,17 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
     if input.ranges.is_empty() {
         return ApplyOutcome::rejected(state, vec![NO_RANGES.to_string()], Vec::new(), false);
     }
+    let resolver = Resolver::new(view, state);
+    let exchanges = exchange::spans(view);
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     let mut spans = Vec::new();
     let mut unknown = 0;
     for r in input.ranges {
-        match boundary::resolve(&r.start, &r.end, view, state) {
+        match resolver.resolve(&r.start, &r.end) {
             Ok(res) => {
                 warnings.extend(res.warnings);
-                let (start, end) = exchange::snap(view, res.start, res.end);
+                let (start, end) = exchange::snap(&exchanges, res.start, res.end);
                 spans.push(Span {
                     range: r,
                     start,
@@ -172,26 +174,31 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
         }
     }
 
-    let covered = covered_ids(state);
-    let addressable = |m: &CoreMessage| {
-        !covered.contains(m.id.as_str()) && state.message_refs.usable(&m.id).is_some()
-    };
+    let addressable =
+        |m: &CoreMessage| !resolver.covered(&m.id) && state.message_refs.usable(&m.id).is_some();
     let original_chars = |m: &CoreMessage| {
-        input
-            .originals
-            .get(m.id.as_str())
-            .map_or(m.text.as_str(), |o| o.text.as_str())
-            .chars()
-            .count()
+        tokens::chars(
+            input
+                .originals
+                .get(m.id.as_str())
+                .map_or(m.text.as_str(), |o| o.text.as_str()),
+        )
     };
     if !input.replay && !kept.iter().any(|s| s.names_block) {
-        let chars: usize = kept
+        let min = input.config.compress.min_compress_range;
+        // Counted only until the gate is passed: the figure is shown only
+        // when it is not, and a call over most of a long history need not
+        // count it all.
+        let chars = kept
             .iter()
             .flat_map(|s| &view[s.start..=s.end])
             .filter(|m| addressable(m))
             .map(original_chars)
-            .sum();
-        let min = input.config.compress.min_compress_range;
+            .try_fold(0, |sum, n| match sum + n {
+                sum if sum > 0 && sum >= min => Err(sum),
+                sum => Ok(sum),
+            })
+            .unwrap_or_else(|passed| passed);
         if chars == 0 {
             errors.push("Every requested range is already compressed: its content is covered by an active block.".into());
             return ApplyOutcome::rejected(state, errors, warnings, true);
@@ -214,7 +221,8 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
         input,
         state,
         cfg: input.config,
-        covered,
+        resolver,
+        exchanges,
         zone: &zone,
         task: task_index(view).map(|i| view[i].id.as_str()),
     };
@@ -286,7 +294,10 @@ struct Builder<'a> {
     input: &'a ApplyInput<'a>,
     state: &'a CompressionState,
     cfg: &'a Config,
-    covered: HashSet<&'a str>,
+    /// Where each message of the view is, and each block by id.
+    resolver: Resolver<'a>,
+    /// The view's exchanges ([`exchange::spans`]).
+    exchanges: Vec<(usize, usize)>,
     zone: &'a HashSet<&'a str>,
     task: Option<&'a str>,
 }
@@ -297,6 +308,14 @@ struct Fold<'a> {
     tier: u8,
     target: u8,
     absorbed: Vec<&'a Block>,
+}
+
+impl Fold<'_> {
+    /// Whether a block whose summary is in the range is one of `absorbed`
+    /// (live, of the lowest tier there), without searching that list.
+    fn absorbs(&self, b: &Block) -> bool {
+        b.active && b.tier == self.target
+    }
 }
 
 impl<'a> Builder<'a> {
@@ -322,9 +341,14 @@ impl<'a> Builder<'a> {
         }
         let block = self.block(s.range, summary, &direct, &fold, next_state);
         let contents = self.archive(s.start, slice, &direct, &fold, &block);
+        let taken: HashSet<&str> = block
+            .direct_message_ids
+            .iter()
+            .map(String::as_str)
+            .collect();
         let partial = slice.iter().any(|m| {
-            summary_block(m, self.state).is_none()
-                && !block.direct_message_ids.contains(&m.id)
+            self.resolver.summary_block(m).is_none()
+                && !taken.contains(m.id.as_str())
                 && self
                     .state
                     .message_refs
@@ -342,8 +366,8 @@ impl<'a> Builder<'a> {
     /// Whether a message must stay visible: hard-protected or in the recent
     /// zone, and not already compressed.
     fn stays(&self, m: &CoreMessage) -> bool {
-        summary_block(m, self.state).is_none()
-            && !self.covered.contains(m.id.as_str())
+        self.resolver.summary_block(m).is_none()
+            && !self.resolver.covered(&m.id)
             && self.state.message_refs.by_raw.get(&m.id).is_some_and(|r| {
                 r == BLOCKED
                     || is_tool_protected(&m.tool_name, &self.cfg.protected_tools)
@@ -354,8 +378,8 @@ impl<'a> Builder<'a> {
     /// Whether a range would take a message: a block's summary to fold, or
     /// an addressable message that may go.
     fn takes(&self, m: &CoreMessage) -> bool {
-        summary_block(m, self.state).is_some()
-            || (!self.covered.contains(m.id.as_str())
+        self.resolver.summary_block(m).is_some()
+            || (!self.resolver.covered(&m.id)
                 && self.state.message_refs.usable(&m.id).is_some()
                 && !self.stays(m))
     }
@@ -401,7 +425,7 @@ impl<'a> Builder<'a> {
     fn fold(&self, slice: &[CoreMessage], out: &mut Built) -> Fold<'a> {
         let nested: Vec<&Block> = slice
             .iter()
-            .filter_map(|m| summary_block(m, self.state))
+            .filter_map(|m| self.resolver.summary_block(m))
             .filter(|b| b.active)
             .collect();
         let target = nested.iter().map(|b| b.tier).min().unwrap_or(0);
@@ -430,7 +454,7 @@ impl<'a> Builder<'a> {
         let mut zoned: Vec<&str> = Vec::new();
         for (off, m) in slice.iter().enumerate() {
             let i = start + off;
-            if summary_block(m, self.state).is_some() || self.covered.contains(m.id.as_str()) {
+            if self.resolver.summary_block(m).is_some() || self.resolver.covered(&m.id) {
                 continue;
             }
             let Some(r) = self.state.message_refs.by_raw.get(&m.id) else {
@@ -459,7 +483,8 @@ impl<'a> Builder<'a> {
                 ref_list(&zoned)
             ));
         }
-        let withdrawn = withdraw_split_exchanges(self.input.view, &mut direct, &excluded);
+        let withdrawn =
+            withdraw_split_exchanges(self.input.view, &self.exchanges, &mut direct, &excluded);
         if withdrawn > 0 {
             out.warnings.push(format!(
                 "Left {withdrawn} message(s) out to keep tool exchanges whole (a call, its result and its reasoning go together)."
@@ -579,9 +604,7 @@ impl<'a> Builder<'a> {
         let direct: HashSet<usize> = direct.iter().copied().collect();
         let mut entries: Vec<Entry> = Vec::new();
         for (off, m) in slice.iter().enumerate() {
-            if let Some(b) = summary_block(m, self.state)
-                .filter(|b| fold.absorbed.iter().any(|a| a.block_id == b.block_id))
-            {
+            if let Some(b) = self.resolver.summary_block(m).filter(|b| fold.absorbs(b)) {
                 entries.push(Entry::Block(b));
             } else if direct.contains(&(start + off)) {
                 let o = self.original(m);
@@ -617,18 +640,20 @@ fn ref_list(refs: &[&str]) -> String {
 /// Removes from `direct` every exchange that also has an excluded member, so
 /// no call, result or reasoning is split from the rest of its exchange.
 /// Compress exchanges are shown whole anyway, so they split nothing.
-/// Returns how many messages were withdrawn.
+/// Returns how many messages were withdrawn. `spans` are the view's
+/// exchanges ([`exchange::spans`]).
 fn withdraw_split_exchanges(
     view: &[CoreMessage],
+    spans: &[(usize, usize)],
     direct: &mut Vec<usize>,
     excluded: &[usize],
 ) -> usize {
-    let spans = exchange::spans(view);
+    let taken: HashSet<(usize, usize)> = direct.iter().map(|&d| spans[d]).collect();
     let split: HashSet<(usize, usize)> = excluded
         .iter()
         .filter(|&&i| view[i].tool_name != COMPRESS_TOOL)
         .map(|&i| spans[i])
-        .filter(|span| direct.iter().any(|&d| spans[d] == *span))
+        .filter(|span| taken.contains(span))
         .collect();
     let before = direct.len();
     direct.retain(|&d| !split.contains(&spans[d]));

@@ -1,5 +1,7 @@
 //! Resolving the ends of a requested range against the view the model saw.
 
+use std::collections::HashMap;
+
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::refs::{Boundary, parse_boundary};
 use crate::engine::model::state::{Block, CompressionState};
@@ -38,106 +40,168 @@ pub struct Resolved {
     pub warnings: Vec<String>,
 }
 
-/// Resolves `start`..`end` (refs or block ids) to view indices. Reversed ends
-/// are swapped: the model meant a span, whichever way round it wrote it.
-pub fn resolve(
-    start: &str,
-    end: &str,
-    view: &[CoreMessage],
-    state: &CompressionState,
-) -> Result<Resolved, Unresolved> {
-    let mut warnings = Vec::new();
-    let (a, a_block) = resolve_end(start, view, state, &mut warnings)?;
-    let (b, b_block) = resolve_end(end, view, state, &mut warnings)?;
-    Ok(Resolved {
-        start: a.min(b),
-        end: a.max(b),
-        names_block: a_block || b_block,
-        warnings,
-    })
+/// The view and the state a call's ranges resolve against, indexed once,
+/// so each end and each message a call looks at costs a hash lookup rather
+/// than a scan of the view or of the blocks: a call stays linear however
+/// many ranges it holds and however many blocks the session has made.
+pub struct Resolver<'a> {
+    state: &'a CompressionState,
+    /// Each view message's index by id (the first, should an id repeat).
+    position: HashMap<&'a str, usize>,
+    /// Each block by id (the first, should an id repeat).
+    blocks: HashMap<&'a str, &'a Block>,
+    /// For each message an active block stands for, that block (see
+    /// [`owners`]).
+    message_owner: HashMap<&'a str, &'a Block>,
+    /// The same for each block an active block absorbed.
+    block_owner: HashMap<&'a str, &'a Block>,
 }
 
-fn resolve_end(
-    end: &str,
-    view: &[CoreMessage],
-    state: &CompressionState,
-    warnings: &mut Vec<String>,
-) -> Result<(usize, bool), Unresolved> {
-    let position = |id: &str| view.iter().position(|m| m.id == id);
-    match parse_boundary(end) {
-        None => Err(Unresolved::Invalid(format!(
-            "\"{}\" is neither a message ref (m followed by digits) nor a block id (b followed by digits)",
-            end.trim()
-        ))),
-        Some(Boundary::Message(r)) => {
-            let Some(raw) = state.message_refs.by_ref.get(&r) else {
-                return Err(Unresolved::Unknown(format!(
-                    "{r} does not exist in this session"
-                )));
-            };
-            if let Some(i) = position(raw) {
-                return Ok((i, false));
-            }
-            match owner(state, |b| b.effective_message_ids.contains(raw))
-                .and_then(|o| Some((o, position(&summary_id(&o.block_id))?)))
-            {
-                Some((o, i)) => {
-                    warnings.push(format!(
-                        "Snapped {r} to block {}, which covers it.",
-                        o.block_id
-                    ));
-                    Ok((i, true))
-                }
-                None => Err(Unresolved::Consumed(format!(
-                    "{r} is not in the current view (already compressed or hidden)"
-                ))),
-            }
+impl<'a> Resolver<'a> {
+    /// Indexes `view` and `state`.
+    pub fn new(view: &'a [CoreMessage], state: &'a CompressionState) -> Self {
+        let mut position = HashMap::with_capacity(view.len());
+        for (i, m) in view.iter().enumerate() {
+            position.entry(m.id.as_str()).or_insert(i);
         }
-        Some(Boundary::Block(id)) => {
-            let Some(block) = state.blocks.iter().find(|b| b.block_id == id) else {
-                return Err(Unresolved::Unknown(format!(
-                    "block {id} does not exist in this session"
-                )));
-            };
-            if let Some(i) = position(&summary_id(&id)) {
-                return Ok((i, true));
-            }
-            if block.active {
-                return Err(Unresolved::Consumed(format!(
-                    "block {id} is active but its summary is not in the view"
-                )));
-            }
-            match owner(state, |b| b.direct_block_ids.contains(&id))
-                .and_then(|o| Some((o, position(&summary_id(&o.block_id))?)))
-            {
-                Some((o, i)) => {
-                    warnings.push(format!(
-                        "Snapped {id} to block {}, which absorbed it.",
-                        o.block_id
-                    ));
-                    Ok((i, true))
+        let mut blocks = HashMap::with_capacity(state.blocks.len());
+        for b in &state.blocks {
+            blocks.entry(b.block_id.as_str()).or_insert(b);
+        }
+        Resolver {
+            state,
+            position,
+            blocks,
+            message_owner: owners(state, |b| &b.effective_message_ids),
+            block_owner: owners(state, |b| &b.direct_block_ids),
+        }
+    }
+
+    /// Resolves `start`..`end` (refs or block ids) to view indices. Reversed
+    /// ends are swapped: the model meant a span, whichever way round it
+    /// wrote it.
+    pub fn resolve(&self, start: &str, end: &str) -> Result<Resolved, Unresolved> {
+        let mut warnings = Vec::new();
+        let (a, a_block) = self.resolve_end(start, &mut warnings)?;
+        let (b, b_block) = self.resolve_end(end, &mut warnings)?;
+        Ok(Resolved {
+            start: a.min(b),
+            end: a.max(b),
+            names_block: a_block || b_block,
+            warnings,
+        })
+    }
+
+    fn resolve_end(
+        &self,
+        end: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<(usize, bool), Unresolved> {
+        match parse_boundary(end) {
+            None => Err(Unresolved::Invalid(format!(
+                "\"{}\" is neither a message ref (m followed by digits) nor a block id (b followed by digits)",
+                end.trim()
+            ))),
+            Some(Boundary::Message(r)) => {
+                let Some(raw) = self.state.message_refs.by_ref.get(&r) else {
+                    return Err(Unresolved::Unknown(format!(
+                        "{r} does not exist in this session"
+                    )));
+                };
+                if let Some(i) = self.position(raw) {
+                    return Ok((i, false));
                 }
-                None => Err(Unresolved::Consumed(format!(
-                    "block {id} was already absorbed into a higher tier"
-                ))),
+                match self.shown_owner(&self.message_owner, raw) {
+                    Some((o, i)) => {
+                        warnings.push(format!(
+                            "Snapped {r} to block {}, which covers it.",
+                            o.block_id
+                        ));
+                        Ok((i, true))
+                    }
+                    None => Err(Unresolved::Consumed(format!(
+                        "{r} is not in the current view (already compressed or hidden)"
+                    ))),
+                }
+            }
+            Some(Boundary::Block(id)) => {
+                let Some(block) = self.block(&id) else {
+                    return Err(Unresolved::Unknown(format!(
+                        "block {id} does not exist in this session"
+                    )));
+                };
+                if let Some(i) = self.position(&summary_id(&id)) {
+                    return Ok((i, true));
+                }
+                if block.active {
+                    return Err(Unresolved::Consumed(format!(
+                        "block {id} is active but its summary is not in the view"
+                    )));
+                }
+                match self.shown_owner(&self.block_owner, &id) {
+                    Some((o, i)) => {
+                        warnings.push(format!(
+                            "Snapped {id} to block {}, which absorbed it.",
+                            o.block_id
+                        ));
+                        Ok((i, true))
+                    }
+                    None => Err(Unresolved::Consumed(format!(
+                        "block {id} was already absorbed into a higher tier"
+                    ))),
+                }
             }
         }
     }
+
+    /// The view index of the message with `id`.
+    fn position(&self, id: &str) -> Option<usize> {
+        self.position.get(id).copied()
+    }
+
+    /// The owner `owners` names for `id`, with the index of its summary, when
+    /// the view shows that summary.
+    fn shown_owner(
+        &self,
+        owners: &HashMap<&'a str, &'a Block>,
+        id: &str,
+    ) -> Option<(&'a Block, usize)> {
+        let o = *owners.get(id)?;
+        Some((o, self.position(&summary_id(&o.block_id))?))
+    }
+
+    /// The block with this id.
+    fn block(&self, id: &str) -> Option<&'a Block> {
+        self.blocks.get(id).copied()
+    }
+
+    /// The block a view message stands for, if it is a rendered summary.
+    pub fn summary_block(&self, m: &CoreMessage) -> Option<&'a Block> {
+        self.block(block_of_summary(&m.id)?)
+    }
+
+    /// Whether an active block stands for the message with `id`.
+    pub fn covered(&self, id: &str) -> bool {
+        self.message_owner.contains_key(id)
+    }
 }
 
-/// The active block (highest tier first) that satisfies `covers`.
-fn owner(state: &CompressionState, covers: impl Fn(&Block) -> bool) -> Option<&Block> {
-    state
-        .blocks
-        .iter()
-        .filter(|b| b.active && covers(b))
-        .max_by_key(|b| b.tier)
-}
-
-/// The block a view message stands for, if it is a rendered summary.
-pub fn summary_block<'a>(m: &CoreMessage, state: &'a CompressionState) -> Option<&'a Block> {
-    let id = block_of_summary(&m.id)?;
-    state.blocks.iter().find(|b| b.block_id == id)
+/// For each id the active blocks list in `ids`, the block that owns it: the
+/// highest tier, and among equals the last in the state.
+fn owners<'a>(
+    state: &'a CompressionState,
+    ids: impl Fn(&'a Block) -> &'a [String],
+) -> HashMap<&'a str, &'a Block> {
+    let mut out: HashMap<&str, &Block> = HashMap::new();
+    for b in state.blocks.iter().filter(|b| b.active) {
+        for id in ids(b) {
+            let owner = out.entry(id.as_str()).or_insert(b);
+            if owner.tier <= b.tier {
+                *owner = b;
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -160,9 +224,9 @@ mod tests {
     fn message_range_and_reversed_ends() {
         let v = [user("a"), user("b"), user("c")];
         let st = state_with_refs(&["a", "b", "c"]);
-        let r = resolve("m00001", "m00002", &v, &st).unwrap();
+        let r = Resolver::new(&v, &st).resolve("m00001", "m00002").unwrap();
         assert_eq!((r.start, r.end, r.names_block), (0, 1, false));
-        let r = resolve("m00002", "m1", &v, &st).unwrap();
+        let r = Resolver::new(&v, &st).resolve("m00002", "m1").unwrap();
         assert_eq!((r.start, r.end), (0, 1));
     }
 
@@ -170,12 +234,14 @@ mod tests {
     fn unknown_refs_and_blocks() {
         let v = [user("a")];
         let st = state_with_refs(&["a"]);
-        let e = resolve("m00001", "m09999", &v, &st).unwrap_err();
+        let e = Resolver::new(&v, &st)
+            .resolve("m00001", "m09999")
+            .unwrap_err();
         assert_eq!(
             e,
             Unresolved::Unknown("m09999 does not exist in this session".into())
         );
-        let e = resolve("b99", "b99", &v, &st).unwrap_err();
+        let e = Resolver::new(&v, &st).resolve("b99", "b99").unwrap_err();
         assert!(matches!(e, Unresolved::Unknown(m) if m.contains("block b99 does not exist")));
     }
 
@@ -184,7 +250,7 @@ mod tests {
         let v = [user("a")];
         let st = state_with_refs(&["a"]);
         for bad in ["", "nonsense", "m0"] {
-            let e = resolve(bad, "m00001", &v, &st).unwrap_err();
+            let e = Resolver::new(&v, &st).resolve(bad, "m00001").unwrap_err();
             assert!(
                 matches!(&e, Unresolved::Invalid(m) if m.starts_with(&format!("\"{bad}\""))),
                 "{e:?}"
@@ -197,7 +263,9 @@ mod tests {
         let v = [user("visible")];
         let mut st = state_with_refs(&["visible", "hidden"]);
         st.blocks = vec![block("b1", 1, &["hidden"])];
-        let e = resolve("m00001", "m00002", &v, &st).unwrap_err();
+        let e = Resolver::new(&v, &st)
+            .resolve("m00001", "m00002")
+            .unwrap_err();
         assert!(matches!(e, Unresolved::Consumed(_)));
     }
 
@@ -210,9 +278,9 @@ mod tests {
             user("loose"),
             render_summary(&st.blocks[1]),
         ];
-        let r = resolve("b1", "b2", &v, &st).unwrap();
+        let r = Resolver::new(&v, &st).resolve("b1", "b2").unwrap();
         assert_eq!((r.start, r.end, r.names_block), (0, 2, true));
-        let r = resolve("b1", "m00001", &v, &st).unwrap();
+        let r = Resolver::new(&v, &st).resolve("b1", "m00001").unwrap();
         assert!(r.names_block);
     }
 
@@ -225,11 +293,11 @@ mod tests {
         b2.direct_block_ids = vec!["b1".into()];
         st.blocks = vec![b1, b2];
         let v = [user("first"), render_summary(&st.blocks[1])];
-        let r = resolve("m00001", "m00002", &v, &st).unwrap();
+        let r = Resolver::new(&v, &st).resolve("m00001", "m00002").unwrap();
         assert_eq!(r.end, 1);
         assert_eq!(r.warnings.len(), 1);
         assert!(r.warnings[0].contains("b2"));
-        let r = resolve("b1", "b1", &v, &st).unwrap();
+        let r = Resolver::new(&v, &st).resolve("b1", "b1").unwrap();
         assert_eq!((r.start, r.end), (1, 1));
     }
 }

@@ -88,16 +88,28 @@ pub fn answered_before<'a>(state: &'a CompressionState, call_id: &str) -> Option
 /// copy of the state so pacing and host counters are not counted twice.
 /// Refs it hands out are kept in `state`.
 pub fn view_at(state: &mut CompressionState, input: &CallInput) -> Projection {
-    let p = scratch_view(state, input);
-    state.message_refs = p.1.message_refs;
-    state.token_snapshot = p.1.token_snapshot;
-    p.0
+    // The refs and token figures are moved into the copy, not copied: they
+    // are most of a long session's state, and the copy's replace them.
+    let mut scratch = CompressionState {
+        message_refs: std::mem::take(&mut state.message_refs),
+        token_snapshot: std::mem::take(&mut state.token_snapshot),
+        ..state.clone()
+    };
+    let p = project_at(&mut scratch, input);
+    state.message_refs = scratch.message_refs;
+    state.token_snapshot = scratch.token_snapshot;
+    p
 }
 
-fn scratch_view(state: &CompressionState, input: &CallInput) -> (Projection, CompressionState) {
-    let mut scratch = state.clone();
-    let p = project(
-        &mut scratch,
+/// The view at the call's cut, projected on a copy of `state` that is then
+/// dropped.
+fn scratch_view(state: &CompressionState, input: &CallInput) -> Projection {
+    project_at(&mut state.clone(), input)
+}
+
+fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
+    project(
+        state,
         &TurnInput {
             history: &input.history[..input.cut],
             config: input.config,
@@ -107,8 +119,7 @@ fn scratch_view(state: &CompressionState, input: &CallInput) -> (Projection, Com
             force_nudge: false,
             keep_all: true,
         },
-    );
-    (p, scratch)
+    )
 }
 
 /// Answers a call against `state`: reads its arguments, refuses what must be
@@ -185,7 +196,7 @@ pub fn answer_with(
     let (after, reclaimed) = if outcome.created.is_empty() || recorded.is_some() {
         (before, 0)
     } else {
-        let now = scratch_view(&next, input).0;
+        let now = scratch_view(&next, input);
         let reclaimed = panel::reclaimed_by_call(
             outcome.created.iter().map(|(b, _)| b),
             &next.blocks,

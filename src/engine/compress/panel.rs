@@ -4,7 +4,7 @@
 //! the model asked for: a ledger built from the request would drift from
 //! what happened. The panel is kept short, since it sits in the view.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 use serde::Serialize;
@@ -35,65 +35,99 @@ pub fn summary_tokens(block: &Block, count: &dyn Fn(&str) -> usize) -> usize {
     count(&render_summary(block).text)
 }
 
-/// A block's reclaimed tokens: the one figure the panel, `noa inspect` (table,
-/// stats and `--json`) and the SVG map report for it.
-///
-/// It is what the block took out of the view less what it put back: the
-/// tokens of its direct messages, counted on the originals in `history`
-/// (untruncated, untagged), minus every message `view` still shows, plus for
-/// a tier 2/3 block the rendered summaries of the blocks it absorbed (found in
-/// `blocks`); less the tokens of its own rendered summary; floored at 0.
-///
-/// A message the view still shows was never reclaimed, even when the block's
-/// range covers it and its archive holds it. The first user message (the
-/// task) is the case that matters: prune pins it in the view whatever covers
-/// it, so counting it would overstate the block by the size of the task.
-/// Reasoning kept beside a visible action and the half of a Compress exchange
-/// kept whole are left out for the same reason.
-///
-/// `view` is any view projected with the block in the state (after the call
-/// for the panel, the current one for `inspect`): messages of a block later
-/// absorbed stay out of it, so the figure does not change when the block is
-/// folded into a higher tier. `count` is the session's counter
-/// ([`Config::count`](crate::engine::model::config::Config::count)), so the figure is on the
-/// same scale as the rest of the report.
-pub fn reclaimed(
-    block: &Block,
-    blocks: &[Block],
-    history: &[CoreMessage],
-    view: &[CoreMessage],
-    count: &dyn Fn(&str) -> usize,
-) -> Reclaimed {
-    let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
-    let mut direct: HashSet<&str> = block
-        .direct_message_ids
-        .iter()
-        .map(String::as_str)
-        .filter(|id| !shown.contains(id))
-        .collect();
-    let messages: usize = history
-        .iter()
-        .filter(|m| direct.remove(m.id.as_str()))
-        .map(|m| count(&m.text))
-        .sum();
-    let absorbed: usize = block
-        .direct_block_ids
-        .iter()
-        .filter_map(|id| blocks.iter().find(|b| b.block_id == *id))
-        .map(|b| summary_tokens(b, count))
-        .sum();
-    let taken = messages + absorbed;
-    let summary = summary_tokens(block, count);
-    Reclaimed {
-        taken,
-        summary,
-        tokens: taken.saturating_sub(summary),
+/// What blocks' reclaimed figures are taken against, indexed once: the
+/// blocks by id, the history's originals by id and the ids the view shows.
+/// A figure then costs its own block's size, so the figures of every block
+/// (a call's, or a whole session's for `inspect`) cost one pass over the
+/// history rather than one per block.
+pub struct Ledger<'a> {
+    /// Every block by id (the first, should an id repeat).
+    blocks: HashMap<&'a str, &'a Block>,
+    /// Each history message by id (the first, should an id repeat).
+    originals: HashMap<&'a str, &'a CoreMessage>,
+    /// The ids the view shows.
+    shown: HashSet<&'a str>,
+    count: &'a dyn Fn(&str) -> usize,
+}
+
+impl<'a> Ledger<'a> {
+    /// Indexes `blocks` (the state's, where absorbed blocks are found),
+    /// `history` (the originals: untruncated, untagged) and `view` (any view
+    /// projected with the blocks in the state: after the call for the panel,
+    /// the current one for `inspect`), to count with `count`, the session's
+    /// counter ([`Config::count`](crate::engine::model::config::Config::count)),
+    /// so the figures are on the same scale as the rest of the report.
+    pub fn new(
+        blocks: &'a [Block],
+        history: &'a [CoreMessage],
+        view: &'a [CoreMessage],
+        count: &'a dyn Fn(&str) -> usize,
+    ) -> Self {
+        let mut by_id = HashMap::with_capacity(blocks.len());
+        for b in blocks {
+            by_id.entry(b.block_id.as_str()).or_insert(b);
+        }
+        let mut originals = HashMap::with_capacity(history.len());
+        for m in history {
+            originals.entry(m.id.as_str()).or_insert(m);
+        }
+        Ledger {
+            blocks: by_id,
+            originals,
+            shown: view.iter().map(|m| m.id.as_str()).collect(),
+            count,
+        }
+    }
+
+    /// A block's reclaimed tokens: the one figure the panel, `noa inspect`
+    /// (table, stats and `--json`) and the SVG map report for it.
+    ///
+    /// It is what the block took out of the view less what it put back: the
+    /// tokens of its direct messages, counted on the originals, minus every
+    /// message the view still shows, plus for a tier 2/3 block the rendered
+    /// summaries of the blocks it absorbed; less the tokens of its own
+    /// rendered summary; floored at 0.
+    ///
+    /// A message the view still shows was never reclaimed, even when the
+    /// block's range covers it and its archive holds it. The first user
+    /// message (the task) is the case that matters: prune pins it in the view
+    /// whatever covers it, so counting it would overstate the block by the
+    /// size of the task. Reasoning kept beside a visible action and the half
+    /// of a Compress exchange kept whole are left out for the same reason.
+    ///
+    /// Messages of a block later absorbed stay out of any view projected
+    /// after, so the figure does not change when the block is folded into a
+    /// higher tier.
+    pub fn reclaimed(&self, block: &Block) -> Reclaimed {
+        let mut counted: HashSet<&str> = HashSet::new();
+        let messages: usize = block
+            .direct_message_ids
+            .iter()
+            .map(String::as_str)
+            .filter(|id| !self.shown.contains(id) && counted.insert(id))
+            .filter_map(|id| self.originals.get(id))
+            .map(|m| (self.count)(&m.text))
+            .sum();
+        let absorbed: usize = block
+            .direct_block_ids
+            .iter()
+            .filter_map(|id| self.blocks.get(id.as_str()))
+            .map(|b| summary_tokens(b, self.count))
+            .sum();
+        let taken = messages + absorbed;
+        let summary = summary_tokens(block, self.count);
+        Reclaimed {
+            taken,
+            summary,
+            tokens: taken.saturating_sub(summary),
+        }
     }
 }
 
 /// What a call reclaimed, for the panel's headline: the sum of
-/// [`reclaimed`] over the blocks it made, with `blocks`, `view` and `count`
-/// as that function takes them (the state and the view after the call).
+/// [`Ledger::reclaimed`] over the blocks it made, with `blocks`, `history`,
+/// `view` and `count` as [`Ledger::new`] takes them (the state and the view
+/// after the call).
 pub fn reclaimed_by_call<'a>(
     made: impl IntoIterator<Item = &'a Block>,
     blocks: &[Block],
@@ -101,9 +135,8 @@ pub fn reclaimed_by_call<'a>(
     view: &[CoreMessage],
     count: &dyn Fn(&str) -> usize,
 ) -> usize {
-    made.into_iter()
-        .map(|b| reclaimed(b, blocks, history, view, count).tokens)
-        .sum()
+    let ledger = Ledger::new(blocks, history, view, count);
+    made.into_iter().map(|b| ledger.reclaimed(b).tokens).sum()
 }
 
 /// What a panel reports.

@@ -202,11 +202,14 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     );
     state.message_refs = scratch.message_refs;
     state.token_snapshot = scratch.token_snapshot;
+    let active: HashSet<&str> = scratch
+        .blocks
+        .iter()
+        .filter(|b| b.active)
+        .map(|b| b.block_id.as_str())
+        .collect();
     for b in &mut state.blocks {
-        b.active = scratch
-            .blocks
-            .iter()
-            .any(|s| s.block_id == b.block_id && s.active);
+        b.active = active.contains(b.block_id.as_str());
     }
     Rebuilt {
         state,
@@ -416,19 +419,28 @@ fn replay_ranges(
     asked: &[CompressRange],
     state: &CompressionState,
 ) -> Vec<CompressRange> {
+    // Blocks by id, and the first active block covering each message: one
+    // pass over the blocks, however many ends look them up.
+    let mut by_id: HashMap<&str, &Block> = HashMap::new();
+    let mut cover: HashMap<&str, &Block> = HashMap::new();
+    for b in &state.blocks {
+        by_id.entry(b.block_id.as_str()).or_insert(b);
+        if b.active {
+            for id in &b.effective_message_ids {
+                cover.entry(id.as_str()).or_insert(b);
+            }
+        }
+    }
     let number = |r: &str| -> Option<u32> {
         if let Some(block) = parse_block_id(r) {
-            let b = state.blocks.iter().find(|b| b.block_id == block)?;
+            let b = by_id.get(block.as_str())?;
             return ref_to_index(&b.start_ref).or_else(|| ref_to_index(&b.end_ref));
         }
         ref_to_index(r)
     };
     let end_number = |r: &str| -> Option<u32> {
         match parse_block_id(r) {
-            Some(block) => {
-                let b = state.blocks.iter().find(|b| b.block_id == block)?;
-                ref_to_index(&b.end_ref)
-            }
+            Some(block) => ref_to_index(&by_id.get(block.as_str())?.end_ref),
             None => ref_to_index(r),
         }
     };
@@ -439,14 +451,12 @@ fn replay_ranges(
     // A block is one unbroken run of the view: its span's ends are messages
     // it took, or the ends of blocks it folded, which the range then names.
     let edge = |r: &str| -> String {
-        let id = state.message_refs.by_ref.get(r);
-        id.and_then(|id| {
-            state
-                .blocks
-                .iter()
-                .find(|b| b.active && b.effective_message_ids.contains(id))
-        })
-        .map_or_else(|| r.to_string(), |b| b.block_id.clone())
+        state
+            .message_refs
+            .by_ref
+            .get(r)
+            .and_then(|id| cover.get(id.as_str()))
+            .map_or_else(|| r.to_string(), |b| b.block_id.clone())
     };
     let mut out = Vec::new();
     for m in made {

@@ -51,13 +51,13 @@ pub fn spans(msgs: &[CoreMessage]) -> Vec<(usize, usize)> {
     out
 }
 
-/// Widens `[start, end]` to whole exchanges.
-pub fn snap(msgs: &[CoreMessage], start: usize, end: usize) -> (usize, usize) {
-    if msgs.is_empty() {
+/// Widens `[start, end]` to whole exchanges, given the messages' [`spans`]
+/// (taken once for all the ranges of a call).
+pub fn snap(spans: &[(usize, usize)], start: usize, end: usize) -> (usize, usize) {
+    let Some(last) = spans.len().checked_sub(1) else {
         return (start, end);
-    }
-    let s = spans(msgs);
-    (s[start.min(msgs.len() - 1)].0, s[end.min(msgs.len() - 1)].1)
+    };
+    (spans[start.min(last)].0, spans[end.min(last)].1)
 }
 
 /// Whether a user message appended to `before` (a list still being built)
@@ -93,23 +93,23 @@ mod tests {
     #[test]
     fn pulls_the_result_forward_and_the_call_back() {
         let v = [user("u"), call("c", "t1"), result("r", "t1"), user("u2")];
-        assert_eq!(snap(&v, 1, 1), (1, 2));
+        assert_eq!(snap(&spans(&v), 1, 1), (1, 2));
         let v = [call("c", "t1"), result("r", "t1")];
-        assert_eq!(snap(&v, 1, 1), (0, 1));
+        assert_eq!(snap(&spans(&v), 1, 1), (0, 1));
     }
 
     #[test]
     fn a_gap_ends_the_exchange() {
         let v = [call("c", "t1"), user("u"), result("r", "t1")];
-        assert_eq!(snap(&v, 0, 0), (0, 0));
+        assert_eq!(snap(&spans(&v), 0, 0), (0, 0));
     }
 
     #[test]
     fn reasoning_stays_with_its_action() {
         let v = [think("k"), call("c", "x1"), user("u")];
-        assert_eq!(snap(&v, 0, 0), (0, 1));
+        assert_eq!(snap(&spans(&v), 0, 0), (0, 1));
         let v = [think("k1"), think("k2"), call("c", "x1")];
-        assert_eq!(snap(&v, 2, 2), (0, 2));
+        assert_eq!(snap(&spans(&v), 2, 2), (0, 2));
         let v = [
             user("u"),
             think("k"),
@@ -117,7 +117,7 @@ mod tests {
             result("r", "x1"),
             user("u2"),
         ];
-        assert_eq!(snap(&v, 2, 2), (1, 3));
+        assert_eq!(snap(&spans(&v), 2, 2), (1, 3));
     }
 
     #[test]
@@ -141,7 +141,7 @@ mod tests {
             result("r2", "b"),
             user("u2"),
         ];
-        assert_eq!(snap(&v, 1, 3), (1, 4));
+        assert_eq!(snap(&spans(&v), 1, 3), (1, 4));
         let between = |i: usize| is_boundary_after(&v[..i], &v[i]);
         assert!(!between(2));
         assert!(!between(3));

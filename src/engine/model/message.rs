@@ -227,9 +227,9 @@ impl CoreMessage {
 
     /// Appends a ref tag as [`super::tag::append`] lays it out.
     pub fn append_tag(&mut self, tag: &str) {
-        let joined = super::tag::append(&self.text, tag);
-        let suffix = joined[self.text.len()..].to_string();
-        self.text = joined;
+        let start = self.text.len();
+        super::tag::append(&mut self.text, tag);
+        let suffix = self.text[start..].to_string();
         self.counted = Counted::default();
         self.edit = match std::mem::take(&mut self.edit) {
             Edit::None => Edit::Tagged(suffix),

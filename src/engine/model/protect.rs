@@ -12,6 +12,16 @@ pub fn matches_pattern(pattern: &str, tool: &str) -> bool {
     if pattern.is_empty() || tool.is_empty() {
         return false;
     }
+    // Asked for every message of every view: ASCII names, the usual ones,
+    // are compared in place rather than lowercased into new strings.
+    if pattern.is_ascii() && tool.is_ascii() {
+        return match pattern.strip_suffix('*') {
+            Some(prefix) => tool
+                .get(..prefix.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(prefix)),
+            None => pattern.eq_ignore_ascii_case(tool),
+        };
+    }
     let (pattern, tool) = (pattern.to_lowercase(), tool.to_lowercase());
     match pattern.strip_suffix('*') {
         Some(prefix) => tool.starts_with(prefix),
@@ -48,6 +58,19 @@ mod tests {
         ];
         for (p, t, want) in cases {
             assert_eq!(matches_pattern(p, t), want, "{p:?} {t:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ascii_names_match_as_lowercased(pattern in "[a-cA-C_]{0,4}\\*?", tool in "[a-cA-C_]{0,5}") {
+            let lowered = pattern.to_lowercase();
+            let tool_lowered = tool.to_lowercase();
+            let want = !pattern.is_empty() && !tool.is_empty() && match lowered.strip_suffix('*') {
+                Some(prefix) => tool_lowered.starts_with(prefix),
+                None => lowered == tool_lowered,
+            };
+            proptest::prop_assert_eq!(matches_pattern(&pattern, &tool), want);
         }
     }
 

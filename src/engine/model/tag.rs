@@ -15,13 +15,14 @@ pub fn render(reference: &str, tokens: usize, source: Option<&str>) -> String {
     }
 }
 
-/// Appends a tag to a body on its own line (the tag alone for an empty body).
-pub fn append(body: &str, tag: &str) -> String {
-    if body.is_empty() {
-        tag.to_string()
-    } else {
-        format!("{body}\n{tag}")
+/// Appends a tag to a body on its own line (the tag alone for an empty body),
+/// in place: every taggable message in a view is tagged, and a tool output
+/// can be long.
+pub fn append(body: &mut String, tag: &str) {
+    if !body.is_empty() {
+        body.push('\n');
     }
+    body.push_str(tag);
 }
 
 /// Removes one ref tag from either end of a body, with the newline that
@@ -90,17 +91,23 @@ mod tests {
         );
     }
 
+    fn appended(body: &str, tag: &str) -> String {
+        let mut body = body.to_string();
+        append(&mut body, tag);
+        body
+    }
+
     #[test]
     fn appends_on_its_own_line() {
         let tag = render("m00001", 3, None);
-        assert_eq!(append("hello", &tag), format!("hello\n{tag}"));
-        assert_eq!(append("", &tag), tag);
+        assert_eq!(appended("hello", &tag), format!("hello\n{tag}"));
+        assert_eq!(appended("", &tag), tag);
     }
 
     #[test]
     fn strips_at_either_end() {
         let tag = render("m00007", 12, Some("Bash"));
-        assert_eq!(strip(&append("body", &tag)), "body");
+        assert_eq!(strip(&appended("body", &tag)), "body");
         assert_eq!(strip(&format!("{tag}\nbody")), "body");
         assert_eq!(strip(&tag), "");
         assert_eq!(strip("no tag here"), "no tag here");

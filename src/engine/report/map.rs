@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::engine::compress::panel::{Reclaimed, reclaimed};
+use crate::engine::compress::panel::{Ledger, Reclaimed};
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::refs::NUDGE_ID;
 use crate::engine::model::state::{Block, CompressionState};
@@ -159,12 +159,16 @@ pub fn view_segments(
     state: &CompressionState,
     zone: &HashSet<&str>,
 ) -> Vec<Segment> {
+    let mut blocks: HashMap<&str, &Block> = HashMap::new();
+    for b in &state.blocks {
+        blocks.entry(b.block_id.as_str()).or_insert(b);
+    }
     view.iter()
         .filter(|m| m.id != NUDGE_ID)
         .map(|m| {
             let summary_of = block_of_summary(&m.id)
                 .filter(|_| is_rendered_summary(m))
-                .map(|id| (id, state.blocks.iter().find(|b| b.block_id == id)));
+                .map(|id| (id, blocks.get(id)));
             let (class, tier, block) = match summary_of {
                 Some((id, b)) => (Class::Block, b.map_or(1, |b| b.tier), id.to_string()),
                 None => (visible_class(m, state, zone), 0, String::new()),
@@ -195,8 +199,9 @@ impl Segment {
 }
 
 /// Every block's [`Reclaimed`] figure by block id, active or not, for
-/// `inspect`'s table, stats and JSON and the SVG's labels: [`reclaimed`] on
-/// the originals in `history` and the `view` as projected, with the session's
+/// `inspect`'s table, stats and JSON and the SVG's labels:
+/// [`Ledger::reclaimed`] on the originals in `history` and the `view` as
+/// projected, with the session's
 /// counter. Summed over all blocks it is what the session reclaimed, since a
 /// tier 2/3 block counts as taken the summaries its absorbed blocks put back.
 pub fn reclaimed_by_block(
@@ -205,14 +210,10 @@ pub fn reclaimed_by_block(
     blocks: &[Block],
     count: &dyn Fn(&str) -> usize,
 ) -> BTreeMap<String, Reclaimed> {
+    let ledger = Ledger::new(blocks, history, view, count);
     blocks
         .iter()
-        .map(|b| {
-            (
-                b.block_id.clone(),
-                reclaimed(b, blocks, history, view, count),
-            )
-        })
+        .map(|b| (b.block_id.clone(), ledger.reclaimed(b)))
         .collect()
 }
 

@@ -2,7 +2,7 @@
 //! history message by message, each as wide as its tokens and coloured by
 //! what became of it, with the view measured against the window beneath.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 use crate::engine::compress::panel::Reclaimed;
@@ -172,8 +172,8 @@ fn span_text(first: &str, last: &str) -> String {
     }
 }
 
-/// What a run is, for its tooltip.
-fn describe(run: &[Piece], segments: &[Segment], blocks: &[Block]) -> String {
+/// What a run is, for its tooltip; `blocks` by id.
+fn describe(run: &[Piece], segments: &[Segment], blocks: &HashMap<&str, &Block>) -> String {
     let segs: Vec<&Segment> = {
         let mut v: Vec<usize> = run.iter().map(|p| p.segment).collect();
         v.dedup();
@@ -200,8 +200,7 @@ fn describe(run: &[Piece], segments: &[Segment], blocks: &[Block]) -> String {
         Class::Hidden => "not sent".to_string(),
         Class::Block => {
             let topic = blocks
-                .iter()
-                .find(|b| b.block_id == s.block)
+                .get(s.block.as_str())
                 .map(|b| b.topic.trim())
                 .filter(|t| !t.is_empty())
                 .map(|t| format!(" “{t}”"))
@@ -225,16 +224,16 @@ fn describe(run: &[Piece], segments: &[Segment], blocks: &[Block]) -> String {
 
 /// The label drawn on a covered span, as much of it as fits: the block, its
 /// tier, how many messages the span holds, and what the block reclaimed (the
-/// same figure as the panel and `noa inspect`).
+/// same figure as the panel and `noa inspect`), given how many `messages`
+/// the block covers.
 fn block_label(
     s: &Segment,
-    segments: &[Segment],
+    messages: usize,
     reclaimed: &BTreeMap<String, Reclaimed>,
     width: f64,
 ) -> Option<String> {
     let mut options = Vec::new();
     if let Some(r) = reclaimed.get(&s.block) {
-        let messages = segments.iter().filter(|t| t.block == s.block).count();
         let figure = tokens::format(r.tokens);
         options.push(format!(
             "{} · T{} · {messages} msgs · {figure} reclaimed",
@@ -392,6 +391,16 @@ fn draw_history_row(
         r##"<rect x="{MARGIN}" y="{top:.1}" width="{INNER}" height="{ROW_H}" fill="#f4f4f4"/>"##
     );
     let runs = group(pieces, segments);
+    // Looked up for every run, so indexed once: blocks by id, and how many
+    // messages each covers.
+    let mut blocks: HashMap<&str, &Block> = HashMap::new();
+    for b in input.blocks {
+        blocks.entry(b.block_id.as_str()).or_insert(b);
+    }
+    let mut covers: HashMap<&str, usize> = HashMap::new();
+    for s in segments {
+        *covers.entry(s.block.as_str()).or_default() += 1;
+    }
     for run in &runs {
         let s = &segments[run[0].segment];
         let (x0, x1) = (run[0].x0, run[run.len() - 1].x1);
@@ -400,7 +409,7 @@ fn draw_history_row(
             r##"<rect x="{x0:.2}" y="{top:.1}" width="{:.2}" height="{ROW_H}" fill="{}"><title>{}</title></rect>"##,
             (x1 - x0).max(0.0),
             colour(s.class, s.tier),
-            escape(&describe(run, segments, input.blocks))
+            escape(&describe(run, segments, &blocks))
         );
         // Message by message: a hairline between messages wide enough to see.
         for pair in run.windows(2) {
@@ -430,7 +439,8 @@ fn draw_history_row(
             continue;
         }
         let (x0, x1) = (run[0].x0, run[run.len() - 1].x1);
-        if let Some(label) = block_label(s, segments, input.reclaimed, x1 - x0) {
+        let messages = covers[s.block.as_str()];
+        if let Some(label) = block_label(s, messages, input.reclaimed, x1 - x0) {
             let _ = writeln!(
                 body,
                 r##"<text x="{:.2}" y="{:.1}" font-size="12" font-weight="bold" text-anchor="middle" fill="{}">{}</text>"##,

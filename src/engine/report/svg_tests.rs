@@ -1,9 +1,7 @@
 use std::collections::HashSet;
 
 use super::*;
-use crate::engine::compress::panel::{
-    self, PanelInput, reclaimed, reclaimed_by_call, summary_tokens,
-};
+use crate::engine::compress::panel::{self, Ledger, PanelInput, reclaimed_by_call, summary_tokens};
 use crate::engine::model::message::{CoreMessage, Role};
 use crate::engine::model::state::CompressionState;
 use crate::engine::model::summary::render_summary;
@@ -163,7 +161,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     let summary = count(&render_summary(&b1).text);
     assert!(summary > count(crate::engine::model::summary::SUMMARY_HEADER) + b1.summary.len());
     let expected = taken - summary;
-    let r = reclaimed(&b1, &st.blocks, &history, &view, &count);
+    let r = Ledger::new(&st.blocks, &history, &view, &count).reclaimed(&b1);
     assert_eq!(
         (r.taken, r.summary, r.tokens),
         (taken, summary, expected),
@@ -193,7 +191,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     let segs = history_segments(&history, &view, &st, &HashSet::new());
     let covered = segs.iter().find(|s| s.block == "b1").unwrap();
     assert_eq!(
-        block_label(covered, &segs, &by_block, 1000.0).as_deref(),
+        block_label(covered, 3, &by_block, 1000.0).as_deref(),
         Some(format!("b1 · T1 · 3 msgs · {figure} reclaimed").as_str())
     );
     let drawn = svg(&SvgInput {
@@ -206,7 +204,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
         reclaimed: &by_block,
     });
     assert!(
-        drawn.contains(&format!("{figure} reclaimed</text>")),
+        drawn.contains(&format!(">b1 · T1 · 3 msgs · {figure} reclaimed</text>")),
         "{drawn}"
     );
 

@@ -1,7 +1,7 @@
 //! Prune: covered messages leave the view and their blocks' summaries take
 //! their place.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::sync::covered_ids;
 use crate::engine::model::exchange;
@@ -30,7 +30,7 @@ pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage>
 
     // Where each removed message would have been in the kept list.
     let mut kept: Vec<CoreMessage> = Vec::with_capacity(view.len());
-    let mut anchor_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut anchor_of: HashMap<&str, usize> = HashMap::new();
     for m in view {
         if covered.contains(m.id.as_str()) {
             anchor_of.entry(m.id.as_str()).or_insert(kept.len());
@@ -101,25 +101,28 @@ fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut 
     }
 }
 
-/// A Compress call and its result are shown together or not at all.
+/// A Compress call and its result are shown together or not at all. The
+/// halves are grouped by call id in one pass, so a log of many Compress
+/// calls costs each call its own halves.
 fn keep_compress_pairs_whole<'a>(view: &'a [CoreMessage], covered: &mut HashSet<&'a str>) {
-    let compress: Vec<&CoreMessage> = view
+    let mut halves: HashMap<&str, Vec<&CoreMessage>> = HashMap::new();
+    for m in view
         .iter()
         .filter(|m| m.tool_name == COMPRESS_TOOL && !m.tool_call_id.is_empty())
-        .collect();
-    for call in compress
-        .iter()
-        .filter(|m| m.content_type == ContentType::ToolCall)
     {
-        let halves: Vec<&str> = compress
+        halves.entry(m.tool_call_id.as_str()).or_default().push(m);
+    }
+    for pair in halves
+        .values()
+        .filter(|h| h.iter().any(|m| m.content_type == ContentType::ToolCall))
+    {
+        let n = pair
             .iter()
-            .filter(|m| m.tool_call_id == call.tool_call_id)
-            .map(|m| m.id.as_str())
-            .collect();
-        let n = halves.iter().filter(|id| covered.contains(**id)).count();
-        if n > 0 && n < halves.len() {
-            for id in halves {
-                covered.remove(id);
+            .filter(|m| covered.contains(m.id.as_str()))
+            .count();
+        if n > 0 && n < pair.len() {
+            for m in pair {
+                covered.remove(m.id.as_str());
             }
         }
     }

@@ -175,12 +175,7 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
     }
     let text = &m.text;
     // Byte offsets of the head's end and the tail's start, counted in characters.
-    let head_end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
-    let tail_start = text
-        .char_indices()
-        .rev()
-        .nth(keep - 1)
-        .map_or(0, |(i, _)| i);
+    let (head_end, tail_start) = (head_end(text, keep), tail_start(text, keep));
     let before = cfg.tokens(m);
     let cut_tokens = cfg.count(&text[head_end..tail_start]);
     let cut_text = format!(
@@ -190,6 +185,29 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
     );
     m.replace_text(cut_text, Edit::Truncated);
     Some(before.saturating_sub(cfg.tokens(m)))
+}
+
+/// The byte offset where the first `keep` characters of `text` end (its
+/// length when it is shorter). Read off directly when those bytes are ASCII,
+/// as most tool output is: every turn re-cuts every sticky output.
+fn head_end(text: &str, keep: usize) -> usize {
+    match text.as_bytes().get(..keep) {
+        Some(head) if head.is_ascii() => keep,
+        _ => text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i),
+    }
+}
+
+/// The byte offset where the last `keep` characters of `text` start (0 when
+/// it is shorter; `keep` is at least 1), read off as [`head_end`] is.
+fn tail_start(text: &str, keep: usize) -> usize {
+    match text.len().checked_sub(keep) {
+        Some(start) if text.as_bytes()[start..].is_ascii() => start,
+        _ => text
+            .char_indices()
+            .rev()
+            .nth(keep - 1)
+            .map_or(0, |(i, _)| i),
+    }
 }
 
 #[cfg(test)]
@@ -360,5 +378,15 @@ mod tests {
         let (t, _) = reapply(&mut v, &sticky, &Config::default());
         assert_eq!(t.count, 1);
         assert!(v[0].text.contains(MARKER));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_kept_ends_are_counted_in_characters(text in "[a é中]{0,30}", keep in 1usize..12) {
+            let head = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+            let tail = text.char_indices().rev().nth(keep - 1).map_or(0, |(i, _)| i);
+            proptest::prop_assert_eq!(head_end(&text, keep), head);
+            proptest::prop_assert_eq!(tail_start(&text, keep), tail);
+        }
     }
 }
