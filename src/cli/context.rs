@@ -243,7 +243,8 @@ impl<'g> Context<'g> {
         let root = self.session_root();
         let now = clock::now();
         let created = clock::rfc3339(now);
-        let bar = progress(self.global, recorded_calls(&self.history).len() as u64);
+        let calls = self.history.iter().filter(|m| m.is_compress_call()).count();
+        let bar = progress(self.global, calls as u64);
         let rebuilt = engine::rebuild(&RebuildInput {
             history: &self.history,
             base: &base,
@@ -305,10 +306,12 @@ impl<'g> Context<'g> {
         if self.global.quiet {
             return;
         }
-        let known = |id: &str| {
-            state.host.applied.contains_key(id)
-                || state.blocks.iter().any(|b| b.compress_call_id == id)
-        };
+        let made_blocks: HashSet<&str> = state
+            .blocks
+            .iter()
+            .map(|b| b.compress_call_id.as_str())
+            .collect();
+        let known = |id: &str| state.host.applied.contains_key(id) || made_blocks.contains(id);
         let unknown: Vec<&str> = self
             .history
             .iter()
