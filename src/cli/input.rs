@@ -128,18 +128,11 @@ fn load_bytes(
         .map(|d| (text.len() as u64, text.matches('\n').count() as u64, d));
     transcript.warnings.extend(decoded);
     drop(text);
-    let (session, base, parents) = locate(global, path, &name, &transcript)?;
-    Ok(Loaded {
-        path: path.to_path_buf(),
-        transcript,
-        session,
-        base,
-        parents,
-        read: HowRead {
-            mark,
-            ..HowRead::default()
-        },
-    })
+    let read = HowRead {
+        mark,
+        ..HowRead::default()
+    };
+    locate(global, path, &name, transcript, read)
 }
 
 /// Reads on from the session's read cache: `None` (read it whole) when
@@ -230,25 +223,15 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     else {
         return Ok(None);
     };
-    let transcript = transcript?;
-    let (located, base, parents) = locate(global, path, &name, &transcript)?;
-    if located.dir != session.dir {
-        return Ok(None);
-    }
-    Ok(Some(Loaded {
-        path: path.to_path_buf(),
-        transcript,
-        session,
-        base,
-        parents,
-        read: HowRead {
-            mark: Some((length, lines, digest.finish())),
-            prefix: warm.history,
-            elided: warm.elided.into_iter().collect(),
-            raws: warm.raws,
-            warm: true,
-        },
-    }))
+    let read = HowRead {
+        mark: Some((length, lines, digest.finish())),
+        prefix: warm.history,
+        elided: warm.elided.into_iter().collect(),
+        raws: warm.raws,
+        warm: true,
+    };
+    let loaded = locate(global, path, &name, transcript?, read)?;
+    Ok((loaded.session.dir == session.dir).then_some(loaded))
 }
 
 /// How much of a log's start is looked at to find its session before
@@ -263,14 +246,15 @@ fn bad_lines(global: &Global) -> BadLines {
     }
 }
 
-/// The session a transcript belongs to: its directory, the state dir all
-/// sessions live under, and the ancestors to inherit from.
+/// The transcript with the session it belongs to: its directory, the state
+/// dir all sessions live under, and the ancestors to inherit from.
 fn locate(
     global: &Global,
     path: &Path,
     name: &str,
-    transcript: &Transcript,
-) -> Result<(SessionDir, PathBuf, Vec<String>), CliError> {
+    transcript: Transcript,
+    read: HowRead,
+) -> Result<Loaded, CliError> {
     let session_id = global
         .session
         .clone()
@@ -304,7 +288,14 @@ fn locate(
             .filter(|p| **p != session_id)
             .cloned(),
     );
-    Ok((session, base, parents))
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        transcript,
+        session,
+        base,
+        parents,
+        read,
+    })
 }
 
 /// A session's directory and the state dir above it. A subagent's state and

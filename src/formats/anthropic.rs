@@ -7,69 +7,20 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted};
-use super::{
-    BadLines, Block, BlockSource, Format, HostMessage, ReadError, Slot, Transcript, jsonl,
-};
+use super::{Block, BlockSource, Format, HostMessage, Slot};
 use crate::engine::{ContentType, CoreMessage, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
 
 /// Reads Anthropic messages: JSONL, a JSON array, or `{"messages": [...]}`.
-pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
-    let mut warnings = Vec::new();
-    let records = jsonl::message_list(name, text, EXPECTED, bad, &mut warnings)?;
-    Ok(from_records(name, records, ToolNames::default(), warnings))
-}
-
-/// Reads the lines appended after a prefix an earlier turn read: `text`
-/// starts on line `first_line`, and `tools` names the prefix's calls so a
-/// result here can say which tool made it.
-pub(crate) fn read_after(
-    name: &str,
-    text: &str,
-    first_line: usize,
-    bad: BadLines,
-    tools: ToolNames,
-) -> Result<Transcript, ReadError> {
-    let mut warnings = Vec::new();
-    let records = jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut |_, w| {
-        warnings.push(w)
-    })?;
-    Ok(from_records(name, records, tools, warnings))
-}
-
-fn from_records(
-    name: &str,
-    records: Vec<jsonl::Record>,
-    mut tools: ToolNames,
-    mut warnings: Vec<String>,
-) -> Transcript {
-    let mut messages = Vec::new();
-    let mut originals = Vec::new();
-    for r in records {
-        match host_message(&r.value, r.line, originals.len(), &mut tools) {
-            Some(m) => {
-                messages.push(m);
-                originals.push(r.value);
-            }
-            None => warnings.push(format!(
-                "{name}:{}: not an Anthropic user/assistant message; skipped",
-                r.line
-            )),
-        }
-    }
-    Transcript {
-        format: Format::Anthropic,
-        session_id: None,
-        parent_session: None,
-        messages,
-        warnings,
-        records: originals,
-        preamble: Vec::new(),
-        carry: Default::default(),
-    }
-}
+pub(crate) const LOG: MessageLog = MessageLog {
+    format: Format::Anthropic,
+    expected: EXPECTED,
+    skipped: "not an Anthropic user/assistant message",
+    message: host_message,
+};
 
 /// Remembers tool names by call id, so a result can say which tool made it.
 #[derive(Default)]

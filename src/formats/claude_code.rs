@@ -92,36 +92,18 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         .collect();
     let chosen = choose_branch(&turns, &parents, &boundaries);
 
-    let mut tools = ToolNames::default();
-    let mut messages: Vec<HostMessage> = Vec::new();
-    let mut by_message_id: HashMap<&str, usize> = HashMap::new();
-    // Which parsed records the messages come from, in the order they are kept.
-    let mut kept_records: Vec<usize> = Vec::new();
-    for (t, _) in turns.iter().zip(&chosen).filter(|(_, keep)| **keep) {
-        let Some(m) = host_message(&t.value["message"], t.line, kept_records.len(), &mut tools)
-        else {
-            warnings.push((t.line, no_content(name, t.line)));
-            continue;
-        };
-        kept_records.push(t.index);
-        match t.message_id.and_then(|id| by_message_id.get(id)) {
-            Some(&at) if t.assistant => append_blocks(&mut messages[at], m),
-            _ => {
-                if let (true, Some(id)) = (t.assistant, t.message_id) {
-                    by_message_id.insert(id, messages.len());
-                }
-                let prompt_tokens = t.assistant.then(|| prompt_size(&t.value["message"]));
-                messages.push(HostMessage {
-                    prompt_tokens: prompt_tokens.flatten(),
-                    ..m
-                });
-            }
-        }
-    }
-    messages.retain(|m| !m.blocks.is_empty());
+    let chosen_turns = turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
+    let built = build_messages(
+        name,
+        chosen_turns.map(|(t, _)| t),
+        ToolNames::default(),
+        &mut warnings,
+        |_| true,
+    )
+    .expect("every record is taken");
     let carry = Carry {
         subagent: turns.first().map(|_| subagent),
-        responses: sorted(by_message_id.keys().map(|id| id.to_string())),
+        responses: sorted(built.by_message_id.keys().map(|id| id.to_string())),
         strays: turns
             .iter()
             .zip(&chosen)
@@ -131,15 +113,82 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
             .collect(),
         ..joining_point(&records, &turns)
     };
-    // The kept lines move out of the parse: one copy of each, none of the
-    // progress and bookkeeping lines around them.
-    let mut records = records;
-    let originals = kept_records
+    let Built { messages, kept, .. } = built;
+    Ok(finish(
+        (session_id, parent_session),
+        (messages, kept),
+        records,
+        warnings,
+        carry,
+    ))
+}
+
+/// The messages of the records the model saw, in order: the lines of one
+/// response merged into one message, each response's recorded prompt size
+/// kept. `take` may refuse a record, and then nothing is built.
+fn build_messages<'a>(
+    name: &str,
+    turns: impl Iterator<Item = &'a Turn<'a>>,
+    mut tools: ToolNames,
+    warnings: &mut Vec<(usize, String)>,
+    mut take: impl FnMut(&Turn) -> bool,
+) -> Option<Built<'a>> {
+    let mut built = Built::default();
+    for t in turns {
+        if !take(t) {
+            return None;
+        }
+        let Some(m) = host_message(&t.value["message"], t.line, built.kept.len(), &mut tools)
+        else {
+            warnings.push((t.line, no_content(name, t.line)));
+            continue;
+        };
+        built.kept.push(t.index);
+        let id = t.message_id.filter(|_| t.assistant);
+        match id.and_then(|id| built.by_message_id.get(id)) {
+            Some(&at) => append_blocks(&mut built.messages[at], m),
+            None => {
+                if let Some(id) = id {
+                    built.by_message_id.insert(id, built.messages.len());
+                }
+                let prompt_tokens = t.assistant.then(|| prompt_size(&t.value["message"]));
+                built.messages.push(HostMessage {
+                    prompt_tokens: prompt_tokens.flatten(),
+                    ..m
+                });
+            }
+        }
+    }
+    built.messages.retain(|m| !m.blocks.is_empty());
+    Some(built)
+}
+
+/// Messages built from records, and what the next lines need of them.
+#[derive(Default)]
+struct Built<'a> {
+    messages: Vec<HostMessage>,
+    /// Each response's message, by `message.id`.
+    by_message_id: HashMap<&'a str, usize>,
+    /// Which parsed records the messages come from, in the order kept.
+    kept: Vec<usize>,
+}
+
+/// The transcript: the kept lines move out of the parse (one copy of each,
+/// none of the progress and bookkeeping lines around them), warnings in
+/// the order of their lines.
+fn finish(
+    (session_id, parent_session): (Option<String>, Option<String>),
+    (messages, kept): (Vec<HostMessage>, Vec<usize>),
+    mut records: Vec<Record>,
+    mut warnings: Vec<(usize, String)>,
+    carry: Carry,
+) -> Transcript {
+    let originals = kept
         .iter()
         .map(|&i| std::mem::take(&mut records[i].value))
         .collect();
     warnings.sort_by_key(|(line, _)| *line);
-    Ok(Transcript {
+    Transcript {
         format: Format::ClaudeCode,
         session_id,
         parent_session,
@@ -148,7 +197,7 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         records: originals,
         preamble: Vec::new(),
         carry,
-    })
+    }
 }
 
 /// The session a log's first lines name, and the one that spawned it when
@@ -207,23 +256,29 @@ fn joining_point(records: &[Record], turns: &[Turn]) -> Carry {
     let Some(leaf) = turns.last() else {
         return Carry::default();
     };
-    let mut after_leaf: Vec<String> = Vec::new();
-    let mut chain: HashSet<&str> = leaf.uuid.into_iter().collect();
-    for r in &records[leaf.index + 1..] {
+    Carry {
+        leaf: leaf.uuid.map(str::to_string),
+        after_leaf: chained(&records[leaf.index + 1..], leaf.uuid.into_iter()),
+        ..Carry::default()
+    }
+}
+
+/// The uuids of the records that chain back, parent by parent, to one of
+/// `ends`.
+fn chained<'a>(records: &'a [Record], ends: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut chain: HashSet<&str> = ends.collect();
+    let mut out = Vec::new();
+    for r in records {
         let uuid = r.value.get("uuid").and_then(Value::as_str);
         let parent = r.value.get("parentUuid").and_then(Value::as_str);
         if let (Some(u), Some(p)) = (uuid, parent)
             && chain.contains(p)
         {
             chain.insert(u);
-            after_leaf.push(u.to_string());
+            out.push(u.to_string());
         }
     }
-    Carry {
-        leaf: leaf.uuid.map(str::to_string),
-        after_leaf,
-        ..Carry::default()
-    }
+    out
 }
 
 /// Ids a record off the branch holds that a later record could pull it in
@@ -260,7 +315,7 @@ pub(crate) fn read_after(
     first_line: usize,
     bad: BadLines,
     prefix: Prefix,
-    mut tools: ToolNames,
+    tools: ToolNames,
 ) -> Option<Result<Transcript, ReadError>> {
     let Prefix {
         carry,
@@ -302,70 +357,40 @@ pub(crate) fn read_after(
     let chosen = choose_tail(&turns, branch, carry, calls, answered)?;
     let responses: HashSet<&str> = carry.responses.iter().map(String::as_str).collect();
     let strays: HashSet<&str> = carry.strays.iter().map(String::as_str).collect();
-    let mut messages: Vec<HostMessage> = Vec::new();
-    let mut by_message_id: HashMap<&str, usize> = HashMap::new();
-    let mut kept_records: Vec<usize> = Vec::new();
-    let mut new_strays: Vec<String> = Vec::new();
-    for (t, _) in turns.iter().zip(&chosen).filter(|(t, keep)| {
-        if !**keep {
-            new_strays.extend(stray_ids(t).into_iter().map(str::to_string));
-        }
-        **keep
-    }) {
+    let new_strays: Vec<String> = turns
+        .iter()
+        .zip(&chosen)
+        .filter(|(_, keep)| !**keep)
+        .flat_map(|(t, _)| stray_ids(t))
+        .map(str::to_string)
+        .collect();
+    // A record that continues a response the prefix holds, or pulls in one
+    // the prefix left off, changes how the prefix reads.
+    let takes = |t: &Turn| {
         let id = t.message_id.filter(|_| t.assistant);
-        // A record that continues a response the prefix holds, or pulls in
-        // one the prefix left off, changes how the prefix reads.
-        if id.is_some_and(|id| responses.contains(id) || strays.contains(id))
+        !(id.is_some_and(|id| responses.contains(id) || strays.contains(id))
             || block_ids(t.value, "tool_use", "id")
                 .iter()
-                .any(|c| strays.contains(c))
-        {
-            return None;
-        }
-        let Some(m) = host_message(&t.value["message"], t.line, kept_records.len(), &mut tools)
-        else {
-            warnings.push((t.line, no_content(name, t.line)));
-            continue;
-        };
-        kept_records.push(t.index);
-        match id.and_then(|id| by_message_id.get(id)) {
-            Some(&at) => append_blocks(&mut messages[at], m),
-            None => {
-                if let Some(id) = id {
-                    by_message_id.insert(id, messages.len());
-                }
-                let prompt_tokens = t.assistant.then(|| prompt_size(&t.value["message"]));
-                messages.push(HostMessage {
-                    prompt_tokens: prompt_tokens.flatten(),
-                    ..m
-                });
-            }
-        }
-    }
-    messages.retain(|m| !m.blocks.is_empty());
-    let responses = sorted(
-        carry
-            .responses
-            .iter()
-            .cloned()
-            .chain(by_message_id.keys().map(|id| id.to_string())),
-    );
+                .any(|c| strays.contains(c)))
+    };
+    let chosen_turns = turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
+    let built = build_messages(
+        name,
+        chosen_turns.map(|(t, _)| t),
+        tools,
+        &mut warnings,
+        takes,
+    )?;
     let joined = match turns.last() {
         Some(_) => joining_point(&records, &turns),
         None => {
-            let mut chain: HashSet<&str> = carry.leaf.iter().map(String::as_str).collect();
-            chain.extend(carry.after_leaf.iter().map(String::as_str));
+            let ends = carry
+                .leaf
+                .iter()
+                .chain(&carry.after_leaf)
+                .map(String::as_str);
             let mut after_leaf = carry.after_leaf.clone();
-            for r in &records {
-                let uuid = r.value.get("uuid").and_then(Value::as_str);
-                let parent = r.value.get("parentUuid").and_then(Value::as_str);
-                if let (Some(u), Some(p)) = (uuid, parent)
-                    && chain.contains(p)
-                {
-                    chain.insert(u);
-                    after_leaf.push(u.to_string());
-                }
-            }
+            after_leaf.extend(chained(&records, ends));
             Carry {
                 leaf: carry.leaf.clone(),
                 after_leaf,
@@ -373,27 +398,26 @@ pub(crate) fn read_after(
             }
         }
     };
-    let mut records = records;
-    let originals = kept_records
-        .iter()
-        .map(|&i| std::mem::take(&mut records[i].value))
-        .collect();
-    warnings.sort_by_key(|(line, _)| *line);
-    Some(Ok(Transcript {
-        format: Format::ClaudeCode,
-        session_id: None,
-        parent_session: None,
-        messages,
-        warnings: warnings.into_iter().map(|(_, w)| w).collect(),
-        records: originals,
-        preamble: Vec::new(),
-        carry: Carry {
-            subagent: carry.subagent,
-            responses,
-            strays: carry.strays.iter().cloned().chain(new_strays).collect(),
-            ..joined
-        },
-    }))
+    let carry = Carry {
+        subagent: carry.subagent,
+        responses: sorted(
+            carry
+                .responses
+                .iter()
+                .cloned()
+                .chain(built.by_message_id.keys().map(|id| id.to_string())),
+        ),
+        strays: carry.strays.iter().cloned().chain(new_strays).collect(),
+        ..joined
+    };
+    let Built { messages, kept, .. } = built;
+    Some(Ok(finish(
+        (None, None),
+        (messages, kept),
+        records,
+        warnings,
+        carry,
+    )))
 }
 
 /// The new conversation records on the branch that ends at the last of

@@ -18,6 +18,7 @@ mod detect;
 mod error;
 mod jsonl;
 mod materialize;
+mod message_log;
 mod reassemble;
 
 use std::collections::HashSet;
@@ -331,8 +332,8 @@ pub fn read(
         None => detect(name, text)?,
     };
     let mut transcript = match format {
-        Format::Chat => chat::read(name, text, bad)?,
-        Format::Anthropic => anthropic::read(name, text, bad)?,
+        Format::Chat => chat::LOG.read(name, text, bad)?,
+        Format::Anthropic => anthropic::LOG.read(name, text, bad)?,
         Format::ClaudeCode => claude_code::read(name, text, bad)?,
         Format::Codex => codex::read(name, text, bad)?,
     };
@@ -407,8 +408,8 @@ pub fn read_after(
         tools.note(&b.core.tool_call_id, &b.core.tool_name);
     }
     let tail = match prefix.format {
-        Format::Chat => chat::read_after(name, text, first_line, bad, tools),
-        Format::Anthropic => anthropic::read_after(name, text, first_line, bad, tools),
+        Format::Chat => chat::LOG.read_after(name, text, first_line, bad, tools),
+        Format::Anthropic => anthropic::LOG.read_after(name, text, first_line, bad, tools),
         Format::ClaudeCode => {
             let ids = |kind| -> HashSet<&str> {
                 blocks()

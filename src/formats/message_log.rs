@@ -1,0 +1,83 @@
+//! Logs of one request message per record: chat and Anthropic messages,
+//! as JSONL, one JSON array or a `{"messages": [...]}` document.
+
+use serde_json::Value;
+
+use super::anthropic::ToolNames;
+use super::{BadLines, Format, HostMessage, ReadError, Transcript, jsonl};
+
+/// How one format of such a log reads.
+pub(crate) struct MessageLog {
+    /// The format it is.
+    pub format: Format,
+    /// What a line should be, for syntax errors.
+    pub expected: &'static str,
+    /// The warning for a record that is no message of the format.
+    pub skipped: &'static str,
+    /// A record as a host message: the record, its line, its index among
+    /// the kept records, and the tool names of the calls before it.
+    pub message: fn(&Value, usize, usize, &mut ToolNames) -> Option<HostMessage>,
+}
+
+impl MessageLog {
+    /// Reads a whole log.
+    pub(crate) fn read(
+        &self,
+        name: &str,
+        text: &str,
+        bad: BadLines,
+    ) -> Result<Transcript, ReadError> {
+        let mut warnings = Vec::new();
+        let records = jsonl::message_list(name, text, self.expected, bad, &mut warnings)?;
+        Ok(self.messages_of(name, records, ToolNames::default(), warnings))
+    }
+
+    /// Reads the lines appended after a prefix an earlier turn read: `text`
+    /// starts on line `first_line`, and `tools` names the prefix's calls so
+    /// a result here can say which tool made it.
+    pub(crate) fn read_after(
+        &self,
+        name: &str,
+        text: &str,
+        first_line: usize,
+        bad: BadLines,
+        tools: ToolNames,
+    ) -> Result<Transcript, ReadError> {
+        let mut warnings = Vec::new();
+        let records =
+            jsonl::records_from(name, text, first_line, self.expected, bad, &mut |_, w| {
+                warnings.push(w)
+            })?;
+        Ok(self.messages_of(name, records, tools, warnings))
+    }
+
+    fn messages_of(
+        &self,
+        name: &str,
+        records: Vec<jsonl::Record>,
+        mut tools: ToolNames,
+        mut warnings: Vec<String>,
+    ) -> Transcript {
+        let mut messages = Vec::new();
+        let mut originals = Vec::new();
+        for r in records {
+            match (self.message)(&r.value, r.line, originals.len(), &mut tools) {
+                Some(m) => {
+                    messages.push(m);
+                    originals.push(r.value);
+                }
+                None => warnings.push(format!("{name}:{}: {}; skipped", r.line, self.skipped)),
+            }
+        }
+        Transcript {
+            format: self.format,
+            session_id: None,
+            parent_session: None,
+            messages,
+            warnings,
+            records: originals,
+            preamble: Vec::new(),
+            carry: Default::default(),
+        }
+    }
+}
