@@ -281,6 +281,44 @@ fn chained<'a>(records: &'a [Record], ends: impl Iterator<Item = &'a str>) -> Ve
     out
 }
 
+/// Takes in the side branches of the chosen exchanges: the other lines of a
+/// response in `responses`, then results that all answer a call made on
+/// the branch (or in `calls`) and not in `answered` yet.
+fn take_side_branches<'a>(
+    turns: &[Turn<'a>],
+    chosen: &mut [bool],
+    responses: &HashSet<&str>,
+    mut calls: HashSet<&'a str>,
+    mut answered: HashSet<&'a str>,
+) {
+    for (t, c) in turns.iter().zip(chosen.iter_mut()) {
+        if !*c && t.assistant && t.message_id.is_some_and(|id| responses.contains(id)) {
+            *c = true;
+        }
+    }
+    calls.extend(
+        turns
+            .iter()
+            .zip(chosen.iter())
+            .filter(|(t, c)| **c && t.assistant)
+            .flat_map(|(t, _)| block_ids(t.value, "tool_use", "id")),
+    );
+    for (t, c) in turns.iter().zip(chosen.iter_mut()) {
+        if *c || t.assistant {
+            continue;
+        }
+        let results = block_ids(t.value, "tool_result", "tool_use_id");
+        if !results.is_empty()
+            && results
+                .iter()
+                .all(|id| calls.contains(id) && !answered.contains(id))
+        {
+            answered.extend(results);
+            *c = true;
+        }
+    }
+}
+
 /// Ids a record off the branch holds that a later record could pull it in
 /// by: its response's id, and the calls its results answer.
 fn stray_ids<'a>(t: &Turn<'a>) -> Vec<&'a str> {
@@ -508,33 +546,7 @@ fn choose_tail(
             }
         }
     }
-    for (t, c) in turns.iter().zip(chosen.iter_mut()) {
-        if !*c && t.assistant && t.message_id.is_some_and(|id| responses.contains(id)) {
-            *c = true;
-        }
-    }
-    let mut calls: HashSet<&str> = calls.clone();
-    calls.extend(
-        turns
-            .iter()
-            .zip(&chosen)
-            .filter(|(t, c)| **c && t.assistant)
-            .flat_map(|(t, _)| block_ids(t.value, "tool_use", "id")),
-    );
-    for (t, c) in turns.iter().zip(chosen.iter_mut()) {
-        if *c || t.assistant {
-            continue;
-        }
-        let results = block_ids(t.value, "tool_result", "tool_use_id");
-        if !results.is_empty()
-            && results
-                .iter()
-                .all(|id| calls.contains(id) && !answered.contains(id))
-        {
-            answered.extend(results);
-            *c = true;
-        }
-    }
+    take_side_branches(turns, &mut chosen, &responses, calls.clone(), answered);
     Some(chosen)
 }
 
@@ -646,37 +658,13 @@ fn choose_branch(
         .filter(|(t, c)| **c && t.assistant)
         .filter_map(|(t, _)| t.message_id)
         .collect();
-    for (t, c) in turns.iter().zip(chosen.iter_mut()) {
-        if !*c && t.assistant && t.message_id.is_some_and(|id| message_ids.contains(id)) {
-            *c = true;
-        }
-    }
-    let calls: HashSet<&str> = turns
-        .iter()
-        .zip(&chosen)
-        .filter(|(t, c)| **c && t.assistant)
-        .flat_map(|(t, _)| block_ids(t.value, "tool_use", "id"))
-        .collect();
-    let mut answered: HashSet<&str> = turns
+    let answered: HashSet<&str> = turns
         .iter()
         .zip(&chosen)
         .filter(|(t, c)| **c && !t.assistant)
         .flat_map(|(t, _)| block_ids(t.value, "tool_result", "tool_use_id"))
         .collect();
-    for (t, c) in turns.iter().zip(chosen.iter_mut()) {
-        if *c || t.assistant {
-            continue;
-        }
-        let results = block_ids(t.value, "tool_result", "tool_use_id");
-        if !results.is_empty()
-            && results
-                .iter()
-                .all(|id| calls.contains(id) && !answered.contains(id))
-        {
-            answered.extend(results);
-            *c = true;
-        }
-    }
+    take_side_branches(turns, &mut chosen, &message_ids, HashSet::new(), answered);
     chosen
 }
 
