@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use super::anthropic::ToolNames;
 use super::reassemble::{BlockEdit, Emitted};
 use super::{
-    BadLines, Block, BlockSource, Format, HostMessage, ReadError, Slot, Transcript, jsonl,
+    BadLines, Block, BlockSource, Carry, CodexCarry, Format, HostMessage, ReadError, Slot,
+    Transcript, jsonl,
 };
 use crate::engine::{ContentType, CoreMessage, Role};
 
@@ -24,35 +25,124 @@ const HOST_ONLY_ITEMS: [&str; 1] = ["ghost_snapshot"];
 pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
     let mut warnings = Vec::new();
     let records = jsonl::records(name, text, EXPECTED, bad, &mut warnings)?;
-    let mut session_id = None;
-    let mut preamble = Vec::new();
-    // `items[i]` is a model-visible item with the line it is on;
-    // `originals[i]` the rollout line it is written back as by `materialize`
-    // (for an item of a compaction's history, a `response_item` line made
-    // for it).
-    let mut items: Vec<(usize, Value)> = Vec::new();
-    let mut originals: Vec<Value> = Vec::new();
-    // Prompt sizes from `token_count` events, each at the item that starts
-    // the response it was counted for. Codex repeats an event after the
-    // response's tool outputs; only one that follows new output counts.
-    let mut counted: Vec<(usize, usize)> = Vec::new();
-    let mut output_since_count = false;
+    let mut rollout = Rollout::new(&CodexCarry::default(), warnings);
     for r in records {
+        rollout.take(name, r);
+    }
+    Ok(rollout.finish(ToolNames::default()).0)
+}
+
+/// Reads the lines appended after a prefix read earlier, `carry` what its
+/// read left, `has_session` whether it named its session. Besides the new
+/// messages, a prompt size the new lines record for a response the prefix
+/// holds: at which item it starts, and the tokens. `None` when the new
+/// lines would change how the prefix reads — a compaction, or a session
+/// named where the prefix named none.
+pub(crate) fn read_after(
+    name: &str,
+    text: &str,
+    first_line: usize,
+    bad: BadLines,
+    (carry, has_session): (&CodexCarry, bool),
+    tools: ToolNames,
+) -> Option<Result<(Transcript, Option<SizeBefore>), ReadError>> {
+    let mut warnings = Vec::new();
+    let records = match jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut |_, w| {
+        warnings.push(w)
+    }) {
+        Ok(r) => r,
+        Err(e) => return Some(Err(e)),
+    };
+    let mut rollout = Rollout::new(carry, warnings);
+    for r in records {
+        let kind = r.value.get("type").and_then(Value::as_str);
+        if kind == Some("compacted") || (kind == Some("session_meta") && !has_session) {
+            return None;
+        }
+        rollout.take(name, r);
+    }
+    Some(Ok(rollout.finish(tools)))
+}
+
+/// The session a rollout's first lines name: its `session_meta` id.
+pub(crate) fn peek_session(head: &str) -> Option<String> {
+    head.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("type").and_then(Value::as_str) == Some("session_meta"))
+        .and_then(|v| {
+            v.pointer("/payload/id")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+}
+
+/// A prompt size new lines record for a response that started before them:
+/// the item it starts at, and the tokens.
+pub(crate) type SizeBefore = (usize, usize);
+
+/// A rollout read line by line: on its own from the start, or on from a
+/// prefix read earlier.
+struct Rollout {
+    session_id: Option<String>,
+    preamble: Vec<Value>,
+    /// Items before these, in the prefix.
+    base: usize,
+    /// The prefix's run of model output at its end, in items.
+    trailing_outputs: usize,
+    /// `items[i]` is a model-visible item with the line it is on;
+    /// `originals[i]` the rollout line it is written back as by
+    /// `materialize` (for an item of a compaction's history, a
+    /// `response_item` line made for it).
+    items: Vec<(usize, Value)>,
+    originals: Vec<Value>,
+    /// Prompt sizes from `token_count` events, each at the item that starts
+    /// the response it was counted for. Codex repeats an event after the
+    /// response's tool outputs; only one that follows new output counts.
+    counted: Vec<(usize, usize)>,
+    /// Where the last prompt size counted was, before these lines.
+    floor: usize,
+    output_since_count: bool,
+    /// A prompt size counted before these lines and not yet given to a message.
+    pending: Option<usize>,
+    /// The item of the prefix's last message.
+    last_message: Option<usize>,
+    warnings: Vec<String>,
+}
+
+impl Rollout {
+    fn new(carry: &CodexCarry, warnings: Vec<String>) -> Rollout {
+        Rollout {
+            session_id: None,
+            preamble: Vec::new(),
+            base: carry.items,
+            trailing_outputs: carry.trailing_outputs,
+            items: Vec::new(),
+            originals: Vec::new(),
+            counted: Vec::new(),
+            floor: carry.floor,
+            output_since_count: carry.output_since_count,
+            pending: carry.pending,
+            last_message: carry.last_message,
+            warnings,
+        }
+    }
+
+    fn take(&mut self, name: &str, r: jsonl::Record) {
         let kind = r.value.get("type").and_then(Value::as_str).unwrap_or("");
         let payload = r.value.get("payload");
         match (kind, payload) {
             ("session_meta", Some(p)) => {
-                if session_id.is_none() {
-                    session_id = p.get("id").and_then(Value::as_str).map(str::to_string);
+                if self.session_id.is_none() {
+                    self.session_id = p.get("id").and_then(Value::as_str).map(str::to_string);
                 }
-                if preamble.is_empty() {
-                    preamble.push(r.value.clone());
+                if self.preamble.is_empty() {
+                    self.preamble.push(r.value.clone());
                 }
             }
             ("response_item", Some(p)) => {
-                output_since_count |= is_output(p);
-                items.push((r.line, p.clone()));
-                originals.push(r.value);
+                self.output_since_count |= is_output(p);
+                self.items.push((r.line, p.clone()));
+                self.originals.push(r.value);
             }
             ("event_msg", Some(p)) => {
                 let input = p
@@ -60,14 +150,10 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
                     .and_then(Value::as_u64)
                     .and_then(|n| usize::try_from(n).ok())
                     .filter(|&n| n > 0);
-                if let (Some(tokens), true) = (input, output_since_count) {
-                    let floor = counted.last().map_or(0, |&(at, _)| at);
-                    let mut start = items.len();
-                    while start > floor && is_output(&items[start - 1].1) {
-                        start -= 1;
-                    }
-                    counted.push((start, tokens));
-                    output_since_count = false;
+                if let (Some(tokens), true) = (input, self.output_since_count) {
+                    let start = self.response_start();
+                    self.counted.push((start, tokens));
+                    self.output_since_count = false;
                 }
             }
             ("compacted", Some(p)) => {
@@ -80,48 +166,110 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
                     }
                 };
                 let timestamp = r.value.get("timestamp");
-                originals = history
+                self.originals = history
                     .iter()
                     .map(|item| response_item_line(timestamp, item.clone()))
                     .collect();
-                items = history.into_iter().map(|h| (r.line, h)).collect();
+                self.items = history.into_iter().map(|h| (r.line, h)).collect();
                 // Figures counted before a compaction describe a history
                 // that is gone.
-                counted.clear();
-                output_since_count = false;
+                self.counted.clear();
+                self.floor = 0;
+                self.output_since_count = false;
             }
             ("turn_context", _) => {}
-            _ => warnings.push(format!(
+            _ => self.warnings.push(format!(
                 "{name}:{}: unknown rollout line type {kind:?}; skipped",
                 r.line
             )),
         }
     }
-    let mut tools = ToolNames::default();
-    let mut counted = counted.into_iter().peekable();
-    let mut pending = None;
-    let mut messages = Vec::new();
-    for (record, (line, item)) in items.into_iter().enumerate() {
-        while let Some((_, tokens)) = counted.next_if(|&(at, _)| at <= record) {
+
+    /// The item that starts the response now counted: back over the model's
+    /// output, never before the last response counted.
+    fn response_start(&self) -> usize {
+        let floor = self.counted.last().map_or(self.floor, |&(at, _)| at);
+        let mut start = self.base + self.items.len();
+        while start > floor && start > self.base && is_output(&self.items[start - self.base - 1].1)
+        {
+            start -= 1;
+        }
+        if start == self.base {
+            start = floor.max(self.base - self.trailing_outputs.min(self.base));
+        }
+        start
+    }
+
+    /// The messages, and a prompt size recorded here for a response that
+    /// started before these lines (the item it starts at, the tokens).
+    fn finish(self, mut tools: ToolNames) -> (Transcript, Option<SizeBefore>) {
+        // A size counted for a response that started in the prefix goes to
+        // the prefix's message there, or when it has none, to the first here.
+        let before = self
+            .counted
+            .iter()
+            .rfind(|&&(at, _)| at < self.base)
+            .copied();
+        let patch = before.filter(|&(at, _)| self.last_message.is_some_and(|m| m >= at));
+        let mut counted = self
+            .counted
+            .iter()
+            .filter(|&&(at, _)| at >= self.base)
+            .copied()
+            .peekable();
+        let mut pending = match before {
+            Some((_, tokens)) if patch.is_none() => Some(tokens),
+            _ => self.pending,
+        };
+        let mut last_message = self.last_message;
+        let mut messages = Vec::new();
+        let trailing = self
+            .items
+            .iter()
+            .rev()
+            .take_while(|(_, i)| is_output(i))
+            .count();
+        let all_output = trailing == self.items.len();
+        let items = self.items.len();
+        for (i, (line, item)) in self.items.into_iter().enumerate() {
+            let record = self.base + i;
+            while let Some((_, tokens)) = counted.next_if(|&(at, _)| at <= record) {
+                pending = Some(tokens);
+            }
+            if let Some(m) = host_message(item, line, record, &mut tools) {
+                last_message = Some(record);
+                messages.push(HostMessage {
+                    prompt_tokens: pending.take(),
+                    ..m
+                });
+            }
+        }
+        if let Some((_, tokens)) = counted.last() {
             pending = Some(tokens);
         }
-        if let Some(m) = host_message(item, line, record, &mut tools) {
-            messages.push(HostMessage {
-                prompt_tokens: pending.take(),
-                ..m
-            });
-        }
+        let carry = CodexCarry {
+            items: self.base + items,
+            trailing_outputs: trailing + if all_output { self.trailing_outputs } else { 0 },
+            floor: self.counted.last().map_or(self.floor, |&(at, _)| at),
+            output_since_count: self.output_since_count,
+            pending,
+            last_message,
+        };
+        let transcript = Transcript {
+            format: Format::Codex,
+            session_id: self.session_id,
+            parent_session: None,
+            messages,
+            warnings: self.warnings,
+            records: self.originals,
+            preamble: self.preamble,
+            carry: Carry {
+                codex: Some(carry),
+                ..Carry::default()
+            },
+        };
+        (transcript, patch)
     }
-    Ok(Transcript {
-        format: Format::Codex,
-        session_id,
-        parent_session: None,
-        messages,
-        warnings,
-        records: originals,
-        preamble,
-        carry: Default::default(),
-    })
 }
 
 /// Whether an item is something the model produced (as opposed to input

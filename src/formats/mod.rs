@@ -138,8 +138,9 @@ pub struct Transcript {
 }
 
 /// What a reader needs to know of the lines it read to read on after them
-/// ([`read_after`]) as a whole read would. Claude Code's alone: a chat or
-/// Anthropic log needs nothing its messages do not say.
+/// ([`read_after`]) as a whole read would: a Claude Code log's branch, a
+/// Codex rollout's prompt sizes. A chat or Anthropic log needs nothing its
+/// messages do not say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Carry {
     /// Whether the log is a subagent's own; `None` before any conversation
@@ -155,6 +156,27 @@ pub struct Carry {
     /// Ids by which a later record could pull a record left off the branch
     /// back in: its response id, the calls its results answer.
     pub strays: Vec<String>,
+    /// A Codex rollout's: where its prompt sizes stand.
+    pub codex: Option<CodexCarry>,
+}
+
+/// What reading on after a Codex rollout needs: a `token_count` event
+/// gives its size to the item that started the response, which may be
+/// before the new lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CodexCarry {
+    /// Items read.
+    pub items: usize,
+    /// The run of model output the items end with.
+    pub trailing_outputs: usize,
+    /// The item the last prompt size was counted at.
+    pub floor: usize,
+    /// Whether the model has put out anything since.
+    pub output_since_count: bool,
+    /// A prompt size not given to a message yet.
+    pub pending: Option<usize>,
+    /// The item of the last message.
+    pub last_message: Option<usize>,
 }
 
 /// One model-visible message of a host log.
@@ -354,8 +376,7 @@ fn identify(t: &mut Transcript, mut ids: ClusterCounter) {
 
 /// The format and the session a log's first lines name: its session id
 /// and, for a subagent's own log, the session that spawned it. A guess made
-/// to find the read cache before the log is read (and checked once it is);
-/// `None` for a format that is always read whole.
+/// to find the read cache before the log is read (and checked once it is).
 pub fn peek_session(
     name: &str,
     head: &str,
@@ -371,20 +392,18 @@ pub fn peek_session(
             let (session, parent) = claude_code::peek_session(head);
             Some((format, session, parent))
         }
-        Format::Codex => None,
+        Format::Codex => Some((format, codex::peek_session(head), None)),
     }
 }
 
 /// Whether a transcript can be read on from where an earlier read stopped
-/// ([`read_after`]) instead of whole again: JSONL logs whose lines are read
-/// one by one, and Claude Code logs (which [`read_after`] still reads whole
-/// when new records change how the old ones read). A single JSON document
-/// cannot; nor, for now, a Codex rollout.
+/// ([`read_after`]) instead of whole again: JSONL logs (which [`read_after`]
+/// still reads whole when new lines change how the old ones read). A single
+/// JSON document cannot.
 pub fn resumable(format: Format, text: &str) -> bool {
     match format {
         Format::Chat | Format::Anthropic => !jsonl::is_document(text),
-        Format::ClaudeCode => true,
-        Format::Codex => false,
+        Format::ClaudeCode | Format::Codex => true,
     }
 }
 
@@ -403,6 +422,8 @@ pub fn read_after(
     bad: BadLines,
 ) -> Option<Result<Transcript, ReadError>> {
     let blocks = || prefix.messages.iter().flat_map(|m| &m.blocks);
+    // A prompt size the new lines give a response the prefix holds.
+    let mut patch = None;
     let mut tools = anthropic::ToolNames::default();
     for b in blocks().filter(|b| b.core.content_type == ContentType::ToolCall) {
         tools.note(&b.core.tool_call_id, &b.core.tool_name);
@@ -425,7 +446,17 @@ pub fn read_after(
             };
             claude_code::read_after(name, text, first_line, bad, prefix, tools)?
         }
-        Format::Codex => return None,
+        Format::Codex => {
+            let carry = prefix.carry.codex?;
+            let has_session = prefix.session_id.is_some();
+            match codex::read_after(name, text, first_line, bad, (&carry, has_session), tools)? {
+                Ok((tail, at)) => {
+                    patch = at;
+                    Ok(tail)
+                }
+                Err(e) => Err(e),
+            }
+        }
     };
     let mut tail = match tail {
         Ok(t) => t,
@@ -435,14 +466,25 @@ pub fn read_after(
         &mut tail,
         ClusterCounter::resume(blocks().map(|b| b.core.id.as_str())),
     );
-    let base = prefix.records.len();
+    if let Some((at, tokens)) = patch {
+        let target = prefix
+            .messages
+            .iter_mut()
+            .find(|m| m.blocks.first().is_some_and(|b| b.source.record >= at));
+        target?.prompt_tokens = Some(tokens);
+    }
+    // A rollout numbers its items on from the prefix's; the others from 0.
+    let base = match prefix.format {
+        Format::Codex => 0,
+        _ => prefix.records.len(),
+    };
     for b in tail.messages.iter_mut().flat_map(|m| &mut m.blocks) {
         b.source.record += base;
     }
     prefix.messages.append(&mut tail.messages);
     prefix.warnings.append(&mut tail.warnings);
     prefix.records.append(&mut tail.records);
-    if tail.format == Format::ClaudeCode {
+    if tail.format != Format::Chat && tail.format != Format::Anthropic {
         prefix.carry = tail.carry;
     }
     Some(Ok(prefix))

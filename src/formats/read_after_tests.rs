@@ -85,6 +85,18 @@ fn real_claude_code_logs_read_on_as_they_read_whole() {
 }
 
 #[test]
+fn real_codex_rollouts_read_on_as_they_read_whole() {
+    for (rel, stride, at_least) in [
+        ("codex/rollout-plain.jsonl", 3, 200),
+        ("codex/rollout-with-remote-compaction.jsonl", 13, 60),
+    ] {
+        let (name, text) = testdata(rel);
+        let resumed = cuts(&name, &text, stride);
+        assert!(resumed >= at_least, "{rel}: read on at only {resumed} cuts");
+    }
+}
+
+#[test]
 fn chat_and_anthropic_logs_read_on_at_every_line() {
     let chat: String = (0..40)
         .flat_map(|i| {

@@ -18,7 +18,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::engine::{ContentType, CoreMessage, Counted, Role, Tokenizer};
-use crate::formats::{Block, BlockSource, Carry, Format, HostMessage, Slot, Transcript};
+use crate::formats::{
+    Block, BlockSource, Carry, CodexCarry, Format, HostMessage, Slot, Transcript,
+};
 
 use super::{SessionDir, StoreError};
 
@@ -363,6 +365,19 @@ impl ReadCache {
         w.list(&c.after_leaf);
         w.list(&c.responses);
         w.list(&c.strays);
+        match &c.codex {
+            Some(x) => {
+                w.u64(1);
+                for n in [x.items, x.trailing_outputs, x.floor] {
+                    w.u64(n as u64);
+                }
+                w.u64(u64::from(x.output_since_count));
+                for n in [x.pending, x.last_message] {
+                    w.u64(n.map_or(0, |n| n as u64 + 1));
+                }
+            }
+            None => w.u64(0),
+        }
         w.u64(self.messages.len() as u64);
         for m in &self.messages {
             w.u64(m.line);
@@ -421,6 +436,23 @@ impl ReadCache {
             after_leaf: r.list()?,
             responses: r.list()?,
             strays: r.list()?,
+            codex: match r.u64()? {
+                0 => None,
+                _ => {
+                    let mut n = || usize::try_from(r.u64()?).ok();
+                    let (items, trailing_outputs, floor) = (n()?, n()?, n()?);
+                    let output_since_count = n()? != 0;
+                    let (pending, last_message) = (n()?.checked_sub(1), n()?.checked_sub(1));
+                    Some(CodexCarry {
+                        items,
+                        trailing_outputs,
+                        floor,
+                        output_since_count,
+                        pending,
+                        last_message,
+                    })
+                }
+            },
         };
         let mut messages = Vec::new();
         for _ in 0..r.u64()? {
@@ -665,6 +697,14 @@ mod tests {
                 after_leaf: vec!["u2".into()],
                 responses: vec!["msg_1".into()],
                 strays: Vec::new(),
+                codex: Some(CodexCarry {
+                    items: 3,
+                    trailing_outputs: 1,
+                    floor: 2,
+                    output_since_count: true,
+                    pending: Some(0),
+                    last_message: None,
+                }),
             },
             messages: vec![CachedMessage {
                 line: 1,

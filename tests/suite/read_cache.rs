@@ -23,6 +23,8 @@ enum Shape {
     Chat,
     Anthropic,
     ClaudeCode,
+    /// The bundled Codex rollout, whose session is its `session_meta` id.
+    Codex,
 }
 
 impl Shape {
@@ -30,6 +32,7 @@ impl Shape {
     fn session(self) -> &'static str {
         match self {
             Shape::ClaudeCode => "s1",
+            Shape::Codex => "019c8a4c-ed82-79a1-aa28-7738fc5ab61a",
             Shape::Chat | Shape::Anthropic => "t",
         }
     }
@@ -262,6 +265,22 @@ fn anthropic_turns_read_from_the_cache_match_whole_reads() {
 #[test]
 fn claude_code_turns_read_from_the_cache_match_whole_reads() {
     session(synth::anthropic_session(15, 90), Shape::ClaudeCode);
+}
+
+#[test]
+fn a_codex_rollout_read_on_from_the_cache_matches_whole_reads() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    let rollout =
+        fs::read_to_string(super::common::testdata("real/codex/rollout-plain.jsonl")).unwrap();
+    let lines: Vec<&str> = rollout.lines().collect();
+    let mut reads = 0;
+    for end in (40..=lines.len()).step_by(60).chain([lines.len()]) {
+        let text: String = lines[..end].iter().map(|l| format!("{l}\n")).collect();
+        fs::write(dir.join("t.jsonl"), text).unwrap();
+        reads += usize::from(turn(dir, Shape::Codex, &format!("{end} lines")).1 == "cache");
+    }
+    assert!(reads >= 10, "{reads} turns read from the cache");
 }
 
 #[test]
