@@ -6,7 +6,7 @@
 //! a one-line context map. Without a transcript there is no current view, so
 //! only what the state alone holds is shown, and the output says so.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::{
-    Block, Breakdown, CompressionState, Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput,
+    Block, Breakdown, CompressionState, IdSet, Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput,
     format_breakdown, map, protected_ids, summary_tokens, svg, tokens, tree,
 };
 use crate::store::{SessionDir, write_atomic};
@@ -81,7 +81,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     let mut state = stored.clone();
     let current = cx.as_ref().map(|cx| {
         let p = cx.project(&mut state, Turn::default());
-        let zone: HashSet<&str> = protected_ids(&p.view, &state, &config);
+        let zone: IdSet<'_> = protected_ids(&p.view, &state, &config);
         let history = &cx.history;
         Current {
             breakdown: p.recommendation.breakdown,

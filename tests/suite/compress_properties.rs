@@ -1,11 +1,10 @@
 //! No sequence of Compress calls ever yields a view a provider would refuse.
 
-use std::collections::HashMap;
-
 use noa::engine::CompressRange;
 use noa::engine::CompressionState;
 use noa::engine::Config;
 use noa::engine::CoreMessage;
+use noa::engine::IdMap;
 use noa::engine::Sections;
 use noa::engine::{ApplyInput, apply};
 use noa::engine::{TurnInput, project};
@@ -31,8 +30,7 @@ fn range_ends(view: &[CoreMessage], state: &CompressionState) -> Vec<String> {
 /// Runs `calls` random Compress calls against a session, checking every view.
 fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<usize, String> {
     let history = t.cores();
-    let originals: HashMap<&str, &CoreMessage> =
-        history.iter().map(|m| (m.id.as_str(), m)).collect();
+    let originals: IdMap<'_, &CoreMessage> = history.iter().map(|m| (m.id.as_str(), m)).collect();
     let config = Config {
         preserve_recent_messages: 3,
         preserve_recent_tokens: 500,

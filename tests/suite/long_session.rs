@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use noa::engine::CompressRange;
 use noa::engine::CompressionState;
 use noa::engine::Config;
+use noa::engine::IdMap;
 use noa::engine::NUDGE_ID;
 use noa::engine::Sections;
 use noa::engine::drop_unpaired;
@@ -88,7 +89,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
             .into_iter()
             .map(|(start, end)| CompressRange { start, end, summary: "Summary of finished work: files touched, decisions and their reasons, errors seen, what remains open.".into(), topic: String::new(), summary_max_chars: None })
             .collect();
-        let by_id: HashMap<&str, &CoreMessage> =
+        let by_id: IdMap<'_, &CoreMessage> =
             originals.iter().map(|(k, v)| (k.as_str(), v)).collect();
         let call_id = format!("cmp{turns}");
         let out = apply(&ApplyInput {

@@ -6,7 +6,8 @@
 //! here: the caller writes every archive first and the state last, so a block
 //! never exists without its originals on disk.
 
-use std::collections::{HashMap, HashSet};
+use crate::engine::model::identity::{IdMap, IdSet};
+use std::collections::HashSet;
 
 use super::archive::{self, ArchiveInput, Entry};
 use super::boundary::{Resolver, Unresolved};
@@ -31,7 +32,7 @@ pub struct ApplyInput<'a> {
     pub view: &'a [CoreMessage],
     /// Every history message by id, untruncated and untagged: archives are
     /// written from these, never from the view.
-    pub originals: &'a HashMap<&'a str, &'a CoreMessage>,
+    pub originals: &'a IdMap<'a, &'a CoreMessage>,
     /// The state the view was projected with.
     pub state: &'a CompressionState,
     /// Engine settings.
@@ -213,7 +214,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
     }
 
     let zone = if input.replay {
-        HashSet::new()
+        IdSet::default()
     } else {
         zone::protected_ids(view, state, input.config)
     };
@@ -298,7 +299,7 @@ struct Builder<'a> {
     resolver: Resolver<'a>,
     /// The view's exchanges ([`exchange::spans`]).
     exchanges: Vec<(usize, usize)>,
-    zone: &'a HashSet<&'a str>,
+    zone: &'a IdSet<'a>,
     task: Option<&'a str>,
 }
 
@@ -341,7 +342,7 @@ impl<'a> Builder<'a> {
         }
         let block = self.block(s.range, summary, &direct, &fold, next_state);
         let contents = self.archive(s.start, slice, &direct, &fold, &block);
-        let taken: HashSet<&str> = block
+        let taken: IdSet<'_> = block
             .direct_message_ids
             .iter()
             .map(String::as_str)

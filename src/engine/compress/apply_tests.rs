@@ -1,3 +1,4 @@
+use crate::engine::model::identity::IdMap;
 use pretty_assertions::assert_eq;
 
 use super::*;
@@ -53,8 +54,7 @@ fn range(start: &str, end: &str, summary: &str) -> CompressRange {
 }
 
 fn run(f: &Fixture, ranges: &[CompressRange]) -> ApplyOutcome {
-    let originals: HashMap<&str, &CoreMessage> =
-        f.view.iter().map(|m| (m.id.as_str(), m)).collect();
+    let originals: IdMap<'_, &CoreMessage> = f.view.iter().map(|m| (m.id.as_str(), m)).collect();
     apply(&ApplyInput {
         ranges,
         view: &f.view,
@@ -114,7 +114,7 @@ fn archives_hold_the_originals_not_the_view_text() {
     // The view the model saw had the message cut short; the archive must not.
     let originals_view = f.view.clone();
     f.view[1].text = "unique-content [truncated for context space]".into();
-    let originals: HashMap<&str, &CoreMessage> =
+    let originals: IdMap<'_, &CoreMessage> =
         originals_view.iter().map(|m| (m.id.as_str(), m)).collect();
     let ranges = [range("m00002", "m00002", LONG)];
     let out = apply(&ApplyInput {

@@ -1,6 +1,6 @@
 //! Resolving the ends of a requested range against the view the model saw.
 
-use std::collections::HashMap;
+use crate::engine::model::identity::IdMap;
 
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::refs::{Boundary, parse_boundary};
@@ -47,24 +47,24 @@ pub struct Resolved {
 pub struct Resolver<'a> {
     state: &'a CompressionState,
     /// Each view message's index by id (the first, should an id repeat).
-    position: HashMap<&'a str, usize>,
+    position: IdMap<'a, usize>,
     /// Each block by id (the first, should an id repeat).
-    blocks: HashMap<&'a str, &'a Block>,
+    blocks: IdMap<'a, &'a Block>,
     /// For each message an active block stands for, that block (see
     /// [`owners`]).
-    message_owner: HashMap<&'a str, &'a Block>,
+    message_owner: IdMap<'a, &'a Block>,
     /// The same for each block an active block absorbed.
-    block_owner: HashMap<&'a str, &'a Block>,
+    block_owner: IdMap<'a, &'a Block>,
 }
 
 impl<'a> Resolver<'a> {
     /// Indexes `view` and `state`.
     pub fn new(view: &'a [CoreMessage], state: &'a CompressionState) -> Self {
-        let mut position = HashMap::with_capacity(view.len());
+        let mut position = IdMap::with_capacity_and_hasher(view.len(), Default::default());
         for (i, m) in view.iter().enumerate() {
             position.entry(m.id.as_str()).or_insert(i);
         }
-        let mut blocks = HashMap::with_capacity(state.blocks.len());
+        let mut blocks = IdMap::with_capacity_and_hasher(state.blocks.len(), Default::default());
         for b in &state.blocks {
             blocks.entry(b.block_id.as_str()).or_insert(b);
         }
@@ -161,11 +161,7 @@ impl<'a> Resolver<'a> {
 
     /// The owner `owners` names for `id`, with the index of its summary, when
     /// the view shows that summary.
-    fn shown_owner(
-        &self,
-        owners: &HashMap<&'a str, &'a Block>,
-        id: &str,
-    ) -> Option<(&'a Block, usize)> {
+    fn shown_owner(&self, owners: &IdMap<'a, &'a Block>, id: &str) -> Option<(&'a Block, usize)> {
         let o = *owners.get(id)?;
         Some((o, self.position(&summary_id(&o.block_id))?))
     }
@@ -191,8 +187,8 @@ impl<'a> Resolver<'a> {
 fn owners<'a>(
     state: &'a CompressionState,
     ids: impl Fn(&'a Block) -> &'a [String],
-) -> HashMap<&'a str, &'a Block> {
-    let mut out: HashMap<&str, &Block> = HashMap::new();
+) -> IdMap<'a, &'a Block> {
+    let mut out: IdMap<'_, &Block> = IdMap::default();
     for b in state.blocks.iter().filter(|b| b.active) {
         for id in ids(b) {
             let owner = out.entry(id.as_str()).or_insert(b);

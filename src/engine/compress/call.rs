@@ -8,7 +8,7 @@
 //! `noa rebuild` answer calls here, so a rebuilt state keeps the same books
 //! as the live one.
 
-use std::collections::HashMap;
+use crate::engine::model::identity::IdMap;
 
 use super::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};
 use super::panel;
@@ -150,7 +150,7 @@ fn decide(
     {
         return refused_repeat(state);
     }
-    let originals: HashMap<&str, &CoreMessage> =
+    let originals: IdMap<'_, &CoreMessage> =
         input.history.iter().map(|m| (m.id.as_str(), m)).collect();
     apply(&ApplyInput {
         ranges: &parsed.ranges,

@@ -4,7 +4,7 @@
 //! the model asked for: a ledger built from the request would drift from
 //! what happened. The panel is kept short, since it sits in the view.
 
-use std::collections::{HashMap, HashSet};
+use crate::engine::model::identity::{IdMap, IdSet};
 use std::fmt::Write;
 
 use serde::Serialize;
@@ -42,11 +42,11 @@ pub fn summary_tokens(block: &Block, count: &dyn Fn(&str) -> usize) -> usize {
 /// history rather than one per block.
 pub struct Ledger<'a> {
     /// Every block by id (the first, should an id repeat).
-    blocks: HashMap<&'a str, &'a Block>,
+    blocks: IdMap<'a, &'a Block>,
     /// Each history message by id (the first, should an id repeat).
-    originals: HashMap<&'a str, &'a CoreMessage>,
+    originals: IdMap<'a, &'a CoreMessage>,
     /// The ids the view shows.
-    shown: HashSet<&'a str>,
+    shown: IdSet<'a>,
     count: &'a dyn Fn(&str) -> usize,
 }
 
@@ -63,11 +63,11 @@ impl<'a> Ledger<'a> {
         view: &'a [CoreMessage],
         count: &'a dyn Fn(&str) -> usize,
     ) -> Self {
-        let mut by_id = HashMap::with_capacity(blocks.len());
+        let mut by_id = IdMap::with_capacity_and_hasher(blocks.len(), Default::default());
         for b in blocks {
             by_id.entry(b.block_id.as_str()).or_insert(b);
         }
-        let mut originals = HashMap::with_capacity(history.len());
+        let mut originals = IdMap::with_capacity_and_hasher(history.len(), Default::default());
         for m in history {
             originals.entry(m.id.as_str()).or_insert(m);
         }
@@ -99,7 +99,7 @@ impl<'a> Ledger<'a> {
     /// after, so the figure does not change when the block is folded into a
     /// higher tier.
     pub fn reclaimed(&self, block: &Block) -> Reclaimed {
-        let mut counted: HashSet<&str> = HashSet::new();
+        let mut counted: IdSet<'_> = IdSet::default();
         let messages: usize = block
             .direct_message_ids
             .iter()

@@ -7,6 +7,7 @@
 //! it made live comes back, with its errors kept as warnings. That is what
 //! the live run applied, partial successes included.
 
+use crate::engine::model::identity::{IdMap, IdSet};
 use std::collections::{HashMap, HashSet};
 
 use super::apply::{ApplyInput, ApplyOutcome, ArchiveFile, apply};
@@ -41,7 +42,7 @@ pub struct RecordedCall {
 
 /// Every Compress call in the history, in order, with its recorded result.
 pub fn recorded_calls(history: &[CoreMessage]) -> Vec<RecordedCall> {
-    let results: HashMap<&str, &str> = history
+    let results: IdMap<'_, &str> = history
         .iter()
         .filter(|m| m.content_type == ContentType::ToolResult && m.tool_name == COMPRESS_TOOL)
         .map(|m| (m.tool_call_id.as_str(), m.text.as_str()))
@@ -202,7 +203,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     );
     state.message_refs = scratch.message_refs;
     state.token_snapshot = scratch.token_snapshot;
-    let active: HashSet<&str> = scratch
+    let active: IdSet<'_> = scratch
         .blocks
         .iter()
         .filter(|b| b.active)
@@ -268,7 +269,7 @@ fn replay_recorded(
     if let Some(first) = made.first() {
         state.next_block_id = state.next_block_id.max(first.number);
     }
-    let originals: HashMap<&str, &CoreMessage> =
+    let originals: IdMap<'_, &CoreMessage> =
         at.history.iter().map(|m| (m.id.as_str(), m)).collect();
     let run = |ranges: &[CompressRange], replay: bool| {
         apply(&ApplyInput {
@@ -421,8 +422,8 @@ fn replay_ranges(
 ) -> Vec<CompressRange> {
     // Blocks by id, and the first active block covering each message: one
     // pass over the blocks, however many ends look them up.
-    let mut by_id: HashMap<&str, &Block> = HashMap::new();
-    let mut cover: HashMap<&str, &Block> = HashMap::new();
+    let mut by_id: IdMap<'_, &Block> = IdMap::default();
+    let mut cover: IdMap<'_, &Block> = IdMap::default();
     for b in &state.blocks {
         by_id.entry(b.block_id.as_str()).or_insert(b);
         if b.active {

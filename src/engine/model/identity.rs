@@ -4,7 +4,8 @@
 //! whenever something is pruned or inserted. A hash of what the block says
 //! stays put, so the ref map keyed by it survives every rewrite of the view.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use sha2::{Digest, Sha256};
 
@@ -12,6 +13,43 @@ use super::message::{ContentType, CoreMessage, Role};
 use super::tag;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Hashes ids for the engine's sets and maps. A turn looks every message's
+/// id up in several sets; ids are content hashes (and call ids a host
+/// made), so one multiply-rotate per eight bytes spreads them well, where
+/// the standard SipHash costs several times as much. No defence against
+/// keys chosen to collide: the worst a crafted transcript can do is slow
+/// its own turn.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word))
+                .wrapping_mul(0x517C_C1B7_2722_0A95);
+        }
+    }
+
+    fn write_u8(&mut self, b: u8) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517C_C1B7_2722_0A95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The hasher the engine's id sets and maps are built with.
+pub type IdHash = BuildHasherDefault<IdHasher>;
+
+/// A set of ids (or call ids) borrowed from messages or the state.
+pub type IdSet<'a> = HashSet<&'a str, IdHash>;
+
+/// A map keyed by ids borrowed from messages or the state.
+pub type IdMap<'a, V> = HashMap<&'a str, V, IdHash>;
 
 /// `h_` + the first 16 hex digits of sha256 over the block's role, content
 /// type, call id, tool name and text. `text` must already be tag-stripped:

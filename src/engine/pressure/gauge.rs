@@ -11,7 +11,7 @@
 //! estimator. Claude Code decides its own compaction the same way: the last
 //! response's usage plus a rough count of what came after it.
 
-use std::collections::HashSet;
+use crate::engine::model::identity::IdSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -200,7 +200,7 @@ fn recorded_ratio(input: &GaugeInput) -> Option<f64> {
 /// cuts made since then took out of that part.
 fn estimate_then(input: &GaugeInput, at: usize) -> usize {
     let later = &input.history[at..];
-    let after: HashSet<&str> = later.iter().map(|m| m.id.as_str()).collect();
+    let after: IdSet<'_> = later.iter().map(|m| m.id.as_str()).collect();
     let split = input
         .view
         .iter()
@@ -221,12 +221,12 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
     // call being applied now (not in the history yet), over messages that
     // request held.
     let earlier = &input.history[..at];
-    let earlier_calls: HashSet<&str> = earlier
+    let earlier_calls: IdSet<'_> = earlier
         .iter()
         .filter(|m| m.is_compress_call())
         .map(|m| m.tool_call_id.as_str())
         .collect();
-    let earlier_ids: HashSet<&str> = earlier.iter().map(|m| m.id.as_str()).collect();
+    let earlier_ids: IdSet<'_> = earlier.iter().map(|m| m.id.as_str()).collect();
     let reclaimed: usize = input
         .state
         .blocks

@@ -1,7 +1,7 @@
 //! The recommendation: what may be compressed now, what may not and why,
 //! and how much each tier would reclaim.
 
-use std::collections::HashSet;
+use crate::engine::model::identity::IdSet;
 
 use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeInfo};
 use super::zone;
@@ -264,7 +264,7 @@ fn extend_protected(
 /// Buckets the view's tokens: instructions, tool traffic, summaries, code, text.
 pub fn breakdown(view: &[CoreMessage], cfg: &Config) -> Breakdown {
     let mut b = Breakdown::default();
-    let skip: HashSet<&str> = ["noa_nudge"].into();
+    let skip: IdSet<'_> = ["noa_nudge"].into_iter().collect();
     for m in view.iter().filter(|m| !skip.contains(m.id.as_str())) {
         let t = cfg.tokens(m);
         if is_rendered_summary(m) || block_of_summary(&m.id).is_some() {

@@ -5,7 +5,7 @@
 //! by what it holds, so a history of large tool outputs cannot pull the
 //! whole session into it.
 
-use std::collections::HashSet;
+use crate::engine::model::identity::IdSet;
 
 use crate::engine::model::config::Config;
 use crate::engine::model::exchange;
@@ -28,11 +28,11 @@ pub fn protected_ids<'a>(
     view: &'a [CoreMessage],
     state: &CompressionState,
     cfg: &Config,
-) -> HashSet<&'a str> {
+) -> IdSet<'a> {
     let spans = exchange::spans(view);
     let cap = (cfg.context_limit as f64 * cfg.recent_zone_share) as usize;
     let addressable = |m: &CoreMessage| state.message_refs.usable(&m.id).is_some();
-    let mut out: HashSet<&str> = HashSet::new();
+    let mut out: IdSet<'_> = IdSet::default();
     let (mut messages, mut spent) = (0, 0);
     let mut end = view.len();
     while end > 0 {

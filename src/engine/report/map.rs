@@ -9,7 +9,8 @@
 //! window beneath it. Everything here is pure: the CLI computes the view and
 //! the zone, and writes the result.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::engine::model::identity::{IdMap, IdSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -110,7 +111,7 @@ fn reference(state: &CompressionState, id: &str) -> String {
 
 /// The class of a message that is in the view: truncated before protected
 /// before its kind.
-fn visible_class(m: &CoreMessage, state: &CompressionState, zone: &HashSet<&str>) -> Class {
+fn visible_class(m: &CoreMessage, state: &CompressionState, zone: &IdSet<'_>) -> Class {
     if state.host.truncated.contains(&m.id)
         || (m.content_type == ContentType::ToolResult && m.text.contains(MARKER))
     {
@@ -130,10 +131,10 @@ pub fn history_segments(
     history: &[CoreMessage],
     view: &[CoreMessage],
     state: &CompressionState,
-    zone: &HashSet<&str>,
+    zone: &IdSet<'_>,
 ) -> Vec<Segment> {
-    let shown: HashMap<&str, &CoreMessage> = view.iter().map(|m| (m.id.as_str(), m)).collect();
-    let mut cover: HashMap<&str, &Block> = HashMap::new();
+    let shown: IdMap<'_, &CoreMessage> = view.iter().map(|m| (m.id.as_str(), m)).collect();
+    let mut cover: IdMap<'_, &Block> = IdMap::default();
     for b in state.blocks.iter().filter(|b| b.active) {
         for id in &b.effective_message_ids {
             cover.entry(id.as_str()).or_insert(b);
@@ -157,9 +158,9 @@ pub fn history_segments(
 pub fn view_segments(
     view: &[CoreMessage],
     state: &CompressionState,
-    zone: &HashSet<&str>,
+    zone: &IdSet<'_>,
 ) -> Vec<Segment> {
-    let mut blocks: HashMap<&str, &Block> = HashMap::new();
+    let mut blocks: IdMap<'_, &Block> = IdMap::default();
     for b in &state.blocks {
         blocks.entry(b.block_id.as_str()).or_insert(b);
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::model::identity::IdSet;
 use crate::engine::report::tree::*;
 use crate::engine::test_support::{block, call, result, say, user};
 
@@ -50,7 +51,7 @@ pub(crate) fn fixture() -> (Vec<CoreMessage>, Vec<CoreMessage>, CompressionState
 #[test]
 fn history_marks_covered_visible_and_protected() {
     let (history, view, st) = fixture();
-    let zone: HashSet<&str> = ["u2", "a3"].into();
+    let zone: IdSet<'_> = ["u2", "a3"].into_iter().collect();
     let segs = history_segments(&history, &view, &st, &zone);
     let classes: Vec<Class> = segs.iter().map(|s| s.class).collect();
     assert_eq!(
@@ -72,7 +73,7 @@ fn history_marks_covered_visible_and_protected() {
 #[test]
 fn covered_runs_carry_their_block_and_refs() {
     let (history, view, st) = fixture();
-    let segs = history_segments(&history, &view, &st, &HashSet::new());
+    let segs = history_segments(&history, &view, &st, &IdSet::default());
     let rs = runs(&segs);
     let b = rs.iter().find(|r| r.class == Class::Block).unwrap();
     assert_eq!(
@@ -90,7 +91,7 @@ fn covered_runs_carry_their_block_and_refs() {
 fn a_message_neither_shown_nor_covered_is_hidden() {
     let (history, mut view, st) = fixture();
     view.retain(|m| m.id != "a2");
-    let segs = history_segments(&history, &view, &st, &HashSet::new());
+    let segs = history_segments(&history, &view, &st, &IdSet::default());
     assert_eq!(segs[4].class, Class::Hidden);
 }
 
@@ -105,7 +106,7 @@ fn view_summaries_take_their_block_tier_and_the_nudge_is_left_out() {
         crate::engine::model::summary::render_summary(&b),
         CoreMessage::text(NUDGE_ID, Role::User, "compress"),
     ];
-    let segs = view_segments(&view, &st, &HashSet::new());
+    let segs = view_segments(&view, &st, &IdSet::default());
     assert_eq!(segs.len(), 2);
     assert_eq!(
         (segs[1].class, segs[1].tier, segs[1].block.as_str()),
@@ -118,7 +119,7 @@ fn truncated_results_are_marked() {
     let mut st = CompressionState::new("s");
     st.host.truncated.insert("r".into());
     let view = vec![result("r", "t", "Bash")];
-    let segs = view_segments(&view, &st, &["r"].into());
+    let segs = view_segments(&view, &st, &["r"].into_iter().collect());
     assert_eq!(segs[0].class, Class::Truncated);
 }
 

@@ -2,7 +2,8 @@
 //! history message by message, each as wide as its tokens and coloured by
 //! what became of it, with the view measured against the window beneath.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::engine::model::identity::IdMap;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::engine::compress::panel::Reclaimed;
@@ -173,7 +174,7 @@ fn span_text(first: &str, last: &str) -> String {
 }
 
 /// What a run is, for its tooltip; `blocks` by id.
-fn describe(run: &[Piece], segments: &[Segment], blocks: &HashMap<&str, &Block>) -> String {
+fn describe(run: &[Piece], segments: &[Segment], blocks: &IdMap<'_, &Block>) -> String {
     let segs: Vec<&Segment> = {
         let mut v: Vec<usize> = run.iter().map(|p| p.segment).collect();
         v.dedup();
@@ -393,11 +394,11 @@ fn draw_history_row(
     let runs = group(pieces, segments);
     // Looked up for every run, so indexed once: blocks by id, and how many
     // messages each covers.
-    let mut blocks: HashMap<&str, &Block> = HashMap::new();
+    let mut blocks: IdMap<'_, &Block> = IdMap::default();
     for b in input.blocks {
         blocks.entry(b.block_id.as_str()).or_insert(b);
     }
-    let mut covers: HashMap<&str, usize> = HashMap::new();
+    let mut covers: IdMap<'_, usize> = IdMap::default();
     for s in segments {
         *covers.entry(s.block.as_str()).or_default() += 1;
     }

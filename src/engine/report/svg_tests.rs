@@ -1,4 +1,4 @@
-use std::collections::HashSet;
+use crate::engine::model::identity::IdSet;
 
 use super::*;
 use crate::engine::compress::panel::{self, Ledger, PanelInput, reclaimed_by_call, summary_tokens};
@@ -67,7 +67,7 @@ fn entities_ok(text: &str) -> bool {
 fn sample_svg() -> String {
     let (history, view, mut st) = fixture();
     st.blocks[0].topic = "reading <config> & \"setup\"".into();
-    let zone: HashSet<&str> = ["u2", "a3"].into();
+    let zone: IdSet<'_> = ["u2", "a3"].into_iter().collect();
     let h = history_segments(&history, &view, &st, &zone);
     let v = view_segments(&view, &st, &zone);
     let reclaimed = reclaimed_by_block(&history, &view, &st.blocks, &tokens::estimate);
@@ -188,7 +188,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     );
     let by_block = reclaimed_by_block(&history, &view, &st.blocks, &count);
     assert_eq!(by_block["b1"], r);
-    let segs = history_segments(&history, &view, &st, &HashSet::new());
+    let segs = history_segments(&history, &view, &st, &IdSet::default());
     let covered = segs.iter().find(|s| s.block == "b1").unwrap();
     assert_eq!(
         block_label(covered, 3, &by_block, 1000.0).as_deref(),
@@ -197,7 +197,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     let drawn = svg(&SvgInput {
         session: "s",
         history: &segs,
-        view: &view_segments(&view, &st, &HashSet::new()),
+        view: &view_segments(&view, &st, &IdSet::default()),
         measured: 100,
         limit: 1000,
         blocks: &st.blocks,

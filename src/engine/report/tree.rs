@@ -1,6 +1,6 @@
 //! The tier tree: which blocks absorbed which, for `noa inspect`.
 
-use std::collections::{HashMap, HashSet};
+use crate::engine::model::identity::{IdMap, IdSet};
 
 use serde::Serialize;
 
@@ -36,8 +36,8 @@ fn start_index(b: &Block) -> u32 {
 /// beneath it. Every block is listed exactly once, even in a state whose
 /// blocks name each other.
 pub fn tier_tree(blocks: &[Block]) -> Vec<TreeNode> {
-    let by_id: HashMap<&str, &Block> = blocks.iter().map(|b| (b.block_id.as_str(), b)).collect();
-    let absorbed: HashSet<&str> = blocks
+    let by_id: IdMap<'_, &Block> = blocks.iter().map(|b| (b.block_id.as_str(), b)).collect();
+    let absorbed: IdSet<'_> = blocks
         .iter()
         .flat_map(|b| b.direct_block_ids.iter().map(String::as_str))
         .filter(|id| by_id.contains_key(id))
@@ -47,7 +47,7 @@ pub fn tier_tree(blocks: &[Block]) -> Vec<TreeNode> {
         .filter(|b| !absorbed.contains(b.block_id.as_str()))
         .collect();
     roots.sort_by_key(|b| start_index(b));
-    let mut seen: HashSet<&str> = HashSet::new();
+    let mut seen: IdSet<'_> = IdSet::default();
     let mut out: Vec<TreeNode> = roots
         .into_iter()
         .filter_map(|b| node(b, &by_id, &mut seen))
@@ -59,11 +59,7 @@ pub fn tier_tree(blocks: &[Block]) -> Vec<TreeNode> {
     out
 }
 
-fn node<'a>(
-    b: &'a Block,
-    by_id: &HashMap<&str, &'a Block>,
-    seen: &mut HashSet<&'a str>,
-) -> Option<TreeNode> {
+fn node<'a>(b: &'a Block, by_id: &IdMap<'_, &'a Block>, seen: &mut IdSet<'a>) -> Option<TreeNode> {
     if !seen.insert(b.block_id.as_str()) {
         return None;
     }

@@ -7,7 +7,8 @@
 //! model sees what to correct), and long summaries inside a kept call are
 //! cut to a stub. The transcript keeps every call for `rebuild`.
 
-use std::collections::{HashMap, HashSet};
+use crate::engine::model::identity::{IdMap, IdSet};
+use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -27,12 +28,12 @@ pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> 
     if calls.is_empty() {
         return view;
     }
-    let block_of: HashMap<&str, bool> = state
+    let block_of: IdMap<'_, bool> = state
         .blocks
         .iter()
         .filter(|b| !b.compress_call_id.is_empty())
         .map(|b| (b.compress_call_id.as_str(), b.active))
-        .fold(HashMap::new(), |mut acc, (id, active)| {
+        .fold(IdMap::default(), |mut acc, (id, active)| {
             *acc.entry(id).or_insert(false) |= active;
             acc
         });
@@ -52,7 +53,7 @@ pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> 
         .map(|(_, c)| c.tool_call_id.clone())
         .collect::<Vec<_>>();
     keep.extend(failed_after.iter().rev().take(KEEP_FAILED).cloned());
-    let hidden: HashSet<&str> = calls
+    let hidden: IdSet<'_> = calls
         .iter()
         .map(|c| c.tool_call_id.as_str())
         .filter(|id| !keep.contains(*id))

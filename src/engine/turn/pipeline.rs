@@ -9,7 +9,7 @@
 //! figures frozen in the state; and last the nudge decision is taken and, if
 //! it says so, the nudge is appended as the final user message.
 
-use std::collections::HashSet;
+use crate::engine::model::identity::IdSet;
 
 use super::host;
 use super::truncate::{self, Truncation};
@@ -331,7 +331,7 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
     });
     sync::sync_blocks(&mut state, history);
     let pruned = prune::prune(history, &state);
-    let calls: HashSet<&str> = pruned
+    let calls: IdSet<'_> = pruned
         .iter()
         .filter(|m| m.is_compress_call())
         .map(|m| m.tool_call_id.as_str())

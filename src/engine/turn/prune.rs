@@ -1,7 +1,8 @@
 //! Prune: covered messages leave the view and their blocks' summaries take
 //! their place.
 
-use std::collections::{HashMap, HashSet};
+use crate::engine::model::identity::{IdMap, IdSet};
+use std::collections::HashSet;
 
 use super::sync::covered_ids;
 use crate::engine::model::exchange;
@@ -18,7 +19,7 @@ use crate::engine::model::summary::render_summary;
 /// summary goes where its earliest covered message was, moved forward to the
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
-    let mut covered: HashSet<&str> = covered_ids(state);
+    let mut covered: IdSet<'_> = covered_ids(state);
     if covered.is_empty() {
         return view.to_vec();
     }
@@ -30,7 +31,7 @@ pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage>
 
     // Where each removed message would have been in the kept list.
     let mut kept: Vec<CoreMessage> = Vec::with_capacity(view.len());
-    let mut anchor_of: HashMap<&str, usize> = HashMap::new();
+    let mut anchor_of: IdMap<'_, usize> = IdMap::default();
     for m in view {
         if covered.contains(m.id.as_str()) {
             anchor_of.entry(m.id.as_str()).or_insert(kept.len());
@@ -78,7 +79,7 @@ fn block_number(id: &str) -> u64 {
 }
 
 /// Uncovers reasoning in an assistant run whose text or tool call stays visible.
-fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut HashSet<&'a str>) {
+fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut IdSet<'a>) {
     let spans = exchange::spans(view);
     let mut i = 0;
     while i < view.len() {
@@ -104,8 +105,8 @@ fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut 
 /// A Compress call and its result are shown together or not at all. The
 /// halves are grouped by call id in one pass, so a log of many Compress
 /// calls costs each call its own halves.
-fn keep_compress_pairs_whole<'a>(view: &'a [CoreMessage], covered: &mut HashSet<&'a str>) {
-    let mut halves: HashMap<&str, Vec<&CoreMessage>> = HashMap::new();
+fn keep_compress_pairs_whole<'a>(view: &'a [CoreMessage], covered: &mut IdSet<'a>) {
+    let mut halves: IdMap<'_, Vec<&CoreMessage>> = IdMap::default();
     for m in view
         .iter()
         .filter(|m| m.tool_name == COMPRESS_TOOL && !m.tool_call_id.is_empty())

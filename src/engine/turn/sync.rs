@@ -1,5 +1,6 @@
 //! Which blocks are live in this view.
 
+use crate::engine::model::identity::IdSet;
 use std::collections::HashSet;
 
 use crate::engine::model::message::CoreMessage;
@@ -10,7 +11,7 @@ use crate::engine::model::state::CompressionState;
 /// the history (so a block can come back to life). Token figures of refs no
 /// longer in the history are dropped.
 pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
-    let present: HashSet<&str> = history.iter().map(|m| m.id.as_str()).collect();
+    let present: IdSet<'_> = history.iter().map(|m| m.id.as_str()).collect();
     let absorbed: HashSet<String> = state
         .blocks
         .iter()
@@ -30,7 +31,7 @@ pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
 }
 
 /// Every message id an active block stands for.
-pub fn covered_ids(state: &CompressionState) -> HashSet<&str> {
+pub fn covered_ids(state: &CompressionState) -> IdSet<'_> {
     state
         .blocks
         .iter()

@@ -7,6 +7,7 @@
 //! a log, a result whose call was never written) is left out of the view; the
 //! transcript itself keeps it.
 
+use crate::engine::model::identity::IdSet;
 use std::collections::HashSet;
 
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
@@ -52,7 +53,7 @@ fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
         while i < messages.len() && messages[i].role != Role::Assistant {
             i += 1;
         }
-        let calls: HashSet<&str> = messages[turn_start..answers_start]
+        let calls: IdSet<'_> = messages[turn_start..answers_start]
             .iter()
             .filter(|m| m.content_type == ContentType::ToolCall)
             .map(|m| m.tool_call_id.as_str())
