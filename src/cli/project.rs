@@ -52,7 +52,11 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     }
     if !args.dry_run {
         session.save(&state)?;
-        cx.save_read_cache(&state, &p.view)?;
+        // The cache only saves work: a turn that cannot leave one still
+        // goes out, and the next reads whatever cache it finds with care.
+        if let Err(e) = cx.save_read_cache(&state, &p.view) {
+            warnings.push(format!("the read cache was not saved: {e}"));
+        }
     }
     emit(args.output.as_ref(), &bytes)?;
 

@@ -512,7 +512,7 @@ impl ReadCache {
 
 impl SessionDir {
     /// Where the session's read cache lives.
-    pub fn read_cache_path(&self) -> PathBuf {
+    fn read_cache_path(&self) -> PathBuf {
         self.dir.join(FILE)
     }
 
@@ -531,11 +531,6 @@ impl SessionDir {
             let _ = std::fs::remove_file(&tmp);
             StoreError::Io { path, source }
         })
-    }
-
-    /// Removes the read cache, so the next turn reads the transcript whole.
-    pub fn drop_read_cache(&self) {
-        let _ = std::fs::remove_file(self.read_cache_path());
     }
 }
 

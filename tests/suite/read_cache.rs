@@ -322,6 +322,24 @@ fn a_cache_from_another_version_or_damaged_is_not_used() {
 }
 
 #[test]
+fn a_cache_that_cannot_be_written_costs_a_warning_not_the_turn() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    let messages = synth::chat_session(16, 20);
+    fs::write(dir.join("t.jsonl"), synth::jsonl(&messages)).unwrap();
+    turn(dir, Shape::Chat, "first");
+    // A directory where the cache goes: the rename over it fails.
+    let cache = dir.join("st/t/read-cache.bin");
+    fs::remove_file(&cache).unwrap();
+    fs::create_dir_all(cache.join("in-the-way")).unwrap();
+    let out = noa(dir, &["project", "t.jsonl", "--state-dir", "st", "-v"]);
+    assert!(out.status.success());
+    assert!(!out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the read cache was not saved"));
+    assert_eq!(project(dir, "st", Shape::Chat).report["read"], "whole");
+}
+
+#[test]
 fn a_dry_run_reads_from_the_cache_but_leaves_it_alone() {
     let tmp = TempDir::new();
     let dir = tmp.path();
