@@ -61,6 +61,7 @@ impl CliError {
             CliError::Read(_) | CliError::Usage(_) => Exit::BadInput,
             CliError::Store(
                 StoreError::Corrupt { .. }
+                | StoreError::RefsLog { .. }
                 | StoreError::Version { .. }
                 | StoreError::Link { .. }
                 | StoreError::Outside { .. },

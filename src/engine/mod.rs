@@ -38,7 +38,9 @@ pub use model::lineage;
 pub use model::message::COMPRESS_TOOL;
 pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};
 pub use model::refs::NUDGE_ID;
-pub use model::state::{AppliedCall, Block, CompressionState, HostState, STATE_VERSION};
+pub use model::state::{
+    AppliedCall, Block, CompressionState, HostState, MessageRefs, STATE_VERSION,
+};
 pub use model::tokenizer::Tokenizer;
 pub use model::tokens;
 

@@ -1,14 +1,18 @@
 //! state.json: reading it strictly, writing it atomically.
 
+use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::fs;
-use std::io;
+use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use miette::Diagnostic;
 use thiserror::Error;
 
+use serde::{Deserialize, Serialize};
+
 use super::atomic::write_atomic;
-use crate::engine::{CompressionState, STATE_VERSION};
+use crate::engine::{CompressionState, MessageRefs, STATE_VERSION};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, Error, Diagnostic)]
@@ -29,6 +33,20 @@ pub enum StoreError {
         /// 1-based column.
         column: usize,
         /// What serde found.
+        what: String,
+    },
+    /// refs.log does not hold the refs state.json stands on.
+    #[error("{path}: the ref log is {what}")]
+    #[diagnostic(
+        code(noa::corrupt_refs),
+        help(
+            "noa left the files as they are. Move state.json and refs.log aside and run `noa rebuild TRANSCRIPT` to recover the state from the transcript"
+        )
+    )]
+    RefsLog {
+        /// The log.
+        path: PathBuf,
+        /// What is wrong with it.
         what: String,
     },
     /// state.json was written by a newer noa.
@@ -99,7 +117,49 @@ pub struct SessionDir {
     pub dir: PathBuf,
     /// The session id (the directory's name).
     pub session: String,
+    /// The refs log as this process last read or wrote it, so a save
+    /// appends what is new instead of writing every ref again.
+    logged: Cell<Option<RefsLog>>,
 }
+
+/// How much of refs.log a state.json stands on: the log is append-only,
+/// one `ref id` line per numbered ref in ref order, and a state counts only
+/// the bytes it names (what a crashed save appended after them is not its).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct RefsLog {
+    /// Bytes of the log that belong to the state.
+    bytes: u64,
+    /// Refs in those bytes.
+    count: usize,
+    /// The number of the last of them (0 for none).
+    last: u32,
+}
+
+/// The refs after the first `log.count`, when those are the logged ones
+/// (the last of them numbered `log.last`): refs are only ever added, each
+/// numbered after every earlier one.
+fn newer_than(
+    refs: &MessageRefs,
+    log: RefsLog,
+) -> Option<impl Iterator<Item = (&String, &String)>> {
+    let mut all = refs.by_ref.iter();
+    if log.count > 0 {
+        let (last, _) = all.nth(log.count - 1)?;
+        if ref_number(last) != log.last {
+            return None;
+        }
+    }
+    Some(all)
+}
+
+/// `m00042` → 42; 0 for anything else.
+fn ref_number(r: &str) -> u32 {
+    r.strip_prefix('m')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+const REFS_LOG: &str = "refs.log";
 
 impl SessionDir {
     /// The directory for `session` under `base`.
@@ -107,6 +167,7 @@ impl SessionDir {
         SessionDir {
             dir: base.join(session),
             session: session.to_string(),
+            logged: Cell::new(None),
         }
     }
 
@@ -116,6 +177,7 @@ impl SessionDir {
         SessionDir {
             dir: base.join(parent).join("subagents").join(agent),
             session: agent.to_string(),
+            logged: Cell::new(None),
         }
     }
 
@@ -156,32 +218,140 @@ impl SessionDir {
             .get("version")
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0);
-        if found != u64::from(STATE_VERSION) {
+        // Version 1 kept the ref map inline; it reads as it was, and the
+        // next save moves the map to the log.
+        if found != u64::from(STATE_VERSION) && found != 1 {
             return Err(StoreError::Version {
                 path,
                 found,
                 supported: STATE_VERSION,
             });
         }
-        match serde_json::from_value(value) {
-            Ok(state) => Ok(Some(state)),
+        let log = value
+            .get("refsLog")
+            .map(|v| serde_json::from_value::<RefsLog>(v.clone()))
+            .transpose()
+            .map_err(corrupt)?;
+        let mut state: CompressionState = match serde_json::from_value(value) {
+            Ok(state) => state,
             // A value carries no positions: parse the text again, only on
             // this path, so the error names its line and column.
-            Err(e) => Err(corrupt(
-                serde_json::from_str::<CompressionState>(&text)
-                    .err()
-                    .unwrap_or(e),
-            )),
+            Err(e) => {
+                return Err(corrupt(
+                    serde_json::from_str::<CompressionState>(&text)
+                        .err()
+                        .unwrap_or(e),
+                ));
+            }
+        };
+        state.version = STATE_VERSION;
+        if let Some(log) = log {
+            self.read_refs_log(&mut state.message_refs, log)?;
         }
+        self.logged.set(log);
+        Ok(Some(state))
     }
 
-    /// Writes state.json atomically.
+    /// Fills the ref map from the first bytes of refs.log the state names.
+    fn read_refs_log(&self, refs: &mut MessageRefs, log: RefsLog) -> Result<(), StoreError> {
+        let path = self.dir.join(REFS_LOG);
+        let damaged = |what: &str| StoreError::RefsLog {
+            path: path.clone(),
+            what: what.to_string(),
+        };
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(damaged("missing")),
+            Err(e) => return Err(StoreError::io(&path, e)),
+        };
+        let Some(mine) = usize::try_from(log.bytes).ok().and_then(|n| bytes.get(..n)) else {
+            return Err(damaged("shorter than state.json says"));
+        };
+        let text = std::str::from_utf8(mine).map_err(|_| damaged("not UTF-8"))?;
+        let mut count = 0;
+        let mut last = 0;
+        for line in text.lines() {
+            let Some((r, id)) = line.split_once(' ') else {
+                return Err(damaged("a line is not `ref id`"));
+            };
+            refs.by_raw
+                .entry(id.to_string())
+                .or_insert_with(|| r.to_string());
+            refs.by_ref.insert(r.to_string(), id.to_string());
+            count += 1;
+            last = ref_number(r);
+        }
+        if count != log.count || last != log.last {
+            return Err(damaged("not the log state.json was saved with"));
+        }
+        Ok(())
+    }
+
+    /// Writes the state: new refs appended to refs.log, then state.json
+    /// atomically with everything else and how much of the log it stands
+    /// on. A turn writes the refs it handed out, not the whole map again.
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
         let path = self.state_path();
+        let log = self.write_refs_log(&state.message_refs)?;
+        // What the log holds is left out of state.json; what it cannot say
+        // (hard-protected messages, known but unnumbered) stays inline.
+        let refs = &state.message_refs;
+        let inline: BTreeMap<&String, &String> = refs
+            .by_raw
+            .iter()
+            .filter(|(id, r)| refs.by_ref.get(*r) != Some(*id))
+            .collect();
+        let mut value = serde_json::to_value(state).map_err(|e| StoreError::io(&path, e.into()))?;
+        value["messageRefs"] = serde_json::json!({ "byRaw": inline, "byRef": {} });
+        value["refsLog"] =
+            serde_json::to_value(log).map_err(|e| StoreError::io(&path, e.into()))?;
         let mut bytes =
-            serde_json::to_vec_pretty(state).map_err(|e| StoreError::io(&path, e.into()))?;
+            serde_json::to_vec_pretty(&value).map_err(|e| StoreError::io(&path, e.into()))?;
         bytes.push(b'\n');
-        self.write("state.json", &bytes).map(|_| ())
+        self.write("state.json", &bytes)?;
+        self.logged.set(Some(log));
+        Ok(())
+    }
+
+    /// Brings refs.log up to `refs`: the refs newer than what the state on
+    /// disk stands on are appended (the session is locked, and this process
+    /// read that log when it loaded the state); when this process knows
+    /// nothing of the log, or the map is not that log plus newer refs, the
+    /// whole log is written afresh.
+    fn write_refs_log(&self, refs: &MessageRefs) -> Result<RefsLog, StoreError> {
+        let path = self.dir.join(REFS_LOG);
+        let line = |(r, id): (&String, &String)| format!("{r} {id}\n");
+        let last = refs.by_ref.keys().next_back().map_or(0, |r| ref_number(r));
+        if let Some(log) = self.logged.get()
+            && let Some(new) = newer_than(refs, log)
+            && fs::metadata(&path).is_ok_and(|m| m.len() >= log.bytes)
+        {
+            let new: String = new.map(line).collect();
+            // Bytes a crashed save appended after the state's are not the
+            // state's: they are cut before appending.
+            fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|mut f| {
+                    f.set_len(log.bytes)?;
+                    f.seek(io::SeekFrom::End(0))?;
+                    f.write_all(new.as_bytes())?;
+                    f.sync_data()
+                })
+                .map_err(|e| StoreError::io(&path, e))?;
+            return Ok(RefsLog {
+                bytes: log.bytes + new.len() as u64,
+                count: refs.by_ref.len(),
+                last,
+            });
+        }
+        let all: String = refs.by_ref.iter().map(line).collect();
+        self.write(REFS_LOG, all.as_bytes())?;
+        Ok(RefsLog {
+            bytes: all.len() as u64,
+            count: refs.by_ref.len(),
+            last,
+        })
     }
 
     /// Writes `rel` (e.g. `tier1/b1_m00002-m00005.md`) under the session
@@ -332,14 +502,104 @@ mod tests {
         fs::remove_dir_all(&base).unwrap();
     }
 
+    fn with_refs(n: u32) -> CompressionState {
+        let mut st = CompressionState::new("sess");
+        for i in 1..=n {
+            let (r, id) = (format!("m{i:05}"), format!("h_{i:016x}"));
+            st.message_refs.by_raw.insert(id.clone(), r.clone());
+            st.message_refs.by_ref.insert(r, id);
+        }
+        st.message_refs
+            .by_raw
+            .insert("h_compress".into(), "BLOCKED".into());
+        st
+    }
+
+    #[test]
+    fn refs_are_appended_not_rewritten() {
+        let base = temp("refslog");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        s.save(&with_refs(3)).unwrap();
+        let log = s.dir.join(REFS_LOG);
+        let first = fs::read(&log).unwrap();
+        // A later turn, in another process: it loads, hands out two refs, saves.
+        let s = SessionDir::new(&base, "sess");
+        let mut st = s.load().unwrap().unwrap();
+        assert_eq!(st, with_refs(3));
+        st = with_refs(5);
+        s.save(&st).unwrap();
+        let second = fs::read(&log).unwrap();
+        assert!(second.starts_with(&first));
+        assert_eq!(
+            second.len() - first.len(),
+            "m00004 h_0000000000000004\n".len() * 2
+        );
+        // state.json holds only what the log cannot say.
+        let json = fs::read_to_string(s.state_path()).unwrap();
+        assert!(json.contains("h_compress") && !json.contains("h_0000000000000004"));
+        assert_eq!(SessionDir::new(&base, "sess").load().unwrap().unwrap(), st);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn what_a_crashed_save_appended_is_not_the_state() {
+        let base = temp("refscrash");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        s.save(&with_refs(2)).unwrap();
+        let log = s.dir.join(REFS_LOG);
+        // A save that appended its refs and died before state.json.
+        let mut f = fs::OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(b"m00003 h_lost\n").unwrap();
+        let s = SessionDir::new(&base, "sess");
+        assert_eq!(s.load().unwrap().unwrap(), with_refs(2));
+        s.save(&with_refs(4)).unwrap();
+        assert!(!fs::read_to_string(&log).unwrap().contains("h_lost"));
+        assert_eq!(
+            SessionDir::new(&base, "sess").load().unwrap().unwrap(),
+            with_refs(4)
+        );
+        // A log cut short is corrupt, never silently fewer refs.
+        fs::write(&log, b"m00001 h_0000000000000001\n").unwrap();
+        let err = SessionDir::new(&base, "sess").load().unwrap_err();
+        assert!(matches!(err, StoreError::RefsLog { .. }), "{err}");
+        fs::remove_file(&log).unwrap();
+        let err = SessionDir::new(&base, "sess").load().unwrap_err();
+        assert!(err.to_string().contains("the ref log is missing"), "{err}");
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_version_1_state_keeps_its_refs_and_moves_them_to_the_log() {
+        let base = temp("v1");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        let mut v1 = serde_json::to_value(with_refs(3)).unwrap();
+        v1["version"] = 1.into();
+        fs::write(s.state_path(), serde_json::to_vec(&v1).unwrap()).unwrap();
+        let st = s.load().unwrap().unwrap();
+        assert_eq!(st, with_refs(3));
+        s.save(&st).unwrap();
+        assert_eq!(
+            fs::read_to_string(s.dir.join(REFS_LOG))
+                .unwrap()
+                .lines()
+                .count(),
+            3
+        );
+        assert_eq!(SessionDir::new(&base, "sess").load().unwrap().unwrap(), st);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
     #[test]
     fn future_version_is_refused() {
         let base = temp("version");
         let s = SessionDir::new(&base, "sess");
         s.create().unwrap();
-        fs::write(s.state_path(), "{\"version\": 2}").unwrap();
+        fs::write(s.state_path(), "{\"version\": 3}").unwrap();
         let err = s.load().unwrap_err();
-        assert!(matches!(err, StoreError::Version { found: 2, .. }), "{err}");
+        assert!(matches!(err, StoreError::Version { found: 3, .. }), "{err}");
         fs::remove_dir_all(&base).unwrap();
     }
 }

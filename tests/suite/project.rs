@@ -149,7 +149,7 @@ fn state_lives_under_the_session_id() {
         &fs::read_to_string(dir.path().join(".noa").join(session).join("state.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(state["version"], 1);
+    assert_eq!(state["version"], noa::engine::STATE_VERSION);
     assert_eq!(state["sessionId"], session);
     assert!(
         fs::read_to_string(dir.path().join("view.jsonl"))

@@ -68,6 +68,7 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
     let session = dir.path().join("st/agent");
     let state_path = session.join("state.json");
     let live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    let live_refs = super::common::refs_of(&state_path);
     let before = archives(&session);
     assert_eq!(before.len(), live["blocks"].as_array().unwrap().len());
 
@@ -126,7 +127,7 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
     );
     let rebuilt: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
     assert_eq!(blocks(&rebuilt), blocks(&live));
-    assert_eq!(rebuilt["messageRefs"], live["messageRefs"]);
+    assert_eq!(super::common::refs_of(&state_path), live_refs);
     assert_eq!(
         archives(&session),
         before,

@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use crate::common::{TempDir, noa, project, testdata};
 
 fn refs(state_dir: &std::path::Path) -> BTreeMap<String, String> {
@@ -12,10 +10,7 @@ fn refs(state_dir: &std::path::Path) -> BTreeMap<String, String> {
         .map(|e| e.unwrap().path())
         .find(|p| p.join("state.json").exists())
         .unwrap();
-    let state: Value =
-        serde_json::from_str(&std::fs::read_to_string(session.join("state.json")).unwrap())
-            .unwrap();
-    serde_json::from_value(state["messageRefs"]["byRaw"].clone()).unwrap()
+    crate::common::refs_of(&session.join("state.json")).by_raw
 }
 
 #[test]

@@ -56,6 +56,18 @@ impl Drop for TempDir {
     }
 }
 
+/// The ref map of the state at `state_path` (`<dir>/<session>/state.json`),
+/// as noa loads it: state.json and the refs log beside it.
+pub fn refs_of(state_path: &Path) -> noa::engine::MessageRefs {
+    let dir = state_path.parent().unwrap();
+    let session = dir.file_name().unwrap().to_str().unwrap();
+    noa::store::SessionDir::new(dir.parent().unwrap(), session)
+        .load()
+        .unwrap()
+        .unwrap()
+        .message_refs
+}
+
 /// Runs `noa` with the given arguments, no colour, from `cwd`.
 pub fn noa(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noa"))
