@@ -12,6 +12,7 @@ use thiserror::Error;
 use serde::{Deserialize, Serialize};
 
 use super::atomic::write_atomic;
+use super::read_cache::{Digest, digest};
 use crate::engine::{CompressionState, MessageRefs, STATE_VERSION};
 
 /// Why the store could not do what was asked.
@@ -117,9 +118,10 @@ pub struct SessionDir {
     pub dir: PathBuf,
     /// The session id (the directory's name).
     pub session: String,
-    /// The refs log as this process last read or wrote it, so a save
-    /// appends what is new instead of writing every ref again.
-    logged: Cell<Option<RefsLog>>,
+    /// The refs log as this process last read or wrote it, with a digest
+    /// of its lines, so a save appends what is new instead of writing every
+    /// ref again.
+    logged: Cell<Option<(RefsLog, u64)>>,
 }
 
 /// How much of refs.log a state.json stands on: the log is append-only,
@@ -136,20 +138,23 @@ struct RefsLog {
 }
 
 /// The refs after the first `log.count`, when those are the logged ones
-/// (the last of them numbered `log.last`): refs are only ever added, each
-/// numbered after every earlier one.
+/// (their lines digest to `logged`), with the digest of those lines to go
+/// on from: refs are only ever added, each numbered after every earlier
+/// one, so what was logged stays the map's first entries.
 fn newer_than(
     refs: &MessageRefs,
     log: RefsLog,
-) -> Option<impl Iterator<Item = (&String, &String)>> {
+    logged: u64,
+) -> Option<(impl Iterator<Item = (&String, &String)>, Digest)> {
     let mut all = refs.by_ref.iter();
-    if log.count > 0 {
-        let (last, _) = all.nth(log.count - 1)?;
-        if ref_number(last) != log.last {
-            return None;
-        }
+    let mut d = Digest::default();
+    for (r, id) in all.by_ref().take(log.count) {
+        d.update(r.as_bytes());
+        d.update(b" ");
+        d.update(id.as_bytes());
+        d.update(b"\n");
     }
-    Some(all)
+    (d.finish() == logged).then_some((all, d))
 }
 
 /// `m00042` → 42; 0 for anything else.
@@ -245,15 +250,17 @@ impl SessionDir {
             }
         };
         state.version = STATE_VERSION;
-        if let Some(log) = log {
-            self.read_refs_log(&mut state.message_refs, log)?;
-        }
-        self.logged.set(log);
+        let logged = match log {
+            Some(log) => Some((log, self.read_refs_log(&mut state.message_refs, log)?)),
+            None => None,
+        };
+        self.logged.set(logged);
         Ok(Some(state))
     }
 
-    /// Fills the ref map from the first bytes of refs.log the state names.
-    fn read_refs_log(&self, refs: &mut MessageRefs, log: RefsLog) -> Result<(), StoreError> {
+    /// Fills the ref map from the first bytes of refs.log the state names;
+    /// returns their digest.
+    fn read_refs_log(&self, refs: &mut MessageRefs, log: RefsLog) -> Result<u64, StoreError> {
         let path = self.dir.join(REFS_LOG);
         let damaged = |what: &str| StoreError::RefsLog {
             path: path.clone(),
@@ -284,7 +291,7 @@ impl SessionDir {
         if count != log.count || last != log.last {
             return Err(damaged("not the log state.json was saved with"));
         }
-        Ok(())
+        Ok(digest(mine))
     }
 
     /// Writes the state: new refs appended to refs.log, then state.json
@@ -292,7 +299,7 @@ impl SessionDir {
     /// on. A turn writes the refs it handed out, not the whole map again.
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
         let path = self.state_path();
-        let log = self.write_refs_log(&state.message_refs)?;
+        let (log, logged) = self.write_refs_log(&state.message_refs)?;
         // What the log holds is left out of state.json; what it cannot say
         // (hard-protected messages, known but unnumbered) stays inline.
         let refs = &state.message_refs;
@@ -309,7 +316,7 @@ impl SessionDir {
             serde_json::to_vec_pretty(&value).map_err(|e| StoreError::io(&path, e.into()))?;
         bytes.push(b'\n');
         self.write("state.json", &bytes)?;
-        self.logged.set(Some(log));
+        self.logged.set(Some((log, logged)));
         Ok(())
     }
 
@@ -318,12 +325,12 @@ impl SessionDir {
     /// read that log when it loaded the state); when this process knows
     /// nothing of the log, or the map is not that log plus newer refs, the
     /// whole log is written afresh.
-    fn write_refs_log(&self, refs: &MessageRefs) -> Result<RefsLog, StoreError> {
+    fn write_refs_log(&self, refs: &MessageRefs) -> Result<(RefsLog, u64), StoreError> {
         let path = self.dir.join(REFS_LOG);
         let line = |(r, id): (&String, &String)| format!("{r} {id}\n");
         let last = refs.by_ref.keys().next_back().map_or(0, |r| ref_number(r));
-        if let Some(log) = self.logged.get()
-            && let Some(new) = newer_than(refs, log)
+        if let Some((log, logged)) = self.logged.get()
+            && let Some((new, mut d)) = newer_than(refs, log, logged)
             && fs::metadata(&path).is_ok_and(|m| m.len() >= log.bytes)
         {
             let new: String = new.map(line).collect();
@@ -339,19 +346,22 @@ impl SessionDir {
                     f.sync_data()
                 })
                 .map_err(|e| StoreError::io(&path, e))?;
-            return Ok(RefsLog {
+            d.update(new.as_bytes());
+            let log = RefsLog {
                 bytes: log.bytes + new.len() as u64,
                 count: refs.by_ref.len(),
                 last,
-            });
+            };
+            return Ok((log, d.finish()));
         }
         let all: String = refs.by_ref.iter().map(line).collect();
         self.write(REFS_LOG, all.as_bytes())?;
-        Ok(RefsLog {
+        let log = RefsLog {
             bytes: all.len() as u64,
             count: refs.by_ref.len(),
             last,
-        })
+        };
+        Ok((log, digest(all.as_bytes())))
     }
 
     /// Writes `rel` (e.g. `tier1/b1_m00002-m00005.md`) under the session
@@ -539,6 +549,31 @@ mod tests {
         let json = fs::read_to_string(s.state_path()).unwrap();
         assert!(json.contains("h_compress") && !json.contains("h_0000000000000004"));
         assert_eq!(SessionDir::new(&base, "sess").load().unwrap().unwrap(), st);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_map_that_is_not_the_log_plus_newer_refs_rewrites_the_log() {
+        let base = temp("refsnew");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        s.save(&with_refs(3)).unwrap();
+        // The same process saves a map whose refs name other messages (a
+        // rebuild over a changed transcript): the log is written afresh.
+        let mut other = with_refs(4);
+        other
+            .message_refs
+            .by_ref
+            .insert("m00002".into(), "h_other".into());
+        other
+            .message_refs
+            .by_raw
+            .insert("h_other".into(), "m00002".into());
+        s.save(&other).unwrap();
+        assert_eq!(
+            SessionDir::new(&base, "sess").load().unwrap().unwrap(),
+            other
+        );
         fs::remove_dir_all(&base).unwrap();
     }
 
