@@ -120,7 +120,7 @@ impl<'g> Context<'g> {
     /// Reads the transcript again, whole: for a view the read cache could
     /// not serve.
     pub fn read_whole(&mut self) -> Result<(), CliError> {
-        let mut loaded = load_whole(self.global, &self.loaded.path, true)?;
+        let mut loaded = load_whole(self.global, &self.loaded.path)?;
         self.history = history_of(&mut loaded);
         self.loaded = loaded;
         Ok(())

@@ -73,14 +73,14 @@ pub fn load_for_turn(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     {
         return Ok(loaded);
     }
-    load_whole(global, path, true)
+    load_whole(global, path)
 }
 
-/// Reads a transcript whole, marking its bytes for a read cache when
-/// `mark` says the command may leave one.
-pub fn load_whole(global: &Global, path: &Path, mark: bool) -> Result<Loaded, CliError> {
+/// Reads a transcript for a turn whole, its bytes marked for the read cache
+/// the turn leaves.
+pub fn load_whole(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     let (name, bytes) = read_input(global, path)?;
-    let mut loaded = load_bytes(global, path, name, bytes, mark)?;
+    let mut loaded = load_bytes(global, path, name, bytes, true)?;
     loaded.transcript.records = Vec::new();
     Ok(loaded)
 }

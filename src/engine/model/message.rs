@@ -139,11 +139,6 @@ impl Counted {
             None => self.0.get_or_init(|| (tokenizer, count() as u32)).1 as usize,
         }
     }
-
-    /// The count, if one was taken, and by which tokenizer.
-    pub fn get(&self) -> Option<(Tokenizer, usize)> {
-        self.0.get().map(|&(t, n)| (t, n as usize))
-    }
 }
 
 impl PartialEq for Counted {
