@@ -10,9 +10,11 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use noa::store::SessionDir;
 
-fn session() -> &'static SessionDir {
-    static DIR: OnceLock<SessionDir> = OnceLock::new();
-    DIR.get_or_init(|| {
+/// The scratch session directory, made once. A fresh `SessionDir` handle
+/// each input: a handle remembers the refs log it loaded.
+fn session() -> SessionDir {
+    static BASE: OnceLock<PathBuf> = OnceLock::new();
+    let base = BASE.get_or_init(|| {
         // tmpfs when there is one: a write and a read per input.
         let shm = Path::new("/dev/shm");
         let base: PathBuf = if shm.is_dir() {
@@ -21,10 +23,12 @@ fn session() -> &'static SessionDir {
             std::env::temp_dir()
         };
         let base = base.join(format!("noa-fuzz-state-{}", std::process::id()));
-        let dir = SessionDir::new(&base, "session");
-        dir.create().expect("scratch session dir");
-        dir
-    })
+        SessionDir::new(&base, "session")
+            .create()
+            .expect("scratch session dir");
+        base
+    });
+    SessionDir::new(base, "session")
 }
 
 fuzz_target!(|data: &[u8]| {
