@@ -345,3 +345,25 @@ fn what_a_user_gets_wrong_is_exit_2_with_the_place() {
         assert_eq!(err.matches(says).count(), 1, "{err}");
     }
 }
+
+#[test]
+fn a_lost_refs_log_is_bad_input_and_nothing_is_written() {
+    let dir = TempDir::new();
+    let transcript = dir.path().join("chat.jsonl");
+    fs::write(
+        &transcript,
+        crate::synth::jsonl(&crate::synth::chat_session(21, 10)),
+    )
+    .unwrap();
+    let state = dir.path().join("st");
+    project(&transcript, &state, &[]);
+    let session = state.join("chat");
+    let before = fs::read(session.join("state.json")).unwrap();
+    fs::remove_file(session.join("refs.log")).unwrap();
+    let out = noa(dir.path(), &["project", "chat.jsonl", "--state-dir", "st"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the ref log is missing"), "{err}");
+    assert!(err.contains("noa rebuild"), "{err}");
+    assert_eq!(fs::read(session.join("state.json")).unwrap(), before);
+}
