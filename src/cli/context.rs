@@ -146,15 +146,13 @@ impl<'g> Context<'g> {
         else {
             return Ok(());
         };
-        let covered = engine::covered_ids(state);
-        let pruned = engine::shown_ids(&self.history, state);
+        let hidden = engine::hidden_ids(&self.history, state);
         let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
         let elided = &self.loaded.read.elided;
         let keep = |m: &CoreMessage| {
             !elided.contains(&m.id)
-                && (!covered.contains(m.id.as_str())
+                && (!hidden.contains(m.id.as_str())
                     || shown.contains(m.id.as_str())
-                    || pruned.contains(&m.id)
                     || m.tool_name == COMPRESS_TOOL)
         };
         let tokenizer = self.config(state).tokenizer;

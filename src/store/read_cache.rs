@@ -235,13 +235,19 @@ impl ReadCache {
                     .zip(&mut flat)
                     .map(|((bi, b), core)| {
                         let kept = keep(core);
-                        let mut core = core.clone();
                         let tokens = core
                             .counted
                             .get_or(tokenizer, || tokenizer.count(&core.text));
-                        if !kept {
-                            core.text = String::new();
-                        }
+                        // The words are copied only where they are kept.
+                        let words = if kept {
+                            core.text.clone()
+                        } else {
+                            String::new()
+                        };
+                        let core = CoreMessage {
+                            text: words,
+                            ..core.without_text()
+                        };
                         let raw = match earlier {
                             Some((_, _, blocks)) => blocks
                                 .iter()
@@ -310,10 +316,7 @@ impl ReadCache {
                     ..b.core
                 };
                 blocks.push(Block {
-                    core: CoreMessage {
-                        text: String::new(),
-                        ..core.clone()
-                    },
+                    core: core.without_text(),
                     raw: serde_json::Value::Null,
                     source: b.source,
                 });

@@ -220,6 +220,22 @@ impl CoreMessage {
         }
     }
 
+    /// A copy of everything but the words: for the places that keep a
+    /// message's identity and figures without its text.
+    pub fn without_text(&self) -> CoreMessage {
+        CoreMessage {
+            id: self.id.clone(),
+            role: self.role,
+            content_type: self.content_type,
+            text: String::new(),
+            tool_name: self.tool_name.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            opaque: self.opaque,
+            edit: self.edit.clone(),
+            counted: self.counted.clone(),
+        }
+    }
+
     /// Appends a ref tag as [`super::tag::append`] lays it out.
     pub fn append_tag(&mut self, tag: &str) {
         let start = self.text.len();

@@ -2,7 +2,6 @@
 //! their place.
 
 use crate::engine::model::identity::{IdMap, IdSet};
-use std::collections::HashSet;
 
 use super::sync::covered_ids;
 use crate::engine::model::exchange;
@@ -19,15 +18,10 @@ use crate::engine::model::summary::render_summary;
 /// summary goes where its earliest covered message was, moved forward to the
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
-    let mut covered: IdSet<'_> = covered_ids(state);
+    let covered = hidden_ids(view, state);
     if covered.is_empty() {
         return view.to_vec();
     }
-    if let Some(task) = task_index(view) {
-        covered.remove(view[task].id.as_str());
-    }
-    keep_reasoning_of_visible_actions(view, &mut covered);
-    keep_compress_pairs_whole(view, &mut covered);
 
     // Where each removed message would have been in the kept list.
     let mut kept: Vec<CoreMessage> = Vec::with_capacity(view.len());
@@ -68,10 +62,21 @@ pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage>
     out
 }
 
-/// Ids of the messages [`prune`] leaves in view: the words a later turn
-/// may need, as long as no block is taken away.
-pub fn shown_ids(history: &[CoreMessage], state: &CompressionState) -> HashSet<String> {
-    prune(history, state).into_iter().map(|m| m.id).collect()
+/// Ids of the messages [`prune`] takes out of view: those the active
+/// blocks cover, less the task, reasoning of a visible action and half a
+/// Compress exchange. Every other message's words a later turn may need,
+/// as long as no block is taken away.
+pub fn hidden_ids<'a>(view: &'a [CoreMessage], state: &'a CompressionState) -> IdSet<'a> {
+    let mut covered: IdSet<'a> = covered_ids(state);
+    if covered.is_empty() {
+        return covered;
+    }
+    if let Some(task) = task_index(view) {
+        covered.remove(view[task].id.as_str());
+    }
+    keep_reasoning_of_visible_actions(view, &mut covered);
+    keep_compress_pairs_whole(view, &mut covered);
+    covered
 }
 
 fn block_number(id: &str) -> u64 {
