@@ -20,7 +20,7 @@ use crate::engine::{
     RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
 };
 use crate::formats::Transcript;
-use crate::store::{ReadCache, SessionDir, SessionLock};
+use crate::store::{CacheSource, SessionDir, SessionLock};
 
 /// Whether a command writes the session (and so takes its lock first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,16 +155,15 @@ impl<'g> Context<'g> {
                     || shown.contains(m.id.as_str())
                     || m.tool_name == COMPRESS_TOOL)
         };
-        let tokenizer = self.config(state).tokenizer;
-        let cache = ReadCache::of(
-            self.transcript(),
-            &self.history,
-            tokenizer,
+        let source = CacheSource {
+            transcript: self.transcript(),
+            history: &self.history,
+            tokenizer: self.config(state).tokenizer,
             mark,
-            &keep,
-            &self.loaded.read.raws,
-        );
-        Ok(self.session().save_read_cache(&cache)?)
+            keep: &keep,
+            unparsed: &self.loaded.read.raws,
+        };
+        Ok(self.session().save_read_cache(&source)?)
     }
 
     /// The transcript.

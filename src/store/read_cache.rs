@@ -15,6 +15,7 @@
 //! without fsync: losing it costs one cold read, nothing else.
 
 use std::collections::{HashMap, HashSet};
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use crate::engine::{ContentType, CoreMessage, Counted, Role, Tokenizer};
@@ -207,89 +208,77 @@ pub struct CachedBlock {
     pub source: BlockSource,
 }
 
-impl ReadCache {
-    /// The cache of a transcript: `history` is the flat history (its texts
-    /// moved out of the transcript's blocks), `keep` says which messages
-    /// may still be shown and so keep their words, `unparsed` the JSON an
-    /// earlier cache kept that this turn did not need to parse.
-    pub fn of(
-        t: &Transcript,
-        history: &[CoreMessage],
-        tokenizer: Tokenizer,
-        (length, lines, digest): (u64, u64, u64),
-        keep: &dyn Fn(&CoreMessage) -> bool,
-        unparsed: &[Unparsed],
-    ) -> ReadCache {
-        let unparsed: HashMap<usize, &Unparsed> = unparsed.iter().map(|u| (u.0, u)).collect();
-        let mut flat = history.iter();
-        let messages = t
-            .messages
-            .iter()
-            .enumerate()
-            .map(|(mi, m)| {
-                let earlier = unparsed.get(&mi);
-                let blocks: Vec<CachedBlock> = m
-                    .blocks
-                    .iter()
-                    .enumerate()
-                    .zip(&mut flat)
-                    .map(|((bi, b), core)| {
-                        let kept = keep(core);
-                        let tokens = core
-                            .counted
-                            .get_or(tokenizer, || tokenizer.count(&core.text));
-                        // The words are copied only where they are kept.
-                        let words = if kept {
-                            core.text.clone()
-                        } else {
-                            String::new()
-                        };
-                        let core = CoreMessage {
-                            text: words,
-                            ..core.without_text()
-                        };
-                        let raw = match earlier {
-                            Some((_, _, blocks)) => blocks
-                                .iter()
-                                .find(|(i, _)| *i == bi)
-                                .map(|(_, r)| r.clone()),
-                            None => Some(b.raw.to_string()),
-                        };
-                        CachedBlock {
-                            core,
-                            tokens: tokens as u64,
-                            kept,
-                            raw: raw.filter(|_| kept),
-                            source: b.source,
-                        }
-                    })
-                    .collect();
-                let raw = match earlier {
-                    Some((_, raw, _)) => raw.clone(),
-                    None => m.raw.to_string(),
-                };
-                CachedMessage {
-                    line: m.line as u64,
-                    prompt_tokens: m.prompt_tokens.map(|n| n as u64),
-                    raw: blocks.iter().any(|b| b.kept).then_some(raw),
-                    blocks,
-                }
-            })
-            .collect();
-        ReadCache {
-            format: t.format,
-            tokenizer,
-            length,
-            lines,
-            digest,
-            session_id: t.session_id.clone(),
-            parent_session: t.parent_session.clone(),
-            warnings: t.warnings.clone(),
-            messages,
-            carry: t.carry.clone(),
-        }
-    }
+/// What a turn leaves in the read cache, borrowed from the turn: the cache
+/// is written straight from it, so saving it copies no message.
+pub struct CacheSource<'a> {
+    /// The transcript as read.
+    pub transcript: &'a Transcript,
+    /// The flat history (its texts moved out of the transcript's blocks).
+    pub history: &'a [CoreMessage],
+    /// The counter the token figures were taken with.
+    pub tokenizer: Tokenizer,
+    /// Bytes and lines read, and the digest of those bytes.
+    pub mark: (u64, u64, u64),
+    /// Which messages may still be shown, and so keep their words.
+    pub keep: &'a dyn Fn(&CoreMessage) -> bool,
+    /// The JSON an earlier cache kept that this turn did not parse.
+    pub unparsed: &'a [Unparsed],
+}
 
+impl CacheSource<'_> {
+    /// Writes the cache to `out`, one message at a time.
+    pub fn write_to<W: Write>(&self, out: W) -> io::Result<W> {
+        let t = self.transcript;
+        let mut e = Encoder::new(out);
+        e.header(
+            t.format,
+            self.tokenizer,
+            self.mark,
+            (t.session_id.as_deref(), t.parent_session.as_deref()),
+            &t.warnings,
+            &t.carry,
+        )?;
+        let unparsed: HashMap<usize, &Unparsed> = self.unparsed.iter().map(|u| (u.0, u)).collect();
+        let mut flat = self.history.iter();
+        e.u64(t.messages.len() as u64)?;
+        let mut kept = Vec::new();
+        for (mi, m) in t.messages.iter().enumerate() {
+            let cores: Vec<&CoreMessage> = flat.by_ref().take(m.blocks.len()).collect();
+            kept.clear();
+            kept.extend(cores.iter().map(|c| (self.keep)(c)));
+            let earlier = unparsed.get(&mi);
+            // JSON is serialized only where its words are kept.
+            let raw = match earlier {
+                _ if !kept.contains(&true) => None,
+                Some((_, raw, _)) => Some(Json::Text(raw)),
+                None => Some(Json::Value(&m.raw)),
+            };
+            e.message(
+                m.line as u64,
+                m.prompt_tokens.map(|n| n as u64),
+                raw,
+                m.blocks.len(),
+            )?;
+            for (bi, ((b, core), &kept)) in m.blocks.iter().zip(&cores).zip(&kept).enumerate() {
+                let tokens = core
+                    .counted
+                    .get_or(self.tokenizer, || self.tokenizer.count(&core.text));
+                let raw = match earlier {
+                    _ if !kept => None,
+                    Some((_, _, blocks)) => blocks
+                        .iter()
+                        .find(|(i, _)| *i == bi)
+                        .map(|(_, r)| Json::Text(r)),
+                    None => Some(Json::Value(&b.raw)),
+                };
+                e.block(core, kept, tokens as u64, raw, b.source)?;
+            }
+        }
+        e.finish()
+    }
+}
+
+impl ReadCache {
     /// The transcript and flat history the cache stands for. Blocks whose
     /// words were not kept come back with empty text and their count, and
     /// their ids are listed: a view that would show one cannot be served
@@ -350,63 +339,41 @@ impl ReadCache {
         }
     }
 
-    /// The cache as bytes.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer(MAGIC.to_vec());
-        w.str(env!("CARGO_PKG_VERSION"));
-        w.str(self.format.name());
-        w.str(self.tokenizer.name());
-        w.u64(self.length);
-        w.u64(self.lines);
-        w.u64(self.digest);
-        w.opt(self.session_id.as_deref());
-        w.opt(self.parent_session.as_deref());
-        w.list(&self.warnings);
-        let c = &self.carry;
-        w.u64(c.subagent.map_or(0, |s| 1 + u64::from(s)));
-        w.opt(c.leaf.as_deref());
-        w.list(&c.after_leaf);
-        w.list(&c.responses);
-        w.list(&c.strays);
-        match &c.codex {
-            Some(x) => {
-                w.u64(1);
-                for n in [x.items, x.trailing_outputs, x.floor] {
-                    w.u64(n as u64);
-                }
-                w.u64(u64::from(x.output_since_count));
-                for n in [x.pending, x.last_message] {
-                    w.u64(n.map_or(0, |n| n as u64 + 1));
+    /// The cache as bytes, as [`CacheSource::write_to`] writes them.
+    #[cfg(test)]
+    fn encode(&self) -> Vec<u8> {
+        let write = |e: &mut Encoder<Vec<u8>>| -> io::Result<()> {
+            e.header(
+                self.format,
+                self.tokenizer,
+                (self.length, self.lines, self.digest),
+                (self.session_id.as_deref(), self.parent_session.as_deref()),
+                &self.warnings,
+                &self.carry,
+            )?;
+            e.u64(self.messages.len() as u64)?;
+            for m in &self.messages {
+                e.message(
+                    m.line,
+                    m.prompt_tokens,
+                    m.raw.as_deref().map(Json::Text),
+                    m.blocks.len(),
+                )?;
+                for b in &m.blocks {
+                    e.block(
+                        &b.core,
+                        b.kept,
+                        b.tokens,
+                        b.raw.as_deref().map(Json::Text),
+                        b.source,
+                    )?;
                 }
             }
-            None => w.u64(0),
-        }
-        w.u64(self.messages.len() as u64);
-        for m in &self.messages {
-            w.u64(m.line);
-            w.u64(m.prompt_tokens.map_or(0, |n| n + 1));
-            w.opt(m.raw.as_deref());
-            w.u64(m.blocks.len() as u64);
-            for b in &m.blocks {
-                let c = &b.core;
-                w.str(&c.id);
-                w.u64(role_code(c.role));
-                w.u64(kind_code(c.content_type));
-                w.str(&c.tool_name);
-                w.str(&c.tool_call_id);
-                w.u64(u64::from(c.opaque) | u64::from(b.kept) << 1);
-                w.u64(b.tokens);
-                w.str(&c.text);
-                w.opt(b.raw.as_deref());
-                w.u64(b.source.record as u64);
-                let (slot, n) = slot_code(b.source.slot);
-                w.u64(slot);
-                w.u64(n);
-            }
-        }
-        let sum = digest(&w.0);
-        w.u64(sum);
-        w.0
+            Ok(())
+        };
+        let mut e = Encoder::new(Vec::new());
+        write(&mut e).expect("writing to memory");
+        e.finish().expect("writing to memory")
     }
 
     /// The cache from its bytes; `None` when they are not a cache this
@@ -525,11 +492,13 @@ impl SessionDir {
     }
 
     /// Replaces the read cache: a temp file renamed over it, not synced.
-    pub fn save_read_cache(&self, cache: &ReadCache) -> Result<(), StoreError> {
+    pub fn save_read_cache(&self, source: &CacheSource) -> Result<(), StoreError> {
         let path = self.read_cache_path();
         let tmp = self.dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
-        let result =
-            std::fs::write(&tmp, cache.encode()).and_then(|()| std::fs::rename(&tmp, &path));
+        let result = std::fs::File::create(&tmp)
+            .and_then(|f| source.write_to(io::BufWriter::with_capacity(1 << 16, f)))
+            .and_then(|w| w.into_inner().map_err(io::IntoInnerError::into_error))
+            .and_then(|_| std::fs::rename(&tmp, &path));
         result.map_err(|source| {
             let _ = std::fs::remove_file(&tmp);
             StoreError::Io { path, source }
@@ -537,30 +506,158 @@ impl SessionDir {
     }
 }
 
-struct Writer(Vec<u8>);
+/// Writes the cache's fields, taking every byte into the checksum that
+/// ends the file.
+struct Encoder<W> {
+    out: W,
+    sum: Digest,
+    /// Where JSON is serialized before its length is written.
+    scratch: Vec<u8>,
+}
 
-impl Writer {
-    fn u64(&mut self, n: u64) {
-        self.0.extend_from_slice(&n.to_le_bytes());
-    }
-    fn str(&mut self, s: &str) {
-        self.u64(s.len() as u64);
-        self.0.extend_from_slice(s.as_bytes());
-    }
-    fn list(&mut self, items: &[String]) {
-        self.u64(items.len() as u64);
-        for s in items {
-            self.str(s);
+/// JSON to write: text an earlier cache kept, or a value to serialize.
+#[derive(Clone, Copy)]
+enum Json<'a> {
+    Text(&'a str),
+    Value(&'a serde_json::Value),
+}
+
+impl<W: Write> Encoder<W> {
+    fn new(out: W) -> Encoder<W> {
+        Encoder {
+            out,
+            sum: Digest::default(),
+            scratch: Vec::new(),
         }
     }
-    fn opt(&mut self, s: Option<&str>) {
+
+    fn bytes(&mut self, b: &[u8]) -> io::Result<()> {
+        self.sum.update(b);
+        self.out.write_all(b)
+    }
+    fn u64(&mut self, n: u64) -> io::Result<()> {
+        self.bytes(&n.to_le_bytes())
+    }
+    fn str(&mut self, s: &str) -> io::Result<()> {
+        self.u64(s.len() as u64)?;
+        self.bytes(s.as_bytes())
+    }
+    fn list(&mut self, items: &[String]) -> io::Result<()> {
+        self.u64(items.len() as u64)?;
+        items.iter().try_for_each(|s| self.str(s))
+    }
+    fn opt(&mut self, s: Option<&str>) -> io::Result<()> {
         match s {
             Some(s) => {
-                self.0.push(1);
-                self.str(s);
+                self.bytes(&[1])?;
+                self.str(s)
             }
-            None => self.0.push(0),
+            None => self.bytes(&[0]),
         }
+    }
+    /// Written as [`Encoder::opt`] writes text; a value is serialized into
+    /// the scratch buffer first, since its length comes before it.
+    fn json(&mut self, json: Option<Json>) -> io::Result<()> {
+        match json {
+            None => self.opt(None),
+            Some(Json::Text(s)) => self.opt(Some(s)),
+            Some(Json::Value(v)) => {
+                let mut scratch = std::mem::take(&mut self.scratch);
+                scratch.clear();
+                serde_json::to_writer(&mut scratch, v)?;
+                self.bytes(&[1])?;
+                self.u64(scratch.len() as u64)?;
+                self.bytes(&scratch)?;
+                self.scratch = scratch;
+                Ok(())
+            }
+        }
+    }
+
+    /// Everything before the messages.
+    fn header(
+        &mut self,
+        format: Format,
+        tokenizer: Tokenizer,
+        (length, lines, digest): (u64, u64, u64),
+        (session_id, parent_session): (Option<&str>, Option<&str>),
+        warnings: &[String],
+        c: &Carry,
+    ) -> io::Result<()> {
+        self.bytes(MAGIC)?;
+        self.str(env!("CARGO_PKG_VERSION"))?;
+        self.str(format.name())?;
+        self.str(tokenizer.name())?;
+        self.u64(length)?;
+        self.u64(lines)?;
+        self.u64(digest)?;
+        self.opt(session_id)?;
+        self.opt(parent_session)?;
+        self.list(warnings)?;
+        self.u64(c.subagent.map_or(0, |s| 1 + u64::from(s)))?;
+        self.opt(c.leaf.as_deref())?;
+        self.list(&c.after_leaf)?;
+        self.list(&c.responses)?;
+        self.list(&c.strays)?;
+        match &c.codex {
+            Some(x) => {
+                self.u64(1)?;
+                for n in [x.items, x.trailing_outputs, x.floor] {
+                    self.u64(n as u64)?;
+                }
+                self.u64(u64::from(x.output_since_count))?;
+                for n in [x.pending, x.last_message] {
+                    self.u64(n.map_or(0, |n| n as u64 + 1))?;
+                }
+                Ok(())
+            }
+            None => self.u64(0),
+        }
+    }
+
+    /// One host message, before its `blocks` blocks.
+    fn message(
+        &mut self,
+        line: u64,
+        prompt_tokens: Option<u64>,
+        raw: Option<Json>,
+        blocks: usize,
+    ) -> io::Result<()> {
+        self.u64(line)?;
+        self.u64(prompt_tokens.map_or(0, |n| n + 1))?;
+        self.json(raw)?;
+        self.u64(blocks as u64)
+    }
+
+    /// One block: its flat message, with the words only when `kept`.
+    fn block(
+        &mut self,
+        c: &CoreMessage,
+        kept: bool,
+        tokens: u64,
+        raw: Option<Json>,
+        source: BlockSource,
+    ) -> io::Result<()> {
+        self.str(&c.id)?;
+        self.u64(role_code(c.role))?;
+        self.u64(kind_code(c.content_type))?;
+        self.str(&c.tool_name)?;
+        self.str(&c.tool_call_id)?;
+        self.u64(u64::from(c.opaque) | u64::from(kept) << 1)?;
+        self.u64(tokens)?;
+        self.str(if kept { &c.text } else { "" })?;
+        self.json(raw)?;
+        self.u64(source.record as u64)?;
+        let (slot, n) = slot_code(source.slot);
+        self.u64(slot)?;
+        self.u64(n)
+    }
+
+    /// Ends the file with the checksum of every byte before it.
+    fn finish(mut self) -> io::Result<W> {
+        let sum = self.sum.finish();
+        self.out.write_all(&sum.to_le_bytes())?;
+        Ok(self.out)
     }
 }
 
