@@ -62,6 +62,7 @@ impl CliError {
             CliError::Store(
                 StoreError::Corrupt { .. }
                 | StoreError::RefsLog { .. }
+                | StoreError::Blocks { .. }
                 | StoreError::Version { .. }
                 | StoreError::Link { .. }
                 | StoreError::Outside { .. },

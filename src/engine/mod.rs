@@ -39,7 +39,7 @@ pub use model::message::COMPRESS_TOOL;
 pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};
 pub use model::refs::NUDGE_ID;
 pub use model::state::{
-    AppliedCall, Block, CompressionState, HostState, MessageRefs, STATE_VERSION,
+    AppliedCall, Block, CompressionState, HostState, MessageRefs, NudgeState, STATE_VERSION, Stats,
 };
 pub use model::tokenizer::Tokenizer;
 pub use model::tokens;

@@ -1,7 +1,7 @@
 //! state.json: reading it strictly, writing it atomically.
 
-use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::atomic::write_atomic;
 use super::read_cache::{Digest, digest};
-use crate::engine::{CompressionState, MessageRefs, STATE_VERSION};
+use crate::engine::{
+    Block, CompressionState, HostState, MessageRefs, NudgeState, STATE_VERSION, Stats,
+};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, Error, Diagnostic)]
@@ -46,6 +48,20 @@ pub enum StoreError {
     )]
     RefsLog {
         /// The log.
+        path: PathBuf,
+        /// What is wrong with it.
+        what: String,
+    },
+    /// blocks.jsonl does not hold the blocks state.json stands on.
+    #[error("{path}: the blocks log is {what}")]
+    #[diagnostic(
+        code(noa::corrupt_blocks),
+        help(
+            "noa left the files as they are. Move state.json aside and run `noa rebuild TRANSCRIPT` to recover the state from the transcript"
+        )
+    )]
+    Blocks {
+        /// The file.
         path: PathBuf,
         /// What is wrong with it.
         what: String,
@@ -122,6 +138,68 @@ pub struct SessionDir {
     /// of its lines, so a save appends what is new instead of writing every
     /// ref again.
     logged: Cell<Option<(RefsLog, u64)>>,
+    /// The blocks log as this process last read or wrote it, with a
+    /// digest of each block's latest line, so a save appends only the
+    /// blocks made or changed since.
+    blocks_logged: RefCell<Option<BlocksLogged>>,
+}
+
+/// How much of blocks.jsonl a state.json stands on. The log is
+/// append-only, one block a line; a later line for a block id replaces the
+/// earlier one (a block deactivated when a higher tier absorbs it), and
+/// blocks keep the order their first lines give. A turn that makes or
+/// changes no block writes nothing of them; an older state.json put back
+/// names a shorter prefix, which holds the blocks as they were then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct BlocksLog {
+    /// Bytes of the log that belong to the state.
+    bytes: u64,
+    /// Lines in those bytes.
+    lines: usize,
+}
+
+/// A blocks log as read or written: its extent and, per block in order,
+/// its id and the digest of its latest line.
+#[derive(Debug, Clone)]
+struct BlocksLogged {
+    log: BlocksLog,
+    latest: Latest,
+}
+
+/// Block ids in order, each with the digest of its latest line.
+type Latest = Vec<(String, u64)>;
+
+const BLOCKS_LOG: &str = "blocks.jsonl";
+
+/// state.json as written: every field of the state but the blocks (named
+/// by their file) and the ref map (in refs.log, but for what only state.json
+/// can say).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OnDisk<'a> {
+    version: u32,
+    session_id: &'a str,
+    next_block_id: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blocks_log: Option<BlocksLog>,
+    message_refs: InlineRefs<'a>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    token_snapshot: &'a BTreeMap<String, usize>,
+    nudge: &'a NudgeState,
+    stats: &'a Stats,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    derived_from: &'a str,
+    host: &'a HostState,
+    refs_log: RefsLog,
+}
+
+/// The part of the ref map refs.log cannot hold: hard-protected messages,
+/// known but unnumbered.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InlineRefs<'a> {
+    by_raw: BTreeMap<&'a String, &'a String>,
+    by_ref: BTreeMap<&'a String, &'a String>,
 }
 
 /// How much of refs.log a state.json stands on: the log is append-only,
@@ -173,6 +251,7 @@ impl SessionDir {
             dir: base.join(session),
             session: session.to_string(),
             logged: Cell::new(None),
+            blocks_logged: RefCell::new(None),
         }
     }
 
@@ -183,6 +262,7 @@ impl SessionDir {
             dir: base.join(parent).join("subagents").join(agent),
             session: agent.to_string(),
             logged: Cell::new(None),
+            blocks_logged: RefCell::new(None),
         }
     }
 
@@ -223,9 +303,9 @@ impl SessionDir {
             .get("version")
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0);
-        // Version 1 kept the ref map inline; it reads as it was, and the
-        // next save moves the map to the log.
-        if found != u64::from(STATE_VERSION) && found != 1 {
+        // Version 1 kept the ref map inline, and versions 1 and 2 the
+        // blocks; they read as they were, and the next save moves them out.
+        if !(1..=u64::from(STATE_VERSION)).contains(&found) {
             return Err(StoreError::Version {
                 path,
                 found,
@@ -235,6 +315,11 @@ impl SessionDir {
         let log = value
             .get("refsLog")
             .map(|v| serde_json::from_value::<RefsLog>(v.clone()))
+            .transpose()
+            .map_err(corrupt)?;
+        let blocks = value
+            .get("blocksLog")
+            .map(|v| serde_json::from_value::<BlocksLog>(v.clone()))
             .transpose()
             .map_err(corrupt)?;
         let mut state: CompressionState = match serde_json::from_value(value) {
@@ -250,12 +335,74 @@ impl SessionDir {
             }
         };
         state.version = STATE_VERSION;
+        let blocks_logged = match blocks {
+            Some(log) => {
+                let (blocks, latest) = self.read_blocks(log)?;
+                state.blocks = blocks;
+                Some(BlocksLogged { log, latest })
+            }
+            None => None,
+        };
+        self.blocks_logged.replace(blocks_logged);
         let logged = match log {
             Some(log) => Some((log, self.read_refs_log(&mut state.message_refs, log)?)),
             None => None,
         };
         self.logged.set(logged);
         Ok(Some(state))
+    }
+
+    /// The blocks in the first bytes of blocks.jsonl the state names, with
+    /// each one's latest line digested.
+    fn read_blocks(&self, log: BlocksLog) -> Result<(Vec<Block>, Latest), StoreError> {
+        let path = self.dir.join(BLOCKS_LOG);
+        let damaged = |what: String| StoreError::Blocks {
+            path: path.clone(),
+            what,
+        };
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(damaged("missing".into())),
+            Err(e) => return Err(StoreError::io(&path, e)),
+        };
+        let Some(mine) = usize::try_from(log.bytes).ok().and_then(|n| bytes.get(..n)) else {
+            return Err(damaged("shorter than state.json says".into()));
+        };
+        let mut blocks: Vec<Block> = Vec::new();
+        let mut latest: Latest = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        let mut lines = 0;
+        for (i, line) in mine.split(|&b| b == b'\n').enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            lines += 1;
+            let block: Block = serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
+                path: path.clone(),
+                line: i + 1,
+                column: e.column(),
+                what: e.to_string(),
+            })?;
+            let d = digest(line);
+            match at.get(&block.block_id) {
+                Some(&k) => {
+                    latest[k].1 = d;
+                    blocks[k] = block;
+                }
+                None => {
+                    at.insert(block.block_id.clone(), blocks.len());
+                    latest.push((block.block_id.clone(), d));
+                    blocks.push(block);
+                }
+            }
+        }
+        if lines != log.lines {
+            return Err(damaged(format!(
+                "{lines} lines where state.json says {}",
+                log.lines
+            )));
+        }
+        Ok((blocks, latest))
     }
 
     /// Fills the ref map from the first bytes of refs.log the state names;
@@ -294,30 +441,122 @@ impl SessionDir {
         Ok(digest(mine))
     }
 
-    /// Writes the state: new refs appended to refs.log, then state.json
-    /// atomically with everything else and how much of the log it stands
-    /// on. A turn writes the refs it handed out, not the whole map again.
+    /// Writes the state: new refs appended to refs.log, the blocks to a
+    /// file of their own when they changed, then state.json atomically with
+    /// everything else, naming how much of the log and which blocks file it
+    /// stands on. A turn writes the refs it handed out and the blocks it
+    /// made, not the whole history's again.
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
         let path = self.state_path();
         let (log, logged) = self.write_refs_log(&state.message_refs)?;
-        // What the log holds is left out of state.json; what it cannot say
-        // (hard-protected messages, known but unnumbered) stays inline.
-        let refs = &state.message_refs;
-        let inline: BTreeMap<&String, &String> = refs
-            .by_raw
-            .iter()
-            .filter(|(id, r)| refs.by_ref.get(*r) != Some(*id))
-            .collect();
-        let mut value = serde_json::to_value(state).map_err(|e| StoreError::io(&path, e.into()))?;
-        value["messageRefs"] = serde_json::json!({ "byRaw": inline, "byRef": {} });
-        value["refsLog"] =
-            serde_json::to_value(log).map_err(|e| StoreError::io(&path, e.into()))?;
+        let blocks_logged = self.write_blocks(&state.blocks)?;
+        // Naming every field makes a new one a compile error here until
+        // state.json carries it.
+        let CompressionState {
+            version: _,
+            session_id,
+            next_block_id,
+            blocks: _,
+            message_refs: refs,
+            token_snapshot,
+            nudge,
+            stats,
+            derived_from,
+            host,
+        } = state;
+        let disk = OnDisk {
+            version: STATE_VERSION,
+            session_id,
+            next_block_id: *next_block_id,
+            blocks_log: blocks_logged.as_ref().map(|b| b.log),
+            message_refs: InlineRefs {
+                by_raw: refs
+                    .by_raw
+                    .iter()
+                    .filter(|(id, r)| refs.by_ref.get(*r) != Some(*id))
+                    .collect(),
+                by_ref: BTreeMap::new(),
+            },
+            token_snapshot,
+            nudge,
+            stats,
+            derived_from,
+            host,
+            refs_log: log,
+        };
         let mut bytes =
-            serde_json::to_vec_pretty(&value).map_err(|e| StoreError::io(&path, e.into()))?;
+            serde_json::to_vec_pretty(&disk).map_err(|e| StoreError::io(&path, e.into()))?;
         bytes.push(b'\n');
         self.write("state.json", &bytes)?;
         self.logged.set(Some((log, logged)));
+        self.blocks_logged.replace(blocks_logged);
         Ok(())
+    }
+
+    /// Brings blocks.jsonl up to `blocks`: lines for the blocks made or
+    /// changed since the state on disk are appended (cutting what a crashed
+    /// save appended after that state's bytes); when this process knows
+    /// nothing of the log, or `blocks` do not begin with the logged ones in
+    /// their order, the log is written afresh. None when there are no
+    /// blocks and no log.
+    fn write_blocks(&self, blocks: &[Block]) -> Result<Option<BlocksLogged>, StoreError> {
+        let path = self.dir.join(BLOCKS_LOG);
+        let known = self.blocks_logged.borrow().clone();
+        if blocks.is_empty() && known.is_none() {
+            return Ok(None);
+        }
+        let lines: Vec<Vec<u8>> = blocks
+            .iter()
+            .map(|b| {
+                let mut line = serde_json::to_vec(b)?;
+                line.push(b'\n');
+                Ok(line)
+            })
+            .collect::<Result<_, serde_json::Error>>()
+            .map_err(|e| StoreError::io(&path, e.into()))?;
+        let latest: Latest = blocks
+            .iter()
+            .zip(&lines)
+            .map(|(b, l)| (b.block_id.clone(), digest(&l[..l.len() - 1])))
+            .collect();
+        if let Some(known) = known
+            && known.latest.len() <= latest.len()
+            && known.latest.iter().zip(&latest).all(|(k, l)| k.0 == l.0)
+            && fs::metadata(&path).is_ok_and(|m| m.len() >= known.log.bytes)
+        {
+            let new: Vec<u8> = lines
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| known.latest.get(*i) != latest.get(*i))
+                .flat_map(|(_, l)| l.iter().copied())
+                .collect();
+            let appended = new.iter().filter(|&&b| b == b'\n').count();
+            let log = BlocksLog {
+                bytes: known.log.bytes + new.len() as u64,
+                lines: known.log.lines + appended,
+            };
+            if new.is_empty() {
+                return Ok(Some(BlocksLogged { log, latest }));
+            }
+            fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|mut f| {
+                    f.set_len(known.log.bytes)?;
+                    f.seek(io::SeekFrom::End(0))?;
+                    f.write_all(&new)?;
+                    f.sync_data()
+                })
+                .map_err(|e| StoreError::io(&path, e))?;
+            return Ok(Some(BlocksLogged { log, latest }));
+        }
+        let all = lines.concat();
+        self.write(BLOCKS_LOG, &all)?;
+        let log = BlocksLog {
+            bytes: all.len() as u64,
+            lines: lines.len(),
+        };
+        Ok(Some(BlocksLogged { log, latest }))
     }
 
     /// Brings refs.log up to `refs`: the refs newer than what the state on
@@ -627,14 +866,143 @@ mod tests {
         fs::remove_dir_all(&base).unwrap();
     }
 
+    fn block(n: u32) -> Block {
+        Block {
+            block_id: format!("b{n}"),
+            tier: 1,
+            summary: format!("summary {n}"),
+            direct_message_ids: vec![format!("h_{n}")],
+            effective_message_ids: vec![format!("h_{n}")],
+            active: true,
+            ..Block::default()
+        }
+    }
+
+    fn blocks_log(s: &SessionDir) -> String {
+        fs::read_to_string(s.dir.join(BLOCKS_LOG)).unwrap_or_default()
+    }
+
+    #[test]
+    fn blocks_are_appended_only_when_they_change() {
+        let base = temp("blocks");
+        let s = SessionDir::new(&base, "sess");
+        let mut st = with_refs(3);
+        s.save(&st).unwrap();
+        assert!(!s.dir.join(BLOCKS_LOG).exists(), "no blocks, no log");
+        st.blocks = vec![block(1), block(2)];
+        s.save(&st).unwrap();
+        let first = blocks_log(&s);
+        assert_eq!(first.lines().count(), 2);
+        let text = fs::read_to_string(s.state_path()).unwrap();
+        assert!(
+            !text.contains("summary 1") && text.contains("blocksLog"),
+            "{text}"
+        );
+
+        // A turn that changes no block writes nothing of them, from the
+        // same handle and from a fresh process's.
+        st.nudge.last_turn_tokens = 500;
+        s.save(&st).unwrap();
+        let again = SessionDir::new(&base, "sess");
+        let mut loaded = again.load().unwrap().unwrap();
+        assert_eq!(loaded, st);
+        loaded.nudge.last_turn_tokens = 900;
+        again.save(&loaded).unwrap();
+        assert_eq!(blocks_log(&s), first);
+
+        // A block deactivated, and a new one: two lines appended, and the
+        // blocks keep their order.
+        loaded.blocks[0].active = false;
+        loaded.blocks.push(block(3));
+        again.save(&loaded).unwrap();
+        let second = blocks_log(&s);
+        assert!(second.starts_with(&first));
+        assert_eq!(second.lines().count(), 4);
+        assert_eq!(SessionDir::new(&base, "sess").load().unwrap(), Some(loaded));
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn an_older_state_put_back_has_its_blocks_as_they_were() {
+        let base = temp("blocks-older");
+        let s = SessionDir::new(&base, "sess");
+        let mut st = with_refs(2);
+        st.blocks = vec![block(1)];
+        s.save(&st).unwrap();
+        let older = fs::read(s.state_path()).unwrap();
+        let mut newer = st.clone();
+        newer.blocks[0].active = false;
+        newer.blocks.push(block(2));
+        s.save(&newer).unwrap();
+        fs::write(s.state_path(), &older).unwrap();
+        let back = SessionDir::new(&base, "sess");
+        let mut loaded = back.load().unwrap().unwrap();
+        assert_eq!(loaded, st);
+        // Saving from it cuts the lines the newer state had appended.
+        loaded.blocks.push(block(3));
+        back.save(&loaded).unwrap();
+        assert_eq!(blocks_log(&s).lines().count(), 2);
+        assert_eq!(SessionDir::new(&base, "sess").load().unwrap(), Some(loaded));
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_missing_or_short_blocks_log_is_an_error_and_stays() {
+        let base = temp("blocks-lost");
+        let s = SessionDir::new(&base, "sess");
+        let mut st = with_refs(2);
+        st.blocks = vec![block(1), block(2)];
+        s.save(&st).unwrap();
+        let path = s.dir.join(BLOCKS_LOG);
+        let text = blocks_log(&s);
+        fs::write(&path, &text[..text.len() - 3]).unwrap();
+        let err = SessionDir::new(&base, "sess").load().unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Blocks { what, .. } if what == "shorter than state.json says"),
+            "{err}"
+        );
+        fs::remove_file(&path).unwrap();
+        let err = SessionDir::new(&base, "sess").load().unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Blocks { what, .. } if what == "missing"),
+            "{err}"
+        );
+        assert!(s.state_path().exists(), "state.json stays");
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_version_2_state_keeps_its_blocks_and_moves_them_to_the_log() {
+        let base = temp("blocks-v2");
+        let s = SessionDir::new(&base, "sess");
+        let mut st = with_refs(2);
+        st.blocks = vec![block(1), block(2)];
+        s.save(&st).unwrap();
+        let log = blocks_log(&s);
+        let mut v2: serde_json::Value =
+            serde_json::from_slice(&fs::read(s.state_path()).unwrap()).unwrap();
+        v2["version"] = 2.into();
+        v2["blocks"] = serde_json::to_value(&st.blocks).unwrap();
+        v2.as_object_mut().unwrap().remove("blocksLog");
+        fs::remove_file(s.dir.join(BLOCKS_LOG)).unwrap();
+        fs::write(s.state_path(), serde_json::to_vec_pretty(&v2).unwrap()).unwrap();
+        let old = SessionDir::new(&base, "sess");
+        let loaded = old.load().unwrap().unwrap();
+        assert_eq!(loaded, st);
+        old.save(&loaded).unwrap();
+        assert_eq!(blocks_log(&s), log);
+        assert_eq!(SessionDir::new(&base, "sess").load().unwrap(), Some(st));
+        fs::remove_dir_all(&base).unwrap();
+    }
+
     #[test]
     fn future_version_is_refused() {
         let base = temp("version");
         let s = SessionDir::new(&base, "sess");
         s.create().unwrap();
-        fs::write(s.state_path(), "{\"version\": 3}").unwrap();
+        fs::write(s.state_path(), "{\"version\": 4}").unwrap();
         let err = s.load().unwrap_err();
-        assert!(matches!(err, StoreError::Version { found: 3, .. }), "{err}");
+        assert!(matches!(err, StoreError::Version { found: 4, .. }), "{err}");
         fs::remove_dir_all(&base).unwrap();
     }
 }

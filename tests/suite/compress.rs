@@ -580,8 +580,7 @@ fn concurrent_applies_of_one_call_make_one_set_of_blocks() {
     });
     assert_eq!((a.status.code(), b.status.code()), (Some(0), Some(0)));
     assert_eq!(a.stdout, b.stdout);
-    let st: Value =
-        serde_json::from_slice(&fs::read(state.join("chat/state.json")).unwrap()).unwrap();
+    let st = super::common::state_json(&state.join("chat/state.json"));
     assert_eq!(st["blocks"].as_array().unwrap().len(), 1, "{st}");
 }
 

@@ -452,19 +452,15 @@ fn reclaimed_is_one_figure_in_inspect_and_the_svg_and_leaves_out_the_task() {
 
     // The task stays in the view, so it is not counted: apply's record of
     // what the range held is larger by exactly the task.
-    let state: Value = serde_json::from_str(
-        &fs::read_to_string(
-            fs::read_dir(c.dir.path().join("state"))
-                .unwrap()
-                .find_map(|e| {
-                    let p = e.unwrap().path().join("state.json");
-                    p.exists().then_some(p)
-                })
-                .unwrap(),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let state = crate::common::state_json(
+        &fs::read_dir(c.dir.path().join("state"))
+            .unwrap()
+            .find_map(|e| {
+                let p = e.unwrap().path().join("state.json");
+                p.exists().then_some(p)
+            })
+            .unwrap(),
+    );
     let recorded = state["blocks"][0]["compressedTokens"].as_u64().unwrap();
     assert_eq!(
         recorded - before,

@@ -367,3 +367,38 @@ fn a_lost_refs_log_is_bad_input_and_nothing_is_written() {
     assert!(err.contains("noa rebuild"), "{err}");
     assert_eq!(fs::read(session.join("state.json")).unwrap(), before);
 }
+
+#[test]
+fn blocks_are_written_when_made_and_a_lost_blocks_log_is_bad_input() {
+    let dir = TempDir::new();
+    let stats = crate::agent_loop::run_loop_in(dir.path(), 3, 40, 30_000, &[]);
+    assert!(stats.blocks > 0, "{stats:?}");
+    let session = dir.path().join("st/agent");
+    let log = fs::read(session.join("blocks.jsonl")).unwrap();
+    assert!(
+        !fs::read_to_string(session.join("state.json"))
+            .unwrap()
+            .contains("\"summary\""),
+        "summaries live in the blocks log"
+    );
+    // A turn that makes no block leaves the log as it was.
+    let args = [
+        "project",
+        "agent.jsonl",
+        "--state-dir",
+        "st",
+        "--limit",
+        "30000",
+    ];
+    assert!(noa(dir.path(), &args).status.success());
+    assert_eq!(fs::read(session.join("blocks.jsonl")).unwrap(), log);
+
+    let before = fs::read(session.join("state.json")).unwrap();
+    fs::remove_file(session.join("blocks.jsonl")).unwrap();
+    let out = noa(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the blocks log is missing"), "{err}");
+    assert!(err.contains("rebuild TRANSCRIPT"), "{err}");
+    assert_eq!(fs::read(session.join("state.json")).unwrap(), before);
+}

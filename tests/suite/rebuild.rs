@@ -67,7 +67,7 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
     assert_eq!(stats.rejected, 1, "{stats:?}");
     let session = dir.path().join("st/agent");
     let state_path = session.join("state.json");
-    let live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    let live = super::common::state_json(&state_path);
     let live_refs = super::common::refs_of(&state_path);
     let before = archives(&session);
     assert_eq!(before.len(), live["blocks"].as_array().unwrap().len());
@@ -125,7 +125,7 @@ fn rebuild_after_a_loop_gives_back_the_live_state() {
         report.contains("warn: m09990..m09999:"),
         "errors of a partial success are kept as warnings:\n{report}"
     );
-    let rebuilt: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    let rebuilt = super::common::state_json(&state_path);
     assert_eq!(blocks(&rebuilt), blocks(&live));
     assert_eq!(super::common::refs_of(&state_path), live_refs);
     assert_eq!(
@@ -161,10 +161,10 @@ fn check_reports_every_difference() {
     let dir = TempDir::new();
     run_loop_in(dir.path(), 6, 80, 40_000, &[]);
     let state_path = dir.path().join("st/agent/state.json");
-    let mut live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    let mut live = super::common::state_json(&state_path);
     live["blocks"][0]["summary"] = json!("edited by hand");
     live["blocks"][0]["tier"] = json!(2);
-    fs::write(&state_path, serde_json::to_vec_pretty(&live).unwrap()).unwrap();
+    super::common::edit_blocks(&state_path, &live["blocks"]);
     let out = noa(
         dir.path(),
         &["rebuild", "agent.jsonl", "--state-dir", "st", "--check"],
@@ -215,8 +215,7 @@ fn codex_view_has_nothing_from_before_its_compaction() {
 fn a_fork_starts_from_its_parents_ledger() {
     let dir = TempDir::new();
     run_loop_in(dir.path(), 8, 80, 40_000, &[]);
-    let parent: Value =
-        serde_json::from_slice(&fs::read(dir.path().join("st/agent/state.json")).unwrap()).unwrap();
+    let parent = super::common::state_json(&dir.path().join("st/agent/state.json"));
     assert!(!parent["blocks"].as_array().unwrap().is_empty());
     // The fork is the same log under another session, continued.
     let mut text = fs::read_to_string(dir.path().join("agent.jsonl")).unwrap();
@@ -241,8 +240,7 @@ fn a_fork_starts_from_its_parents_ledger() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let child: Value =
-        serde_json::from_slice(&fs::read(dir.path().join("st/fork/state.json")).unwrap()).unwrap();
+    let child = super::common::state_json(&dir.path().join("st/fork/state.json"));
     assert_eq!(child["derivedFrom"], "agent");
     assert_eq!(
         child["blocks"], parent["blocks"],

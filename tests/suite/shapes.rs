@@ -1127,7 +1127,7 @@ fn a_pressured_loop_rebuilds_exactly_without_its_window() {
     assert!(noa(dir.path(), &next).status.success());
     let session = dir.path().join("st/agent");
     let state_path = session.join("state.json");
-    let live: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    let live = super::common::state_json(&state_path);
     let live_refs = super::common::refs_of(&state_path);
     let before = archives(&session);
     let view_of = || {
@@ -1151,7 +1151,7 @@ fn a_pressured_loop_rebuilds_exactly_without_its_window() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rebuilt: Value = serde_json::from_slice(&fs::read(&state_path).unwrap()).unwrap();
+    let rebuilt = super::common::state_json(&state_path);
     assert_eq!(blocks(&rebuilt), blocks(&live));
     assert_eq!(super::common::refs_of(&state_path), live_refs);
     assert_eq!(archives(&session), before);

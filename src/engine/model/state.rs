@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// The state.json format version this build reads and writes.
-pub const STATE_VERSION: u32 = 2;
+pub const STATE_VERSION: u32 = 3;
 
 /// Everything noa remembers about one session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

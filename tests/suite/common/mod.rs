@@ -68,6 +68,34 @@ pub fn refs_of(state_path: &Path) -> noa::engine::MessageRefs {
         .message_refs
 }
 
+/// The state at `state_path` as JSON, as noa loads it: state.json with
+/// its blocks and ref map from the logs beside it.
+pub fn state_json(state_path: &Path) -> serde_json::Value {
+    let dir = state_path.parent().unwrap();
+    let session = dir.file_name().unwrap().to_str().unwrap();
+    let state = noa::store::SessionDir::new(dir.parent().unwrap(), session)
+        .load()
+        .unwrap()
+        .unwrap();
+    serde_json::to_value(state).unwrap()
+}
+
+/// Writes `blocks` as the state's blocks, as a person editing the files by
+/// hand would: blocks.jsonl afresh, and state.json's count of it.
+pub fn edit_blocks(state_path: &Path, blocks: &serde_json::Value) {
+    let log: String = blocks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| format!("{b}\n"))
+        .collect();
+    std::fs::write(state_path.with_file_name("blocks.jsonl"), &log).unwrap();
+    let mut state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state_path).unwrap()).unwrap();
+    state["blocksLog"] = serde_json::json!({"bytes": log.len(), "lines": log.lines().count()});
+    std::fs::write(state_path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+}
+
 /// Runs `noa` with the given arguments, no colour, from `cwd`.
 pub fn noa(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noa"))
