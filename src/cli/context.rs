@@ -122,6 +122,11 @@ impl<'g> Context<'g> {
     pub fn read_whole(&mut self) -> Result<(), CliError> {
         let mut loaded = load_whole(self.global, &self.loaded.path)?;
         self.history = history_of(&mut loaded);
+        // The session's handle remembers the logs its state was loaded
+        // from, so the save appends to them as a cold turn's would.
+        if loaded.session.dir == self.loaded.session.dir {
+            loaded.session = self.loaded.session.clone();
+        }
         self.loaded = loaded;
         Ok(())
     }

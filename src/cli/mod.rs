@@ -63,6 +63,7 @@ impl CliError {
                 StoreError::Corrupt { .. }
                 | StoreError::RefsLog { .. }
                 | StoreError::Blocks { .. }
+                | StoreError::Log { .. }
                 | StoreError::Version { .. }
                 | StoreError::Link { .. }
                 | StoreError::Outside { .. },

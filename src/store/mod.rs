@@ -6,6 +6,7 @@
 mod archive;
 mod atomic;
 mod lock;
+mod map_log;
 pub mod output;
 mod read_cache;
 mod state_file;

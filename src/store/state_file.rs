@@ -12,6 +12,7 @@ use thiserror::Error;
 use serde::{Deserialize, Serialize};
 
 use super::atomic::write_atomic;
+use super::map_log::{self, Extent, LogError, Logged};
 use super::read_cache::{Digest, digest};
 use crate::engine::{
     Block, CompressionState, HostState, MessageRefs, NudgeState, STATE_VERSION, Stats,
@@ -62,6 +63,21 @@ pub enum StoreError {
     )]
     Blocks {
         /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        what: String,
+    },
+    /// A log of token figures or truncations does not hold what state.json
+    /// stands on.
+    #[error("{path}: the log is {what}")]
+    #[diagnostic(
+        code(noa::corrupt_log),
+        help(
+            "noa left the files as they are. Move state.json aside and run `noa rebuild TRANSCRIPT` to recover the state from the transcript"
+        )
+    )]
+    Log {
+        /// The log.
         path: PathBuf,
         /// What is wrong with it.
         what: String,
@@ -142,7 +158,17 @@ pub struct SessionDir {
     /// digest of each block's latest line, so a save appends only the
     /// blocks made or changed since.
     blocks_logged: RefCell<Option<BlocksLogged>>,
+    /// The token-figure and truncation logs as this process last read or
+    /// wrote them.
+    tokens_logged: RefCell<Option<Logged<usize>>>,
+    truncated_logged: RefCell<Option<Logged<usize>>>,
 }
+
+/// Token figures frozen per ref: `+ m00042 1234`.
+const TOKENS_LOG: &str = "tokens.log";
+/// Outputs cut by emergency truncation, each with the history length when
+/// it was cut (0 where that is not known): `+ h_… 512`.
+const TRUNCATED_LOG: &str = "truncated.log";
 
 /// How much of blocks.jsonl a state.json stands on. The log is
 /// append-only, one block a line; a later line for a block id replaces the
@@ -171,9 +197,10 @@ type Latest = Vec<(String, u64)>;
 
 const BLOCKS_LOG: &str = "blocks.jsonl";
 
-/// state.json as written: every field of the state but the blocks (named
-/// by their file) and the ref map (in refs.log, but for what only state.json
-/// can say).
+/// state.json as written: every field of the state but those that grow
+/// with the history, which live in logs beside it and are named by how much
+/// of each is the state's: the ref map (refs.log, but for what only
+/// state.json can say), the blocks, the token figures and the truncations.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct OnDisk<'a> {
@@ -183,14 +210,14 @@ struct OnDisk<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     blocks_log: Option<BlocksLog>,
     message_refs: InlineRefs<'a>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    token_snapshot: &'a BTreeMap<String, usize>,
     nudge: &'a NudgeState,
     stats: &'a Stats,
     #[serde(skip_serializing_if = "str::is_empty")]
     derived_from: &'a str,
-    host: &'a HostState,
+    host: HostState,
     refs_log: RefsLog,
+    tokens_log: Extent,
+    truncated_log: Extent,
 }
 
 /// The part of the ref map refs.log cannot hold: hard-protected messages,
@@ -252,6 +279,8 @@ impl SessionDir {
             session: session.to_string(),
             logged: Cell::new(None),
             blocks_logged: RefCell::new(None),
+            tokens_logged: RefCell::new(None),
+            truncated_logged: RefCell::new(None),
         }
     }
 
@@ -263,6 +292,8 @@ impl SessionDir {
             session: agent.to_string(),
             logged: Cell::new(None),
             blocks_logged: RefCell::new(None),
+            tokens_logged: RefCell::new(None),
+            truncated_logged: RefCell::new(None),
         }
     }
 
@@ -317,6 +348,16 @@ impl SessionDir {
             .map(|v| serde_json::from_value::<RefsLog>(v.clone()))
             .transpose()
             .map_err(corrupt)?;
+        let extent = |name: &str| {
+            value
+                .get(name)
+                .map(|v| serde_json::from_value::<Extent>(v.clone()))
+                .transpose()
+        };
+        let (tokens, truncated) = (
+            extent("tokensLog").map_err(corrupt)?,
+            extent("truncatedLog").map_err(corrupt)?,
+        );
         let blocks = value
             .get("blocksLog")
             .map(|v| serde_json::from_value::<BlocksLog>(v.clone()))
@@ -344,6 +385,22 @@ impl SessionDir {
             None => None,
         };
         self.blocks_logged.replace(blocks_logged);
+        if let Some(extent) = tokens {
+            let map = self.read_map_log(TOKENS_LOG, extent)?;
+            state.token_snapshot = map.clone();
+            self.tokens_logged.replace(Some(Logged { extent, map }));
+        }
+        if let Some(extent) = truncated {
+            let map = self.read_map_log(TRUNCATED_LOG, extent)?;
+            let host = &mut state.host;
+            host.truncated = map.keys().cloned().collect();
+            host.truncated_at = map
+                .iter()
+                .filter(|(_, n)| **n != 0)
+                .map(|(k, n)| (k.clone(), *n))
+                .collect();
+            self.truncated_logged.replace(Some(Logged { extent, map }));
+        }
         let logged = match log {
             Some(log) => Some((log, self.read_refs_log(&mut state.message_refs, log)?)),
             None => None,
@@ -405,6 +462,42 @@ impl SessionDir {
         Ok((blocks, latest))
     }
 
+    /// The map the first bytes of the log `name` make.
+    fn read_map_log(
+        &self,
+        name: &str,
+        extent: Extent,
+    ) -> Result<BTreeMap<String, usize>, StoreError> {
+        let path = self.dir.join(name);
+        map_log::read(&path, extent).map_err(|e| match e {
+            LogError::Damaged(what) => StoreError::Log {
+                path,
+                what: what.to_string(),
+            },
+            LogError::Io(e) => StoreError::io(&path, e),
+        })
+    }
+
+    /// Brings the log `name` to `current`, appending what changed since
+    /// `logged`.
+    fn write_map_log<'a>(
+        &self,
+        name: &str,
+        logged: &RefCell<Option<Logged<usize>>>,
+        current: impl Iterator<Item = (&'a str, usize)>,
+    ) -> Result<(Extent, Logged<usize>), StoreError> {
+        let path = self.dir.join(name);
+        let known = logged.borrow_mut().take();
+        let now = map_log::write(&path, known, current, |bytes| {
+            self.write(name, bytes).map(drop).map_err(|e| match e {
+                StoreError::Io { source, .. } => source,
+                other => io::Error::other(other.to_string()),
+            })
+        })
+        .map_err(|e| StoreError::io(&path, e))?;
+        Ok((now.extent, now))
+    }
+
     /// Fills the ref map from the first bytes of refs.log the state names;
     /// returns their digest.
     fn read_refs_log(&self, refs: &mut MessageRefs, log: RefsLog) -> Result<u64, StoreError> {
@@ -450,6 +543,21 @@ impl SessionDir {
         let path = self.state_path();
         let (log, logged) = self.write_refs_log(&state.message_refs)?;
         let blocks_logged = self.write_blocks(&state.blocks)?;
+        let (tokens_log, tokens_logged) = self.write_map_log(
+            TOKENS_LOG,
+            &self.tokens_logged,
+            state.token_snapshot.iter().map(|(k, v)| (k.as_str(), *v)),
+        )?;
+        let at = &state.host.truncated_at;
+        let (truncated_log, truncated_logged) = self.write_map_log(
+            TRUNCATED_LOG,
+            &self.truncated_logged,
+            state
+                .host
+                .truncated
+                .iter()
+                .map(|k| (k.as_str(), at.get(k).copied().unwrap_or(0))),
+        )?;
         // Naming every field makes a new one a compile error here until
         // state.json carries it.
         let CompressionState {
@@ -458,7 +566,7 @@ impl SessionDir {
             next_block_id,
             blocks: _,
             message_refs: refs,
-            token_snapshot,
+            token_snapshot: _,
             nudge,
             stats,
             derived_from,
@@ -477,12 +585,17 @@ impl SessionDir {
                     .collect(),
                 by_ref: BTreeMap::new(),
             },
-            token_snapshot,
             nudge,
             stats,
             derived_from,
-            host,
+            host: HostState {
+                truncated: Default::default(),
+                truncated_at: BTreeMap::new(),
+                ..host.clone()
+            },
             refs_log: log,
+            tokens_log,
+            truncated_log,
         };
         let mut bytes =
             serde_json::to_vec_pretty(&disk).map_err(|e| StoreError::io(&path, e.into()))?;
@@ -490,6 +603,8 @@ impl SessionDir {
         self.write("state.json", &bytes)?;
         self.logged.set(Some((log, logged)));
         self.blocks_logged.replace(blocks_logged);
+        self.tokens_logged.replace(Some(tokens_logged));
+        self.truncated_logged.replace(Some(truncated_logged));
         Ok(())
     }
 
@@ -658,8 +773,24 @@ mod tests {
         st.message_refs.by_raw.insert("h_a".into(), "m00001".into());
         st.message_refs.by_ref.insert("m00001".into(), "h_a".into());
         st.token_snapshot.insert("m00001".into(), 12);
+        st.host.truncated.insert("h_a".into());
+        st.host.truncated.insert("h_b".into());
+        st.host.truncated_at.insert("h_a".into(), 7);
         s.save(&st).unwrap();
-        assert_eq!(s.load().unwrap(), Some(st));
+        assert_eq!(s.load().unwrap(), Some(st.clone()));
+        let text = fs::read_to_string(s.state_path()).unwrap();
+        assert!(!text.contains("h_a") && !text.contains("m00001"), "{text}");
+        // A turn that changes neither map appends nothing to their logs.
+        let logs = [TOKENS_LOG, TRUNCATED_LOG].map(|f| fs::read(s.dir.join(f)).unwrap());
+        st.nudge.last_turn_tokens = 10;
+        let fresh = SessionDir::new(&base, "sess");
+        fresh.load().unwrap();
+        fresh.save(&st).unwrap();
+        assert_eq!(
+            logs,
+            [TOKENS_LOG, TRUNCATED_LOG].map(|f| fs::read(s.dir.join(f)).unwrap())
+        );
+        assert_eq!(SessionDir::new(&base, "sess").load().unwrap(), Some(st));
         fs::remove_dir_all(&base).unwrap();
     }
 

@@ -136,7 +136,12 @@ fn turn(dir: &Path, shape: Shape, what: &str) -> (Turn, String) {
         let mut report = warm.report.clone();
         report["read"] = cold.report["read"].clone();
         assert_eq!(report, cold.report, "{what}");
-        assert!(warm.state == cold.state, "{what}: the states differ");
+        assert!(
+            warm.state == cold.state,
+            "{what}: the states differ\n{}\n---\n{}",
+            warm.state,
+            cold.state
+        );
     }
     let read = warm.report["read"].as_str().unwrap().to_string();
     (warm, read)

@@ -1,0 +1,288 @@
+//! Maps of the state that grow with the history (token figures frozen per
+//! ref, truncated outputs) kept as append-only logs beside state.json, so a
+//! turn writes what changed instead of every entry again.
+//!
+//! A log is lines of `+ key value` (set) and `- key` (removed); the map is
+//! what its lines leave, in order. state.json names how many bytes and lines
+//! of the log are its own: what a crashed save appended after them is not
+//! read, and the next save cuts it; an older state.json put back names a
+//! shorter prefix, which holds the map as it was then. A log that has grown
+//! to more than twice its entries (and past a few hundred lines) is
+//! written afresh.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fmt::{Display, Write as _};
+use std::fs;
+use std::io::{self, Seek, Write};
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// How much of a log a state.json stands on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extent {
+    /// Bytes of the log that belong to the state.
+    pub bytes: u64,
+    /// Lines in those bytes.
+    pub lines: usize,
+}
+
+/// A log as this process last read or wrote it: its extent and the map its
+/// lines make.
+#[derive(Debug, Clone)]
+pub struct Logged<V> {
+    pub extent: Extent,
+    pub map: BTreeMap<String, V>,
+}
+
+/// Below this many lines a log is never rewritten for its length.
+const COMPACT_FLOOR: usize = 256;
+
+/// The map the first `extent.bytes` of the log at `path` make; `Err` says
+/// what is wrong with the log.
+pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<BTreeMap<String, V>, LogError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LogError::Damaged("missing")),
+        Err(e) => return Err(LogError::Io(e)),
+    };
+    let mine = usize::try_from(extent.bytes)
+        .ok()
+        .and_then(|n| bytes.get(..n))
+        .ok_or(LogError::Damaged("shorter than state.json says"))?;
+    let text = std::str::from_utf8(mine).map_err(|_| LogError::Damaged("not UTF-8"))?;
+    let mut map = BTreeMap::new();
+    let mut lines = 0;
+    for line in text.lines() {
+        lines += 1;
+        let bad = || LogError::Damaged("a line is not `+ key value` or `- key`");
+        match line.split_once(' ') {
+            Some(("+", rest)) => {
+                let (key, value) = rest.split_once(' ').ok_or_else(bad)?;
+                let value = value.parse().map_err(|_| bad())?;
+                map.insert(key.to_string(), value);
+            }
+            Some(("-", key)) => {
+                map.remove(key);
+            }
+            _ => return Err(bad()),
+        }
+    }
+    if lines != extent.lines {
+        return Err(LogError::Damaged("not the log state.json was saved with"));
+    }
+    Ok(map)
+}
+
+/// Why a log could not be read.
+#[derive(Debug)]
+pub enum LogError {
+    /// The log is missing or is not the one state.json names.
+    Damaged(&'static str),
+    /// Reading failed.
+    Io(io::Error),
+}
+
+/// Brings the log at `path` to `current` (its entries in key order): the
+/// changes since `logged` are appended; without a known log, or once the
+/// log is more than twice its entries, `rewrite` writes it afresh (given
+/// the whole text). Returns the log as it now stands.
+pub fn write<'a, V>(
+    path: &Path,
+    logged: Option<Logged<V>>,
+    current: impl Iterator<Item = (&'a str, V)>,
+    rewrite: impl FnOnce(&[u8]) -> io::Result<()>,
+) -> io::Result<Logged<V>>
+where
+    V: Display + PartialEq,
+{
+    let on_disk = |l: &Logged<V>| fs::metadata(path).is_ok_and(|m| m.len() >= l.extent.bytes);
+    let Some(mut logged) = logged.filter(on_disk) else {
+        let map = current.map(|(k, v)| (k.to_string(), v)).collect();
+        return written_afresh(map, rewrite);
+    };
+    // Both sides are in key order: one merge walk finds the changes.
+    let mut changes = String::new();
+    let mut lines = 0;
+    let mut entries = 0;
+    let mut sets: Vec<(String, V)> = Vec::new();
+    let mut removes: Vec<String> = Vec::new();
+    let mut old = logged.map.iter().peekable();
+    let mut current = current.peekable();
+    loop {
+        let order = match (old.peek(), current.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((ok, _)), Some((ck, _))) => ok.as_str().cmp(ck),
+        };
+        let (key, value) = match order {
+            Ordering::Less => {
+                let (k, _) = old.next().expect("peeked");
+                let _ = writeln!(changes, "- {k}");
+                removes.push(k.clone());
+                lines += 1;
+                continue;
+            }
+            Ordering::Greater => current.next().expect("peeked"),
+            Ordering::Equal => {
+                let (_, was) = old.next().expect("peeked");
+                let (k, v) = current.next().expect("peeked");
+                if *was == v {
+                    entries += 1;
+                    continue;
+                }
+                (k, v)
+            }
+        };
+        let _ = writeln!(changes, "+ {key} {value}");
+        sets.push((key.to_string(), value));
+        lines += 1;
+        entries += 1;
+    }
+    for k in removes {
+        logged.map.remove(&k);
+    }
+    logged.map.extend(sets);
+    let total = logged.extent.lines + lines;
+    if total > COMPACT_FLOOR && total > 2 * entries {
+        return written_afresh(logged.map, rewrite);
+    }
+    if lines > 0 {
+        // Bytes a crashed save appended after the state's are cut first.
+        fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut f| {
+                f.set_len(logged.extent.bytes)?;
+                f.seek(io::SeekFrom::End(0))?;
+                f.write_all(changes.as_bytes())?;
+                f.sync_data()
+            })?;
+    }
+    logged.extent = Extent {
+        bytes: logged.extent.bytes + changes.len() as u64,
+        lines: total,
+    };
+    Ok(logged)
+}
+
+/// The whole map written as a new log.
+fn written_afresh<V: Display>(
+    map: BTreeMap<String, V>,
+    rewrite: impl FnOnce(&[u8]) -> io::Result<()>,
+) -> io::Result<Logged<V>> {
+    let mut text = String::new();
+    for (k, v) in &map {
+        let _ = writeln!(text, "+ {k} {v}");
+    }
+    rewrite(text.as_bytes())?;
+    Ok(Logged {
+        extent: Extent {
+            bytes: text.len() as u64,
+            lines: map.len(),
+        },
+        map,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("noa-maplog-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn save(
+        path: &Path,
+        logged: Option<Logged<usize>>,
+        map: &BTreeMap<String, usize>,
+    ) -> Logged<usize> {
+        write(
+            path,
+            logged,
+            map.iter().map(|(k, v)| (k.as_str(), *v)),
+            |bytes| fs::write(path, bytes),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn changes_are_appended_and_read_back() {
+        let dir = temp("append");
+        let path = dir.join("m.log");
+        let mut map: BTreeMap<String, usize> = (1..=5).map(|i| (format!("m{i}"), i)).collect();
+        let first = save(&path, None, &map);
+        let len = fs::metadata(&path).unwrap().len();
+        assert_eq!(read::<usize>(&path, first.extent).unwrap(), map);
+        map.remove("m2");
+        map.insert("m3".into(), 30);
+        map.insert("m9".into(), 9);
+        let second = save(&path, Some(first.clone()), &map);
+        let text = fs::read_to_string(&path).unwrap();
+        assert_eq!(&text[len as usize..], "- m2\n+ m3 30\n+ m9 9\n");
+        assert_eq!(read::<usize>(&path, second.extent).unwrap(), map);
+        assert_eq!(second.map, map);
+        // The older extent still reads the older map.
+        assert_eq!(read::<usize>(&path, first.extent).unwrap(), first.map);
+        // Nothing changed: nothing written.
+        let third = save(&path, Some(second.clone()), &map);
+        assert_eq!(third.extent, second.extent);
+        assert_eq!(fs::read_to_string(&path).unwrap(), text);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_crashed_tail_is_cut_and_a_damaged_log_is_named() {
+        let dir = temp("tail");
+        let path = dir.join("m.log");
+        let mut map: BTreeMap<String, usize> = [("a".to_string(), 1)].into();
+        let first = save(&path, None, &map);
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"+ b 2\n+ c")
+            .unwrap();
+        assert_eq!(read::<usize>(&path, first.extent).unwrap(), map);
+        map.insert("d".into(), 4);
+        let second = save(&path, Some(first), &map);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "+ a 1\n+ d 4\n");
+        assert_eq!(read::<usize>(&path, second.extent).unwrap(), map);
+        fs::write(&path, "+ a 1\n").unwrap();
+        assert!(matches!(
+            read::<usize>(&path, second.extent),
+            Err(LogError::Damaged("shorter than state.json says"))
+        ));
+        fs::write(&path, "+ a 1\n* d 4\n").unwrap();
+        assert!(matches!(
+            read::<usize>(&path, second.extent),
+            Err(LogError::Damaged(_))
+        ));
+        fs::remove_file(&path).unwrap();
+        assert!(matches!(
+            read::<usize>(&path, second.extent),
+            Err(LogError::Damaged("missing"))
+        ));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_log_of_mostly_removals_is_written_afresh() {
+        let dir = temp("compact");
+        let path = dir.join("m.log");
+        let mut map: BTreeMap<String, usize> = (0..400).map(|i| (format!("k{i:03}"), i)).collect();
+        let mut logged = save(&path, None, &map);
+        map.retain(|_, v| *v < 100);
+        logged = save(&path, Some(logged), &map);
+        assert_eq!(logged.extent.lines, 100, "rewritten with what is left");
+        assert_eq!(read::<usize>(&path, logged.extent).unwrap(), map);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
