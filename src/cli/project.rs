@@ -19,22 +19,21 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         Access::Write
     };
     let mut cx = Context::open(global, load_for_turn(global, &args.transcript)?, access)?;
-    let mut state = cx.state()?;
-    let mut unread_window = None;
-    if let Some(text) = &args.overflow_error {
-        match window_from_error(text) {
-            Some(w) => state.host.learned_window = Some(w),
-            None => {
-                unread_window =
-                    Some("--overflow-error names no window size; the window stays as it was".into())
-            }
+    let learned = args.overflow_error.as_deref().map(window_from_error);
+    let unread_window = matches!(learned, Some(None))
+        .then(|| "--overflow-error names no window size; the window stays as it was".to_string());
+    let learn = |state: &mut CompressionState| {
+        if let Some(Some(w)) = learned {
+            state.host.learned_window = Some(w);
         }
-    }
+    };
+    let mut state = cx.state()?;
+    learn(&mut state);
     let turn = Turn {
         input_tokens: args.input_tokens.and_then(|f| f.0),
         force_nudge: args.nudge,
     };
-    let p = project_turn(&mut cx, &mut state, turn)?;
+    let p = project_turn(&mut cx, &mut state, turn, learn)?;
     let (t, session, settings) = (cx.transcript(), cx.session(), &cx.settings);
     let to = args.to.map_or(t.format.view_format(), view_format);
     let mut warnings = t.warnings.clone();
@@ -144,22 +143,26 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
 /// whole first when the state no longer folds away what the cache left out,
 /// and after projecting if the view would still show any of it or the
 /// cache's JSON for it does not parse (then projected afresh from the state
-/// as it was).
+/// on disk, with what `learn` adds to it: the rare case pays for a second
+/// load, so the common one keeps no copy of the state).
 fn project_turn(
     cx: &mut Context,
     state: &mut CompressionState,
     turn: Turn,
+    learn: impl Fn(&mut CompressionState),
 ) -> Result<Projection, CliError> {
     if cx.warm() && !cx.cache_serves(state) {
         cx.read_whole()?;
     }
-    let before = cx.warm().then(|| state.clone());
+    let warm = cx.warm();
     let mut p = cx.project(state, turn);
-    if let Some(before) = before
-        && (cx.shows_elided(&p.view) || !cx.fill_view(&p.view))
-    {
-        *state = before;
+    if warm && (cx.shows_elided(&p.view) || !cx.fill_view(&p.view)) {
         cx.read_whole()?;
+        *state = match cx.session().load()? {
+            Some(saved) => saved,
+            None => cx.state()?,
+        };
+        learn(state);
         p = cx.project(state, turn);
     }
     Ok(p)
