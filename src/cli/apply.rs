@@ -22,6 +22,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
                 .into(),
         ));
     }
+    let mut watch = clock::Stopwatch::start();
     let mut cx = Context::open(global, load(global, &args.transcript)?, Access::Read)?;
     // A call that is not there is a usage error before anything is touched.
     let (raw, call_id, cut) = find_call(&cx.history, args)?;
@@ -42,12 +43,13 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             Exit::Success
         });
     }
+    let read = watch.lap();
     let config = cx.config(&state);
     let root = cx.session_root();
     let now = clock::now();
     let created = clock::rfc3339(now);
     let answer = engine::answer_call(
-        &state,
+        state,
         &CallInput {
             args: &raw,
             call_id: &call_id,
@@ -61,7 +63,21 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             now,
         },
     );
+    let engine = watch.lap();
     session.commit(&answer.outcome.archives, &answer.state)?;
+    if global.verbose {
+        let archives = &answer.outcome.archives;
+        let bytes: usize = archives.iter().map(|a| a.contents.len()).sum();
+        let _ = writeln!(
+            std::io::stderr(),
+            "noa: apply: read {} · engine {} · wrote {} archive(s) ({:.1} MB) and the state in {}",
+            clock::ms(read),
+            clock::ms(engine),
+            archives.len(),
+            bytes as f64 / 1e6,
+            clock::ms(watch.lap())
+        );
+    }
 
     let (outcome, parsed, text) = (&answer.outcome, &answer.parsed, &answer.panel);
     let blocks: Vec<_> = outcome

@@ -1,6 +1,6 @@
 //! The one place the command line reads the clock.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Now, in Unix seconds. `NOA_NOW` (Unix seconds) overrides it, so archives
 /// written by tests are the same bytes on every run.
@@ -27,6 +27,29 @@ pub fn rfc3339(secs: i64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+/// Times the phases of a command, for what `-v` reports.
+pub struct Stopwatch(Instant);
+
+impl Stopwatch {
+    /// Starts timing.
+    pub fn start() -> Stopwatch {
+        Stopwatch(Instant::now())
+    }
+
+    /// The time since the start or the last lap; starts the next lap.
+    pub fn lap(&mut self) -> Duration {
+        let now = Instant::now();
+        let lap = now - self.0;
+        self.0 = now;
+        lap
+    }
+}
+
+/// A duration as `12.3 ms`.
+pub fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
 /// Days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian

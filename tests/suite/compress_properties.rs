@@ -201,7 +201,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
         let call_id = format!("call_{seed}_{i}");
         // Answered as `noa apply` answers it: the host's policy included.
         let answer = noa::engine::answer_call(
-            &state,
+            std::mem::replace(&mut state, CompressionState::new("")),
             &CallInput {
                 args: &args,
                 call_id: &call_id,

@@ -102,9 +102,16 @@ pub fn view_at(state: &mut CompressionState, input: &CallInput) -> Projection {
 }
 
 /// The view at the call's cut, projected on a copy of `state` that is then
-/// dropped.
-fn scratch_view(state: &CompressionState, input: &CallInput) -> Projection {
-    project_at(&mut state.clone(), input)
+/// dropped. Every message before the cut already has its ref, so the ref
+/// map is lent to the copy rather than copied.
+fn scratch_view(state: &mut CompressionState, input: &CallInput) -> Projection {
+    let mut scratch = CompressionState {
+        message_refs: std::mem::take(&mut state.message_refs),
+        ..state.clone()
+    };
+    let p = project_at(&mut scratch, input);
+    state.message_refs = scratch.message_refs;
+    p
 }
 
 fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
@@ -124,8 +131,7 @@ fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
 
 /// Answers a call against `state`: reads its arguments, refuses what must be
 /// refused, applies the rest, and keeps the books.
-pub fn answer(state: &CompressionState, input: &CallInput) -> Answer {
-    let mut state = state.clone();
+pub fn answer(mut state: CompressionState, input: &CallInput) -> Answer {
     let seen = view_at(&mut state, input);
     let parsed = parse_compress_args(input.args);
     let outcome = decide(&state, input, &seen, &parsed);
@@ -192,11 +198,12 @@ pub fn answer_with(
             parsed.repairs.join(", ")
         ));
     }
-    let mut next = outcome.state.clone();
+    // The outcome's state is the one to keep; the outcome keeps the rest.
+    let mut next = std::mem::replace(&mut outcome.state, CompressionState::new(""));
     let (after, reclaimed) = if outcome.created.is_empty() || recorded.is_some() {
         (before, 0)
     } else {
-        let now = scratch_view(&next, input);
+        let now = scratch_view(&mut next, input);
         let reclaimed = panel::reclaimed_by_call(
             outcome.created.iter().map(|(b, _)| b),
             &next.blocks,
@@ -359,18 +366,18 @@ mod tests {
         let mut seen = state.clone();
         view_at(&mut seen, &input("", "", &h, &cfg));
         let bad = r#"{"content": [{"startId": "m90000", "endId": "m90001", "summary": "x"}]}"#;
-        let first = answer(&seen, &input(bad, "c1", &h, &cfg));
+        let first = answer(seen, &input(bad, "c1", &h, &cfg));
         assert!(first.rejected());
         assert_eq!(first.state.host.consecutive_failures, 1);
         assert_eq!(first.state.host.dead_ranges.len(), 1);
         assert!(answered_before(&first.state, "c1").is_some_and(|a| a.rejected));
 
-        let again = answer(&first.state, &input(bad, "c2", &h, &cfg));
+        let again = answer(first.state, &input(bad, "c2", &h, &cfg));
         assert!(again.panel.contains("already failed"), "{}", again.panel);
         assert_eq!(again.state.host.consecutive_failures, 2);
 
         let good = r#"{"content": [{"startId": "m00002", "endId": "m00030", "summary": "Did steps 1 to 15 of the plan, each one checked against the spec; nothing is left open."}]}"#;
-        let ok = answer(&again.state, &input(good, "c3", &h, &cfg));
+        let ok = answer(again.state, &input(good, "c3", &h, &cfg));
         assert!(!ok.rejected(), "{}", ok.panel);
         assert_eq!(ok.state.host.consecutive_failures, 0);
         assert!(ok.state.host.dead_ranges.is_empty());
@@ -382,7 +389,7 @@ mod tests {
         let h = history();
         let cfg = Config::default();
         let a = answer(
-            &CompressionState::new("s"),
+            CompressionState::new("s"),
             &input("not json at all", "c1", &h, &cfg),
         );
         assert!(a.rejected());
@@ -399,7 +406,7 @@ mod tests {
         let h = history();
         let cfg = Config::default();
         let a = answer(
-            &CompressionState::new("s"),
+            CompressionState::new("s"),
             &input(r#"{"content": []}"#, "c1", &h, &cfg),
         );
         assert!(a.rejected());

@@ -165,7 +165,10 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
                 // Never answered in the transcript (the host lost it, or the
                 // call is the last thing in it): answered as asked, and the
                 // answer kept, so the host's `apply` of it changes nothing.
-                let answer = answer(&state, &at);
+                let answer = answer(
+                    std::mem::replace(&mut state, CompressionState::new("")),
+                    &at,
+                );
                 let mut warnings = outcome_notes(&answer.outcome);
                 warnings.push("no recorded result: replayed as asked".into());
                 let blocks: Vec<String> = made_ids(&answer.outcome);
@@ -229,7 +232,7 @@ fn user_spoke(messages: &[CoreMessage]) -> bool {
 /// kept (the repeat guard, the failure count); its recorded answer is what a
 /// retried `apply` prints.
 fn keep_rejection(state: &mut CompressionState, at: &CallInput, panel: &str) {
-    let again = answer(state, at);
+    let again = answer(state.clone(), at);
     let rejected = again.rejected();
     state.message_refs = again.state.message_refs;
     state.token_snapshot = again.state.token_snapshot;
