@@ -67,6 +67,12 @@ struct Run {
 /// still there to ask.
 fn vm_hwm(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    // Until the child has become noa it is a copy of this process, whose
+    // memory is not noa's.
+    let name = status.lines().find_map(|l| l.strip_prefix("Name:"))?;
+    if name.trim() != "noa" {
+        return None;
+    }
     let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
     kb.trim().trim_end_matches("kB").trim().parse().ok()
 }
