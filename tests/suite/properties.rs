@@ -56,7 +56,7 @@ proptest! {
             for (id, r) in &seen {
                 prop_assert_eq!(state.message_refs.by_raw.get(id), Some(r));
             }
-            seen = state.message_refs.by_raw.clone();
+            seen = state.message_refs.by_raw.clone().into_iter().collect();
         }
     }
 }

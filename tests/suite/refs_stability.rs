@@ -10,7 +10,10 @@ fn refs(state_dir: &std::path::Path) -> BTreeMap<String, String> {
         .map(|e| e.unwrap().path())
         .find(|p| p.join("state.json").exists())
         .unwrap();
-    crate::common::refs_of(&session.join("state.json")).by_raw
+    crate::common::refs_of(&session.join("state.json"))
+        .by_raw
+        .into_iter()
+        .collect()
 }
 
 #[test]

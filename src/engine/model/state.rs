@@ -4,7 +4,9 @@
 //! one noa can be read by the next. Maps are ordered so the serialized file is
 //! the same bytes for the same state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use super::identity::IdHash;
 
 use serde::{Deserialize, Serialize};
 
@@ -72,9 +74,10 @@ impl CompressionState {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageRefs {
-    /// Message id → ref (or `BLOCKED`).
+    /// Message id → ref (or `BLOCKED`). Hashed: every turn looks up every
+    /// message of the history in it.
     #[serde(default)]
-    pub by_raw: BTreeMap<String, String>,
+    pub by_raw: HashMap<String, String, IdHash>,
     /// Ref → message id. Never holds `BLOCKED`.
     #[serde(default)]
     pub by_ref: BTreeMap<String, String>,

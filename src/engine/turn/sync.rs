@@ -23,11 +23,12 @@ pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
                 .iter()
                 .any(|id| present.contains(id.as_str()));
     }
-    let live: HashSet<&String> = history
+    let live: IdSet<'_> = history
         .iter()
         .filter_map(|m| state.message_refs.usable(&m.id))
+        .map(String::as_str)
         .collect();
-    state.token_snapshot.retain(|r, _| live.contains(r));
+    state.token_snapshot.retain(|r, _| live.contains(r.as_str()));
 }
 
 /// Every message id an active block stands for.
