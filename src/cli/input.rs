@@ -1,6 +1,8 @@
 //! Reading the transcript and finding the session's directory.
 
 use std::collections::HashSet;
+
+use crate::engine::IdHash;
 use std::fs;
 use std::io::{self, IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -39,7 +41,7 @@ pub struct HowRead {
     /// where they were kept.
     pub prefix: Vec<CoreMessage>,
     /// From the cache: ids of messages whose words it did not keep.
-    pub elided: HashSet<String>,
+    pub elided: HashSet<String, IdHash>,
     /// From the cache: the JSON of the messages that may be shown, parsed
     /// once the view says which are.
     pub raws: Vec<crate::store::Unparsed>,

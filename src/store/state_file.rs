@@ -515,8 +515,8 @@ impl SessionDir {
             return Err(damaged("shorter than state.json says"));
         };
         let text = std::str::from_utf8(mine).map_err(|_| damaged("not UTF-8"))?;
-        let mut count = 0;
         let mut last = 0;
+        let mut logged = Vec::with_capacity(log.count);
         for line in text.lines() {
             let Some((r, id)) = line.split_once(' ') else {
                 return Err(damaged("a line is not `ref id`"));
@@ -524,9 +524,16 @@ impl SessionDir {
             refs.by_raw
                 .entry(id.to_string())
                 .or_insert_with(|| r.to_string());
-            refs.by_ref.insert(r.to_string(), id.to_string());
-            count += 1;
+            logged.push((r.to_string(), id.to_string()));
             last = ref_number(r);
+        }
+        let count = logged.len();
+        // The log is in ref order: a map built from it whole is built in
+        // one pass, where inserting ref by ref searches the tree each time.
+        if refs.by_ref.is_empty() {
+            refs.by_ref = logged.into_iter().collect();
+        } else {
+            refs.by_ref.extend(logged);
         }
         if count != log.count || last != log.last {
             return Err(damaged("not the log state.json was saved with"));

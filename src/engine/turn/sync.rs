@@ -28,7 +28,9 @@ pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
         .filter_map(|m| state.message_refs.usable(&m.id))
         .map(String::as_str)
         .collect();
-    state.token_snapshot.retain(|r, _| live.contains(r.as_str()));
+    state
+        .token_snapshot
+        .retain(|r, _| live.contains(r.as_str()));
 }
 
 /// Every message id an active block stands for.
