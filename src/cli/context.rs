@@ -171,6 +171,16 @@ impl<'g> Context<'g> {
         Ok(self.session().save_read_cache(&source)?)
     }
 
+    /// Ends a command that is done with the transcript: the session lock
+    /// is released now, and the history and the transcript are left for
+    /// the process's exit to reclaim whole. Freeing a long session's
+    /// messages one by one costs a tenth of a turn; the command line runs
+    /// one command a process, so nothing is held longer than it would be.
+    pub fn finish(self) {
+        drop(self.lock);
+        std::mem::forget((self.loaded, self.history));
+    }
+
     /// The transcript.
     pub fn transcript(&self) -> &Transcript {
         &self.loaded.transcript

@@ -136,6 +136,9 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         };
         let _ = writeln!(std::io::stderr(), "{line}");
     }
+    // The state goes with the history (see `Context::finish`).
+    std::mem::forget(state);
+    cx.finish();
     Ok(Exit::Success)
 }
 
