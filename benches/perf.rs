@@ -19,9 +19,10 @@
 //! Each row prints the file's size at that step, the command's wall time,
 //! the baseline on the file as it is then (best of 3), their ratio, and the
 //! command's peak resident memory (VmHWM, sampled from /proc) in MB and
-//! against the file size. Turns that change no state (unchanged and
-//! compressed) are the best of 3 runs, with the highest peak memory seen;
-//! the others run once. Under the table, a note per session says what the
+//! against the file size. Every turn is the best of 3 runs, with the
+//! highest peak memory seen: the first turn starts each run without state,
+//! and a turn that changes the state has the session's files put back
+//! before each run; apply runs once. Under the table, a note per session says what the
 //! apply did (entries, blocks made, entries refused), the size of its
 //! state.json, and the view's size on the first turn and after compression;
 //! last comes `noa --version` start-up, the median of 20 runs.
@@ -301,6 +302,28 @@ impl Bench {
         self.noa("project", &["-q", "-o", self.view().to_str().unwrap()])
     }
 
+    /// A turn that changes the state, run as often as an unchanged one: the
+    /// session's files (not its archives, which a turn never touches) are
+    /// put back before each run, so every run is the same turn.
+    fn project_again(&self) -> Run {
+        let files: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(self.state_dir())
+            .unwrap()
+            .flat_map(|session| fs::read_dir(session.unwrap().path()).unwrap())
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .map(|p| {
+                let bytes = fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect();
+        best(|| {
+            for (p, bytes) in &files {
+                fs::write(p, bytes).unwrap();
+            }
+            self.project()
+        })
+    }
+
     /// Prints a row for `turn`: the run against the baseline on the file as
     /// it is now.
     fn row(&self, turn: &str, run: Run) {
@@ -385,16 +408,22 @@ fn run_session(root: &Path, name: &str, kind: Kind, messages: usize) -> String {
         dir,
         transcript,
     };
-    b.row("first turn", b.project());
+    b.row(
+        "first turn",
+        best(|| {
+            let _ = fs::remove_dir_all(b.state_dir());
+            b.project()
+        }),
+    );
     let full_view = b.view_size();
     b.row("next turn, unchanged", best(|| b.project()));
     b.transcript.exchange();
-    b.row("next turn, appended", b.project());
+    b.row("next turn, appended", b.project_again());
     let applied = b.apply();
     b.row("next turn, compressed", best(|| b.project()));
     let compressed_view = b.view_size();
     b.transcript.exchange();
-    b.row("next turn, compressed + appended", b.project());
+    b.row("next turn, compressed + appended", b.project_again());
     format!(
         "{name}: apply {applied}; state.json {} KB; view {} before compression, {} after",
         b.state_size() / 1024,
