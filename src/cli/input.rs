@@ -117,19 +117,20 @@ fn load_bytes(
     let bad = bad_lines(global);
     let digest = (mark && path.as_os_str() != "-").then(|| crate::store::digest(&bytes));
     let (text, decoded) = formats::decode(&name, bytes, bad)?;
+    let format = match format(global.format) {
+        Some(f) => f,
+        None => formats::detect(&name, &text)?,
+    };
+    // What the read cache needs of the text is taken before the read, which
+    // drops the text as soon as its lines are parsed.
+    let mark = digest
+        .filter(|_| decoded.is_empty() && text.ends_with('\n') && formats::resumable(format, &text))
+        .map(|d| (text.len() as u64, text.matches('\n').count() as u64, d));
     let spinner = reading_spinner(global, &name, text.len());
-    let transcript = formats::read(&name, &text, format(global.format), bad);
+    let transcript = formats::read_owned(&name, text, format, bad);
     spinner.finish_and_clear();
     let mut transcript = transcript?;
-    let mark = digest
-        .filter(|_| {
-            decoded.is_empty()
-                && text.ends_with('\n')
-                && formats::resumable(transcript.format, &text)
-        })
-        .map(|d| (text.len() as u64, text.matches('\n').count() as u64, d));
     transcript.warnings.extend(decoded);
-    drop(text);
     let read = HowRead {
         mark,
         ..HowRead::default()

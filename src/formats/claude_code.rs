@@ -32,15 +32,27 @@ struct Turn<'a> {
     message_id: Option<&'a str>,
 }
 
-/// Reads a session log into the messages the model saw.
-///
-/// Warnings come in the order of the lines they name, so a log read on
-/// from a prefix ([`read_after`]) warns as one read whole does.
-pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
+/// A session log's records, with the warnings reading them gave (by line).
+pub(crate) fn parse(name: &str, text: &str, bad: BadLines) -> Result<Parsed, ReadError> {
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let records = jsonl::records_from(name, text, 1, EXPECTED, bad, &mut |line, w| {
         warnings.push((line, w))
     })?;
+    Ok((records, warnings))
+}
+
+/// Records and the warnings reading them gave, by line.
+pub(crate) type Parsed = (Vec<Record>, Vec<(usize, String)>);
+
+/// The messages the model saw, from a session log's records.
+///
+/// Warnings come in the order of the lines they name, so a log read on
+/// from a prefix ([`read_after`]) warns as one read whole does.
+pub(crate) fn from_records(
+    name: &str,
+    records: Vec<Record>,
+    mut warnings: Vec<(usize, String)>,
+) -> Transcript {
     let session_id = records
         .iter()
         .find_map(|r| r.value.get("sessionId").and_then(Value::as_str))
@@ -114,13 +126,13 @@ pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, 
         ..joining_point(&records, &turns)
     };
     let Built { messages, kept, .. } = built;
-    Ok(finish(
+    finish(
         (session_id, parent_session),
         (messages, kept),
         records,
         warnings,
         carry,
-    ))
+    )
 }
 
 /// The messages of the records the model saw, in order: the lines of one

@@ -21,15 +21,27 @@ const EXPECTED: &str =
 /// Item types that are host bookkeeping, never sent to the model.
 const HOST_ONLY_ITEMS: [&str; 1] = ["ghost_snapshot"];
 
-/// Reads a rollout.
-pub(crate) fn read(name: &str, text: &str, bad: BadLines) -> Result<Transcript, ReadError> {
+/// A rollout's records, with the warnings reading them gave.
+pub(crate) fn parse(name: &str, text: &str, bad: BadLines) -> Result<Parsed, ReadError> {
     let mut warnings = Vec::new();
     let records = jsonl::records(name, text, EXPECTED, bad, &mut warnings)?;
+    Ok((records, warnings))
+}
+
+/// Records and the warnings reading them gave.
+pub(crate) type Parsed = (Vec<jsonl::Record>, Vec<String>);
+
+/// The messages of a rollout, from its records.
+pub(crate) fn from_records(
+    name: &str,
+    records: Vec<jsonl::Record>,
+    warnings: Vec<String>,
+) -> Transcript {
     let mut rollout = Rollout::new(&CodexCarry::default(), warnings);
     for r in records {
         rollout.take(name, r);
     }
-    Ok(rollout.finish(ToolNames::default()).0)
+    rollout.finish(ToolNames::default()).0
 }
 
 /// Reads the lines appended after a prefix read earlier, `carry` what its

@@ -20,16 +20,16 @@ pub(crate) struct MessageLog {
 }
 
 impl MessageLog {
-    /// Reads a whole log.
-    pub(crate) fn read(
+    /// The log's messages as records, with the warnings reading them gave.
+    pub(crate) fn parse(
         &self,
         name: &str,
         text: &str,
         bad: BadLines,
-    ) -> Result<Transcript, ReadError> {
+    ) -> Result<(Vec<jsonl::Record>, Vec<String>), ReadError> {
         let mut warnings = Vec::new();
         let records = jsonl::message_list(name, text, self.expected, bad, &mut warnings)?;
-        Ok(self.messages_of(name, records, ToolNames::default(), warnings))
+        Ok((records, warnings))
     }
 
     /// Reads the lines appended after a prefix an earlier turn read: `text`
@@ -51,7 +51,9 @@ impl MessageLog {
         Ok(self.messages_of(name, records, tools, warnings))
     }
 
-    fn messages_of(
+    /// The transcript of a log's records; `tools` names the calls of what
+    /// came before them.
+    pub(crate) fn messages_of(
         &self,
         name: &str,
         records: Vec<jsonl::Record>,

@@ -353,14 +353,63 @@ pub fn read(
         Some(f) => f,
         None => detect(name, text)?,
     };
-    let mut transcript = match format {
-        Format::Chat => chat::LOG.read(name, text, bad)?,
-        Format::Anthropic => anthropic::LOG.read(name, text, bad)?,
-        Format::ClaudeCode => claude_code::read(name, text, bad)?,
-        Format::Codex => codex::read(name, text, bad)?,
-    };
-    assign_ids(&mut transcript);
-    Ok(transcript)
+    Ok(Parsed::of(format, name, text, bad)?.build(name))
+}
+
+/// [`read`], taking the text: it is dropped once its lines are parsed, so
+/// the file's bytes and the messages built from them are never held at once.
+pub fn read_owned(
+    name: &str,
+    text: String,
+    format: Format,
+    bad: BadLines,
+) -> Result<Transcript, ReadError> {
+    let parsed = Parsed::of(format, name, &text, bad)?;
+    drop(text);
+    Ok(parsed.build(name))
+}
+
+/// A transcript's lines parsed, its messages not built yet.
+enum Parsed {
+    Log(
+        &'static message_log::MessageLog,
+        Vec<jsonl::Record>,
+        Vec<String>,
+    ),
+    ClaudeCode(claude_code::Parsed),
+    Codex(codex::Parsed),
+}
+
+impl Parsed {
+    fn of(format: Format, name: &str, text: &str, bad: BadLines) -> Result<Parsed, ReadError> {
+        Ok(match format {
+            Format::Chat | Format::Anthropic => {
+                let log = match format {
+                    Format::Chat => &chat::LOG,
+                    _ => &anthropic::LOG,
+                };
+                let (records, warnings) = log.parse(name, text, bad)?;
+                Parsed::Log(log, records, warnings)
+            }
+            Format::ClaudeCode => Parsed::ClaudeCode(claude_code::parse(name, text, bad)?),
+            Format::Codex => Parsed::Codex(codex::parse(name, text, bad)?),
+        })
+    }
+
+    /// The transcript, every block given its identity.
+    fn build(self, name: &str) -> Transcript {
+        let mut transcript = match self {
+            Parsed::Log(log, records, warnings) => {
+                log.messages_of(name, records, anthropic::ToolNames::default(), warnings)
+            }
+            Parsed::ClaudeCode((records, warnings)) => {
+                claude_code::from_records(name, records, warnings)
+            }
+            Parsed::Codex((records, warnings)) => codex::from_records(name, records, warnings),
+        };
+        assign_ids(&mut transcript);
+        transcript
+    }
 }
 
 /// Gives every block its content-hash identity, counting repeats in order.
