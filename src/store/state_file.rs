@@ -1020,6 +1020,16 @@ mod tests {
         fs::read_to_string(s.dir.join(BLOCKS_LOG)).unwrap_or_default()
     }
 
+    /// A session saved with `n` blocks: its base dir, handle and state.
+    fn saved_with_blocks(name: &str, n: u32) -> (PathBuf, SessionDir, CompressionState) {
+        let base = temp(name);
+        let s = SessionDir::new(&base, "sess");
+        let mut st = with_refs(2);
+        st.blocks = (1..=n).map(block).collect();
+        s.save(&st).unwrap();
+        (base, s, st)
+    }
+
     #[test]
     fn blocks_are_appended_only_when_they_change() {
         let base = temp("blocks");
@@ -1062,11 +1072,7 @@ mod tests {
 
     #[test]
     fn an_older_state_put_back_has_its_blocks_as_they_were() {
-        let base = temp("blocks-older");
-        let s = SessionDir::new(&base, "sess");
-        let mut st = with_refs(2);
-        st.blocks = vec![block(1)];
-        s.save(&st).unwrap();
+        let (base, s, st) = saved_with_blocks("blocks-older", 1);
         let older = fs::read(s.state_path()).unwrap();
         let mut newer = st.clone();
         newer.blocks[0].active = false;
@@ -1086,11 +1092,7 @@ mod tests {
 
     #[test]
     fn a_missing_or_short_blocks_log_is_an_error_and_stays() {
-        let base = temp("blocks-lost");
-        let s = SessionDir::new(&base, "sess");
-        let mut st = with_refs(2);
-        st.blocks = vec![block(1), block(2)];
-        s.save(&st).unwrap();
+        let (base, s, _) = saved_with_blocks("blocks-lost", 2);
         let path = s.dir.join(BLOCKS_LOG);
         let text = blocks_log(&s);
         fs::write(&path, &text[..text.len() - 3]).unwrap();
@@ -1111,11 +1113,7 @@ mod tests {
 
     #[test]
     fn a_version_2_state_keeps_its_blocks_and_moves_them_to_the_log() {
-        let base = temp("blocks-v2");
-        let s = SessionDir::new(&base, "sess");
-        let mut st = with_refs(2);
-        st.blocks = vec![block(1), block(2)];
-        s.save(&st).unwrap();
+        let (base, s, st) = saved_with_blocks("blocks-v2", 2);
         let log = blocks_log(&s);
         let mut v2: serde_json::Value =
             serde_json::from_slice(&fs::read(s.state_path()).unwrap()).unwrap();
