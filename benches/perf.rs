@@ -23,8 +23,9 @@
 //! highest peak memory seen: the first turn starts each run without state,
 //! and a turn that changes the state has the session's files put back
 //! before each run; apply runs once. Under the table, a note per session says what the
-//! apply did (entries, blocks made, entries refused), the size of its
-//! state.json, and the view's size on the first turn and after compression;
+//! apply did (entries, blocks made, entries refused, and where its time
+//! went: reading, the engine, writing), the size of its state.json, and the
+//! view's size on the first turn and after compression;
 //! last comes `noa --version` start-up, the median of 20 runs.
 //!
 //! `cargo bench --bench perf -- chat 10K` runs only the sessions whose name
@@ -369,13 +370,19 @@ impl Bench {
     fn apply(&mut self) -> String {
         let args = self.compress_args();
         self.transcript.compress_call("cmp_bench", &args);
-        let run = self.noa("apply", &[]);
+        let run = self.noa("apply", &["-v"]);
         self.row("apply", run);
         let panel = fs::read_to_string(self.stdout()).unwrap();
+        // `-v` says where the time went: reading, the engine, writing.
+        let phases = fs::read_to_string(self.stdout().with_extension("err"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("noa: apply: ").map(str::to_string))
+            .unwrap_or_default();
         self.transcript.tool_result("cmp_bench", panel.trim_end());
         let count = |prefix: &str| panel.lines().filter(|l| l.starts_with(prefix)).count();
         format!(
-            "{} ranges → {} blocks, {} errors",
+            "{} ranges → {} blocks, {} errors ({phases})",
             args["content"].as_array().unwrap().len(),
             count("  b"),
             count("  error:")
