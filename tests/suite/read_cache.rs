@@ -371,3 +371,82 @@ fn a_dry_run_reads_from_the_cache_but_leaves_it_alone() {
     assert_eq!(report["read"], "cache");
     assert_eq!(fs::read(dir.join("st/t/read-cache.bin")).unwrap(), cache);
 }
+
+/// The state dir of a session as an older noa left it: version 1 (every
+/// map inline) or version 2 (the ref map in refs.log, the rest inline).
+fn as_older_version(session: &Path, version: u64) {
+    let mut state = super::common::state_json(&session.join("state.json"));
+    let on_disk: Value =
+        serde_json::from_slice(&fs::read(session.join("state.json")).unwrap()).unwrap();
+    state["version"] = version.into();
+    if version == 2 {
+        state["refsLog"] = on_disk["refsLog"].clone();
+        state["messageRefs"] = on_disk["messageRefs"].clone();
+    } else {
+        fs::remove_file(session.join("refs.log")).unwrap();
+    }
+    for log in ["blocks.jsonl", "tokens.log", "truncated.log"] {
+        let _ = fs::remove_file(session.join(log));
+    }
+    fs::write(
+        session.join("state.json"),
+        serde_json::to_vec_pretty(&state).unwrap(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_state_an_older_version_wrote_gives_the_same_turn_warm_and_whole() {
+    let dir = TempDir::new();
+    let stats = super::agent_loop::run_loop_in(dir.path(), 4, 60, LIMIT, &[]);
+    assert!(stats.blocks > 0, "{stats:?}");
+    let mut text = fs::read_to_string(dir.path().join("agent.jsonl")).unwrap();
+    text.push_str(&format!(
+        "{}\n",
+        json!({"role": "user", "content": "Carry on with the cache sizing."})
+    ));
+    fs::write(dir.path().join("agent.jsonl"), &text).unwrap();
+    for version in [1, 2] {
+        copy_dir(
+            &dir.path().join("st"),
+            &dir.path().join(format!("v{version}")),
+        );
+        as_older_version(&dir.path().join(format!("v{version}/agent")), version);
+    }
+    copy_dir(&dir.path().join("st"), &dir.path().join("whole"));
+    fs::remove_file(dir.path().join("whole/agent/read-cache.bin")).unwrap();
+    let turn = |st: &str| {
+        let args = [
+            "project",
+            "agent.jsonl",
+            "--state-dir",
+            st,
+            "--limit",
+            &LIMIT.to_string(),
+            "--report",
+            "json",
+        ];
+        let out = noa(dir.path(), &args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{st}: {err}");
+        let report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+        let state = super::common::state_json(&dir.path().join(st).join("agent/state.json"));
+        (out.stdout, report["read"].clone(), state)
+    };
+    let (view, read, state) = turn("st");
+    assert_eq!(read, "cache");
+    for st in ["v1", "v2", "whole"] {
+        let (v, r, s) = turn(st);
+        assert!(v == view, "{st}: the views differ");
+        assert_eq!(s, state, "{st}: the states differ");
+        assert_eq!(r, if st == "whole" { "whole" } else { "cache" }, "{st}");
+    }
+    // The older states were moved to version 3 and its logs.
+    for st in ["v1", "v2"] {
+        let session = dir.path().join(st).join("agent");
+        let on_disk: Value =
+            serde_json::from_slice(&fs::read(session.join("state.json")).unwrap()).unwrap();
+        assert_eq!(on_disk["version"], noa::engine::STATE_VERSION, "{st}");
+        assert!(session.join("blocks.jsonl").exists() && session.join("refs.log").exists());
+    }
+}
