@@ -14,7 +14,8 @@
 //! - compressions: Compress calls made (blocks they created), and rejections;
 //! - peak: the largest request, as a share of the window;
 //! - Compress overhead: bytes of the views taken by Compress calls and their
-//!   panels, over all bytes sent (and the largest share of one view).
+//!   panels, over all bytes sent; then the largest share of one view they
+//!   took, and the largest share of the window.
 //!
 //! Figures, not assertions; the floors are asserted by the tests.
 
@@ -49,12 +50,13 @@ struct Row {
     peak_pct: usize,
     overhead_permille: usize,
     overhead_peak_pct: usize,
+    overhead_window_permille: usize,
     seconds: f64,
 }
 
 fn print(row: &Row) {
     println!(
-        "| {} | {} | {}.{}% | {} ({} blocks) | {} | {}% | {}.{}% (max {}%) | {:.0}s |",
+        "| {} | {} | {}.{}% | {} ({} blocks) | {} | {}% | {}.{}% (max {}% of a view, {}.{}% of the window) | {:.0}s |",
         row.name,
         row.turns,
         row.reuse_permille / 10,
@@ -66,6 +68,8 @@ fn print(row: &Row) {
         row.overhead_permille / 10,
         row.overhead_permille % 10,
         row.overhead_peak_pct,
+        row.overhead_window_permille / 10,
+        row.overhead_window_permille % 10,
         row.seconds
     );
 }
@@ -120,6 +124,7 @@ fn main() {
             peak_pct: s.peak_pct,
             overhead_permille: s.compress_bytes * 1000 / s.bytes_sent.max(1),
             overhead_peak_pct: s.compress_peak_pct,
+            overhead_window_permille: s.compress_window_permille,
             seconds: start.elapsed().as_secs_f64(),
         });
     }
@@ -141,6 +146,7 @@ fn main() {
             peak_pct: s.peak_provider_pct,
             overhead_permille: s.compress_bytes * 1000 / s.bytes_sent.max(1),
             overhead_peak_pct: s.compress_peak_pct,
+            overhead_window_permille: s.compress_window_permille,
             seconds: start.elapsed().as_secs_f64(),
         });
     }

@@ -25,6 +25,10 @@ pub struct LoopStats {
     pub compress_bytes: usize,
     /// The largest share of one view Compress exchanges took, in percent.
     pub compress_peak_pct: usize,
+    /// The largest share of the window they took in one view, in tenths of
+    /// a percent (a small view just after a deep compression is mostly its
+    /// panel; this says what they cost of the room).
+    pub compress_window_permille: usize,
 }
 
 impl LoopStats {
@@ -226,6 +230,9 @@ pub fn run_loop_in(
         stats.compress_peak_pct = stats
             .compress_peak_pct
             .max(overhead * 100 / raw.len().max(1));
+        stats.compress_window_permille = stats
+            .compress_window_permille
+            .max(overhead * tokens * 1000 / (raw.len().max(1) * limit));
         previous = raw;
         if report["nudge"].is_null() {
             continue;

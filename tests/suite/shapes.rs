@@ -784,6 +784,9 @@ pub(crate) struct ShapeStats {
     pub(crate) compress_bytes: usize,
     /// The largest share of one view they took, in percent.
     pub(crate) compress_peak_pct: usize,
+    /// The largest share of the window they took in one view, in tenths of
+    /// a percent.
+    pub(crate) compress_window_permille: usize,
     /// The first view that broke the provider's rules: turn and reason.
     invalid: Option<(usize, String)>,
     /// Provider count of the worst request over the window, with its turn.
@@ -996,6 +999,9 @@ pub(crate) fn run_in(
         stats.compress_peak_pct = stats
             .compress_peak_pct
             .max(overhead * 100 / raw.len().max(1));
+        stats.compress_window_permille = stats
+            .compress_window_permille
+            .max(overhead * provider / raw.len().max(1) * 1000 / limit);
         let nudge = !report["nudge"].is_null();
         let ranges = if nudge {
             let text = view
