@@ -170,25 +170,17 @@ const TOKENS_LOG: &str = "tokens.log";
 /// it was cut (0 where that is not known): `+ h_… 512`.
 const TRUNCATED_LOG: &str = "truncated.log";
 
-/// How much of blocks.jsonl a state.json stands on. The log is
-/// append-only, one block a line; a later line for a block id replaces the
-/// earlier one (a block deactivated when a higher tier absorbs it), and
-/// blocks keep the order their first lines give. A turn that makes or
-/// changes no block writes nothing of them; an older state.json put back
+/// blocks.jsonl as read or written: how much of it the state stands on,
+/// and per block in order, its id and the digest of its latest line.
+///
+/// The log is append-only, one block a line; a later line for a block id
+/// replaces the earlier one (a block deactivated when a higher tier absorbs
+/// it), and blocks keep the order their first lines give. A turn that makes
+/// or changes no block writes nothing of them; an older state.json put back
 /// names a shorter prefix, which holds the blocks as they were then.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-struct BlocksLog {
-    /// Bytes of the log that belong to the state.
-    bytes: u64,
-    /// Lines in those bytes.
-    lines: usize,
-}
-
-/// A blocks log as read or written: its extent and, per block in order,
-/// its id and the digest of its latest line.
 #[derive(Debug, Clone)]
 struct BlocksLogged {
-    log: BlocksLog,
+    log: Extent,
     latest: Latest,
 }
 
@@ -208,7 +200,7 @@ struct OnDisk<'a> {
     session_id: &'a str,
     next_block_id: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    blocks_log: Option<BlocksLog>,
+    blocks_log: Option<Extent>,
     message_refs: InlineRefs<'a>,
     nudge: &'a NudgeState,
     stats: &'a Stats,
@@ -360,7 +352,7 @@ impl SessionDir {
         );
         let blocks = value
             .get("blocksLog")
-            .map(|v| serde_json::from_value::<BlocksLog>(v.clone()))
+            .map(|v| serde_json::from_value::<Extent>(v.clone()))
             .transpose()
             .map_err(corrupt)?;
         let mut state: CompressionState = match serde_json::from_value(value) {
@@ -411,7 +403,7 @@ impl SessionDir {
 
     /// The blocks in the first bytes of blocks.jsonl the state names, with
     /// each one's latest line digested.
-    fn read_blocks(&self, log: BlocksLog) -> Result<(Vec<Block>, Latest), StoreError> {
+    fn read_blocks(&self, log: Extent) -> Result<(Vec<Block>, Latest), StoreError> {
         let path = self.dir.join(BLOCKS_LOG);
         let damaged = |what: String| StoreError::Blocks {
             path: path.clone(),
@@ -653,7 +645,7 @@ impl SessionDir {
                 .flat_map(|(_, l)| l.iter().copied())
                 .collect();
             let appended = new.iter().filter(|&&b| b == b'\n').count();
-            let log = BlocksLog {
+            let log = Extent {
                 bytes: known.log.bytes + new.len() as u64,
                 lines: known.log.lines + appended,
             };
@@ -674,7 +666,7 @@ impl SessionDir {
         }
         let all = lines.concat();
         self.write(BLOCKS_LOG, &all)?;
-        let log = BlocksLog {
+        let log = Extent {
             bytes: all.len() as u64,
             lines: lines.len(),
         };
