@@ -76,7 +76,7 @@ pub fn derive_id(role: Role, ct: ContentType, text: &str, call_id: &str, tool: &
 /// for every pass over a transcript.
 #[derive(Debug, Default)]
 pub struct ClusterCounter {
-    seen: HashMap<String, usize>,
+    seen: HashMap<String, usize, IdHash>,
 }
 
 impl ClusterCounter {
@@ -84,7 +84,7 @@ impl ClusterCounter {
     /// stopped: a transcript read on from a prefix an earlier turn read
     /// numbers its repeats as a whole read would.
     pub fn resume<'a>(ids: impl IntoIterator<Item = &'a str>) -> ClusterCounter {
-        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut seen: HashMap<String, usize, IdHash> = HashMap::default();
         for id in ids {
             let base = match id.get(..18) {
                 Some(base) if id.starts_with("h_") => base,
@@ -97,10 +97,14 @@ impl ClusterCounter {
 
     /// The id for the next occurrence of `base`.
     pub fn next(&mut self, base: String) -> String {
-        let n = self.seen.entry(base.clone()).or_insert(0);
-        let id = if *n == 0 { base } else { format!("{base}_{n}") };
-        *n += 1;
-        id
+        // Most bases are seen once: the key is copied only when new.
+        if let Some(n) = self.seen.get_mut(&base) {
+            let id = format!("{base}_{n}");
+            *n += 1;
+            return id;
+        }
+        self.seen.insert(base.clone(), 1);
+        base
     }
 
     /// Gives the next block of a pass its id. A text block is hashed without
