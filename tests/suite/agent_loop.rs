@@ -71,7 +71,9 @@ const SUMMARY: &str = "Investigated the parser, cache and index modules: fixed t
     (off-by-one in the retry limit), kept the schema unchanged because clients depend on it; tests pass. \
     Open: buffer sizing in src/cache.rs.";
 
-fn project(dir: &Path, transcript: &Path, limit: usize) -> (Vec<Value>, String, Value) {
+/// `noa project` of `transcript` at `limit` with state under `st/`: the view
+/// (as JSON and as sent) and the report; the run must succeed.
+pub fn project(dir: &Path, transcript: &Path, limit: usize) -> (Vec<Value>, String, Value) {
     let out = noa(
         dir,
         &[

@@ -382,20 +382,13 @@ fn blocks_are_written_when_made_and_a_lost_blocks_log_is_bad_input() {
         "summaries live in the blocks log"
     );
     // A turn that makes no block leaves the log as it was.
-    let args = [
-        "project",
-        "agent.jsonl",
-        "--state-dir",
-        "st",
-        "--limit",
-        "30000",
-    ];
-    assert!(noa(dir.path(), &args).status.success());
+    let transcript = dir.path().join("agent.jsonl");
+    crate::agent_loop::project(dir.path(), &transcript, 30_000);
     assert_eq!(fs::read(session.join("blocks.jsonl")).unwrap(), log);
 
     let before = fs::read(session.join("state.json")).unwrap();
     fs::remove_file(session.join("blocks.jsonl")).unwrap();
-    let out = noa(dir.path(), &args);
+    let out = noa(dir.path(), &["project", "agent.jsonl", "--state-dir", "st"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the blocks log is missing"), "{err}");

@@ -79,11 +79,17 @@ struct Turn {
 }
 
 fn project(dir: &Path, st: &str, shape: Shape) -> Turn {
+    project_file(dir, st, "t.jsonl", shape.session())
+}
+
+/// `noa project` of `file` with state under `st`, the session's state
+/// being `session`'s.
+fn project_file(dir: &Path, st: &str, file: &str, session: &str) -> Turn {
     let out = noa(
         dir,
         &[
             "project",
-            "t.jsonl",
+            file,
             "--state-dir",
             st,
             "--limit",
@@ -93,13 +99,13 @@ fn project(dir: &Path, st: &str, shape: Shape) -> Turn {
         ],
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    assert!(out.status.success(), "{st}: {err}");
     let mut report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
     report["state"] = Value::Null;
     Turn {
         view: String::from_utf8(out.stdout).unwrap(),
         report,
-        state: fs::read_to_string(dir.join(st).join(shape.session()).join("state.json")).unwrap(),
+        state: fs::read_to_string(dir.join(st).join(session).join("state.json")).unwrap(),
     }
 }
 
@@ -416,22 +422,9 @@ fn a_state_an_older_version_wrote_gives_the_same_turn_warm_and_whole() {
     copy_dir(&dir.path().join("st"), &dir.path().join("whole"));
     fs::remove_file(dir.path().join("whole/agent/read-cache.bin")).unwrap();
     let turn = |st: &str| {
-        let args = [
-            "project",
-            "agent.jsonl",
-            "--state-dir",
-            st,
-            "--limit",
-            &LIMIT.to_string(),
-            "--report",
-            "json",
-        ];
-        let out = noa(dir.path(), &args);
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{st}: {err}");
-        let report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+        let t = project_file(dir.path(), st, "agent.jsonl", "agent");
         let state = super::common::state_json(&dir.path().join(st).join("agent/state.json"));
-        (out.stdout, report["read"].clone(), state)
+        (t.view, t.report["read"].clone(), state)
     };
     let (view, read, state) = turn("st");
     assert_eq!(read, "cache");
