@@ -20,21 +20,28 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// How much of a log a state.json stands on.
+use super::read_cache::Digest;
+
+/// How much of a log a state.json stands on. The digest tells a log
+/// rewritten since (a crash between the log and state.json) from the one
+/// the state was saved with, whatever its length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Extent {
     /// Bytes of the log that belong to the state.
     pub bytes: u64,
     /// Lines in those bytes.
     pub lines: usize,
+    /// [`Digest`] of those bytes.
+    pub digest: u64,
 }
 
-/// A log as this process last read or wrote it: its extent and the map its
-/// lines make.
+/// A log as this process last read or wrote it: its extent, the map its
+/// lines make, and the digest of its bytes so far, to go on from.
 #[derive(Debug, Clone)]
 pub struct Logged<V> {
     pub extent: Extent,
     pub map: BTreeMap<String, V>,
+    pub sum: Digest,
 }
 
 /// Below this many lines a log is never rewritten for its length.
@@ -42,7 +49,7 @@ const COMPACT_FLOOR: usize = 256;
 
 /// The map the first `extent.bytes` of the log at `path` make; `Err` says
 /// what is wrong with the log.
-pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<BTreeMap<String, V>, LogError> {
+pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogError> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LogError::Damaged("missing")),
@@ -70,10 +77,12 @@ pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<BTreeMap<String, 
             _ => return Err(bad()),
         }
     }
-    if lines != extent.lines {
+    let mut sum = Digest::default();
+    sum.update(mine);
+    if lines != extent.lines || sum.finish() != extent.digest {
         return Err(LogError::Damaged("not the log state.json was saved with"));
     }
-    Ok(map)
+    Ok(Logged { extent, map, sum })
 }
 
 /// Why a log could not be read.
@@ -150,6 +159,7 @@ where
     if total > COMPACT_FLOOR && total > 2 * entries {
         return written_afresh(logged.map, rewrite);
     }
+    logged.sum.update(changes.as_bytes());
     if lines > 0 {
         // Bytes a crashed save appended after the state's are cut first.
         fs::OpenOptions::new()
@@ -165,6 +175,7 @@ where
     logged.extent = Extent {
         bytes: logged.extent.bytes + changes.len() as u64,
         lines: total,
+        digest: logged.sum.finish(),
     };
     Ok(logged)
 }
@@ -179,12 +190,16 @@ fn written_afresh<V: Display>(
         let _ = writeln!(text, "+ {k} {v}");
     }
     rewrite(text.as_bytes())?;
+    let mut sum = Digest::default();
+    sum.update(text.as_bytes());
     Ok(Logged {
         extent: Extent {
             bytes: text.len() as u64,
             lines: map.len(),
+            digest: sum.finish(),
         },
         map,
+        sum,
     })
 }
 
@@ -220,17 +235,17 @@ mod tests {
         let mut map: BTreeMap<String, usize> = (1..=5).map(|i| (format!("m{i}"), i)).collect();
         let first = save(&path, None, &map);
         let len = fs::metadata(&path).unwrap().len();
-        assert_eq!(read::<usize>(&path, first.extent).unwrap(), map);
+        assert_eq!(read::<usize>(&path, first.extent).unwrap().map, map);
         map.remove("m2");
         map.insert("m3".into(), 30);
         map.insert("m9".into(), 9);
         let second = save(&path, Some(first.clone()), &map);
         let text = fs::read_to_string(&path).unwrap();
         assert_eq!(&text[len as usize..], "- m2\n+ m3 30\n+ m9 9\n");
-        assert_eq!(read::<usize>(&path, second.extent).unwrap(), map);
+        assert_eq!(read::<usize>(&path, second.extent).unwrap().map, map);
         assert_eq!(second.map, map);
         // The older extent still reads the older map.
-        assert_eq!(read::<usize>(&path, first.extent).unwrap(), first.map);
+        assert_eq!(read::<usize>(&path, first.extent).unwrap().map, first.map);
         // Nothing changed: nothing written.
         let third = save(&path, Some(second.clone()), &map);
         assert_eq!(third.extent, second.extent);
@@ -250,15 +265,21 @@ mod tests {
             .unwrap()
             .write_all(b"+ b 2\n+ c")
             .unwrap();
-        assert_eq!(read::<usize>(&path, first.extent).unwrap(), map);
+        assert_eq!(read::<usize>(&path, first.extent).unwrap().map, map);
         map.insert("d".into(), 4);
         let second = save(&path, Some(first), &map);
         assert_eq!(fs::read_to_string(&path).unwrap(), "+ a 1\n+ d 4\n");
-        assert_eq!(read::<usize>(&path, second.extent).unwrap(), map);
+        assert_eq!(read::<usize>(&path, second.extent).unwrap().map, map);
         fs::write(&path, "+ a 1\n").unwrap();
         assert!(matches!(
             read::<usize>(&path, second.extent),
             Err(LogError::Damaged("shorter than state.json says"))
+        ));
+        // Rewritten to the same length and lines: still not the state's.
+        fs::write(&path, "+ a 1\n+ e 5\n").unwrap();
+        assert!(matches!(
+            read::<usize>(&path, second.extent),
+            Err(LogError::Damaged("not the log state.json was saved with"))
         ));
         fs::write(&path, "+ a 1\n* d 4\n").unwrap();
         assert!(matches!(
@@ -282,7 +303,7 @@ mod tests {
         map.retain(|_, v| *v < 100);
         logged = save(&path, Some(logged), &map);
         assert_eq!(logged.extent.lines, 100, "rewritten with what is left");
-        assert_eq!(read::<usize>(&path, logged.extent).unwrap(), map);
+        assert_eq!(read::<usize>(&path, logged.extent).unwrap().map, map);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -182,6 +182,8 @@ const TRUNCATED_LOG: &str = "truncated.log";
 struct BlocksLogged {
     log: Extent,
     latest: Latest,
+    /// The digest of the log's bytes so far, to go on from.
+    sum: Digest,
 }
 
 /// Block ids in order, each with the digest of its latest line.
@@ -370,28 +372,29 @@ impl SessionDir {
         state.version = STATE_VERSION;
         let blocks_logged = match blocks {
             Some(log) => {
-                let (blocks, latest) = self.read_blocks(log)?;
+                let (blocks, logged) = self.read_blocks(log)?;
                 state.blocks = blocks;
-                Some(BlocksLogged { log, latest })
+                Some(logged)
             }
             None => None,
         };
         self.blocks_logged.replace(blocks_logged);
         if let Some(extent) = tokens {
-            let map = self.read_map_log(TOKENS_LOG, extent)?;
-            state.token_snapshot = map.clone();
-            self.tokens_logged.replace(Some(Logged { extent, map }));
+            let logged = self.read_map_log(TOKENS_LOG, extent)?;
+            state.token_snapshot = logged.map.clone();
+            self.tokens_logged.replace(Some(logged));
         }
         if let Some(extent) = truncated {
-            let map = self.read_map_log(TRUNCATED_LOG, extent)?;
+            let logged = self.read_map_log(TRUNCATED_LOG, extent)?;
             let host = &mut state.host;
-            host.truncated = map.keys().cloned().collect();
-            host.truncated_at = map
+            host.truncated = logged.map.keys().cloned().collect();
+            host.truncated_at = logged
+                .map
                 .iter()
                 .filter(|(_, n)| **n != 0)
                 .map(|(k, n)| (k.clone(), *n))
                 .collect();
-            self.truncated_logged.replace(Some(Logged { extent, map }));
+            self.truncated_logged.replace(Some(logged));
         }
         let logged = match log {
             Some(log) => Some((log, self.read_refs_log(&mut state.message_refs, log)?)),
@@ -403,7 +406,7 @@ impl SessionDir {
 
     /// The blocks in the first bytes of blocks.jsonl the state names, with
     /// each one's latest line digested.
-    fn read_blocks(&self, log: Extent) -> Result<(Vec<Block>, Latest), StoreError> {
+    fn read_blocks(&self, log: Extent) -> Result<(Vec<Block>, BlocksLogged), StoreError> {
         let path = self.dir.join(BLOCKS_LOG);
         let damaged = |what: String| StoreError::Blocks {
             path: path.clone(),
@@ -451,15 +454,16 @@ impl SessionDir {
                 log.lines
             )));
         }
-        Ok((blocks, latest))
+        let mut sum = Digest::default();
+        sum.update(mine);
+        if sum.finish() != log.digest {
+            return Err(damaged("not the log state.json was saved with".into()));
+        }
+        Ok((blocks, BlocksLogged { log, latest, sum }))
     }
 
     /// The map the first bytes of the log `name` make.
-    fn read_map_log(
-        &self,
-        name: &str,
-        extent: Extent,
-    ) -> Result<BTreeMap<String, usize>, StoreError> {
+    fn read_map_log(&self, name: &str, extent: Extent) -> Result<Logged<usize>, StoreError> {
         let path = self.dir.join(name);
         map_log::read(&path, extent).map_err(|e| match e {
             LogError::Damaged(what) => StoreError::Log {
@@ -645,12 +649,15 @@ impl SessionDir {
                 .flat_map(|(_, l)| l.iter().copied())
                 .collect();
             let appended = new.iter().filter(|&&b| b == b'\n').count();
+            let mut sum = known.sum;
+            sum.update(&new);
             let log = Extent {
                 bytes: known.log.bytes + new.len() as u64,
                 lines: known.log.lines + appended,
+                digest: sum.finish(),
             };
             if new.is_empty() {
-                return Ok(Some(BlocksLogged { log, latest }));
+                return Ok(Some(BlocksLogged { log, latest, sum }));
             }
             fs::OpenOptions::new()
                 .write(true)
@@ -662,15 +669,18 @@ impl SessionDir {
                     f.sync_data()
                 })
                 .map_err(|e| StoreError::io(&path, e))?;
-            return Ok(Some(BlocksLogged { log, latest }));
+            return Ok(Some(BlocksLogged { log, latest, sum }));
         }
         let all = lines.concat();
         self.write(BLOCKS_LOG, &all)?;
+        let mut sum = Digest::default();
+        sum.update(&all);
         let log = Extent {
             bytes: all.len() as u64,
             lines: lines.len(),
+            digest: sum.finish(),
         };
-        Ok(Some(BlocksLogged { log, latest }))
+        Ok(Some(BlocksLogged { log, latest, sum }))
     }
 
     /// Brings refs.log up to `refs`: the refs newer than what the state on
@@ -1083,10 +1093,17 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_or_short_blocks_log_is_an_error_and_stays() {
+    fn a_missing_short_or_rewritten_blocks_log_is_an_error_and_stays() {
         let (base, s, _) = saved_with_blocks("blocks-lost", 2);
         let path = s.dir.join(BLOCKS_LOG);
         let text = blocks_log(&s);
+        // The same length and lines, other words: a log written since.
+        fs::write(&path, text.replace("summary 1", "summary 9")).unwrap();
+        let err = SessionDir::new(&base, "sess").load().unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Blocks { what, .. } if what == "not the log state.json was saved with"),
+            "{err}"
+        );
         fs::write(&path, &text[..text.len() - 3]).unwrap();
         let err = SessionDir::new(&base, "sess").load().unwrap_err();
         assert!(

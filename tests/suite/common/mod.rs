@@ -92,7 +92,11 @@ pub fn edit_blocks(state_path: &Path, blocks: &serde_json::Value) {
     std::fs::write(state_path.with_file_name("blocks.jsonl"), &log).unwrap();
     let mut state: serde_json::Value =
         serde_json::from_slice(&std::fs::read(state_path).unwrap()).unwrap();
-    state["blocksLog"] = serde_json::json!({"bytes": log.len(), "lines": log.lines().count()});
+    state["blocksLog"] = serde_json::json!({
+        "bytes": log.len(),
+        "lines": log.lines().count(),
+        "digest": noa::store::digest(log.as_bytes()),
+    });
     std::fs::write(state_path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
 }
 
