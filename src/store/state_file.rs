@@ -234,6 +234,9 @@ struct RefsLog {
     count: usize,
     /// The number of the last of them (0 for none).
     last: u32,
+    /// The digest of those bytes (a version-2 state has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    digest: Option<u64>,
 }
 
 /// The refs after the first `log.count`, when those are the logged ones
@@ -531,10 +534,11 @@ impl SessionDir {
         } else {
             refs.by_ref.extend(logged);
         }
-        if count != log.count || last != log.last {
+        let sum = digest(mine);
+        if count != log.count || last != log.last || log.digest.is_some_and(|d| d != sum) {
             return Err(damaged("not the log state.json was saved with"));
         }
-        Ok(digest(mine))
+        Ok(sum)
     }
 
     /// Writes the state: new refs appended to refs.log, the blocks to a
@@ -710,21 +714,25 @@ impl SessionDir {
                 })
                 .map_err(|e| StoreError::io(&path, e))?;
             d.update(new.as_bytes());
+            let sum = d.finish();
             let log = RefsLog {
                 bytes: log.bytes + new.len() as u64,
                 count: refs.by_ref.len(),
                 last,
+                digest: Some(sum),
             };
-            return Ok((log, d.finish()));
+            return Ok((log, sum));
         }
         let all: String = refs.by_ref.iter().map(line).collect();
         self.write(REFS_LOG, all.as_bytes())?;
+        let sum = digest(all.as_bytes());
         let log = RefsLog {
             bytes: all.len() as u64,
             count: refs.by_ref.len(),
             last,
+            digest: Some(sum),
         };
-        Ok((log, digest(all.as_bytes())))
+        Ok((log, sum))
     }
 
     /// Writes `rel` (e.g. `tier1/b1_m00002-m00005.md`) under the session
@@ -952,6 +960,25 @@ mod tests {
         assert_eq!(
             SessionDir::new(&base, "sess").load().unwrap().unwrap(),
             other
+        );
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_refs_log_rewritten_since_is_not_the_state() {
+        let base = temp("refs-rewritten");
+        let s = SessionDir::new(&base, "sess");
+        s.save(&with_refs(3)).unwrap();
+        let path = s.dir.join(REFS_LOG);
+        // The same refs, lengths and last ref; another message behind one.
+        let text = fs::read_to_string(&path)
+            .unwrap()
+            .replace("h_0000000000000002", "h_0000000000000009");
+        fs::write(&path, text).unwrap();
+        let err = SessionDir::new(&base, "sess").load().unwrap_err();
+        assert!(
+            matches!(&err, StoreError::RefsLog { what, .. } if what == "not the log state.json was saved with"),
+            "{err}"
         );
         fs::remove_dir_all(&base).unwrap();
     }
