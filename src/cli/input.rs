@@ -1,15 +1,13 @@
 //! Reading the transcript and finding the session's directory.
 
 use std::collections::HashSet;
-
-use crate::engine::IdHash;
 use std::fs;
 use std::io::{self, IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use super::CliError;
 use super::args::{FormatArg, Global};
-use crate::engine::{CompressionState, CoreMessage};
+use crate::engine::{CompressionState, CoreMessage, IdHash};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
 use crate::store::{Digest, SessionDir};
 

@@ -47,19 +47,39 @@ pub struct Logged<V> {
 /// Below this many lines a log is never rewritten for its length.
 const COMPACT_FLOOR: usize = 256;
 
-/// The map the first `extent.bytes` of the log at `path` make; `Err` says
-/// what is wrong with the log.
-pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogError> {
-    let bytes = match fs::read(path) {
+/// The first `len` bytes of the append-only log at `path`: the part a
+/// state.json stands on (every log beside it is read this way).
+pub fn read_prefix(path: &Path, len: u64) -> Result<Vec<u8>, LogError> {
+    let mut bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LogError::Damaged("missing")),
         Err(e) => return Err(LogError::Io(e)),
     };
-    let mine = usize::try_from(extent.bytes)
-        .ok()
-        .and_then(|n| bytes.get(..n))
-        .ok_or(LogError::Damaged("shorter than state.json says"))?;
-    let text = std::str::from_utf8(mine).map_err(|_| LogError::Damaged("not UTF-8"))?;
+    match usize::try_from(len) {
+        Ok(n) if n <= bytes.len() => {
+            bytes.truncate(n);
+            Ok(bytes)
+        }
+        _ => Err(LogError::Damaged("shorter than state.json says")),
+    }
+}
+
+/// Appends `bytes` to the log at `path` after its first `keep` bytes, the
+/// state's: what a crashed save appended after them is cut first. Synced
+/// before state.json names the new length.
+pub fn append_after(path: &Path, keep: u64, bytes: &[u8]) -> io::Result<()> {
+    let mut f = fs::OpenOptions::new().write(true).open(path)?;
+    f.set_len(keep)?;
+    f.seek(io::SeekFrom::End(0))?;
+    f.write_all(bytes)?;
+    f.sync_data()
+}
+
+/// The map the first `extent.bytes` of the log at `path` make; `Err` says
+/// what is wrong with the log.
+pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogError> {
+    let mine = read_prefix(path, extent.bytes)?;
+    let text = std::str::from_utf8(&mine).map_err(|_| LogError::Damaged("not UTF-8"))?;
     let mut map = BTreeMap::new();
     let mut lines = 0;
     for line in text.lines() {
@@ -78,7 +98,7 @@ pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogErr
         }
     }
     let mut sum = Digest::default();
-    sum.update(mine);
+    sum.update(&mine);
     if lines != extent.lines || sum.finish() != extent.digest {
         return Err(LogError::Damaged("not the log state.json was saved with"));
     }
@@ -161,16 +181,7 @@ where
     }
     logged.sum.update(changes.as_bytes());
     if lines > 0 {
-        // Bytes a crashed save appended after the state's are cut first.
-        fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|mut f| {
-                f.set_len(logged.extent.bytes)?;
-                f.seek(io::SeekFrom::End(0))?;
-                f.write_all(changes.as_bytes())?;
-                f.sync_data()
-            })?;
+        append_after(path, logged.extent.bytes, changes.as_bytes())?;
     }
     logged.extent = Extent {
         bytes: logged.extent.bytes + changes.len() as u64,

@@ -3,7 +3,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::{self, Seek, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use miette::Diagnostic;
@@ -351,15 +351,11 @@ impl SessionDir {
                 .map(|v| serde_json::from_value::<Extent>(v.clone()))
                 .transpose()
         };
-        let (tokens, truncated) = (
+        let (blocks, tokens, truncated) = (
+            extent("blocksLog").map_err(corrupt)?,
             extent("tokensLog").map_err(corrupt)?,
             extent("truncatedLog").map_err(corrupt)?,
         );
-        let blocks = value
-            .get("blocksLog")
-            .map(|v| serde_json::from_value::<Extent>(v.clone()))
-            .transpose()
-            .map_err(corrupt)?;
         let mut state: CompressionState = match serde_json::from_value(value) {
             Ok(state) => state,
             // A value carries no positions: parse the text again, only on
@@ -415,14 +411,10 @@ impl SessionDir {
             path: path.clone(),
             what,
         };
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(damaged("missing".into())),
-            Err(e) => return Err(StoreError::io(&path, e)),
-        };
-        let Some(mine) = usize::try_from(log.bytes).ok().and_then(|n| bytes.get(..n)) else {
-            return Err(damaged("shorter than state.json says".into()));
-        };
+        let mine = map_log::read_prefix(&path, log.bytes).map_err(|e| match e {
+            LogError::Damaged(what) => damaged(what.into()),
+            LogError::Io(e) => StoreError::io(&path, e),
+        })?;
         let mut blocks: Vec<Block> = Vec::new();
         let mut latest: Latest = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
@@ -458,7 +450,7 @@ impl SessionDir {
             )));
         }
         let mut sum = Digest::default();
-        sum.update(mine);
+        sum.update(&mine);
         if sum.finish() != log.digest {
             return Err(damaged("not the log state.json was saved with".into()));
         }
@@ -484,17 +476,16 @@ impl SessionDir {
         name: &str,
         logged: &RefCell<Option<Logged<usize>>>,
         current: impl Iterator<Item = (&'a str, usize)>,
-    ) -> Result<(Extent, Logged<usize>), StoreError> {
+    ) -> Result<Logged<usize>, StoreError> {
         let path = self.dir.join(name);
         let known = logged.borrow_mut().take();
-        let now = map_log::write(&path, known, current, |bytes| {
+        map_log::write(&path, known, current, |bytes| {
             self.write(name, bytes).map(drop).map_err(|e| match e {
                 StoreError::Io { source, .. } => source,
                 other => io::Error::other(other.to_string()),
             })
         })
-        .map_err(|e| StoreError::io(&path, e))?;
-        Ok((now.extent, now))
+        .map_err(|e| StoreError::io(&path, e))
     }
 
     /// Fills the ref map from the first bytes of refs.log the state names;
@@ -505,15 +496,11 @@ impl SessionDir {
             path: path.clone(),
             what: what.to_string(),
         };
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(damaged("missing")),
-            Err(e) => return Err(StoreError::io(&path, e)),
-        };
-        let Some(mine) = usize::try_from(log.bytes).ok().and_then(|n| bytes.get(..n)) else {
-            return Err(damaged("shorter than state.json says"));
-        };
-        let text = std::str::from_utf8(mine).map_err(|_| damaged("not UTF-8"))?;
+        let mine = map_log::read_prefix(&path, log.bytes).map_err(|e| match e {
+            LogError::Damaged(what) => damaged(what),
+            LogError::Io(e) => StoreError::io(&path, e),
+        })?;
+        let text = std::str::from_utf8(&mine).map_err(|_| damaged("not UTF-8"))?;
         let mut last = 0;
         let mut logged = Vec::with_capacity(log.count);
         for line in text.lines() {
@@ -534,29 +521,29 @@ impl SessionDir {
         } else {
             refs.by_ref.extend(logged);
         }
-        let sum = digest(mine);
+        let sum = digest(&mine);
         if count != log.count || last != log.last || log.digest.is_some_and(|d| d != sum) {
             return Err(damaged("not the log state.json was saved with"));
         }
         Ok(sum)
     }
 
-    /// Writes the state: new refs appended to refs.log, the blocks to a
-    /// file of their own when they changed, then state.json atomically with
-    /// everything else, naming how much of the log and which blocks file it
-    /// stands on. A turn writes the refs it handed out and the blocks it
-    /// made, not the whole history's again.
+    /// Writes the state: what changed in the ref map, the blocks, the token
+    /// figures and the truncations appended to their logs, then state.json
+    /// atomically with everything else, naming how much of each log it
+    /// stands on. A turn writes what it changed, not the whole history's
+    /// state again.
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
         let path = self.state_path();
         let (log, logged) = self.write_refs_log(&state.message_refs)?;
         let blocks_logged = self.write_blocks(&state.blocks)?;
-        let (tokens_log, tokens_logged) = self.write_map_log(
+        let tokens_logged = self.write_map_log(
             TOKENS_LOG,
             &self.tokens_logged,
             state.token_snapshot.iter().map(|(k, v)| (k.as_str(), *v)),
         )?;
         let at = &state.host.truncated_at;
-        let (truncated_log, truncated_logged) = self.write_map_log(
+        let truncated_logged = self.write_map_log(
             TRUNCATED_LOG,
             &self.truncated_logged,
             state
@@ -601,8 +588,8 @@ impl SessionDir {
                 ..host.clone()
             },
             refs_log: log,
-            tokens_log,
-            truncated_log,
+            tokens_log: tokens_logged.extent,
+            truncated_log: truncated_logged.extent,
         };
         let mut bytes =
             serde_json::to_vec_pretty(&disk).map_err(|e| StoreError::io(&path, e.into()))?;
@@ -663,15 +650,7 @@ impl SessionDir {
             if new.is_empty() {
                 return Ok(Some(BlocksLogged { log, latest, sum }));
             }
-            fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .and_then(|mut f| {
-                    f.set_len(known.log.bytes)?;
-                    f.seek(io::SeekFrom::End(0))?;
-                    f.write_all(&new)?;
-                    f.sync_data()
-                })
+            map_log::append_after(&path, known.log.bytes, &new)
                 .map_err(|e| StoreError::io(&path, e))?;
             return Ok(Some(BlocksLogged { log, latest, sum }));
         }
@@ -701,17 +680,7 @@ impl SessionDir {
             && fs::metadata(&path).is_ok_and(|m| m.len() >= log.bytes)
         {
             let new: String = new.map(line).collect();
-            // Bytes a crashed save appended after the state's are not the
-            // state's: they are cut before appending.
-            fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .and_then(|mut f| {
-                    f.set_len(log.bytes)?;
-                    f.seek(io::SeekFrom::End(0))?;
-                    f.write_all(new.as_bytes())?;
-                    f.sync_data()
-                })
+            map_log::append_after(&path, log.bytes, new.as_bytes())
                 .map_err(|e| StoreError::io(&path, e))?;
             d.update(new.as_bytes());
             let sum = d.finish();
@@ -774,6 +743,7 @@ impl SessionDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn temp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("noa-state-{name}-{}", std::process::id()));
