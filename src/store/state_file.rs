@@ -150,10 +150,10 @@ pub struct SessionDir {
     pub dir: PathBuf,
     /// The session id (the directory's name).
     pub session: String,
-    /// The refs log as this process last read or wrote it, with a digest
-    /// of its lines, so a save appends what is new instead of writing every
-    /// ref again.
-    logged: Cell<Option<(RefsLog, u64)>>,
+    /// The refs log as this process last read or wrote it (its digest
+    /// always known), so a save appends what is new instead of writing
+    /// every ref again.
+    logged: Cell<Option<RefsLog>>,
     /// The blocks log as this process last read or wrote it, with a
     /// digest of each block's latest line, so a save appends only the
     /// blocks made or changed since.
@@ -240,13 +240,12 @@ struct RefsLog {
 }
 
 /// The refs after the first `log.count`, when those are the logged ones
-/// (their lines digest to `logged`), with the digest of those lines to go
-/// on from: refs are only ever added, each numbered after every earlier
-/// one, so what was logged stays the map's first entries.
+/// (their lines digest to the log's digest), with the digest of those lines
+/// to go on from: refs are only ever added, each numbered after every
+/// earlier one, so what was logged stays the map's first entries.
 fn newer_than(
     refs: &MessageRefs,
     log: RefsLog,
-    logged: u64,
 ) -> Option<(impl Iterator<Item = (&String, &String)>, Digest)> {
     let mut all = refs.by_ref.iter();
     let mut d = Digest::default();
@@ -256,7 +255,7 @@ fn newer_than(
         d.update(id.as_bytes());
         d.update(b"\n");
     }
-    (d.finish() == logged).then_some((all, d))
+    (Some(d.finish()) == log.digest).then_some((all, d))
 }
 
 /// `m00042` → 42; 0 for anything else.
@@ -396,7 +395,13 @@ impl SessionDir {
             self.truncated_logged.replace(Some(logged));
         }
         let logged = match log {
-            Some(log) => Some((log, self.read_refs_log(&mut state.message_refs, log)?)),
+            Some(log) => {
+                let sum = self.read_refs_log(&mut state.message_refs, log)?;
+                Some(RefsLog {
+                    digest: Some(sum),
+                    ..log
+                })
+            }
             None => None,
         };
         self.logged.set(logged);
@@ -535,7 +540,7 @@ impl SessionDir {
     /// state again.
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
         let path = self.state_path();
-        let (log, logged) = self.write_refs_log(&state.message_refs)?;
+        let log = self.write_refs_log(&state.message_refs)?;
         let blocks_logged = self.write_blocks(&state.blocks)?;
         let tokens_logged = self.write_map_log(
             TOKENS_LOG,
@@ -595,7 +600,7 @@ impl SessionDir {
             serde_json::to_vec_pretty(&disk).map_err(|e| StoreError::io(&path, e.into()))?;
         bytes.push(b'\n');
         self.write("state.json", &bytes)?;
-        self.logged.set(Some((log, logged)));
+        self.logged.set(Some(log));
         self.blocks_logged.replace(blocks_logged);
         self.tokens_logged.replace(Some(tokens_logged));
         self.truncated_logged.replace(Some(truncated_logged));
@@ -671,37 +676,33 @@ impl SessionDir {
     /// read that log when it loaded the state); when this process knows
     /// nothing of the log, or the map is not that log plus newer refs, the
     /// whole log is written afresh.
-    fn write_refs_log(&self, refs: &MessageRefs) -> Result<(RefsLog, u64), StoreError> {
+    fn write_refs_log(&self, refs: &MessageRefs) -> Result<RefsLog, StoreError> {
         let path = self.dir.join(REFS_LOG);
         let line = |(r, id): (&String, &String)| format!("{r} {id}\n");
         let last = refs.by_ref.keys().next_back().map_or(0, |r| ref_number(r));
-        if let Some((log, logged)) = self.logged.get()
-            && let Some((new, mut d)) = newer_than(refs, log, logged)
+        if let Some(log) = self.logged.get()
+            && let Some((new, mut d)) = newer_than(refs, log)
             && fs::metadata(&path).is_ok_and(|m| m.len() >= log.bytes)
         {
             let new: String = new.map(line).collect();
             map_log::append_after(&path, log.bytes, new.as_bytes())
                 .map_err(|e| StoreError::io(&path, e))?;
             d.update(new.as_bytes());
-            let sum = d.finish();
-            let log = RefsLog {
+            return Ok(RefsLog {
                 bytes: log.bytes + new.len() as u64,
                 count: refs.by_ref.len(),
                 last,
-                digest: Some(sum),
-            };
-            return Ok((log, sum));
+                digest: Some(d.finish()),
+            });
         }
         let all: String = refs.by_ref.iter().map(line).collect();
         self.write(REFS_LOG, all.as_bytes())?;
-        let sum = digest(all.as_bytes());
-        let log = RefsLog {
+        Ok(RefsLog {
             bytes: all.len() as u64,
             count: refs.by_ref.len(),
             last,
-            digest: Some(sum),
-        };
-        Ok((log, sum))
+            digest: Some(digest(all.as_bytes())),
+        })
     }
 
     /// Writes `rel` (e.g. `tier1/b1_m00002-m00005.md`) under the session
