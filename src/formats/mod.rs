@@ -382,15 +382,13 @@ enum Parsed {
 
 impl Parsed {
     fn of(format: Format, name: &str, text: &str, bad: BadLines) -> Result<Parsed, ReadError> {
+        let log = |log: &'static message_log::MessageLog| {
+            let (records, warnings) = log.parse(name, text, bad)?;
+            Ok(Parsed::Log(log, records, warnings))
+        };
         Ok(match format {
-            Format::Chat | Format::Anthropic => {
-                let log = match format {
-                    Format::Chat => &chat::LOG,
-                    _ => &anthropic::LOG,
-                };
-                let (records, warnings) = log.parse(name, text, bad)?;
-                Parsed::Log(log, records, warnings)
-            }
+            Format::Chat => log(&chat::LOG)?,
+            Format::Anthropic => log(&anthropic::LOG)?,
             Format::ClaudeCode => Parsed::ClaudeCode(claude_code::parse(name, text, bad)?),
             Format::Codex => Parsed::Codex(codex::parse(name, text, bad)?),
         })

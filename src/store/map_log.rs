@@ -135,7 +135,6 @@ where
     // Both sides are in key order: one merge walk finds the changes.
     let mut changes = String::new();
     let mut lines = 0;
-    let mut entries = 0;
     let mut sets: Vec<(String, V)> = Vec::new();
     let mut removes: Vec<String> = Vec::new();
     let mut old = logged.map.iter().peekable();
@@ -160,7 +159,6 @@ where
                 let (_, was) = old.next().expect("peeked");
                 let (k, v) = current.next().expect("peeked");
                 if *was == v {
-                    entries += 1;
                     continue;
                 }
                 (k, v)
@@ -169,14 +167,13 @@ where
         let _ = writeln!(changes, "+ {key} {value}");
         sets.push((key.to_string(), value));
         lines += 1;
-        entries += 1;
     }
     for k in removes {
         logged.map.remove(&k);
     }
     logged.map.extend(sets);
     let total = logged.extent.lines + lines;
-    if total > COMPACT_FLOOR && total > 2 * entries {
+    if total > COMPACT_FLOOR && total > 2 * logged.map.len() {
         return written_afresh(logged.map, rewrite);
     }
     logged.sum.update(changes.as_bytes());
