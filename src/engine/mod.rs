@@ -37,7 +37,7 @@ pub use model::identity::{ClusterCounter, IdHash, IdMap, IdSet, derive_id};
 pub use model::lineage;
 pub use model::message::COMPRESS_TOOL;
 pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};
-pub use model::refs::NUDGE_ID;
+pub use model::refs::{BLOCKED, NUDGE_ID};
 pub use model::state::{
     AppliedCall, Block, CompressionState, HostState, MessageRefs, NudgeState, STATE_VERSION, Stats,
 };

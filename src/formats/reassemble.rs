@@ -7,13 +7,13 @@
 //! summaries, the nudge) and every core of a conversion to another format are
 //! written from the core alone.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
 use super::{Block, HostMessage, Transcript, ViewFormat, anthropic, chat, codex};
-use crate::engine::CoreMessage;
 use crate::engine::Edit;
+use crate::engine::{CoreMessage, IdMap, IdSet};
 
 /// What a writer does to a block's original JSON, from the engine's [`Edit`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +132,10 @@ pub fn reassemble(
     to: ViewFormat,
 ) -> (Vec<Value>, Vec<String>) {
     let native = to == t.format.view_format();
-    let index: HashMap<&str, (usize, usize)> = t
+    // Where each shown message came from. Only the view's ids are indexed:
+    // a long session's view is a small part of its transcript.
+    let shown: IdSet = view.iter().map(|m| m.id.as_str()).collect();
+    let index: IdMap<(usize, usize)> = t
         .messages
         .iter()
         .enumerate()
@@ -142,6 +145,7 @@ pub fn reassemble(
                 .enumerate()
                 .map(move |(bi, b)| (b.core.id.as_str(), (mi, bi)))
         })
+        .filter(|(id, _)| shown.contains(id))
         .collect();
     let mut out = Emitted::default();
     let mut i = 0;

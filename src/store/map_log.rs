@@ -80,23 +80,38 @@ pub fn append_after(path: &Path, keep: u64, bytes: &[u8]) -> io::Result<()> {
 pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogError> {
     let mine = read_prefix(path, extent.bytes)?;
     let text = std::str::from_utf8(&mine).map_err(|_| LogError::Damaged("not UTF-8"))?;
-    let mut map = BTreeMap::new();
-    let mut lines = 0;
+    // The lines are gathered first and the map built in one pass at the
+    // end: a log rewritten in key order, with a few lines appended since,
+    // sorts in about one pass, where inserting line by line searches the
+    // tree each time.
+    let mut changes: Vec<(&str, Option<V>)> = Vec::new();
     for line in text.lines() {
-        lines += 1;
         let bad = || LogError::Damaged("a line is not `+ key value` or `- key`");
         match line.split_once(' ') {
             Some(("+", rest)) => {
                 let (key, value) = rest.split_once(' ').ok_or_else(bad)?;
                 let value = value.parse().map_err(|_| bad())?;
-                map.insert(key.to_string(), value);
+                changes.push((key, Some(value)));
             }
-            Some(("-", key)) => {
-                map.remove(key);
-            }
+            Some(("-", key)) => changes.push((key, None)),
             _ => return Err(bad()),
         }
     }
+    let lines = changes.len();
+    // Stable: a key's changes stay in the order they were made, and the
+    // last one stands.
+    changes.sort_by_key(|(key, _)| *key);
+    let mut latest: Vec<(&str, Option<V>)> = Vec::with_capacity(changes.len());
+    for change in changes {
+        match latest.last_mut() {
+            Some(last) if last.0 == change.0 => *last = change,
+            _ => latest.push(change),
+        }
+    }
+    let map: BTreeMap<String, V> = latest
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_string(), value?)))
+        .collect();
     let mut sum = Digest::default();
     sum.update(&mine);
     if lines != extent.lines || sum.finish() != extent.digest {

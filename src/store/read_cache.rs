@@ -511,9 +511,15 @@ impl SessionDir {
 struct Encoder<W> {
     out: W,
     sum: Digest,
+    /// Fields gather here and go to the checksum and the writer a chunk at
+    /// a time: a cache is hundreds of thousands of small fields.
+    buf: Vec<u8>,
     /// Where JSON is serialized before its length is written.
     scratch: Vec<u8>,
 }
+
+/// How many bytes [`Encoder`] gathers before it passes them on.
+const CHUNK: usize = 64 * 1024;
 
 /// JSON to write: text an earlier cache kept, or a value to serialize.
 #[derive(Clone, Copy)]
@@ -527,13 +533,23 @@ impl<W: Write> Encoder<W> {
         Encoder {
             out,
             sum: Digest::default(),
+            buf: Vec::with_capacity(CHUNK),
             scratch: Vec::new(),
         }
     }
 
     fn bytes(&mut self, b: &[u8]) -> io::Result<()> {
-        self.sum.update(b);
-        self.out.write_all(b)
+        self.buf.extend_from_slice(b);
+        if self.buf.len() >= CHUNK {
+            self.pass_on()?;
+        }
+        Ok(())
+    }
+    fn pass_on(&mut self) -> io::Result<()> {
+        self.sum.update(&self.buf);
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
     }
     fn u64(&mut self, n: u64) -> io::Result<()> {
         self.bytes(&n.to_le_bytes())
@@ -655,6 +671,7 @@ impl<W: Write> Encoder<W> {
 
     /// Ends the file with the checksum of every byte before it.
     fn finish(mut self) -> io::Result<W> {
+        self.pass_on()?;
         let sum = self.sum.finish();
         self.out.write_all(&sum.to_le_bytes())?;
         Ok(self.out)

@@ -15,7 +15,7 @@ use super::atomic::write_atomic;
 use super::map_log::{self, Extent, LogError, Logged};
 use super::read_cache::{Digest, digest};
 use crate::engine::{
-    Block, CompressionState, HostState, MessageRefs, NudgeState, STATE_VERSION, Stats,
+    BLOCKED, Block, CompressionState, HostState, MessageRefs, NudgeState, STATE_VERSION, Stats,
 };
 
 /// Why the store could not do what was asked.
@@ -221,6 +221,27 @@ struct OnDisk<'a> {
 struct InlineRefs<'a> {
     by_raw: BTreeMap<&'a String, &'a String>,
     by_ref: BTreeMap<&'a String, &'a String>,
+}
+
+/// The ids refs.log cannot give back: those whose ref does not name them
+/// in return (hard-protected ones, marked `BLOCKED`, in a state noa wrote).
+/// Checked from the ref side, one hashed lookup a ref, rather than a tree
+/// search an id; the search runs only for a map that holds other strays.
+fn unlogged(refs: &MessageRefs) -> BTreeMap<&String, &String> {
+    let paired = refs
+        .by_ref
+        .iter()
+        .filter(|(r, id)| refs.by_raw.get(*id) == Some(*r))
+        .count();
+    let blocked = |r: &String| r.as_str() == BLOCKED;
+    let strays = refs.by_raw.len() - paired;
+    if refs.by_raw.values().filter(|r| blocked(r)).count() == strays {
+        return refs.by_raw.iter().filter(|(_, r)| blocked(r)).collect();
+    }
+    refs.by_raw
+        .iter()
+        .filter(|(id, r)| refs.by_ref.get(*r) != Some(*id))
+        .collect()
 }
 
 /// How much of refs.log a state.json stands on: the log is append-only,
@@ -577,11 +598,7 @@ impl SessionDir {
             next_block_id: *next_block_id,
             blocks_log: blocks_logged.as_ref().map(|b| b.log),
             message_refs: InlineRefs {
-                by_raw: refs
-                    .by_raw
-                    .iter()
-                    .filter(|(id, r)| refs.by_ref.get(*r) != Some(*id))
-                    .collect(),
+                by_raw: unlogged(refs),
                 by_ref: BTreeMap::new(),
             },
             nudge,

@@ -38,7 +38,10 @@ impl Hasher for IdHasher {
     }
 
     fn finish(&self) -> u64 {
-        self.0
+        // A product's low bits depend only on its factors' low bits, and a
+        // hash table picks the bucket from the low bits: rotate the well
+        // mixed high half down to them.
+        self.0.rotate_left(26)
     }
 }
 

@@ -11,7 +11,8 @@ use crate::engine::model::state::CompressionState;
 /// the history (so a block can come back to life). Token figures of refs no
 /// longer in the history are dropped.
 pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
-    let present: IdSet<'_> = history.iter().map(|m| m.id.as_str()).collect();
+    let mut present = IdSet::with_capacity_and_hasher(history.len(), Default::default());
+    present.extend(history.iter().map(|m| m.id.as_str()));
     let absorbed: HashSet<String> = state
         .blocks
         .iter()
@@ -23,11 +24,13 @@ pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
                 .iter()
                 .any(|id| present.contains(id.as_str()));
     }
-    let live: IdSet<'_> = history
-        .iter()
-        .filter_map(|m| state.message_refs.usable(&m.id))
-        .map(String::as_str)
-        .collect();
+    let mut live = IdSet::with_capacity_and_hasher(history.len(), Default::default());
+    live.extend(
+        history
+            .iter()
+            .filter_map(|m| state.message_refs.usable(&m.id))
+            .map(String::as_str),
+    );
     state
         .token_snapshot
         .retain(|r, _| live.contains(r.as_str()));
@@ -35,12 +38,14 @@ pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
 
 /// Every message id an active block stands for.
 pub fn covered_ids(state: &CompressionState) -> IdSet<'_> {
-    state
-        .blocks
-        .iter()
-        .filter(|b| b.active)
-        .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
-        .collect()
+    let active = || state.blocks.iter().filter(|b| b.active);
+    // Sized up front: a long session's blocks cover most of its history.
+    let mut covered = IdSet::with_capacity_and_hasher(
+        active().map(|b| b.effective_message_ids.len()).sum(),
+        Default::default(),
+    );
+    covered.extend(active().flat_map(|b| b.effective_message_ids.iter().map(String::as_str)));
+    covered
 }
 
 #[cfg(test)]
