@@ -329,4 +329,21 @@ mod tests {
         assert_eq!(read::<usize>(&path, logged.extent).unwrap().map, map);
         fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn a_key_set_removed_and_set_again_ends_as_its_last_line_says() {
+        let dir = temp("order");
+        let path = dir.join("m.log");
+        let text = "+ m2 7\n+ m1 1\n- m2\n+ m3 3\n+ m1 4\n+ m2 9\n- m3\n+ m0 5\n";
+        fs::write(&path, text).unwrap();
+        let extent = Extent {
+            bytes: text.len() as u64,
+            lines: 8,
+            digest: crate::store::read_cache::digest(text.as_bytes()),
+        };
+        let logged = read::<usize>(&path, extent).unwrap();
+        let got: Vec<(&str, usize)> = logged.map.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(got, [("m0", 5), ("m1", 4), ("m2", 9)]);
+        let _ = fs::remove_dir_all(&dir);
+    }
 }

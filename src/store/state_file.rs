@@ -1021,6 +1021,32 @@ mod tests {
         fs::remove_dir_all(&base).unwrap();
     }
 
+    #[test]
+    fn ids_the_refs_log_cannot_give_back_are_kept_in_state_json() {
+        let base = temp("strays");
+        let s = SessionDir::new(&base, "sess");
+        let mut st = with_refs(3);
+        // Hard-protected: known, unnumbered.
+        st.message_refs
+            .by_raw
+            .insert("h_protected".into(), BLOCKED.into());
+        let plain = SessionDir::new(&base, "plain");
+        plain.save(&st).unwrap();
+        assert_eq!(plain.load().unwrap().unwrap(), st);
+        // A hand-made map whose ref names another id in return.
+        st.message_refs
+            .by_raw
+            .insert("h_stray".into(), "m00001".into());
+        s.save(&st).unwrap();
+        let text = fs::read_to_string(s.state_path()).unwrap();
+        assert!(
+            text.contains("h_stray") && text.contains("h_protected"),
+            "{text}"
+        );
+        assert_eq!(SessionDir::new(&base, "sess").load().unwrap().unwrap(), st);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
     fn block(n: u32) -> Block {
         Block {
             block_id: format!("b{n}"),
