@@ -8,9 +8,11 @@ use serde_json::json;
 use super::args::{ApplyArgs, Global};
 use super::clock;
 use super::context::{Access, Context};
-use super::input::{load, warn};
+use super::input::{load_for_turn, warn};
 use super::{CliError, Exit};
-use crate::engine::{self, COMPRESS_TOOL, CallInput, ContentType, CoreMessage};
+use crate::engine::{
+    self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage,
+};
 
 /// Runs `noa apply`.
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
@@ -23,12 +25,22 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         ));
     }
     let mut watch = clock::Stopwatch::start();
-    let mut cx = Context::open(global, load(global, &args.transcript)?, Access::Read)?;
+    // Read on from the read cache the last turn left, when it serves: the
+    // ranges name messages that view showed, and it kept their words.
+    let mut cx = Context::open(
+        global,
+        load_for_turn(global, &args.transcript)?,
+        Access::Read,
+    )?;
     // A call that is not there is a usage error before anything is touched.
-    let (raw, call_id, cut) = find_call(&cx.history, args)?;
+    let (mut raw, mut call_id, mut cut) = find_call(&cx.history, args)?;
     cx.lock()?;
-    let (t, session) = (cx.transcript(), cx.session());
     let state = cx.state()?;
+    if cx.warm() && !cx.cache_serves(&state) {
+        cx.read_whole()?;
+        (raw, call_id, cut) = find_call(&cx.history, args)?;
+    }
+    let t = cx.transcript();
     if let Some(done) = engine::answered_before(&state, &call_id) {
         // A retry of a call already applied: the same answer, nothing changed.
         print_outcome(
@@ -44,34 +56,49 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         });
     }
     let read = watch.lap();
-    let config = cx.config(&state);
     let root = cx.session_root();
     let now = clock::now();
     let created = clock::rfc3339(now);
-    let answer = engine::answer_call(
-        state,
-        &CallInput {
-            args: &raw,
-            call_id: &call_id,
-            history: &cx.history,
-            cut,
-            config: &config,
-            recorded: &t.recorded(),
-            sections: &cx.settings.sections,
-            archive_root: &root,
-            created: &created,
-            now,
-        },
-    );
+    let answer_on = |cx: &Context, state: CompressionState, (raw, call_id, cut): Call| {
+        let config = cx.config(&state);
+        engine::answer_call(
+            state,
+            &CallInput {
+                args: &raw,
+                call_id: &call_id,
+                history: &cx.history,
+                cut,
+                config: &config,
+                recorded: &cx.transcript().recorded(),
+                sections: &cx.settings.sections,
+                archive_root: &root,
+                created: &created,
+                now,
+            },
+        )
+    };
+    let mut answer = answer_on(&cx, state, (raw, call_id.clone(), cut));
+    if cx.warm() && archives_elided(&cx, &answer) {
+        // A block over a message whose words the cache left out would
+        // archive nothing of it: read whole and answer again.
+        cx.read_whole()?;
+        let state = match cx.session().load()? {
+            Some(saved) => saved,
+            None => cx.state()?,
+        };
+        answer = answer_on(&cx, state, find_call(&cx.history, args)?);
+    }
     let engine = watch.lap();
+    let (t, session) = (cx.transcript(), cx.session());
     session.commit(&answer.outcome.archives, &answer.state)?;
     if global.verbose {
         let archives = &answer.outcome.archives;
         let bytes: usize = archives.iter().map(|a| a.contents.len()).sum();
         let _ = writeln!(
             std::io::stderr(),
-            "noa: apply: read {} · engine {} · wrote {} archive(s) ({:.1} MB) and the state in {}",
+            "noa: apply: read {} ({}) · engine {} · wrote {} archive(s) ({:.1} MB) and the state in {}",
             clock::ms(read),
+            read_how(&cx),
             clock::ms(engine),
             archives.len(),
             bytes as f64 / 1e6,
@@ -92,6 +119,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             "panel": text, "call_id": call_id, "created": blocks, "errors": outcome.errors,
             "warnings": outcome.warnings, "parse": parsed.kind.as_str(), "repairs": parsed.repairs,
             "tokens_before": answer.tokens_before, "tokens_after": answer.tokens_after,
+            "read": read_how(&cx),
         }),
     )?;
     warn(global, &t.warnings);
@@ -100,6 +128,27 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     } else {
         Exit::Success
     })
+}
+
+/// A call's raw arguments, its id, and how much of the history the model
+/// had seen when it made it.
+type Call = (String, String, usize);
+
+/// Whether a block of `answer` covers a message whose words the read cache
+/// left out (an archive must hold every original whole).
+fn archives_elided(cx: &Context, answer: &Answer) -> bool {
+    let elided = &cx.loaded.read.elided;
+    !elided.is_empty()
+        && answer
+            .outcome
+            .created
+            .iter()
+            .any(|(b, _)| b.direct_message_ids.iter().any(|id| elided.contains(id)))
+}
+
+/// How the transcript was read: on from the read cache, or whole.
+fn read_how(cx: &Context) -> &'static str {
+    if cx.warm() { "cache" } else { "whole" }
 }
 
 /// Prints the panel, or with `--json` the report object that holds it.
@@ -118,10 +167,7 @@ fn print_outcome(json: bool, panel: &str, report: serde_json::Value) -> Result<(
 
 /// The raw arguments, the call id, and how much of the history the model
 /// had seen when it made the call (everything before the call's message).
-fn find_call(
-    history: &[CoreMessage],
-    args: &ApplyArgs,
-) -> Result<(String, String, usize), CliError> {
+fn find_call(history: &[CoreMessage], args: &ApplyArgs) -> Result<Call, CliError> {
     if let Some(path) = &args.args {
         let mut raw = String::new();
         if path.as_os_str() == "-" {

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::agent_loop::{apply_call, ranges_from_nudge};
+use super::agent_loop::ranges_from_nudge;
 use super::common::{TempDir, noa};
 use super::synth;
 
@@ -169,7 +169,13 @@ fn last_text(view: &str) -> String {
 
 /// A Compress call over the ranges a nudge lists, and its result line
 /// once `noa apply` has answered it, in the session's format.
-fn compress(dir: &Path, text: &mut String, log: &mut Log, nudge: &str, n: usize) {
+fn compress(
+    dir: &Path,
+    text: &mut String,
+    log: &mut Log,
+    (nudge, n): (&str, usize),
+    warm_applies: &mut usize,
+) {
     let content: Vec<Value> = ranges_from_nudge(nudge)
         .iter()
         .map(|(a, b)| json!({"startId": a, "endId": b, "summary": "Read the modules named there; nothing in them needs to change for the task."}))
@@ -184,14 +190,107 @@ fn compress(dir: &Path, text: &mut String, log: &mut Log, nudge: &str, n: usize)
     };
     text.push_str(&log.lines(&call));
     fs::write(dir.join("t.jsonl"), &*text).unwrap();
-    let (code, panel) = apply_call(dir, &dir.join("t.jsonl"), LIMIT);
+    let session = log.shape.session();
+    let cold = apply_whole(dir, session);
+    let (code, panel, read) = apply(dir);
     assert!(matches!(code, Some(0 | 1)), "{panel}");
+    *warm_applies += usize::from(read == "cache");
+    let (cold_code, cold_panel, cold_files) = cold;
+    assert_eq!((code, &panel), (cold_code, &cold_panel), "call {n}");
+    let warm_files = session_files(dir, session);
+    let names = |f: &[(String, String)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&warm_files), names(&cold_files), "call {n}");
+    for ((name, warm), (_, cold)) in warm_files.iter().zip(&cold_files) {
+        assert!(
+            warm == cold,
+            "call {n}: apply read on from the cache left {name} otherwise than read whole:\n{warm}\n---\n{cold}"
+        );
+    }
     let result = if anthropic {
         json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": panel}]})
     } else {
         json!({"role": "tool", "tool_call_id": id, "content": panel})
     };
     text.push_str(&log.lines(&result));
+}
+
+/// `noa apply` on t.jsonl as it goes without the session's read cache: its
+/// exit code, panel and session files. The state dir is then put back as
+/// it was, under the same path (archive paths name it).
+fn apply_whole(dir: &Path, session: &str) -> (Option<i32>, String, Vec<(String, String)>) {
+    copy_dir(&dir.join("st"), &dir.join("host"));
+    fs::remove_file(dir.join("st").join(session).join("read-cache.bin")).unwrap();
+    let (code, panel, read) = apply(dir);
+    assert_eq!(read, "whole");
+    let files = session_files(dir, session);
+    fs::remove_dir_all(dir.join("st")).unwrap();
+    fs::rename(dir.join("host"), dir.join("st")).unwrap();
+    (code, panel, files)
+}
+
+/// `noa apply -v` on t.jsonl with state under `st`: its exit code, panel,
+/// and how it read the transcript.
+fn apply(dir: &Path) -> (Option<i32>, String, String) {
+    let out = noa(
+        dir,
+        &[
+            "apply",
+            "t.jsonl",
+            "--state-dir",
+            "st",
+            "--limit",
+            &LIMIT.to_string(),
+            "-v",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let read = err
+        .lines()
+        .find_map(|l| l.strip_prefix("noa: apply: read "))
+        .and_then(|l| l.split_once('(')?.1.split_once(')'))
+        .map_or(String::new(), |(how, _)| how.to_string());
+    let panel = String::from_utf8(out.stdout).unwrap();
+    (out.status.code(), panel.trim_end().to_string(), read)
+}
+
+/// Every file of a session's state but the read cache and the lock, by
+/// path, with the times of the run taken out.
+fn session_files(dir: &Path, session: &str) -> Vec<(String, String)> {
+    fn walk(root: &Path, at: &Path, out: &mut Vec<(String, String)>) {
+        for e in fs::read_dir(at).unwrap() {
+            let path = e.unwrap().path();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else if name != "read-cache.bin" && name != ".lock" {
+                let text = fs::read_to_string(&path).unwrap();
+                // Archives and blocks carry their creation time, and the
+                // logs' digests in state.json cover those bytes.
+                let timeless: Vec<&str> = text
+                    .lines()
+                    .filter(|l| {
+                        !l.starts_with("created: ") && !l.trim_start().starts_with("\"digest\":")
+                    })
+                    .collect();
+                let timeless = timeless.join("\n");
+                let mut cut = String::new();
+                for (i, part) in timeless.split("\"createdAt\":").enumerate() {
+                    let rest = if i == 0 {
+                        part
+                    } else {
+                        part.trim_start_matches(|c: char| c.is_ascii_digit())
+                    };
+                    cut.push_str(rest);
+                }
+                out.push((name, cut));
+            }
+        }
+    }
+    let root = dir.join("st").join(session);
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    out.sort();
+    out
 }
 
 /// A scripted session through every kind of change a host makes to its
@@ -207,8 +306,9 @@ fn session(messages: Vec<Value>, shape: Shape) {
     let dir = tmp.path();
     let path = dir.join("t.jsonl");
     let mut text = String::new();
-    let (mut reads, mut compressions, mut fallbacks) = (0, 0, 0);
+    let (mut reads, mut compressions, mut fallbacks, mut warm_applies) = (0, 0, 0, 0);
     let mut saved_state = None;
+    let mut last_nudge = String::new();
     for (i, chunk) in messages.chunks(5).enumerate() {
         for m in chunk {
             text.push_str(&log.lines(m));
@@ -218,7 +318,14 @@ fn session(messages: Vec<Value>, shape: Shape) {
         reads += usize::from(read == "cache");
         if !t.report["nudge"].is_null() {
             compressions += 1;
-            compress(dir, &mut text, &mut log, &last_text(&t.view), compressions);
+            last_nudge = last_text(&t.view);
+            compress(
+                dir,
+                &mut text,
+                &mut log,
+                (&last_nudge, compressions),
+                &mut warm_applies,
+            );
             fs::write(&path, &text).unwrap();
             let (_, read) = turn(dir, shape, &format!("turn {i}, after a compression"));
             reads += usize::from(read == "cache");
@@ -251,6 +358,20 @@ fn session(messages: Vec<Value>, shape: Shape) {
             && let Some(old) = saved_state.take()
         {
             fs::write(dir.join(&state), old).unwrap();
+            // A call answered on it reads whole too.
+            let before = warm_applies;
+            compress(
+                dir,
+                &mut text,
+                &mut log,
+                (&last_nudge, 100 + compressions),
+                &mut warm_applies,
+            );
+            assert_eq!(
+                warm_applies, before,
+                "apply on an older state read the cache"
+            );
+            fs::write(&path, &text).unwrap();
             let (_, read) = turn(dir, shape, &format!("turn {i}, an older state"));
             fallbacks += usize::from(read == "whole");
         }
@@ -261,6 +382,10 @@ fn session(messages: Vec<Value>, shape: Shape) {
         "{reads} turns read from the cache"
     );
     assert_eq!(fallbacks, 1, "the older state was not read whole");
+    assert!(
+        warm_applies * 2 >= compressions,
+        "{warm_applies} of {compressions} applies read from the cache"
+    );
 }
 
 #[test]
