@@ -530,7 +530,7 @@ impl SessionDir {
         let mut last = 0;
         let mut logged = Vec::with_capacity(log.count);
         for line in text.lines() {
-            let Some((r, id)) = line.split_once(' ') else {
+            let Some((r, id)) = map_log::split_at_space(line) else {
                 return Err(damaged("a line is not `ref id`"));
             };
             refs.by_raw

@@ -29,8 +29,7 @@ pub fn index_to_ref(index: u32) -> Option<String> {
 /// Parses a ref leniently: surrounding space and case are ignored and leading
 /// zeros are optional (`m1`, ` M00007 `), but the number must be in range.
 pub fn ref_to_index(s: &str) -> Option<u32> {
-    let s = s.trim().to_ascii_lowercase();
-    let digits = s.strip_prefix('m')?;
+    let digits = s.trim().strip_prefix(['m', 'M'])?;
     let significant = digits.trim_start_matches('0');
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || significant.len() > 5 {
         return None;
