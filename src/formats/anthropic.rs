@@ -267,18 +267,28 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
 /// it here makes the pairing visible in the view.)
 pub(crate) fn merge_role_runs(messages: Vec<Value>) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::with_capacity(messages.len());
-    for m in messages {
+    let mut merged: Vec<bool> = Vec::with_capacity(messages.len());
+    for mut m in messages {
         match out.last_mut() {
             Some(prev) if prev["role"] == m["role"] => {
                 let mut blocks = as_blocks(prev["content"].take());
-                blocks.extend(as_blocks(m["content"].clone()));
-                blocks.sort_by_key(|b| b["type"] != "tool_result");
+                blocks.extend(as_blocks(m["content"].take()));
                 prev["content"] = Value::Array(blocks);
+                *merged.last_mut().expect("one flag a message") = true;
             }
-            _ => out.push(m),
+            _ => {
+                out.push(m);
+                merged.push(false);
+            }
         }
     }
-    for m in out.iter_mut().filter(|m| m["role"] == "user") {
+    // Results first, each run sorted once: a stable sort of the whole run
+    // orders it as sorting after every merge would.
+    for (m, _) in out
+        .iter_mut()
+        .zip(merged)
+        .filter(|(m, merged)| *merged || m["role"] == "user")
+    {
         if let Value::Array(blocks) = &mut m["content"] {
             blocks.sort_by_key(|b| b["type"] != "tool_result");
         }

@@ -78,24 +78,32 @@ pub fn derive_id(role: Role, ct: ContentType, text: &str, call_id: &str, tool: &
 /// …, so an unchanged history projects to unchanged ids. Use a fresh counter
 /// for every pass over a transcript.
 #[derive(Debug, Default)]
-pub struct ClusterCounter {
+pub struct ClusterCounter<'a> {
+    /// How often each base came before this pass: borrowed, since a long
+    /// prefix has a base for almost every block and few recur.
+    earlier: HashMap<&'a str, usize, IdHash>,
+    /// How often each base came so far, counting `earlier`, for the bases
+    /// this pass met.
     seen: HashMap<String, usize, IdHash>,
 }
 
-impl ClusterCounter {
+impl<'a> ClusterCounter<'a> {
     /// A counter that goes on where a pass over blocks with these ids
     /// stopped: a transcript read on from a prefix an earlier turn read
     /// numbers its repeats as a whole read would.
-    pub fn resume<'a>(ids: impl IntoIterator<Item = &'a str>) -> ClusterCounter {
-        let mut seen: HashMap<String, usize, IdHash> = HashMap::default();
+    pub fn resume(ids: impl IntoIterator<Item = &'a str>) -> ClusterCounter<'a> {
+        let mut earlier: HashMap<&'a str, usize, IdHash> = HashMap::default();
         for id in ids {
             let base = match id.get(..18) {
                 Some(base) if id.starts_with("h_") => base,
                 _ => id,
             };
-            *seen.entry(base.to_string()).or_insert(0) += 1;
+            *earlier.entry(base).or_insert(0) += 1;
         }
-        ClusterCounter { seen }
+        ClusterCounter {
+            earlier,
+            seen: HashMap::default(),
+        }
     }
 
     /// The id for the next occurrence of `base`.
@@ -106,8 +114,12 @@ impl ClusterCounter {
             *n += 1;
             return id;
         }
-        self.seen.insert(base.clone(), 1);
-        base
+        let n = self.earlier.get(base.as_str()).copied().unwrap_or(0);
+        self.seen.insert(base.clone(), n + 1);
+        match n {
+            0 => base,
+            n => format!("{base}_{n}"),
+        }
     }
 
     /// Gives the next block of a pass its id. A text block is hashed without
