@@ -132,16 +132,16 @@ impl<'g> Context<'g> {
     }
 
     /// Leaves a read cache for the next turn, keeping the words of what
-    /// `view` shows, of what pruning leaves in view (the task, reasoning of
-    /// a visible action: the last resort may have left them out of this
-    /// view only) and of whatever no block covers in `state`; Compress
-    /// exchanges keep theirs for the host's books.
+    /// the projection `p` shows, of what pruning leaves in view (the task,
+    /// reasoning of a visible action: the last resort may have left them
+    /// out of this view only) and of whatever no block covers in `state`;
+    /// Compress exchanges keep theirs for the host's books.
     /// Nothing when the command writes nothing or the transcript cannot be
     /// read on from a prefix.
     pub fn save_read_cache(
         &self,
         state: &CompressionState,
-        view: &[CoreMessage],
+        p: &Projection,
     ) -> Result<(), CliError> {
         let Some(mark) = self
             .loaded
@@ -151,14 +151,11 @@ impl<'g> Context<'g> {
         else {
             return Ok(());
         };
-        let hidden = engine::hidden_ids(&self.history, state);
-        let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
+        let shown: HashSet<&str> = p.view.iter().map(|m| m.id.as_str()).collect();
         let elided = &self.loaded.read.elided;
-        let keep = |m: &CoreMessage| {
+        let keep = |i: usize, m: &CoreMessage| {
             !elided.contains(&m.id)
-                && (!hidden.contains(m.id.as_str())
-                    || shown.contains(m.id.as_str())
-                    || m.tool_name == COMPRESS_TOOL)
+                && (!p.hidden[i] || shown.contains(m.id.as_str()) || m.tool_name == COMPRESS_TOOL)
         };
         let source = CacheSource {
             transcript: self.transcript(),

@@ -45,7 +45,6 @@ pub use model::tokenizer::Tokenizer;
 pub use model::tokens;
 
 pub use turn::host::window_from_error;
-pub use turn::prune::hidden_ids;
 pub use turn::sync::covered_ids;
 pub use turn::view::drop_unpaired;
 pub use turn::{Projection, TurnInput, baked, project};

@@ -219,8 +219,9 @@ pub struct CacheSource<'a> {
     pub tokenizer: Tokenizer,
     /// Bytes and lines read, and the digest of those bytes.
     pub mark: (u64, u64, u64),
-    /// Which messages may still be shown, and so keep their words.
-    pub keep: &'a dyn Fn(&CoreMessage) -> bool,
+    /// Which messages may still be shown, and so keep their words: given
+    /// each message of `history` with its position.
+    pub keep: &'a dyn Fn(usize, &CoreMessage) -> bool,
     /// The JSON an earlier cache kept that this turn did not parse.
     pub unparsed: &'a [Unparsed],
 }
@@ -239,13 +240,14 @@ impl CacheSource<'_> {
             &t.carry,
         )?;
         let unparsed: HashMap<usize, &Unparsed> = self.unparsed.iter().map(|u| (u.0, u)).collect();
-        let mut flat = self.history.iter();
+        let mut flat = self.history.iter().enumerate();
         e.u64(t.messages.len() as u64)?;
         let mut kept = Vec::new();
         for (mi, m) in t.messages.iter().enumerate() {
-            let cores: Vec<&CoreMessage> = flat.by_ref().take(m.blocks.len()).collect();
+            let cores: Vec<(usize, &CoreMessage)> = flat.by_ref().take(m.blocks.len()).collect();
             kept.clear();
-            kept.extend(cores.iter().map(|c| (self.keep)(c)));
+            kept.extend(cores.iter().map(|&(i, c)| (self.keep)(i, c)));
+            let cores = cores.into_iter().map(|(_, c)| c);
             let earlier = unparsed.get(&mi);
             // JSON is serialized only where its words are kept.
             let raw = match earlier {
@@ -259,7 +261,7 @@ impl CacheSource<'_> {
                 raw,
                 m.blocks.len(),
             )?;
-            for (bi, ((b, core), &kept)) in m.blocks.iter().zip(&cores).zip(&kept).enumerate() {
+            for (bi, ((b, core), &kept)) in m.blocks.iter().zip(cores).zip(&kept).enumerate() {
                 let tokens = core
                     .counted
                     .get_or(self.tokenizer, || self.tokenizer.count(&core.text));

@@ -54,6 +54,10 @@ pub struct TurnInput<'a> {
 pub struct Projection {
     /// The messages to send: tags rendered, maybe truncated, maybe a nudge last.
     pub view: Vec<CoreMessage>,
+    /// For each history message, whether a block hides it (see
+    /// [`hidden_ids`](super::prune::hidden_ids)): what a later turn will
+    /// not need the words of while the blocks stand.
+    pub hidden: Vec<bool>,
     /// Refs handed out this turn.
     pub new_refs: usize,
     /// The request as sent, on the provider's scale: the figure to hold
@@ -86,7 +90,14 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         hard_protected(m, cfg)
     });
     sync::sync_blocks(state, history);
-    let pruned = prune::prune(history, state);
+    let (pruned, hidden) = {
+        let hidden = prune::hidden_ids(history, state);
+        let flags = history
+            .iter()
+            .map(|m| hidden.contains(m.id.as_str()))
+            .collect();
+        (prune::prune_hidden(history, state, &hidden), flags)
+    };
     let shown = hide::hide_compress_calls(pruned, state);
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
@@ -251,6 +262,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     state.host.nudge_emergency = decision.inject && decision.emergency;
     Projection {
         view,
+        hidden,
         new_refs,
         tokens: g.tokens(sent),
         measured,

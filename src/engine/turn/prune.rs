@@ -18,7 +18,15 @@ use crate::engine::model::summary::render_summary;
 /// summary goes where its earliest covered message was, moved forward to the
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
-    let covered = hidden_ids(view, state);
+    prune_hidden(view, state, &hidden_ids(view, state))
+}
+
+/// [`prune`], given what [`hidden_ids`] found for `view` and `state`.
+pub fn prune_hidden(
+    view: &[CoreMessage],
+    state: &CompressionState,
+    covered: &IdSet<'_>,
+) -> Vec<CoreMessage> {
     if covered.is_empty() {
         return view.to_vec();
     }
