@@ -37,7 +37,6 @@ pub(crate) fn records_from(
 ) -> Result<Vec<Record>, ReadError> {
     let mut out = Vec::new();
     let unterminated_last = !text.is_empty() && !text.ends_with('\n');
-    let count = text.lines().count();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -48,7 +47,9 @@ pub(crate) fn records_from(
                 value,
             }),
             Err(err) => {
-                let is_last = i + 1 == count && unterminated_last;
+                // Only the last line can end where the text does.
+                let end = line.as_ptr() as usize - text.as_ptr() as usize + line.len();
+                let is_last = unterminated_last && end == text.len();
                 let e = ReadError::syntax(name, first_line + i, line, &err, expected, is_last);
                 match bad {
                     BadLines::Fail => return Err(e),
