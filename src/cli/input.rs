@@ -52,7 +52,7 @@ pub struct HowRead {
 /// guesses where originals are kept.
 pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     let (name, bytes) = read_input(global, path)?;
-    let mut loaded = load_bytes(global, path, name, bytes, false)?;
+    let mut loaded = load_bytes(global, path, name, bytes, (false, false))?;
     // Only materialize writes records back.
     loaded.transcript.records = Vec::new();
     Ok(loaded)
@@ -61,7 +61,7 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
 /// [`load`], keeping the original records: what `materialize` writes back.
 pub fn load_with_records(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     let (name, bytes) = read_input(global, path)?;
-    load_bytes(global, path, name, bytes, false)
+    load_bytes(global, path, name, bytes, (false, true))
 }
 
 /// Reads a transcript for a turn: on from the session's read cache when the
@@ -80,7 +80,7 @@ pub fn load_for_turn(global: &Global, path: &Path) -> Result<Loaded, CliError> {
 /// the turn leaves.
 pub fn load_whole(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     let (name, bytes) = read_input(global, path)?;
-    let mut loaded = load_bytes(global, path, name, bytes, true)?;
+    let mut loaded = load_bytes(global, path, name, bytes, (true, false))?;
     loaded.transcript.records = Vec::new();
     Ok(loaded)
 }
@@ -105,12 +105,14 @@ fn read_input(global: &Global, path: &Path) -> Result<(String, Vec<u8>), CliErro
     Ok(("<stdin>".to_string(), bytes))
 }
 
+/// Reads a transcript's bytes; `mark`: whether a read cache may be left
+/// of them; `keep_records`: whether the transcript keeps its parsed lines.
 fn load_bytes(
     global: &Global,
     path: &Path,
     name: String,
     bytes: Vec<u8>,
-    mark: bool,
+    (mark, keep_records): (bool, bool),
 ) -> Result<Loaded, CliError> {
     let bad = bad_lines(global);
     let digest = (mark && path.as_os_str() != "-").then(|| crate::store::digest(&bytes));
@@ -125,7 +127,7 @@ fn load_bytes(
         .filter(|_| decoded.is_empty() && text.ends_with('\n') && formats::resumable(format, &text))
         .map(|d| (text.len() as u64, text.matches('\n').count() as u64, d));
     let spinner = reading_spinner(global, &name, text.len());
-    let transcript = formats::read_owned(&name, text, format, bad);
+    let transcript = formats::read_owned(&name, text, format, bad, keep_records);
     spinner.finish_and_clear();
     let mut transcript = transcript?;
     transcript.warnings.extend(decoded);

@@ -9,6 +9,7 @@
 //! of what the model saw. A `compact_boundary` starts a new root: what came
 //! before it is summarised by the `isCompactSummary` record after it.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
@@ -48,10 +49,16 @@ pub(crate) type Parsed = (Vec<Record>, Vec<(usize, String)>);
 ///
 /// Warnings come in the order of the lines they name, so a log read on
 /// from a prefix ([`read_after`]) warns as one read whole does.
+///
+/// Without `keep_records` each record's JSON is let go as soon as its
+/// message is built (and those no message is built from, before), so the
+/// parsed lines and the messages are never all held at once; the
+/// transcript then carries no records (only `materialize` writes them back).
 pub(crate) fn from_records(
     name: &str,
-    records: Vec<Record>,
+    mut records: Vec<Record>,
     mut warnings: Vec<(usize, String)>,
+    keep_records: bool,
 ) -> Transcript {
     let session_id = records
         .iter()
@@ -104,18 +111,16 @@ pub(crate) fn from_records(
         .collect();
     let chosen = choose_branch(&turns, &parents, &boundaries);
 
-    let chosen_turns = turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
-    let built = build_messages(
-        name,
-        chosen_turns.map(|(t, _)| t),
-        ToolNames::default(),
-        &mut warnings,
-        |_| true,
-    )
-    .expect("every record is taken");
+    // What the messages are built from, and what the next lines need of the
+    // records: taken while the records are only read.
+    let plan: Vec<(usize, usize, bool)> = turns
+        .iter()
+        .zip(&chosen)
+        .filter(|(_, keep)| **keep)
+        .map(|(t, _)| (t.index, t.line, t.assistant))
+        .collect();
     let carry = Carry {
         subagent: turns.first().map(|_| subagent),
-        responses: sorted(built.by_message_id.keys().map(|id| id.to_string())),
         strays: turns
             .iter()
             .zip(&chosen)
@@ -125,80 +130,120 @@ pub(crate) fn from_records(
             .collect(),
         ..joining_point(&records, &turns)
     };
+    let step = |(index, line, assistant): (usize, usize, bool), value| Step {
+        index,
+        line,
+        assistant,
+        value,
+    };
+    let built = if keep_records {
+        let steps = plan
+            .iter()
+            .map(|&p| step(p, Cow::Borrowed(&records[p.0].value)));
+        build_messages(name, steps, ToolNames::default(), &mut warnings)
+    } else {
+        let mut planned = vec![false; records.len()];
+        for &(index, ..) in &plan {
+            planned[index] = true;
+        }
+        for (r, _) in records.iter_mut().zip(planned).filter(|(_, p)| !p) {
+            r.value = Value::Null;
+        }
+        let steps = plan
+            .iter()
+            .map(|&p| step(p, Cow::Owned(std::mem::take(&mut records[p.0].value))));
+        build_messages(name, steps, ToolNames::default(), &mut warnings)
+    };
+    let carry = Carry {
+        responses: sorted(built.by_message_id.keys().cloned()),
+        ..carry
+    };
     let Built { messages, kept, .. } = built;
+    let originals = if keep_records {
+        originals(records, &kept)
+    } else {
+        Vec::new()
+    };
     finish(
         (session_id, parent_session),
-        (messages, kept),
-        records,
+        (messages, originals),
         warnings,
         carry,
     )
 }
 
+/// One record a message is built from: its position in the parsed records,
+/// its line, whose it is, and its JSON (borrowed, or taken from the record
+/// to be let go once built).
+struct Step<'v> {
+    index: usize,
+    line: usize,
+    assistant: bool,
+    value: Cow<'v, Value>,
+}
+
 /// The messages of the records the model saw, in order: the lines of one
 /// response merged into one message, each response's recorded prompt size
-/// kept. `take` may refuse a record, and then nothing is built.
-fn build_messages<'a>(
+/// kept.
+fn build_messages<'v>(
     name: &str,
-    turns: impl Iterator<Item = &'a Turn<'a>>,
+    steps: impl Iterator<Item = Step<'v>>,
     mut tools: ToolNames,
     warnings: &mut Vec<(usize, String)>,
-    mut take: impl FnMut(&Turn) -> bool,
-) -> Option<Built<'a>> {
+) -> Built {
     let mut built = Built::default();
-    for t in turns {
-        if !take(t) {
-            return None;
-        }
-        let Some(m) = host_message(&t.value["message"], t.line, built.kept.len(), &mut tools)
-        else {
+    for t in steps {
+        let message = &t.value["message"];
+        let id = message
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|_| t.assistant)
+            .map(str::to_string);
+        let prompt_tokens = t.assistant.then(|| prompt_size(message)).flatten();
+        let Some(m) = host_message(message, t.line, built.kept.len(), &mut tools) else {
             warnings.push((t.line, no_content(name, t.line)));
             continue;
         };
         built.kept.push(t.index);
-        let id = t.message_id.filter(|_| t.assistant);
-        match id.and_then(|id| built.by_message_id.get(id)) {
+        match id.as_ref().and_then(|id| built.by_message_id.get(id)) {
             Some(&at) => append_blocks(&mut built.messages[at], m),
             None => {
                 if let Some(id) = id {
                     built.by_message_id.insert(id, built.messages.len());
                 }
-                let prompt_tokens = t.assistant.then(|| prompt_size(&t.value["message"]));
-                built.messages.push(HostMessage {
-                    prompt_tokens: prompt_tokens.flatten(),
-                    ..m
-                });
+                built.messages.push(HostMessage { prompt_tokens, ..m });
             }
         }
     }
     built.messages.retain(|m| !m.blocks.is_empty());
-    Some(built)
+    built
 }
 
 /// Messages built from records, and what the next lines need of them.
 #[derive(Default)]
-struct Built<'a> {
+struct Built {
     messages: Vec<HostMessage>,
     /// Each response's message, by `message.id`.
-    by_message_id: HashMap<&'a str, usize>,
+    by_message_id: HashMap<String, usize>,
     /// Which parsed records the messages come from, in the order kept.
     kept: Vec<usize>,
 }
 
-/// The transcript: the kept lines move out of the parse (one copy of each,
-/// none of the progress and bookkeeping lines around them), warnings in
-/// the order of their lines.
+/// The kept lines, moved out of the parse: one copy of each, none of the
+/// progress and bookkeeping lines around them.
+fn originals(mut records: Vec<Record>, kept: &[usize]) -> Vec<Value> {
+    kept.iter()
+        .map(|&i| std::mem::take(&mut records[i].value))
+        .collect()
+}
+
+/// The transcript, warnings in the order of their lines.
 fn finish(
     (session_id, parent_session): (Option<String>, Option<String>),
-    (messages, kept): (Vec<HostMessage>, Vec<usize>),
-    mut records: Vec<Record>,
+    (messages, originals): (Vec<HostMessage>, Vec<Value>),
     mut warnings: Vec<(usize, String)>,
     carry: Carry,
 ) -> Transcript {
-    let originals = kept
-        .iter()
-        .map(|&i| std::mem::take(&mut records[i].value))
-        .collect();
     warnings.sort_by_key(|(line, _)| *line);
     Transcript {
         format: Format::ClaudeCode,
@@ -423,14 +468,17 @@ pub(crate) fn read_after(
                 .iter()
                 .any(|c| strays.contains(c)))
     };
-    let chosen_turns = turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
-    let built = build_messages(
-        name,
-        chosen_turns.map(|(t, _)| t),
-        tools,
-        &mut warnings,
-        takes,
-    )?;
+    let chosen_turns = || turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
+    if !chosen_turns().all(|(t, _)| takes(t)) {
+        return None;
+    }
+    let steps = chosen_turns().map(|(t, _)| Step {
+        index: t.index,
+        line: t.line,
+        assistant: t.assistant,
+        value: Cow::Borrowed(t.value),
+    });
+    let built = build_messages(name, steps, tools, &mut warnings);
     let joined = match turns.last() {
         Some(_) => joining_point(&records, &turns),
         None => {
@@ -455,7 +503,7 @@ pub(crate) fn read_after(
                 .responses
                 .iter()
                 .cloned()
-                .chain(built.by_message_id.keys().map(|id| id.to_string())),
+                .chain(built.by_message_id.keys().cloned()),
         ),
         strays: carry.strays.iter().cloned().chain(new_strays).collect(),
         ..joined
@@ -463,8 +511,7 @@ pub(crate) fn read_after(
     let Built { messages, kept, .. } = built;
     Some(Ok(finish(
         (None, None),
-        (messages, kept),
-        records,
+        (messages, originals(records, &kept)),
         warnings,
         carry,
     )))

@@ -353,20 +353,24 @@ pub fn read(
         Some(f) => f,
         None => detect(name, text)?,
     };
-    Ok(Parsed::of(format, name, text, bad)?.build(name))
+    Ok(Parsed::of(format, name, text, bad)?.build(name, true))
 }
 
 /// [`read`], taking the text: it is dropped once its lines are parsed, so
 /// the file's bytes and the messages built from them are never held at once.
+/// Without `keep_records` the parsed lines are let go as their messages are
+/// built (a Claude Code log's), or may be (the others'): the transcript's
+/// `records` are for `materialize` alone.
 pub fn read_owned(
     name: &str,
     text: String,
     format: Format,
     bad: BadLines,
+    keep_records: bool,
 ) -> Result<Transcript, ReadError> {
     let parsed = Parsed::of(format, name, &text, bad)?;
     drop(text);
-    Ok(parsed.build(name))
+    Ok(parsed.build(name, keep_records))
 }
 
 /// A transcript's lines parsed, its messages not built yet.
@@ -394,14 +398,15 @@ impl Parsed {
         })
     }
 
-    /// The transcript, every block given its identity.
-    fn build(self, name: &str) -> Transcript {
+    /// The transcript, every block given its identity; see [`read_owned`]
+    /// for `keep_records`.
+    fn build(self, name: &str, keep_records: bool) -> Transcript {
         let mut transcript = match self {
             Parsed::Log(log, records, warnings) => {
                 log.messages_of(name, records, anthropic::ToolNames::default(), warnings)
             }
             Parsed::ClaudeCode((records, warnings)) => {
-                claude_code::from_records(name, records, warnings)
+                claude_code::from_records(name, records, warnings, keep_records)
             }
             Parsed::Codex((records, warnings)) => codex::from_records(name, records, warnings),
         };

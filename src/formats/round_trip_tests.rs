@@ -203,3 +203,23 @@ fn repeated_blocks_get_numbered_ids() {
         .collect();
     assert_eq!(ids[2], format!("{}_1", ids[0]));
 }
+
+#[test]
+fn a_claude_code_log_read_without_its_records_gives_the_same_messages() {
+    for text in [
+        include_str!("../../testdata/real/claude-code/long-session-with-compaction.jsonl"),
+        include_str!("../../testdata/real/claude-code/spawns-subagents.jsonl"),
+        include_str!("../../testdata/real/claude-code/tool-heavy.jsonl"),
+        include_str!("../../testdata/real/claude-code-edge/edge-cases.jsonl"),
+    ] {
+        let kept = super::read_owned("t", text.into(), Format::ClaudeCode, BadLines::Skip, true);
+        let let_go = super::read_owned("t", text.into(), Format::ClaudeCode, BadLines::Skip, false);
+        let (kept, let_go) = (kept.unwrap(), let_go.unwrap());
+        assert!(!kept.records.is_empty() && let_go.records.is_empty());
+        assert_eq!(kept.cores(), let_go.cores());
+        assert_eq!(kept.warnings, let_go.warnings);
+        assert_eq!(kept.carry, let_go.carry);
+        let view = |t: &super::Transcript| reassemble(t, &t.cores(), ViewFormat::Anthropic).0;
+        assert_eq!(view(&kept), view(&let_go));
+    }
+}
