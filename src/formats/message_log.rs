@@ -48,25 +48,28 @@ impl MessageLog {
             jsonl::records_from(name, text, first_line, self.expected, bad, &mut |_, w| {
                 warnings.push(w)
             })?;
-        Ok(self.messages_of(name, records, tools, warnings))
+        Ok(self.messages_of(name, records, tools, (warnings, true)))
     }
 
     /// The transcript of a log's records; `tools` names the calls of what
-    /// came before them.
+    /// came before them. Without `keep_records` each record is let go once
+    /// its message is built (see [`super::read_owned`]).
     pub(crate) fn messages_of(
         &self,
         name: &str,
         records: Vec<jsonl::Record>,
         mut tools: ToolNames,
-        mut warnings: Vec<String>,
+        (mut warnings, keep_records): (Vec<String>, bool),
     ) -> Transcript {
         let mut messages = Vec::new();
         let mut originals = Vec::new();
         for r in records {
-            match (self.message)(&r.value, r.line, originals.len(), &mut tools) {
+            match (self.message)(&r.value, r.line, messages.len(), &mut tools) {
                 Some(m) => {
                     messages.push(m);
-                    originals.push(r.value);
+                    if keep_records {
+                        originals.push(r.value);
+                    }
                 }
                 None => warnings.push(format!("{name}:{}: {}; skipped", r.line, self.skipped)),
             }

@@ -403,7 +403,8 @@ impl Parsed {
     fn build(self, name: &str, keep_records: bool) -> Transcript {
         let mut transcript = match self {
             Parsed::Log(log, records, warnings) => {
-                log.messages_of(name, records, anthropic::ToolNames::default(), warnings)
+                let tools = anthropic::ToolNames::default();
+                log.messages_of(name, records, tools, (warnings, keep_records))
             }
             Parsed::ClaudeCode((records, warnings)) => {
                 claude_code::from_records(name, records, warnings, keep_records)

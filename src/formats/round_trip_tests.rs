@@ -223,3 +223,29 @@ fn a_claude_code_log_read_without_its_records_gives_the_same_messages() {
         assert_eq!(view(&kept), view(&let_go));
     }
 }
+
+#[test]
+fn a_message_log_read_without_its_records_gives_the_same_messages() {
+    let chat = lines(&[
+        json!({"role": "system", "content": "Be brief."}),
+        json!({"role": "user", "content": "Read the file."}),
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{\"path\":\"a.rs\"}"}}]}),
+        json!({"role": "tool", "tool_call_id": "c1", "content": "fn main() {}"}),
+        json!({"role": "nobody", "content": "skipped"}),
+        json!({"role": "assistant", "content": "Done."}),
+    ]);
+    let anthropic = lines(&[
+        json!({"role": "user", "content": "Read the file."}),
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a.rs"}}]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "fn main() {}"}]}),
+    ]);
+    for (text, format) in [(chat, Format::Chat), (anthropic, Format::Anthropic)] {
+        let kept = super::read_owned("t", text.clone(), format, BadLines::Skip, true).unwrap();
+        let let_go = super::read_owned("t", text, format, BadLines::Skip, false).unwrap();
+        assert!(!kept.records.is_empty() && let_go.records.is_empty());
+        assert_eq!(kept.cores(), let_go.cores());
+        assert_eq!(kept.warnings, let_go.warnings);
+        let view = |t: &super::Transcript| reassemble(t, &t.cores(), format.view_format()).0;
+        assert_eq!(view(&kept), view(&let_go));
+    }
+}
