@@ -32,12 +32,17 @@ pub(crate) fn parse(name: &str, text: &str, bad: BadLines) -> Result<Parsed, Rea
 pub(crate) type Parsed = (Vec<jsonl::Record>, Vec<String>);
 
 /// The messages of a rollout, from its records.
+///
+/// Without `keep_records` a line's item is moved out of it rather than
+/// copied, and the line let go (see [`super::read_owned`]).
 pub(crate) fn from_records(
     name: &str,
     records: Vec<jsonl::Record>,
     warnings: Vec<String>,
+    keep_records: bool,
 ) -> Transcript {
     let mut rollout = Rollout::new(&CodexCarry::default(), warnings);
+    rollout.keep_records = keep_records;
     for r in records {
         rollout.take(name, r);
     }
@@ -119,6 +124,8 @@ struct Rollout {
     /// The item of the prefix's last message.
     last_message: Option<usize>,
     warnings: Vec<String>,
+    /// Whether `originals` are kept (for `materialize`).
+    keep_records: bool,
 }
 
 impl Rollout {
@@ -136,10 +143,19 @@ impl Rollout {
             pending: carry.pending,
             last_message: carry.last_message,
             warnings,
+            keep_records: true,
         }
     }
 
-    fn take(&mut self, name: &str, r: jsonl::Record) {
+    fn take(&mut self, name: &str, mut r: jsonl::Record) {
+        if !self.keep_records
+            && r.value.get("type").and_then(Value::as_str) == Some("response_item")
+            && let Some(p) = r.value.get_mut("payload").map(Value::take)
+        {
+            self.output_since_count |= is_output(&p);
+            self.items.push((r.line, p));
+            return;
+        }
         let kind = r.value.get("type").and_then(Value::as_str).unwrap_or("");
         let payload = r.value.get("payload");
         match (kind, payload) {
@@ -178,10 +194,14 @@ impl Rollout {
                     }
                 };
                 let timestamp = r.value.get("timestamp");
-                self.originals = history
-                    .iter()
-                    .map(|item| response_item_line(timestamp, item.clone()))
-                    .collect();
+                self.originals = if self.keep_records {
+                    history
+                        .iter()
+                        .map(|item| response_item_line(timestamp, item.clone()))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 self.items = history.into_iter().map(|h| (r.line, h)).collect();
                 // Figures counted before a compaction describe a history
                 // that is gone.

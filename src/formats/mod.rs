@@ -409,7 +409,9 @@ impl Parsed {
             Parsed::ClaudeCode((records, warnings)) => {
                 claude_code::from_records(name, records, warnings, keep_records)
             }
-            Parsed::Codex((records, warnings)) => codex::from_records(name, records, warnings),
+            Parsed::Codex((records, warnings)) => {
+                codex::from_records(name, records, warnings, keep_records)
+            }
         };
         assign_ids(&mut transcript);
         transcript

@@ -249,3 +249,22 @@ fn a_message_log_read_without_its_records_gives_the_same_messages() {
         assert_eq!(view(&kept), view(&let_go));
     }
 }
+
+#[test]
+fn a_codex_rollout_read_without_its_lines_gives_the_same_messages() {
+    for text in [
+        include_str!("../../testdata/real/codex/rollout-plain.jsonl"),
+        include_str!("../../testdata/real/codex/rollout-with-remote-compaction.jsonl"),
+    ] {
+        let kept = super::read_owned("t", text.into(), Format::Codex, BadLines::Skip, true);
+        let let_go = super::read_owned("t", text.into(), Format::Codex, BadLines::Skip, false);
+        let (kept, let_go) = (kept.unwrap(), let_go.unwrap());
+        assert!(!kept.records.is_empty() && let_go.records.is_empty());
+        assert_eq!(kept.cores(), let_go.cores());
+        assert_eq!(kept.warnings, let_go.warnings);
+        assert_eq!(kept.carry, let_go.carry);
+        assert_eq!(kept.preamble, let_go.preamble);
+        let view = |t: &super::Transcript| reassemble(t, &t.cores(), ViewFormat::Responses).0;
+        assert_eq!(view(&kept), view(&let_go));
+    }
+}
