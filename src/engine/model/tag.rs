@@ -19,6 +19,9 @@ pub fn render(reference: &str, tokens: usize, source: Option<&str>) -> String {
 /// in place: every taggable message in a view is tagged, and a tool output
 /// can be long.
 pub fn append(body: &mut String, tag: &str) {
+    // Grown by exactly the tag: left to itself a String doubles, and a
+    // view's copies of long outputs would hold twice their size.
+    body.reserve_exact(tag.len() + 1);
     if !body.is_empty() {
         body.push('\n');
     }
