@@ -204,6 +204,20 @@ fn repeated_blocks_get_numbered_ids() {
     assert_eq!(ids[2], format!("{}_1", ids[0]));
 }
 
+/// A log read keeping its records and letting them go gives the same
+/// transcript but for the records.
+fn reads_alike_without_records(text: &str, format: Format) {
+    let read = |keep| super::read_owned("t", text.into(), format, BadLines::Skip, keep).unwrap();
+    let (kept, let_go) = (read(true), read(false));
+    assert!(!kept.records.is_empty() && let_go.records.is_empty());
+    assert_eq!(kept.cores(), let_go.cores());
+    assert_eq!(kept.warnings, let_go.warnings);
+    assert_eq!(kept.carry, let_go.carry);
+    assert_eq!(kept.preamble, let_go.preamble);
+    let view = |t: &super::Transcript| reassemble(t, &t.cores(), format.view_format()).0;
+    assert_eq!(view(&kept), view(&let_go));
+}
+
 #[test]
 fn a_claude_code_log_read_without_its_records_gives_the_same_messages() {
     for text in [
@@ -212,15 +226,7 @@ fn a_claude_code_log_read_without_its_records_gives_the_same_messages() {
         include_str!("../../testdata/real/claude-code/tool-heavy.jsonl"),
         include_str!("../../testdata/real/claude-code-edge/edge-cases.jsonl"),
     ] {
-        let kept = super::read_owned("t", text.into(), Format::ClaudeCode, BadLines::Skip, true);
-        let let_go = super::read_owned("t", text.into(), Format::ClaudeCode, BadLines::Skip, false);
-        let (kept, let_go) = (kept.unwrap(), let_go.unwrap());
-        assert!(!kept.records.is_empty() && let_go.records.is_empty());
-        assert_eq!(kept.cores(), let_go.cores());
-        assert_eq!(kept.warnings, let_go.warnings);
-        assert_eq!(kept.carry, let_go.carry);
-        let view = |t: &super::Transcript| reassemble(t, &t.cores(), ViewFormat::Anthropic).0;
-        assert_eq!(view(&kept), view(&let_go));
+        reads_alike_without_records(text, Format::ClaudeCode);
     }
 }
 
@@ -239,15 +245,8 @@ fn a_message_log_read_without_its_records_gives_the_same_messages() {
         json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a.rs"}}]}),
         json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "fn main() {}"}]}),
     ]);
-    for (text, format) in [(chat, Format::Chat), (anthropic, Format::Anthropic)] {
-        let kept = super::read_owned("t", text.clone(), format, BadLines::Skip, true).unwrap();
-        let let_go = super::read_owned("t", text, format, BadLines::Skip, false).unwrap();
-        assert!(!kept.records.is_empty() && let_go.records.is_empty());
-        assert_eq!(kept.cores(), let_go.cores());
-        assert_eq!(kept.warnings, let_go.warnings);
-        let view = |t: &super::Transcript| reassemble(t, &t.cores(), format.view_format()).0;
-        assert_eq!(view(&kept), view(&let_go));
-    }
+    reads_alike_without_records(&chat, Format::Chat);
+    reads_alike_without_records(&anthropic, Format::Anthropic);
 }
 
 #[test]
@@ -256,15 +255,6 @@ fn a_codex_rollout_read_without_its_lines_gives_the_same_messages() {
         include_str!("../../testdata/real/codex/rollout-plain.jsonl"),
         include_str!("../../testdata/real/codex/rollout-with-remote-compaction.jsonl"),
     ] {
-        let kept = super::read_owned("t", text.into(), Format::Codex, BadLines::Skip, true);
-        let let_go = super::read_owned("t", text.into(), Format::Codex, BadLines::Skip, false);
-        let (kept, let_go) = (kept.unwrap(), let_go.unwrap());
-        assert!(!kept.records.is_empty() && let_go.records.is_empty());
-        assert_eq!(kept.cores(), let_go.cores());
-        assert_eq!(kept.warnings, let_go.warnings);
-        assert_eq!(kept.carry, let_go.carry);
-        assert_eq!(kept.preamble, let_go.preamble);
-        let view = |t: &super::Transcript| reassemble(t, &t.cores(), ViewFormat::Responses).0;
-        assert_eq!(view(&kept), view(&let_go));
+        reads_alike_without_records(text, Format::Codex);
     }
 }
