@@ -25,8 +25,9 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         ));
     }
     let mut watch = clock::Stopwatch::start();
-    // Read on from the read cache the last turn left, when it serves: the
-    // ranges name messages that view showed, and it kept their words.
+    // Read on from the read cache the last turn left, when it serves: a
+    // call names messages that turn's view showed, and the cache kept their
+    // words.
     let mut cx = Context::open(
         global,
         load_for_turn(global, &args.transcript)?,
