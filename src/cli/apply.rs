@@ -92,12 +92,19 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     let engine = watch.lap();
     let (t, session) = (cx.transcript(), cx.session());
     session.commit(&answer.outcome.archives, &answer.state)?;
+    // The cache is left without the words the new blocks fold away, so the
+    // next turn reads on from a small one. It only saves work: a cache that
+    // cannot be written leaves the last turn's, which the next turn checks.
+    let cache_warning = (!answer.hidden.is_empty())
+        .then(|| cx.save_read_cache(&answer.state, &answer.hidden, &[]).err())
+        .flatten()
+        .map(|e| format!("the read cache was not saved: {e}"));
     if global.verbose {
         let archives = &answer.outcome.archives;
         let bytes: usize = archives.iter().map(|a| a.contents.len()).sum();
         let _ = writeln!(
             std::io::stderr(),
-            "noa: apply: read {} ({}) · engine {} · wrote {} archive(s) ({:.1} MB) and the state in {}",
+            "noa: apply: read {} ({}) · engine {} · wrote {} archive(s) ({:.1} MB), the state and the read cache in {}",
             clock::ms(read),
             read_how(&cx),
             clock::ms(engine),
@@ -123,7 +130,9 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             "read": read_how(&cx),
         }),
     )?;
-    warn(global, &t.warnings);
+    let mut warnings = t.warnings.clone();
+    warnings.extend(cache_warning);
+    warn(global, &warnings);
     Ok(if answer.rejected() {
         Exit::Rejected
     } else {

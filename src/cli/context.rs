@@ -132,16 +132,19 @@ impl<'g> Context<'g> {
     }
 
     /// Leaves a read cache for the next turn, keeping the words of what
-    /// the projection `p` shows, of what pruning leaves in view (the task,
+    /// `view` shows and of every history message `hidden` does not mark
+    /// (by position; those past its end are not hidden): what no block
+    /// covers in `state`, and what pruning leaves in view (the task,
     /// reasoning of a visible action: the last resort may have left them
-    /// out of this view only) and of whatever no block covers in `state`;
-    /// Compress exchanges keep theirs for the host's books.
+    /// out of this view only). Compress exchanges keep theirs for the
+    /// host's books.
     /// Nothing when the command writes nothing or the transcript cannot be
     /// read on from a prefix.
     pub fn save_read_cache(
         &self,
         state: &CompressionState,
-        p: &Projection,
+        hidden: &[bool],
+        view: &[CoreMessage],
     ) -> Result<(), CliError> {
         let Some(mark) = self
             .loaded
@@ -151,11 +154,13 @@ impl<'g> Context<'g> {
         else {
             return Ok(());
         };
-        let shown: HashSet<&str> = p.view.iter().map(|m| m.id.as_str()).collect();
+        let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
         let elided = &self.loaded.read.elided;
         let keep = |i: usize, m: &CoreMessage| {
             !elided.contains(&m.id)
-                && (!p.hidden[i] || shown.contains(m.id.as_str()) || m.tool_name == COMPRESS_TOOL)
+                && (!hidden.get(i).copied().unwrap_or(false)
+                    || shown.contains(m.id.as_str())
+                    || m.tool_name == COMPRESS_TOOL)
         };
         let source = CacheSource {
             transcript: self.transcript(),

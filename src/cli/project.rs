@@ -53,7 +53,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         session.save(&state)?;
         // The cache only saves work: a turn that cannot leave one still
         // goes out, and the next reads whatever cache it finds with care.
-        if let Err(e) = cx.save_read_cache(&state, &p) {
+        if let Err(e) = cx.save_read_cache(&state, &p.hidden, &p.view) {
             warnings.push(format!("the read cache was not saved: {e}"));
         }
     }

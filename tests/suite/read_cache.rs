@@ -357,8 +357,14 @@ fn session(messages: Vec<Value>, shape: Shape) {
         if compressions == 3
             && let Some(old) = saved_state.take()
         {
-            fs::write(dir.join(&state), old).unwrap();
-            // A call answered on it reads whole too.
+            let cache = dir.join("st").join(shape.session()).join("read-cache.bin");
+            let later_cache = fs::read(&cache).unwrap();
+            fs::write(dir.join(&state), &old).unwrap();
+            let (_, read) = turn(dir, shape, &format!("turn {i}, an older state"));
+            fallbacks += usize::from(read == "whole");
+            // A call answered on it, before any turn, reads whole too.
+            fs::write(dir.join(&state), &old).unwrap();
+            fs::write(&cache, later_cache).unwrap();
             let before = warm_applies;
             compress(
                 dir,
@@ -372,8 +378,6 @@ fn session(messages: Vec<Value>, shape: Shape) {
                 "apply on an older state read the cache"
             );
             fs::write(&path, &text).unwrap();
-            let (_, read) = turn(dir, shape, &format!("turn {i}, an older state"));
-            fallbacks += usize::from(read == "whole");
         }
     }
     assert!(compressions >= 3, "{compressions} compressions");

@@ -65,6 +65,10 @@ pub struct Answer {
     pub tokens_before: usize,
     /// The request after it.
     pub tokens_after: usize,
+    /// For each history message before the call, whether a block now
+    /// hides it (see [`Projection::hidden`]); empty when the call made no
+    /// block or was not priced again (a recorded call replayed).
+    pub hidden: Vec<bool>,
 }
 
 impl Answer {
@@ -200,8 +204,8 @@ pub fn answer_with(
     }
     // The outcome's state is the one to keep; the outcome keeps the rest.
     let mut next = std::mem::replace(&mut outcome.state, CompressionState::new(""));
-    let (after, reclaimed) = if outcome.created.is_empty() || recorded.is_some() {
-        (before, 0)
+    let (after, reclaimed, hidden) = if outcome.created.is_empty() || recorded.is_some() {
+        (before, 0, Vec::new())
     } else {
         let now = scratch_view(&mut next, input);
         let reclaimed = panel::reclaimed_by_call(
@@ -211,7 +215,7 @@ pub fn answer_with(
             &now.view,
             &|t| input.config.count(t),
         );
-        (now.measured, reclaimed)
+        (now.measured, reclaimed, now.hidden)
     };
     record_attempt(&mut next, &outcome, batch_key(&parsed));
     let text = match recorded {
@@ -234,6 +238,7 @@ pub fn answer_with(
         state: next,
         tokens_before: before,
         tokens_after: after,
+        hidden,
     }
 }
 
