@@ -148,11 +148,16 @@ impl Rollout {
     }
 
     fn take(&mut self, name: &str, mut r: jsonl::Record) {
-        if !self.keep_records
-            && r.value.get("type").and_then(Value::as_str) == Some("response_item")
+        // A model-visible item: moved out of its line, and the line kept
+        // (with a copy of the item) only for `materialize`.
+        if r.value.get("type").and_then(Value::as_str) == Some("response_item")
             && let Some(p) = r.value.get_mut("payload").map(Value::take)
         {
             self.output_since_count |= is_output(&p);
+            if self.keep_records {
+                r.value["payload"] = p.clone();
+                self.originals.push(r.value);
+            }
             self.items.push((r.line, p));
             return;
         }
@@ -166,11 +171,6 @@ impl Rollout {
                 if self.preamble.is_empty() {
                     self.preamble.push(r.value.clone());
                 }
-            }
-            ("response_item", Some(p)) => {
-                self.output_since_count |= is_output(p);
-                self.items.push((r.line, p.clone()));
-                self.originals.push(r.value);
             }
             ("event_msg", Some(p)) => {
                 let input = p
