@@ -223,6 +223,19 @@ struct InlineRefs<'a> {
     by_ref: BTreeMap<&'a String, &'a String>,
 }
 
+/// A log beside state.json that could not be read, as the store reports
+/// it: damage in the error of the log's kind (`damaged`), I/O as it is.
+fn log_failure(
+    path: &Path,
+    e: LogError,
+    damaged: impl FnOnce(&'static str) -> StoreError,
+) -> StoreError {
+    match e {
+        LogError::Damaged(what) => damaged(what),
+        LogError::Io(e) => StoreError::io(path, e),
+    }
+}
+
 /// The ids refs.log cannot give back: those whose ref does not name them
 /// in return (hard-protected ones, marked `BLOCKED`, in a state noa wrote).
 /// Checked from the ref side, one hashed lookup a ref, rather than a tree
@@ -437,10 +450,8 @@ impl SessionDir {
             path: path.clone(),
             what,
         };
-        let mine = map_log::read_prefix(&path, log.bytes).map_err(|e| match e {
-            LogError::Damaged(what) => damaged(what.into()),
-            LogError::Io(e) => StoreError::io(&path, e),
-        })?;
+        let mine = map_log::read_prefix(&path, log.bytes)
+            .map_err(|e| log_failure(&path, e, |what| damaged(what.into())))?;
         let mut blocks: Vec<Block> = Vec::new();
         let mut latest: Latest = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
@@ -486,12 +497,11 @@ impl SessionDir {
     /// The map the first bytes of the log `name` make.
     fn read_map_log(&self, name: &str, extent: Extent) -> Result<Logged<usize>, StoreError> {
         let path = self.dir.join(name);
-        map_log::read(&path, extent).map_err(|e| match e {
-            LogError::Damaged(what) => StoreError::Log {
-                path,
+        map_log::read(&path, extent).map_err(|e| {
+            log_failure(&path, e, |what| StoreError::Log {
+                path: path.clone(),
                 what: what.to_string(),
-            },
-            LogError::Io(e) => StoreError::io(&path, e),
+            })
         })
     }
 
@@ -522,10 +532,8 @@ impl SessionDir {
             path: path.clone(),
             what: what.to_string(),
         };
-        let mine = map_log::read_prefix(&path, log.bytes).map_err(|e| match e {
-            LogError::Damaged(what) => damaged(what),
-            LogError::Io(e) => StoreError::io(&path, e),
-        })?;
+        let mine =
+            map_log::read_prefix(&path, log.bytes).map_err(|e| log_failure(&path, e, damaged))?;
         let text = std::str::from_utf8(&mine).map_err(|_| damaged("not UTF-8"))?;
         let mut last = 0;
         let mut logged = Vec::with_capacity(log.count);
