@@ -83,11 +83,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         // A block over a message whose words the cache left out would
         // archive nothing of it: read whole and answer again.
         cx.read_whole()?;
-        let state = match cx.session().load()? {
-            Some(saved) => saved,
-            None => cx.state()?,
-        };
-        answer = answer_on(&cx, state, find_call(&cx.history, args)?);
+        answer = answer_on(&cx, cx.reload_state()?, find_call(&cx.history, args)?);
     }
     let engine = watch.lap();
     let (t, session) = (cx.transcript(), cx.session());
@@ -106,7 +102,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             std::io::stderr(),
             "noa: apply: read {} ({}) · engine {} · wrote {} archive(s) ({:.1} MB), the state and the read cache in {}",
             clock::ms(read),
-            read_how(&cx),
+            cx.read_how(),
             clock::ms(engine),
             archives.len(),
             bytes as f64 / 1e6,
@@ -127,7 +123,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             "panel": text, "call_id": call_id, "created": blocks, "errors": outcome.errors,
             "warnings": outcome.warnings, "parse": parsed.kind.as_str(), "repairs": parsed.repairs,
             "tokens_before": answer.tokens_before, "tokens_after": answer.tokens_after,
-            "read": read_how(&cx),
+            "read": cx.read_how(),
         }),
     )?;
     let mut warnings = t.warnings.clone();
@@ -154,11 +150,6 @@ fn archives_elided(cx: &Context, answer: &Answer) -> bool {
             .created
             .iter()
             .any(|(b, _)| b.direct_message_ids.iter().any(|id| elided.contains(id)))
-}
-
-/// How the transcript was read: on from the read cache, or whole.
-fn read_how(cx: &Context) -> &'static str {
-    if cx.warm() { "cache" } else { "whole" }
 }
 
 /// Prints the panel, or with `--json` the report object that holds it.

@@ -90,6 +90,22 @@ impl<'g> Context<'g> {
         self.loaded.read.warm
     }
 
+    /// How the transcript was read, as reports name it: `cache` (on from
+    /// the read cache) or `whole`.
+    pub fn read_how(&self) -> &'static str {
+        if self.warm() { "cache" } else { "whole" }
+    }
+
+    /// The session's state as saved, for a command that read the transcript
+    /// again after starting on it (what [`Context::state`] would give, without
+    /// its warnings a second time).
+    pub fn reload_state(&self) -> Result<CompressionState, CliError> {
+        match self.session().load()? {
+            Some(saved) => Ok(saved),
+            None => self.state(),
+        }
+    }
+
     /// Whether a view shows a message whose words the read cache did not
     /// keep: then it cannot be served from the cache.
     pub fn shows_elided(&self, view: &[CoreMessage]) -> bool {

@@ -67,7 +67,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         let line = match args.report {
             ReportArg::Json => json!({
                 "format": t.format.name(),
-                "read": if cx.warm() { "cache" } else { "whole" },
+                "read": cx.read_how(),
                 "view_format": to.name(),
                 "history_messages": history.len(),
                 "view_messages": messages.len(),
@@ -161,10 +161,7 @@ fn project_turn(
     let mut p = cx.project(state, turn);
     if warm && (cx.shows_elided(&p.view) || !cx.fill_view(&p.view)) {
         cx.read_whole()?;
-        *state = match cx.session().load()? {
-            Some(saved) => saved,
-            None => cx.state()?,
-        };
+        *state = cx.reload_state()?;
         learn(state);
         p = cx.project(state, turn);
     }
