@@ -12,6 +12,9 @@
 //! - cache reuse: bytes of each view that are a prefix of the view before,
 //!   over all bytes sent;
 //! - compressions: Compress calls made (blocks they created), and rejections;
+//! - billed: what the requests cost on average, in bytes at the uncached
+//!   price, at Anthropic's rates (a cache write 1.25×, a cache read 0.1×):
+//!   a higher reuse bought by sending more can cost more;
 //! - peak: the largest request, as a share of the window;
 //! - Compress overhead: bytes of the views taken by Compress calls and their
 //!   panels, over all bytes sent; then the largest share of one view they
@@ -44,6 +47,7 @@ struct Row {
     name: String,
     turns: usize,
     reuse_permille: usize,
+    billed_bytes: usize,
     calls: usize,
     blocks: usize,
     rejected: usize,
@@ -56,11 +60,12 @@ struct Row {
 
 fn print(row: &Row) {
     println!(
-        "| {} | {} | {}.{}% | {} ({} blocks) | {} | {}% | {}.{}% (max {}% of a view, {}.{}% of the window) | {:.0}s |",
+        "| {} | {} | {}.{}% | {:.1} KB | {} ({} blocks) | {} | {}% | {}.{}% (max {}% of a view, {}.{}% of the window) | {:.0}s |",
         row.name,
         row.turns,
         row.reuse_permille / 10,
         row.reuse_permille % 10,
+        row.billed_bytes as f64 / 1000.0,
         row.calls,
         row.blocks,
         row.rejected,
@@ -72,6 +77,12 @@ fn print(row: &Row) {
         row.overhead_window_permille % 10,
         row.seconds
     );
+}
+
+/// The average request's cost in bytes at the uncached price: what the
+/// cache served at a tenth, the rest written to the cache at 1.25×.
+fn billed(sent: usize, reused: usize, turns: usize) -> usize {
+    ((sent - reused) * 125 + reused * 10) / 100 / turns.max(1)
 }
 
 /// A fresh session folder; with `NOA_BENCH_CONFIG=FILE`, that config file
@@ -103,9 +114,9 @@ fn main() {
         .unwrap_or(1);
     let wanted = |name: &str| only.is_empty() || only.iter().any(|w| name.contains(w.as_str()));
     println!(
-        "| window / shape | turns | cache reuse | compressions | rejected | peak | Compress overhead | time |"
+        "| window / shape | turns | cache reuse | billed / request | compressions | rejected | peak | Compress overhead | time |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (limit, turns) in [(30_000, 120), (40_000, 160), (60_000, 300), (128_000, 400)] {
         let name = format!("chat {}K", limit / 1000);
         if !wanted(&name) {
@@ -118,6 +129,7 @@ fn main() {
             name,
             turns: s.turns,
             reuse_permille: s.reuse_permille(),
+            billed_bytes: billed(s.bytes_sent, s.bytes_reused, s.turns),
             calls: s.nudges,
             blocks: s.blocks,
             rejected: s.rejected,
@@ -140,6 +152,7 @@ fn main() {
             name,
             turns: s.turns,
             reuse_permille: s.bytes_reused * 1000 / s.bytes_sent.max(1),
+            billed_bytes: billed(s.bytes_sent, s.bytes_reused, s.turns),
             calls: s.calls,
             blocks: s.blocks,
             rejected: s.rejected,
