@@ -87,7 +87,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     }
     let engine = watch.lap();
     let (t, session) = (cx.transcript(), cx.session());
-    session.commit(&answer.outcome.archives, &answer.state)?;
+    let bytes = session.commit(&answer.outcome.archives, &cx.originals(), &answer.state)?;
     // The cache is left without the words the new blocks fold away, so the
     // next turn reads on from a small one. It only saves work: a cache that
     // cannot be written leaves the last turn's, which the next turn checks.
@@ -97,7 +97,6 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         .map(|e| format!("the read cache was not saved: {e}"));
     if global.verbose {
         let archives = &answer.outcome.archives;
-        let bytes: usize = archives.iter().map(|a| a.contents.len()).sum();
         let _ = writeln!(
             std::io::stderr(),
             "noa: apply: read {} ({}) · engine {} · wrote {} archive(s) ({:.1} MB), the state and the read cache in {}",

@@ -16,7 +16,7 @@ use super::input::{Loaded, check_belongs, load_whole};
 use super::settings::{self, Settings};
 use super::{CliError, clock};
 use crate::engine::{
-    self, COMPRESS_TOOL, CompressionState, Config, ContentType, CoreMessage, Projection,
+    self, COMPRESS_TOOL, CompressionState, Config, ContentType, CoreMessage, IdMap, Projection,
     RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
 };
 use crate::formats::Transcript;
@@ -299,6 +299,14 @@ impl<'g> Context<'g> {
             .into_owned()
     }
 
+    /// Every history message by id: what archives are rendered from as
+    /// they are written.
+    pub fn originals(&self) -> IdMap<'_, &CoreMessage> {
+        let mut map = IdMap::with_capacity_and_hasher(self.history.len(), Default::default());
+        map.extend(self.history.iter().map(|m| (m.id.as_str(), m)));
+        map
+    }
+
     /// The state a session lost, from the transcript's records: when there
     /// is no state.json but the transcript records Compress calls that made
     /// blocks. One line on stderr says so. `None` when there is nothing to
@@ -315,7 +323,7 @@ impl<'g> Context<'g> {
         let write = self.access == Access::Write;
         if write {
             self.session()
-                .commit_rebuilt(&rebuilt.archives, &rebuilt.state)?;
+                .commit_rebuilt(&rebuilt.archives, &self.originals(), &rebuilt.state)?;
         }
         if !self.global.quiet {
             let _ = writeln!(

@@ -74,7 +74,8 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         });
     }
 
-    let (adopted, written) = session.commit_rebuilt(&rebuilt.archives, &rebuilt.state)?;
+    let (adopted, written) =
+        session.commit_rebuilt(&rebuilt.archives, &cx.originals(), &rebuilt.state)?;
     let text = if args.json {
         json!({
             "replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(),

@@ -55,7 +55,8 @@ pub use pressure::prompt::{SchemaFlavour, Sections, compress_tool, system_prompt
 pub use pressure::ranges::Breakdown;
 pub use pressure::zone::protected_ids;
 
-pub use compress::apply::{ApplyInput, ApplyOutcome, ArchiveFile, NO_RANGES, apply};
+pub use compress::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};
+pub use compress::archive::{ArchiveFile, ArchiveInput, Entry as ArchiveEntry};
 pub use compress::call::{Answer, CallInput, answer as answer_call, answered_before};
 pub use compress::panel;
 pub use compress::panel::{Reclaimed, block_count, summary_tokens};

@@ -5,38 +5,43 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::state_file::{SessionDir, StoreError};
-use crate::engine::{ArchiveFile, Block, CompressionState};
+use crate::engine::{ArchiveFile, Block, CompressionState, CoreMessage, IdMap};
 
 impl SessionDir {
-    /// Writes the archives, then the state that names them. If anything
-    /// fails, the archives this call wrote are removed again and the old
-    /// state stays: a state never points at an archive that is not there.
+    /// Writes the archives, each rendered from `originals` as it is
+    /// written, then the state that names them. If anything fails, the
+    /// archives this call wrote are removed again and the old state stays:
+    /// a state never points at an archive that is not there. Returns the
+    /// bytes written.
     pub fn commit<'a>(
         &self,
         archives: impl IntoIterator<Item = &'a ArchiveFile>,
+        originals: &IdMap<'_, &CoreMessage>,
         state: &CompressionState,
-    ) -> Result<Vec<PathBuf>, StoreError> {
-        let written = self.write_archives(archives)?;
+    ) -> Result<usize, StoreError> {
+        let (written, bytes) = self.write_archives(archives, originals)?;
         if let Err(e) = self.save(state) {
             remove(&written);
             return Err(e);
         }
-        Ok(written)
+        Ok(bytes)
     }
 
     /// Like [`SessionDir::commit`] for a rebuilt state: archives already on
-    /// disk are adopted as they are, missing ones written. Returns how many
-    /// were adopted and how many written.
+    /// disk are adopted as they are (and not rendered), missing ones
+    /// written. Returns how many were adopted and how many written.
     pub fn commit_rebuilt(
         &self,
         archives: &[ArchiveFile],
+        originals: &IdMap<'_, &CoreMessage>,
         state: &CompressionState,
     ) -> Result<(usize, usize), StoreError> {
         let (present, missing): (Vec<&ArchiveFile>, Vec<&ArchiveFile>) = archives
             .iter()
             .partition(|a| self.dir.join(&a.rel).exists());
-        let written = self.commit(missing, state)?;
-        Ok((present.len(), written.len()))
+        let written = missing.len();
+        self.commit(missing, originals, state)?;
+        Ok((present.len(), written))
     }
 
     /// A block's archive: at the path the state records, or beside the state
@@ -60,18 +65,21 @@ impl SessionDir {
     fn write_archives<'a>(
         &self,
         archives: impl IntoIterator<Item = &'a ArchiveFile>,
-    ) -> Result<Vec<PathBuf>, StoreError> {
-        let mut written = Vec::new();
+        originals: &IdMap<'_, &CoreMessage>,
+    ) -> Result<(Vec<PathBuf>, usize), StoreError> {
+        let (mut written, mut bytes) = (Vec::new(), 0);
         for a in archives {
-            match self.write(&a.rel, a.contents.as_bytes()) {
+            let contents = a.render(originals);
+            match self.write(&a.rel, contents.as_bytes()) {
                 Ok(path) => written.push(path),
                 Err(e) => {
                     remove(&written);
                     return Err(e);
                 }
             }
+            bytes += contents.len();
         }
-        Ok(written)
+        Ok((written, bytes))
     }
 }
 
@@ -84,6 +92,8 @@ fn remove(written: &[PathBuf]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Role;
+    use crate::engine::{ArchiveEntry as Entry, ArchiveInput};
 
     fn temp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("noa-archive-{name}-{}", std::process::id()));
@@ -91,11 +101,25 @@ mod tests {
         d
     }
 
+    /// An archive of one message, "m1", that [`originals`] holds.
     fn file(rel: &str) -> ArchiveFile {
-        ArchiveFile {
-            rel: rel.into(),
-            contents: format!("# {rel}\n"),
-        }
+        let m = CoreMessage::text("m1", Role::User, "the original");
+        ArchiveFile::new(
+            rel.into(),
+            &ArchiveInput {
+                block: &Block::default(),
+                session: "sess",
+                created: "",
+                entries: vec![Entry::Message {
+                    reference: Some("m00001"),
+                    message: &m,
+                }],
+            },
+        )
+    }
+
+    fn originals(m: &CoreMessage) -> IdMap<'_, &CoreMessage> {
+        [(m.id.as_str(), m)].into_iter().collect()
     }
 
     #[test]
@@ -105,9 +129,11 @@ mod tests {
         s.create().unwrap();
         // A directory where state.json goes: the save fails.
         fs::create_dir_all(s.state_path()).unwrap();
+        let m = CoreMessage::text("m1", Role::User, "the original");
         let err = s
             .commit(
                 &[file("tier1/b1_m00001-m00002.md")],
+                &originals(&m),
                 &CompressionState::new("sess"),
             )
             .unwrap_err();
@@ -127,8 +153,9 @@ mod tests {
             file("tier1/b1_m00001-m00002.md"),
             file("tier1/b2_m00003-m00004.md"),
         ];
+        let m = CoreMessage::text("m1", Role::User, "the original");
         let (adopted, written) = s
-            .commit_rebuilt(&archives, &CompressionState::new("sess"))
+            .commit_rebuilt(&archives, &originals(&m), &CompressionState::new("sess"))
             .unwrap();
         assert_eq!((adopted, written), (1, 1));
         assert_eq!(
@@ -141,9 +168,10 @@ mod tests {
             archive_path: "/moved/away/tier1/b2_m00003-m00004.md".into(),
             ..Block::default()
         };
-        assert_eq!(
-            s.read_archive(&b).unwrap(),
-            b"# tier1/b2_m00003-m00004.md\n"
+        let text = String::from_utf8(s.read_archive(&b).unwrap()).unwrap();
+        assert!(
+            text.contains("## m00001 · user\n\n```\nthe original\n```"),
+            "rendered from the originals as it was written:\n{text}"
         );
         fs::remove_dir_all(&base).unwrap();
     }

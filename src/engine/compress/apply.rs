@@ -9,7 +9,7 @@
 use crate::engine::model::identity::{IdMap, IdSet};
 use std::collections::HashSet;
 
-use super::archive::{self, ArchiveInput, Entry};
+use super::archive::{ArchiveFile, ArchiveInput, Entry};
 use super::boundary::{Resolver, Unresolved};
 use super::parse_args::CompressRange;
 use crate::engine::model::config::Config;
@@ -49,15 +49,6 @@ pub struct ApplyInput<'a> {
     /// made: the recent zone and the size gate, which belonged to that
     /// moment, were already applied then and are not applied again.
     pub replay: bool,
-}
-
-/// An archive file to write, relative to the session directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArchiveFile {
-    /// `tier1/b1_m00002-m00005.md`.
-    pub rel: String,
-    /// The markdown.
-    pub contents: String,
 }
 
 /// What a call did, or why it did nothing.
@@ -341,7 +332,7 @@ impl<'a> Builder<'a> {
             out.warnings.push(format!("{r} is the first user message (the task): it stays in the view verbatim, and is archived too."));
         }
         let block = self.block(s.range, summary, &direct, &fold, next_state);
-        let contents = self.archive(s.start, slice, &direct, &fold, &block);
+        let archive = self.archive(s.start, slice, &direct, &fold, &block);
         let taken: IdSet<'_> = block
             .direct_message_ids
             .iter()
@@ -356,10 +347,7 @@ impl<'a> Builder<'a> {
                     .usable(&m.id)
                     .is_some_and(|r| *r >= block.start_ref && *r <= block.end_ref)
         });
-        out.archives.push(ArchiveFile {
-            rel: block.archive_rel.clone(),
-            contents,
-        });
+        out.archives.push(archive);
         out.created.push((block, partial));
         Ok(())
     }
@@ -572,7 +560,7 @@ impl<'a> Builder<'a> {
                 .sum::<usize>();
         let block_id = format!("b{}", next_state.next_block_id.max(1));
         next_state.next_block_id = next_state.next_block_id.max(1) + 1;
-        let rel = archive::rel_path(fold.tier, &block_id, &start_ref, &end_ref);
+        let rel = super::archive::rel_path(fold.tier, &block_id, &start_ref, &end_ref);
         Block {
             block_id,
             tier: fold.tier,
@@ -601,7 +589,7 @@ impl<'a> Builder<'a> {
         direct: &[usize],
         fold: &Fold,
         block: &Block,
-    ) -> String {
+    ) -> ArchiveFile {
         let direct: HashSet<usize> = direct.iter().copied().collect();
         let mut entries: Vec<Entry> = Vec::new();
         for (off, m) in slice.iter().enumerate() {
@@ -620,12 +608,15 @@ impl<'a> Builder<'a> {
                 });
             }
         }
-        archive::render(&ArchiveInput {
-            block,
-            session: &self.state.session_id,
-            created: self.input.created,
-            entries,
-        })
+        ArchiveFile::new(
+            block.archive_rel.clone(),
+            &ArchiveInput {
+                block,
+                session: &self.state.session_id,
+                created: self.input.created,
+                entries,
+            },
+        )
     }
 }
 

@@ -53,12 +53,16 @@ fn range(start: &str, end: &str, summary: &str) -> CompressRange {
     }
 }
 
+/// The fixture's view by id: the originals its archives are rendered from.
+fn originals(f: &Fixture) -> IdMap<'_, &CoreMessage> {
+    f.view.iter().map(|m| (m.id.as_str(), m)).collect()
+}
+
 fn run(f: &Fixture, ranges: &[CompressRange]) -> ApplyOutcome {
-    let originals: IdMap<'_, &CoreMessage> = f.view.iter().map(|m| (m.id.as_str(), m)).collect();
     apply(&ApplyInput {
         ranges,
         view: &f.view,
-        originals: &originals,
+        originals: &originals(f),
         state: &f.state,
         config: &f.config,
         call_id: "toolu_1",
@@ -89,7 +93,7 @@ fn creates_a_block_and_its_archive() {
     assert_eq!(b.compress_call_id, "toolu_1");
     assert_eq!(b.direct_message_ids, ["a0", "a1", "a2", "a3"]);
     assert_eq!(out.archives.len(), 1);
-    let a = &out.archives[0].contents;
+    let a = &out.archives[0].render(&originals(&f));
     for want in [
         "block: b1",
         "tier: 1",
@@ -131,7 +135,10 @@ fn archives_hold_the_originals_not_the_view_text() {
     });
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
     assert_eq!(
-        out.archives[0].contents.matches("unique-content").count(),
+        out.archives[0]
+            .render(&originals)
+            .matches("unique-content")
+            .count(),
         500
     );
 }
@@ -322,7 +329,7 @@ fn only_the_lowest_tier_is_absorbed() {
     );
     assert!(
         out.archives[0]
-            .contents
+            .render(&originals(&f))
             .contains("consumed_blocks: [b1, b2, b4]")
     );
 }

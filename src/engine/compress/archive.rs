@@ -6,6 +6,7 @@
 
 use std::fmt::Write;
 
+use crate::engine::model::identity::IdMap;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::state::Block;
 
@@ -34,6 +35,95 @@ pub struct ArchiveInput<'a> {
     pub created: &'a str,
     /// The covered items in view order.
     pub entries: Vec<Entry<'a>>,
+}
+
+/// An archive to write: where it goes and what it is rendered from, but not
+/// its text. It is rendered when it is written ([`ArchiveFile::render`]),
+/// one file at a time, so a call or a rebuild over a long history never
+/// holds its archived originals a second time, and an archive a rebuild
+/// finds on disk is never rendered at all.
+#[derive(Debug, Clone)]
+pub struct ArchiveFile {
+    /// `tier1/b1_m00002-m00005.md`.
+    pub rel: String,
+    /// The block, without the id lists an archive does not show.
+    block: Block,
+    session: String,
+    created: String,
+    items: Vec<Item>,
+}
+
+/// An [`Entry`] that owns what it needs: a copy of an absorbed block's
+/// header and summary, or a message by id.
+#[derive(Debug, Clone)]
+enum Item {
+    Block(Box<Block>),
+    Message {
+        reference: Option<String>,
+        id: String,
+    },
+}
+
+impl ArchiveFile {
+    /// The archive `input` describes, to be written at `rel`.
+    pub fn new(rel: String, input: &ArchiveInput) -> Self {
+        let items = input
+            .entries
+            .iter()
+            .map(|e| match e {
+                Entry::Block(b) => Item::Block(Box::new(header(b))),
+                Entry::Message { reference, message } => Item::Message {
+                    reference: reference.map(str::to_string),
+                    id: message.id.clone(),
+                },
+            })
+            .collect();
+        ArchiveFile {
+            rel,
+            block: header(input.block),
+            session: input.session.to_string(),
+            created: input.created.to_string(),
+            items,
+        }
+    }
+
+    /// The markdown, with each message's text taken from `originals`: the
+    /// history the call was answered against, which holds every message the
+    /// archive names (indexing panics on one it does not).
+    pub fn render(&self, originals: &IdMap<'_, &CoreMessage>) -> String {
+        render(&ArchiveInput {
+            block: &self.block,
+            session: &self.session,
+            created: &self.created,
+            entries: self
+                .items
+                .iter()
+                .map(|i| match i {
+                    Item::Block(b) => Entry::Block(b),
+                    Item::Message { reference, id } => Entry::Message {
+                        reference: reference.as_deref(),
+                        message: originals[id.as_str()],
+                    },
+                })
+                .collect(),
+        })
+    }
+}
+
+/// A block without its id lists: all an archive shows of it.
+fn header(b: &Block) -> Block {
+    Block {
+        block_id: b.block_id.clone(),
+        tier: b.tier,
+        topic: b.topic.clone(),
+        summary: b.summary.clone(),
+        archive_path: b.archive_path.clone(),
+        archive_rel: b.archive_rel.clone(),
+        compressed_tokens: b.compressed_tokens,
+        start_ref: b.start_ref.clone(),
+        end_ref: b.end_ref.clone(),
+        ..Block::default()
+    }
 }
 
 /// `tier1/b1_m00002-m00005.md`: under its tier's folder, named by block id

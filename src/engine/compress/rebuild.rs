@@ -10,7 +10,8 @@
 use crate::engine::model::identity::{IdMap, IdSet};
 use std::collections::{HashMap, HashSet};
 
-use super::apply::{ApplyInput, ApplyOutcome, ArchiveFile, apply};
+use super::apply::{ApplyInput, ApplyOutcome, apply};
+use super::archive::ArchiveFile;
 use super::call::{CallInput, answer, answer_with, view_at};
 use super::panel::block_count;
 use super::parse_args::{CompressRange, parse_compress_args};
