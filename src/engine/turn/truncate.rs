@@ -104,7 +104,7 @@ pub fn cut_largest(
         let mut candidates: Vec<(usize, usize)> = view
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.content_type == ContentType::ToolResult && !m.text.contains(MARKER))
+            .filter(|(_, m)| m.content_type == ContentType::ToolResult && !marked(&m.text))
             .map(|(i, m)| (i, cfg.tokens(m)))
             .filter(|&(_, t)| t >= min_tokens)
             .collect();
@@ -170,7 +170,7 @@ pub fn omit(
 /// Cuts one result to `keep` characters at each end; `None` when it is too
 /// short for that to save anything.
 fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
-    if tokens::chars(&m.text) <= 2 * keep + 200 || m.text.contains(MARKER) {
+    if !longer_than(&m.text, 2 * keep + 200) || marked(&m.text) {
         return None;
     }
     let text = &m.text;
@@ -178,13 +178,28 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
     let (head_end, tail_start) = (head_end(text, keep), tail_start(text, keep));
     let before = cfg.tokens(m);
     let cut_tokens = cfg.count(&text[head_end..tail_start]);
-    let cut_text = format!(
-        "{}\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n{}",
-        &text[..head_end],
-        &text[tail_start..]
+    let note = format!(
+        "\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n"
     );
+    // Built in one allocation: every turn cuts every sticky output again.
+    let (head, tail) = (&text[..head_end], &text[tail_start..]);
+    let mut cut_text = String::with_capacity(head.len() + note.len() + tail.len());
+    cut_text.push_str(head);
+    cut_text.push_str(&note);
+    cut_text.push_str(tail);
     m.replace_text(cut_text, Edit::Truncated);
     Some(before.saturating_sub(cfg.tokens(m)))
+}
+
+/// Whether `text` has more than `n` characters, without counting them when
+/// its length settles it (a character takes one to four bytes).
+fn longer_than(text: &str, n: usize) -> bool {
+    text.len() > n && (text.len() / 4 > n || tokens::chars(text) > n)
+}
+
+/// Whether `text` is a cut result already.
+fn marked(text: &str) -> bool {
+    text.contains(MARKER)
 }
 
 /// The byte offset where the first `keep` characters of `text` end (its
