@@ -62,12 +62,14 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     let created = clock::rfc3339(now);
     let answer_on = |cx: &Context, state: CompressionState, (raw, call_id, cut): Call| {
         let config = cx.config(&state);
+        let originals = cx.originals();
         engine::answer_call(
             state,
             &CallInput {
                 args: &raw,
                 call_id: &call_id,
                 history: &cx.history,
+                originals: &originals,
                 cut,
                 config: &config,
                 recorded: &cx.transcript().recorded(),

@@ -200,12 +200,15 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
         let args = serde_json::json!({"content": content}).to_string();
         let call_id = format!("call_{seed}_{i}");
         // Answered as `noa apply` answers it: the host's policy included.
+        let originals: IdMap<'_, &CoreMessage> =
+            history.iter().map(|m| (m.id.as_str(), m)).collect();
         let answer = noa::engine::answer_call(
             std::mem::replace(&mut state, CompressionState::new("")),
             &CallInput {
                 args: &args,
                 call_id: &call_id,
                 history: &history,
+                originals: &originals,
                 cut: history.len(),
                 config: &config,
                 recorded: &[],

@@ -33,6 +33,9 @@ pub struct CallInput<'a> {
     pub call_id: &'a str,
     /// The whole history.
     pub history: &'a [CoreMessage],
+    /// Every history message by id: what archives keep. Built once by the
+    /// caller, since a rebuild answers every call over the same history.
+    pub originals: &'a IdMap<'a, &'a CoreMessage>,
     /// The model saw `history[..cut]` when it made the call.
     pub cut: usize,
     /// Engine settings.
@@ -90,31 +93,43 @@ pub fn answered_before<'a>(state: &'a CompressionState, call_id: &str) -> Option
 
 /// The view the model saw when it made the call: the same projection, on a
 /// copy of the state so pacing and host counters are not counted twice.
-/// Refs it hands out are kept in `state`.
+/// Refs it hands out and the token figures it leaves are kept in `state`.
 pub fn view_at(state: &mut CompressionState, input: &CallInput) -> Projection {
-    // The refs and token figures are moved into the copy, not copied: they
-    // are most of a long session's state, and the copy's replace them.
-    let mut scratch = CompressionState {
-        message_refs: std::mem::take(&mut state.message_refs),
-        token_snapshot: std::mem::take(&mut state.token_snapshot),
-        ..state.clone()
-    };
-    let p = project_at(&mut scratch, input);
-    state.message_refs = scratch.message_refs;
-    state.token_snapshot = scratch.token_snapshot;
-    p
+    project_lent(state, input, true)
 }
 
 /// The view at the call's cut, projected on a copy of `state` that is then
-/// dropped. Every message before the cut already has its ref, so the ref
-/// map is lent to the copy rather than copied.
+/// dropped; only the refs it hands out are kept.
 fn scratch_view(state: &mut CompressionState, input: &CallInput) -> Projection {
+    project_lent(state, input, false)
+}
+
+/// Projects the call's cut on a copy of `state`. What is most of a long
+/// session's state is lent to the copy rather than copied (a rebuild makes
+/// a copy per call): the ref map, whose new refs are kept; the blocks, which
+/// come back marked active as they were; and, with `figures`, the token
+/// figures, kept as the projection leaves them.
+fn project_lent(state: &mut CompressionState, input: &CallInput, figures: bool) -> Projection {
+    let active: Vec<bool> = state.blocks.iter().map(|b| b.active).collect();
     let mut scratch = CompressionState {
         message_refs: std::mem::take(&mut state.message_refs),
+        blocks: std::mem::take(&mut state.blocks),
+        token_snapshot: if figures {
+            std::mem::take(&mut state.token_snapshot)
+        } else {
+            state.token_snapshot.clone()
+        },
         ..state.clone()
     };
     let p = project_at(&mut scratch, input);
     state.message_refs = scratch.message_refs;
+    state.blocks = scratch.blocks;
+    for (b, was) in state.blocks.iter_mut().zip(active) {
+        b.active = was;
+    }
+    if figures {
+        state.token_snapshot = scratch.token_snapshot;
+    }
     p
 }
 
@@ -160,12 +175,10 @@ fn decide(
     {
         return refused_repeat(state);
     }
-    let originals: IdMap<'_, &CoreMessage> =
-        input.history.iter().map(|m| (m.id.as_str(), m)).collect();
     apply(&ApplyInput {
         ranges: &parsed.ranges,
         view: &seen.view,
-        originals: &originals,
+        originals: input.originals,
         state,
         config: input.config,
         call_id: input.call_id,
@@ -341,10 +354,15 @@ mod tests {
         h
     }
 
+    fn originals(h: &[CoreMessage]) -> IdMap<'_, &CoreMessage> {
+        h.iter().map(|m| (m.id.as_str(), m)).collect()
+    }
+
     fn input<'a>(
         args: &'a str,
         id: &'a str,
         h: &'a [CoreMessage],
+        o: &'a IdMap<'a, &'a CoreMessage>,
         cfg: &'a Config,
     ) -> CallInput<'a> {
         static SECTIONS: std::sync::LazyLock<Sections> =
@@ -353,6 +371,7 @@ mod tests {
             args,
             call_id: id,
             history: h,
+            originals: o,
             cut: h.len(),
             config: cfg,
             recorded: &[],
@@ -366,23 +385,24 @@ mod tests {
     #[test]
     fn a_failed_batch_is_refused_when_sent_again_and_a_success_clears_the_books() {
         let h = history();
+        let o = originals(&h);
         let cfg = Config::default();
         let state = CompressionState::new("s");
         let mut seen = state.clone();
-        view_at(&mut seen, &input("", "", &h, &cfg));
+        view_at(&mut seen, &input("", "", &h, &o, &cfg));
         let bad = r#"{"content": [{"startId": "m90000", "endId": "m90001", "summary": "x"}]}"#;
-        let first = answer(seen, &input(bad, "c1", &h, &cfg));
+        let first = answer(seen, &input(bad, "c1", &h, &o, &cfg));
         assert!(first.rejected());
         assert_eq!(first.state.host.consecutive_failures, 1);
         assert_eq!(first.state.host.dead_ranges.len(), 1);
         assert!(answered_before(&first.state, "c1").is_some_and(|a| a.rejected));
 
-        let again = answer(first.state, &input(bad, "c2", &h, &cfg));
+        let again = answer(first.state, &input(bad, "c2", &h, &o, &cfg));
         assert!(again.panel.contains("already failed"), "{}", again.panel);
         assert_eq!(again.state.host.consecutive_failures, 2);
 
         let good = r#"{"content": [{"startId": "m00002", "endId": "m00030", "summary": "Did steps 1 to 15 of the plan, each one checked against the spec; nothing is left open."}]}"#;
-        let ok = answer(again.state, &input(good, "c3", &h, &cfg));
+        let ok = answer(again.state, &input(good, "c3", &h, &o, &cfg));
         assert!(!ok.rejected(), "{}", ok.panel);
         assert_eq!(ok.state.host.consecutive_failures, 0);
         assert!(ok.state.host.dead_ranges.is_empty());
@@ -392,10 +412,11 @@ mod tests {
     #[test]
     fn unreadable_arguments_are_answered_with_the_expected_shape() {
         let h = history();
+        let o = originals(&h);
         let cfg = Config::default();
         let a = answer(
             CompressionState::new("s"),
-            &input("not json at all", "c1", &h, &cfg),
+            &input("not json at all", "c1", &h, &o, &cfg),
         );
         assert!(a.rejected());
         assert!(
@@ -409,10 +430,11 @@ mod tests {
     #[test]
     fn an_empty_call_counts_neither_way() {
         let h = history();
+        let o = originals(&h);
         let cfg = Config::default();
         let a = answer(
             CompressionState::new("s"),
-            &input(r#"{"content": []}"#, "c1", &h, &cfg),
+            &input(r#"{"content": []}"#, "c1", &h, &o, &cfg),
         );
         assert!(a.rejected());
         assert_eq!(a.state.host.consecutive_failures, 0);

@@ -130,6 +130,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let mut archives = Vec::new();
     let mut replays = Vec::new();
     let mut since = 0;
+    let originals: IdMap<'_, &CoreMessage> = history.iter().map(|m| (m.id.as_str(), m)).collect();
     for (n, call) in recorded_calls(history).into_iter().enumerate() {
         (input.on_step)(n);
         if user_spoke(&history[since..call.cut]) {
@@ -140,6 +141,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             args: &call.args,
             call_id: &call.call_id,
             history,
+            originals: &originals,
             cut: call.cut,
             config: input.config,
             recorded: input.recorded,
@@ -273,13 +275,11 @@ fn replay_recorded(
     if let Some(first) = made.first() {
         state.next_block_id = state.next_block_id.max(first.number);
     }
-    let originals: IdMap<'_, &CoreMessage> =
-        at.history.iter().map(|m| (m.id.as_str(), m)).collect();
     let run = |ranges: &[CompressRange], replay: bool| {
         apply(&ApplyInput {
             ranges,
             view: &seen.view,
-            originals: &originals,
+            originals: at.originals,
             state,
             config: at.config,
             call_id: at.call_id,
