@@ -103,7 +103,12 @@ mod tests {
 
     /// An archive of one message, "m1", that [`originals`] holds.
     fn file(rel: &str) -> ArchiveFile {
-        let m = CoreMessage::text("m1", Role::User, "the original");
+        archive_of(rel, "m1")
+    }
+
+    /// An archive of the message `id`.
+    fn archive_of(rel: &str, id: &str) -> ArchiveFile {
+        let m = CoreMessage::text(id, Role::User, "the original");
         ArchiveFile::new(
             rel.into(),
             &ArchiveInput {
@@ -149,8 +154,10 @@ mod tests {
         s.create().unwrap();
         s.write("tier1/b1_m00001-m00002.md", b"kept as it was")
             .unwrap();
+        // The archive on disk names a message the originals do not hold:
+        // adopted, it is never rendered.
         let archives = [
-            file("tier1/b1_m00001-m00002.md"),
+            archive_of("tier1/b1_m00001-m00002.md", "not in the history"),
             file("tier1/b2_m00003-m00004.md"),
         ];
         let m = CoreMessage::text("m1", Role::User, "the original");
