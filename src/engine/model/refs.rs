@@ -79,12 +79,16 @@ pub fn parse_boundary(s: &str) -> Option<Boundary> {
     parse_block_id(s).map(Boundary::Block)
 }
 
-/// The highest ref number in use (0 when none).
+/// The highest ref number in use (0 when none). Refs are kept in their
+/// five-digit form, which sorts in number order, so it is the last key that
+/// reads as a ref: no walk over every ref each turn. (A key in another form,
+/// hand-edited in, can only make it lower; [`assign`] skips numbers taken
+/// anyway.)
 pub fn highest_used(refs: &MessageRefs) -> u32 {
     refs.by_ref
         .keys()
-        .filter_map(|r| ref_to_index(r))
-        .max()
+        .rev()
+        .find_map(|r| ref_to_index(r))
         .unwrap_or(0)
 }
 
