@@ -101,12 +101,14 @@ pub fn cut_largest(
         (MIN_TOKENS, KEEP_CHARS),
         (LAST_RESORT_MIN_TOKENS, LAST_RESORT_KEEP_CHARS),
     ] {
+        // Sized first (a memo) and searched for the marker after, so only
+        // the outputs large enough to cut are read through.
         let mut candidates: Vec<(usize, usize)> = view
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.content_type == ContentType::ToolResult && !marked(&m.text))
+            .filter(|(_, m)| m.content_type == ContentType::ToolResult)
             .map(|(i, m)| (i, cfg.tokens(m)))
-            .filter(|&(_, t)| t >= min_tokens)
+            .filter(|&(i, t)| t >= min_tokens && !marked(&view[i].text))
             .collect();
         candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
         for (i, _) in candidates {
