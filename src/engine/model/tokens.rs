@@ -9,15 +9,31 @@ fn is_cjk(c: char) -> bool {
 /// Estimates tokens: one per CJK character plus one per four other characters
 /// (rounded up). Counted per Unicode scalar, so astral characters are not
 /// double-counted the way UTF-16 counting would.
+pub fn estimate(text: &str) -> usize {
+    estimate_pieces(&[text])
+}
+
+/// [`estimate`] of the pieces joined end to end, without joining them: the
+/// counts add up piece by piece, so a cut output is counted from its kept
+/// ends rather than read through again.
+pub fn estimate_pieces(pieces: &[&str]) -> usize {
+    let (cjk, other) = pieces
+        .iter()
+        .map(|p| tally(p))
+        .fold((0, 0), |(c, o), (pc, po)| (c + pc, o + po));
+    cjk + other.div_ceil(4)
+}
+
+/// CJK characters and other characters in a text.
 ///
 /// Eight bytes at a time while they are ASCII: a tagged message holds a few
 /// non-ASCII characters in kilobytes of ASCII, and every turn counts every
 /// message in view.
-pub fn estimate(text: &str) -> usize {
+fn tally(text: &str) -> (usize, usize) {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let bytes = text.as_bytes();
     if bytes.is_ascii() {
-        return bytes.len().div_ceil(4);
+        return (0, bytes.len());
     }
     let (mut cjk, mut other, mut i) = (0usize, 0usize, 0usize);
     while i < bytes.len() {
@@ -40,7 +56,7 @@ pub fn estimate(text: &str) -> usize {
         }
         i += len;
     }
-    cjk + other.div_ceil(4)
+    (cjk, other)
 }
 
 /// Characters in a text: its length when it is ASCII, which most tool
@@ -111,6 +127,16 @@ mod tests {
             let slow = t.chars().filter(|&c| is_cjk(c)).count()
                 + t.chars().filter(|&c| !is_cjk(c)).count().div_ceil(4);
             proptest::prop_assert_eq!(estimate(&t), slow);
+        }
+
+        #[test]
+        fn pieces_add_up_to_the_joined_text(
+            a in "(\\PC|[a-z ]{0,20}|[中文한]){0,30}",
+            b in "(\\PC|[a-z ]{0,20}|[中文한]){0,30}",
+            c in "[a-z —]{0,9}",
+        ) {
+            let joined = format!("{a}{c}{b}");
+            proptest::prop_assert_eq!(estimate_pieces(&[&a, &c, &b]), estimate(&joined));
         }
     }
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use crate::engine::model::config::Config;
-use crate::engine::model::message::{ContentType, CoreMessage, Edit, task_index};
+use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
 use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 use crate::engine::model::tokens;
 
@@ -183,14 +183,17 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
     let note = format!(
         "\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n"
     );
-    // Built in one allocation: every turn cuts every sticky output again.
+    // Built in one allocation and counted from its pieces: every turn cuts
+    // every sticky output again.
     let (head, tail) = (&text[..head_end], &text[tail_start..]);
     let mut cut_text = String::with_capacity(head.len() + note.len() + tail.len());
     cut_text.push_str(head);
     cut_text.push_str(&note);
     cut_text.push_str(tail);
+    let after = cfg.tokenizer.count_pieces(&cut_text, &[head, &note, tail]);
     m.replace_text(cut_text, Edit::Truncated);
-    Some(before.saturating_sub(cfg.tokens(m)))
+    m.counted = Counted::known(cfg.tokenizer, after);
+    Some(before.saturating_sub(after))
 }
 
 /// Whether `text` has more than `n` characters, without counting them when
@@ -231,6 +234,7 @@ fn tail_start(text: &str, keep: usize) -> usize {
 mod tests {
     use super::*;
     use crate::engine::model::message::Role;
+    use crate::engine::model::tokenizer::Tokenizer;
 
     /// Where the turn asks truncation to bring the view down to.
     const TARGET: usize = 171_000;
@@ -279,6 +283,27 @@ mod tests {
         assert!(!v[0].text.contains(MARKER) && !v[2].text.contains(MARKER));
         assert!(t.saved > 0);
         assert!(sticky.contains("huge"));
+    }
+
+    #[test]
+    fn a_cut_output_carries_the_count_of_its_new_text() {
+        for tokenizer in [Tokenizer::Estimate, Tokenizer::O200k] {
+            let cfg = Config {
+                tokenizer,
+                ..Config::default()
+            };
+            let body = format!(
+                "{}{}{}",
+                "日志 ".repeat(900),
+                "y".repeat(9_000),
+                "末尾 ".repeat(900)
+            );
+            let mut m = CoreMessage::tool_result("r", "c", "Bash", body);
+            let saved = cut(&mut m, KEEP_CHARS, &cfg).expect("long enough to cut");
+            let fresh = cfg.count(&m.text);
+            assert_eq!(cfg.tokens(&m), fresh, "{tokenizer:?}");
+            assert!(saved > 0 && m.text.contains(MARKER));
+        }
     }
 
     #[test]
