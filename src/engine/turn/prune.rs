@@ -33,7 +33,8 @@ pub fn prune_hidden(
 
     // Where each removed message would have been in the kept list.
     let mut kept: Vec<CoreMessage> = Vec::with_capacity(view.len());
-    let mut anchor_of: IdMap<'_, usize> = IdMap::default();
+    let mut anchor_of: IdMap<'_, usize> =
+        IdMap::with_capacity_and_hasher(covered.len(), Default::default());
     for m in view {
         if covered.contains(m.id.as_str()) {
             anchor_of.entry(m.id.as_str()).or_insert(kept.len());
