@@ -188,8 +188,11 @@ fn owners<'a>(
     state: &'a CompressionState,
     ids: impl Fn(&'a Block) -> &'a [String],
 ) -> IdMap<'a, &'a Block> {
-    let mut out: IdMap<'_, &Block> = IdMap::default();
-    for b in state.blocks.iter().filter(|b| b.active) {
+    let active = || state.blocks.iter().filter(|b| b.active);
+    // Sized up front: the active blocks cover most of a long session.
+    let mut out: IdMap<'_, &Block> =
+        IdMap::with_capacity_and_hasher(active().map(|b| ids(b).len()).sum(), Default::default());
+    for b in active() {
         for id in ids(b) {
             let owner = out.entry(id.as_str()).or_insert(b);
             if owner.tier <= b.tier {
