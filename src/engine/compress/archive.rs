@@ -384,6 +384,39 @@ mod tests {
     }
 
     #[test]
+    fn an_archive_file_renders_what_its_input_would() {
+        let mut child = block("b1", 1, &["x"]);
+        child.topic = "auth".into();
+        child.archive_path = "/s/tier1/b1.md".into();
+        let mut b = block("b5", 2, &["x", "y"]);
+        b.direct_block_ids = vec!["b1".into()];
+        b.topic = "consolidated".into();
+        b.start_ref = "m00002".into();
+        b.end_ref = "m00009".into();
+        b.compressed_tokens = 4321;
+        b.archive_path = "/s/tier2/b5.md".into();
+        b.created_at = 1_789_000_000;
+        let call = CoreMessage::tool_call("y", "t1", "Read", "{\"path\":\"a.rs\"}");
+        let input = ArchiveInput {
+            block: &b,
+            session: "sess",
+            created: "2026-09-14T10:00:00+08:00",
+            entries: vec![
+                Entry::Block(&child),
+                Entry::Message {
+                    reference: Some("m00009"),
+                    message: &call,
+                },
+            ],
+        };
+        let originals: IdMap<'_, &CoreMessage> = [("y", &call)].into_iter().collect();
+        assert_eq!(
+            ArchiveFile::new("tier2/b5.md".into(), &input).render(&originals),
+            render(&input)
+        );
+    }
+
+    #[test]
     fn file_names() {
         assert_eq!(
             rel_path(1, "b1", "m00002", "m00005"),
