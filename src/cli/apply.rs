@@ -11,7 +11,7 @@ use super::context::{Access, Context};
 use super::input::{load_for_turn, warn};
 use super::{CliError, Exit};
 use crate::engine::{
-    self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage,
+    self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage, IdMap,
 };
 
 /// Runs `noa apply`.
@@ -60,16 +60,18 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     let root = cx.session_root();
     let now = clock::now();
     let created = clock::rfc3339(now);
-    let answer_on = |cx: &Context, state: CompressionState, (raw, call_id, cut): Call| {
+    let answer_on = |cx: &Context,
+                     originals: &IdMap<'_, &CoreMessage>,
+                     state: CompressionState,
+                     (raw, call_id, cut): Call| {
         let config = cx.config(&state);
-        let originals = cx.originals();
         engine::answer_call(
             state,
             &CallInput {
                 args: &raw,
                 call_id: &call_id,
                 history: &cx.history,
-                originals: &originals,
+                originals,
                 cut,
                 config: &config,
                 recorded: &cx.transcript().recorded(),
@@ -80,16 +82,28 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             },
         )
     };
-    let mut answer = answer_on(&cx, state, (raw, call_id.clone(), cut));
-    if cx.warm() && archives_elided(&cx, &answer) {
+    // The history by id: what the call is answered against and its
+    // archives are rendered from.
+    let originals = cx.originals();
+    let mut answer = answer_on(&cx, &originals, state, (raw, call_id.clone(), cut));
+    let originals = if cx.warm() && archives_elided(&cx, &answer) {
         // A block over a message whose words the cache left out would
         // archive nothing of it: read whole and answer again.
         cx.read_whole()?;
-        answer = answer_on(&cx, cx.reload_state()?, find_call(&cx.history, args)?);
-    }
+        let originals = cx.originals();
+        answer = answer_on(
+            &cx,
+            &originals,
+            cx.reload_state()?,
+            find_call(&cx.history, args)?,
+        );
+        originals
+    } else {
+        originals
+    };
     let engine = watch.lap();
     let (t, session) = (cx.transcript(), cx.session());
-    let bytes = session.commit(&answer.outcome.archives, &cx.originals(), &answer.state)?;
+    let bytes = session.commit(&answer.outcome.archives, &originals, &answer.state)?;
     // The cache is left without the words the new blocks fold away, so the
     // next turn reads on from a small one. It only saves work: a cache that
     // cannot be written leaves the last turn's, which the next turn checks.
