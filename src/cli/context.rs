@@ -268,7 +268,9 @@ impl<'g> Context<'g> {
 
     /// Replays the transcript's Compress calls onto the session's base,
     /// with a progress bar on long logs.
-    pub fn rebuild(&self) -> Result<Rebuilt, CliError> {
+    /// `originals` is [`Context::originals`], which the archives are then
+    /// rendered from.
+    pub fn rebuild(&self, originals: &IdMap<'_, &CoreMessage>) -> Result<Rebuilt, CliError> {
         let base = self.base_state()?;
         let root = self.session_root();
         let now = clock::now();
@@ -277,6 +279,7 @@ impl<'g> Context<'g> {
         let bar = progress(self.global, calls as u64);
         let rebuilt = engine::rebuild(&RebuildInput {
             history: &self.history,
+            originals,
             base: &base,
             config: &self.config(&base),
             recorded: &self.transcript().recorded(),
@@ -319,11 +322,12 @@ impl<'g> Context<'g> {
         {
             return Ok(None);
         }
-        let rebuilt = self.rebuild()?;
+        let originals = self.originals();
+        let rebuilt = self.rebuild(&originals)?;
         let write = self.access == Access::Write;
         if write {
             self.session()
-                .commit_rebuilt(&rebuilt.archives, &self.originals(), &rebuilt.state)?;
+                .commit_rebuilt(&rebuilt.archives, &originals, &rebuilt.state)?;
         }
         if !self.global.quiet {
             let _ = writeln!(

@@ -29,7 +29,8 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         )));
     }
 
-    let rebuilt = cx.rebuild()?;
+    let originals = cx.originals();
+    let rebuilt = cx.rebuild(&originals)?;
     let replayed = rebuilt
         .replays
         .iter()
@@ -75,7 +76,7 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
     }
 
     let (adopted, written) =
-        session.commit_rebuilt(&rebuilt.archives, &cx.originals(), &rebuilt.state)?;
+        session.commit_rebuilt(&rebuilt.archives, &originals, &rebuilt.state)?;
     let text = if args.json {
         json!({
             "replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(),

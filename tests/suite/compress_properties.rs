@@ -270,7 +270,9 @@ proptest! {
         use noa::engine::{RebuildInput, differences, rebuild};
         let (history, live) = live_run(seed, turns);
         let config = Config { preserve_recent_messages: 3, preserve_recent_tokens: 500, ..Config::default() };
-        let rebuilt = rebuild(&RebuildInput { history: &history, recorded: &[], base: &CompressionState::new("p"), config: &config, archive_root: "/a", now: 0, created: "", on_step: &|_| {} });
+        let originals: IdMap<'_, &CoreMessage> =
+            history.iter().map(|m| (m.id.as_str(), m)).collect();
+        let rebuilt = rebuild(&RebuildInput { history: &history, originals: &originals, recorded: &[], base: &CompressionState::new("p"), config: &config, archive_root: "/a", now: 0, created: "", on_step: &|_| {} });
         let diffs = differences(&live, &rebuilt.state);
         prop_assert!(diffs.is_empty(), "{} block(s) live: {diffs:?}", live.blocks.len());
     }

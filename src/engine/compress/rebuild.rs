@@ -102,6 +102,9 @@ pub struct Rebuilt {
 pub struct RebuildInput<'a> {
     /// The whole history.
     pub history: &'a [CoreMessage],
+    /// Every history message by id, as [`CallInput::originals`]: the caller
+    /// renders the archives from the same index.
+    pub originals: &'a IdMap<'a, &'a CoreMessage>,
     /// The state to start from: fresh, or a parent's ledger.
     pub base: &'a CompressionState,
     /// Engine settings.
@@ -130,7 +133,6 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let mut archives = Vec::new();
     let mut replays = Vec::new();
     let mut since = 0;
-    let originals: IdMap<'_, &CoreMessage> = history.iter().map(|m| (m.id.as_str(), m)).collect();
     for (n, call) in recorded_calls(history).into_iter().enumerate() {
         (input.on_step)(n);
         if user_spoke(&history[since..call.cut]) {
@@ -141,7 +143,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             args: &call.args,
             call_id: &call.call_id,
             history,
-            originals: &originals,
+            originals: input.originals,
             cut: call.cut,
             config: input.config,
             recorded: input.recorded,
