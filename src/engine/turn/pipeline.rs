@@ -90,14 +90,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         hard_protected(m, cfg)
     });
     sync::sync_blocks(state, history);
-    let (pruned, hidden) = {
-        let hidden = prune::hidden_ids(history, state);
-        let flags = history
-            .iter()
-            .map(|m| hidden.contains(m.id.as_str()))
-            .collect();
-        (prune::prune_hidden(history, state, &hidden), flags)
-    };
+    let (pruned, hidden) = prune::prune_marked(history, state);
     let shown = hide::hide_compress_calls(pruned, state);
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);

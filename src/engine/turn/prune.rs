@@ -18,29 +18,33 @@ use crate::engine::model::summary::render_summary;
 /// summary goes where its earliest covered message was, moved forward to the
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
-    prune_hidden(view, state, &hidden_ids(view, state))
+    prune_marked(view, state).0
 }
 
-/// [`prune`], given what [`hidden_ids`] found for `view` and `state`.
-pub fn prune_hidden(
+/// [`prune`], with a flag for each message of `view`: whether it was taken
+/// out (it is in [`hidden_ids`]), found in the same pass.
+pub fn prune_marked(
     view: &[CoreMessage],
     state: &CompressionState,
-    covered: &IdSet<'_>,
-) -> Vec<CoreMessage> {
+) -> (Vec<CoreMessage>, Vec<bool>) {
+    let covered = hidden_ids(view, state);
     if covered.is_empty() {
-        return view.to_vec();
+        return (view.to_vec(), vec![false; view.len()]);
     }
 
     // Where each removed message would have been in the kept list.
     let mut kept: Vec<CoreMessage> = Vec::with_capacity(view.len());
+    let mut hidden = Vec::with_capacity(view.len());
     let mut anchor_of: IdMap<'_, usize> =
         IdMap::with_capacity_and_hasher(covered.len(), Default::default());
     for m in view {
-        if covered.contains(m.id.as_str()) {
+        let covers = covered.contains(m.id.as_str());
+        if covers {
             anchor_of.entry(m.id.as_str()).or_insert(kept.len());
         } else {
             kept.push(m.clone());
         }
+        hidden.push(covers);
     }
     let mut placed: Vec<(usize, u64, CoreMessage)> = state
         .blocks
@@ -68,7 +72,7 @@ pub fn prune_hidden(
         out.push(m);
     }
     out.extend(pending.map(|(_, _, s)| s));
-    out
+    (out, hidden)
 }
 
 /// Ids of the messages [`prune`] takes out of view: those the active
