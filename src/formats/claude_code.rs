@@ -12,57 +12,247 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
+use serde::de::{IgnoredAny, MapAccess, SeqAccess};
 use serde_json::Value;
 
 use super::anthropic::{ToolNames, host_message};
-use super::jsonl::Record;
+use super::lean::{self, Lean, Scalar};
 use super::{BadLines, Carry, Format, HostMessage, ReadError, Transcript, jsonl};
 
 const EXPECTED: &str =
     "each line is one Claude Code session record (a JSON object with a \"type\")";
 
+/// One line of the log, read lean: what choosing the conversation needs of
+/// its record. The record is parsed whole only once it is chosen, so the
+/// log's records are never all built at once.
+pub(crate) struct Line<'a> {
+    line: usize,
+    text: &'a str,
+    head: Head<'a>,
+}
+
+/// The fields of a record the choice reads: strings are kept only where
+/// they are strings, as `Value::as_str` reads them, and flags only where
+/// they are `true`.
+#[derive(Default)]
+struct Head<'a> {
+    object: bool,
+    /// `"user"` or `"assistant"`.
+    conversation: Option<Role>,
+    /// `subtype` is `"compact_boundary"`.
+    compact_boundary: bool,
+    uuid: Option<Cow<'a, str>>,
+    parent: Option<Cow<'a, str>>,
+    session: Option<Cow<'a, str>>,
+    agent: Option<Cow<'a, str>>,
+    /// Whether it has a `sessionId` or `agentId` key, of any value.
+    names_session: bool,
+    sidechain: bool,
+    api_error: bool,
+    /// `message`, when it is an object.
+    message: Option<MessageHead<'a>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// The fields of a record's `message` the choice reads.
+#[derive(Default)]
+struct MessageHead<'a> {
+    id: Option<Cow<'a, str>>,
+    /// Whether it has a `content` key, of any value.
+    has_content: bool,
+    /// The ids of the `tool_use` blocks of its content.
+    calls: Vec<Cow<'a, str>>,
+    /// The `tool_use_id`s of the `tool_result` blocks of its content.
+    results: Vec<Cow<'a, str>>,
+}
+
+/// One content block, for its kind and the ids it names.
+#[derive(Default)]
+struct ItemHead<'a> {
+    kind: Scalar<'a>,
+    id: Scalar<'a>,
+    tool_use_id: Scalar<'a>,
+}
+
+impl<'de> Lean<'de> for Head<'de> {
+    fn map<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut h = Head {
+            object: true,
+            ..Head::default()
+        };
+        while let Some(key) = lean::next_key(&mut map)? {
+            let mut scalar = || lean::next_value::<Scalar, _>(&mut map);
+            match key.as_ref() {
+                "type" => {
+                    h.conversation = match scalar()?.as_str() {
+                        Some("user") => Some(Role::User),
+                        Some("assistant") => Some(Role::Assistant),
+                        _ => None,
+                    }
+                }
+                "subtype" => h.compact_boundary = scalar()?.as_str() == Some("compact_boundary"),
+                "uuid" => h.uuid = scalar()?.into_str(),
+                "parentUuid" => h.parent = scalar()?.into_str(),
+                "sessionId" => h.session = scalar()?.into_str(),
+                "agentId" => h.agent = scalar()?.into_str(),
+                "isSidechain" => h.sidechain = scalar()?.is_true(),
+                "isApiErrorMessage" => h.api_error = scalar()?.is_true(),
+                "message" => h.message = lean::next_value(&mut map)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            h.names_session |= matches!(key.as_ref(), "sessionId" | "agentId");
+        }
+        Ok(h)
+    }
+}
+
+impl<'de> Lean<'de> for Option<MessageHead<'de>> {
+    fn map<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut m = MessageHead::default();
+        while let Some(key) = lean::next_key(&mut map)? {
+            match key.as_ref() {
+                "id" => m.id = lean::next_value::<Scalar, _>(&mut map)?.into_str(),
+                "content" => {
+                    let Content(items) = lean::next_value(&mut map)?;
+                    m.has_content = true;
+                    m.calls.clear();
+                    m.results.clear();
+                    for item in items {
+                        match item.kind.as_str() {
+                            Some("tool_use") => m.calls.extend(item.id.into_str()),
+                            Some("tool_result") => m.results.extend(item.tool_use_id.into_str()),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(m))
+    }
+}
+
+/// A message's content blocks, when the content is a list.
+#[derive(Default)]
+struct Content<'a>(Vec<ItemHead<'a>>);
+
+impl<'de> Lean<'de> for Content<'de> {
+    fn list<A: SeqAccess<'de>>(mut list: A) -> Result<Self, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = lean::next_item(&mut list)? {
+            items.push(item);
+        }
+        Ok(Content(items))
+    }
+}
+
+impl<'de> Lean<'de> for ItemHead<'de> {
+    fn map<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut item = ItemHead::default();
+        while let Some(key) = lean::next_key(&mut map)? {
+            match key.as_ref() {
+                "type" => item.kind = lean::next_value(&mut map)?,
+                "id" => item.id = lean::next_value(&mut map)?,
+                "tool_use_id" => item.tool_use_id = lean::next_value(&mut map)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(item)
+    }
+}
+
+impl Head<'_> {
+    fn is_conversation(&self) -> bool {
+        self.conversation.is_some()
+    }
+
+    fn calls(&self) -> impl Iterator<Item = &str> {
+        self.message
+            .iter()
+            .flat_map(|m| m.calls.iter().map(AsRef::as_ref))
+    }
+
+    fn results(&self) -> impl Iterator<Item = &str> {
+        self.message
+            .iter()
+            .flat_map(|m| m.results.iter().map(AsRef::as_ref))
+    }
+}
+
 /// One conversation record (a user or assistant line).
 struct Turn<'a> {
-    /// Position in the parsed records.
+    /// Position in the read lines.
     index: usize,
     line: usize,
-    value: &'a Value,
+    head: &'a Head<'a>,
+    text: &'a str,
     uuid: Option<&'a str>,
     parent: Option<&'a str>,
     assistant: bool,
     message_id: Option<&'a str>,
 }
 
-/// A session log's records, with the warnings reading them gave (by line).
-pub(crate) fn parse(name: &str, text: &str, bad: BadLines) -> Result<Parsed, ReadError> {
+/// A session log's lines read lean, with the warnings reading them gave
+/// (by line).
+pub(crate) fn parse<'t>(name: &str, text: &'t str, bad: BadLines) -> Result<Parsed<'t>, ReadError> {
     let mut warnings: Vec<(usize, String)> = Vec::new();
-    let records = jsonl::records_from(name, text, 1, EXPECTED, bad, &mut |line, w| {
-        warnings.push((line, w))
-    })?;
-    Ok((records, warnings))
+    let lines = lean_lines(name, text, 1, bad, &mut |line, w| warnings.push((line, w)))?;
+    Ok((lines, warnings))
 }
 
-/// Records and the warnings reading them gave, by line.
-pub(crate) type Parsed = (Vec<Record>, Vec<(usize, String)>);
+/// Lines and the warnings reading them gave, by line.
+pub(crate) type Parsed<'t> = (Vec<Line<'t>>, Vec<(usize, String)>);
 
-/// The messages the model saw, from a session log's records.
+fn lean_lines<'t>(
+    name: &str,
+    text: &'t str,
+    first_line: usize,
+    bad: BadLines,
+    warn: &mut dyn FnMut(usize, String),
+) -> Result<Vec<Line<'t>>, ReadError> {
+    jsonl::lines_from(name, text, first_line, EXPECTED, bad, warn, |line, text| {
+        lean::from_str(text).map(|head| Line { line, text, head })
+    })
+}
+
+/// The messages the model saw, from a session log's lines.
 ///
 /// Warnings come in the order of the lines they name, so a log read on
 /// from a prefix ([`read_after`]) warns as one read whole does.
 ///
-/// Without `keep_records` each record's JSON is let go as soon as its
-/// message is built (and those no message is built from, before), so the
-/// parsed lines and the messages are never all held at once; the
-/// transcript then carries no records (only `materialize` writes them back).
-pub(crate) fn from_records(
+/// Only the chosen records are parsed whole, one at a time, each let go
+/// once its message is built; with `keep_records` they are kept as the
+/// transcript's records (only `materialize` writes them back).
+pub(crate) fn from_lines(
     name: &str,
-    mut records: Vec<Record>,
+    lines: &[Line],
     mut warnings: Vec<(usize, String)>,
     keep_records: bool,
-) -> Transcript {
-    let session_id = records
+    bad: BadLines,
+) -> Result<Transcript, ReadError> {
+    let session_id = lines
         .iter()
-        .find_map(|r| r.value.get("sessionId").and_then(Value::as_str))
+        .find_map(|l| l.head.session.as_deref())
         .map(str::to_string);
 
     // Parent links of every record, so chains that pass through progress or
@@ -70,16 +260,17 @@ pub(crate) fn from_records(
     let mut parents: HashMap<&str, Option<&str>> = HashMap::new();
     let mut boundaries: HashSet<&str> = HashSet::new();
     let mut last_boundary = None;
-    for (i, r) in records.iter().enumerate() {
-        let Some(obj) = r.value.as_object() else {
-            warnings.push((r.line, not_an_object(name, r.line)));
+    for (i, l) in lines.iter().enumerate() {
+        let h = &l.head;
+        if !h.object {
+            warnings.push((l.line, not_an_object(name, l.line)));
             continue;
-        };
-        let uuid = obj.get("uuid").and_then(Value::as_str);
-        if let Some(u) = uuid {
-            parents.insert(u, obj.get("parentUuid").and_then(Value::as_str));
         }
-        if obj.get("subtype").and_then(Value::as_str) == Some("compact_boundary") {
+        let uuid = h.uuid.as_deref();
+        if let Some(u) = uuid {
+            parents.insert(u, h.parent.as_deref());
+        }
+        if h.compact_boundary {
             last_boundary = Some(i);
             boundaries.extend(uuid);
         }
@@ -87,15 +278,12 @@ pub(crate) fn from_records(
 
     // A subagent's own log holds nothing but sidechain records: then those
     // are the conversation, and the session that spawned it is its parent.
-    let subagent = records.iter().any(|r| is_conversation(&r.value))
-        && records
-            .iter()
-            .filter(|r| is_conversation(&r.value))
-            .all(|r| sidechain(&r.value));
+    let conversation = || lines.iter().filter(|l| l.head.is_conversation());
+    let subagent = conversation().next().is_some() && conversation().all(|l| l.head.sidechain);
     let (session_id, parent_session) = if subagent {
-        let agent = records
+        let agent = lines
             .iter()
-            .find_map(|r| r.value.get("agentId").and_then(Value::as_str))
+            .find_map(|l| l.head.agent.as_deref())
             .map(str::to_string);
         (agent.or_else(|| session_id.clone()), session_id)
     } else {
@@ -103,22 +291,13 @@ pub(crate) fn from_records(
     };
 
     let start = last_boundary.map_or(0, |i| i + 1);
-    let turns: Vec<Turn> = records
+    let turns: Vec<Turn> = lines
         .iter()
         .enumerate()
         .skip(start)
-        .filter_map(|(i, r)| conversation_turn(name, i, r.line, &r.value, subagent, &mut warnings))
+        .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, &mut warnings))
         .collect();
     let chosen = choose_branch(&turns, &parents, &boundaries);
-
-    // What the messages are built from, and what the next lines need of the
-    // records: taken while the records are only read.
-    let plan: Vec<(usize, usize, bool)> = turns
-        .iter()
-        .zip(&chosen)
-        .filter(|(_, keep)| **keep)
-        .map(|(t, _)| (t.index, t.line, t.assistant))
-        .collect();
     let carry = Carry {
         subagent: turns.first().map(|_| subagent),
         strays: turns
@@ -128,83 +307,66 @@ pub(crate) fn from_records(
             .flat_map(|(t, _)| stray_ids(t))
             .map(str::to_string)
             .collect(),
-        ..joining_point(&records, &turns)
+        ..joining_point(lines, &turns)
     };
-    let step = |(index, line, assistant): (usize, usize, bool), value| Step {
-        index,
-        line,
-        assistant,
-        value,
-    };
-    let built = if keep_records {
-        let steps = plan
-            .iter()
-            .map(|&p| step(p, Cow::Borrowed(&records[p.0].value)));
-        build_messages(name, steps, ToolNames::default(), &mut warnings)
-    } else {
-        let mut planned = vec![false; records.len()];
-        for &(index, ..) in &plan {
-            planned[index] = true;
-        }
-        for (r, _) in records.iter_mut().zip(planned).filter(|(_, p)| !p) {
-            r.value = Value::Null;
-        }
-        let steps = plan
-            .iter()
-            .map(|&p| step(p, Cow::Owned(std::mem::take(&mut records[p.0].value))));
-        build_messages(name, steps, ToolNames::default(), &mut warnings)
-    };
+    let steps = turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
+    let build = (name, keep_records, bad);
+    let built = build_messages(
+        build,
+        steps.map(|(t, _)| t),
+        ToolNames::default(),
+        &mut warnings,
+    )?;
     let carry = Carry {
         responses: sorted(built.by_message_id.keys().cloned()),
         ..carry
     };
-    let Built { messages, kept, .. } = built;
-    let originals = if keep_records {
-        originals(records, &kept)
-    } else {
-        Vec::new()
-    };
-    finish(
+    Ok(finish(
         (session_id, parent_session),
-        (messages, originals),
+        (built.messages, built.originals),
         warnings,
         carry,
-    )
+    ))
 }
 
-/// One record a message is built from: its position in the parsed records,
-/// its line, whose it is, and its JSON (borrowed, or taken from the record
-/// to be let go once built).
-struct Step<'v> {
-    index: usize,
-    line: usize,
-    assistant: bool,
-    value: Cow<'v, Value>,
-}
-
-/// The messages of the records the model saw, in order: the lines of one
+/// The messages of the records the model saw, in order: each record parsed
+/// whole and let go once built (kept with `keep`), the lines of one
 /// response merged into one message, each response's recorded prompt size
-/// kept.
-fn build_messages<'v>(
-    name: &str,
-    steps: impl Iterator<Item = Step<'v>>,
+/// kept. A record the lean read took but a whole parse rejects (a string
+/// with an unpaired surrogate escape) is a bad line as `bad` says.
+fn build_messages<'a>(
+    (name, keep, bad): (&str, bool, BadLines),
+    turns: impl Iterator<Item = &'a Turn<'a>>,
     mut tools: ToolNames,
     warnings: &mut Vec<(usize, String)>,
-) -> Built {
+) -> Result<Built, ReadError> {
     let mut built = Built::default();
-    for t in steps {
-        let message = &t.value["message"];
+    for t in turns {
+        let value: Value = match serde_json::from_str(t.text) {
+            Ok(v) => v,
+            Err(err) => {
+                let e = ReadError::syntax(name, t.line, t.text, &err, EXPECTED, false);
+                match bad {
+                    BadLines::Fail => return Err(e),
+                    BadLines::Skip => {
+                        warnings.push((t.line, format!("skipped bad line: {e}")));
+                        continue;
+                    }
+                }
+            }
+        };
+        let message = &value["message"];
         let id = message
             .get("id")
             .and_then(Value::as_str)
             .filter(|_| t.assistant)
             .map(str::to_string);
         let prompt_tokens = t.assistant.then(|| prompt_size(message)).flatten();
-        let Some(m) = host_message(message, t.line, built.kept.len(), &mut tools) else {
+        let Some(m) = host_message(message, t.line, built.kept, &mut tools) else {
             warnings.push((t.line, no_content(name, t.line)));
             continue;
         };
-        built.kept.push(t.index);
+        built.kept += 1;
         match id.as_ref().and_then(|id| built.by_message_id.get(id)) {
             Some(&at) => append_blocks(&mut built.messages[at], m),
             None => {
@@ -214,9 +376,12 @@ fn build_messages<'v>(
                 built.messages.push(HostMessage { prompt_tokens, ..m });
             }
         }
+        if keep {
+            built.originals.push(value);
+        }
     }
     built.messages.retain(|m| !m.blocks.is_empty());
-    built
+    Ok(built)
 }
 
 /// Messages built from records, and what the next lines need of them.
@@ -225,16 +390,10 @@ struct Built {
     messages: Vec<HostMessage>,
     /// Each response's message, by `message.id`.
     by_message_id: HashMap<String, usize>,
-    /// Which parsed records the messages come from, in the order kept.
-    kept: Vec<usize>,
-}
-
-/// The kept lines, moved out of the parse: one copy of each, none of the
-/// progress and bookkeeping lines around them.
-fn originals(mut records: Vec<Record>, kept: &[usize]) -> Vec<Value> {
-    kept.iter()
-        .map(|&i| std::mem::take(&mut records[i].value))
-        .collect()
+    /// How many records the messages come from.
+    kept: usize,
+    /// Those records, when kept.
+    originals: Vec<Value>,
 }
 
 /// The transcript, warnings in the order of their lines.
@@ -309,26 +468,24 @@ fn no_content(name: &str, line: usize) -> String {
 
 /// Where the next lines' branch must join this read's: the last
 /// conversation record, and the records after it that chain back to it.
-fn joining_point(records: &[Record], turns: &[Turn]) -> Carry {
+fn joining_point(lines: &[Line], turns: &[Turn]) -> Carry {
     let Some(leaf) = turns.last() else {
         return Carry::default();
     };
     Carry {
         leaf: leaf.uuid.map(str::to_string),
-        after_leaf: chained(&records[leaf.index + 1..], leaf.uuid.into_iter()),
+        after_leaf: chained(&lines[leaf.index + 1..], leaf.uuid.into_iter()),
         ..Carry::default()
     }
 }
 
 /// The uuids of the records that chain back, parent by parent, to one of
 /// `ends`.
-fn chained<'a>(records: &'a [Record], ends: impl Iterator<Item = &'a str>) -> Vec<String> {
+fn chained<'a>(lines: &'a [Line], ends: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut chain: HashSet<&str> = ends.collect();
     let mut out = Vec::new();
-    for r in records {
-        let uuid = r.value.get("uuid").and_then(Value::as_str);
-        let parent = r.value.get("parentUuid").and_then(Value::as_str);
-        if let (Some(u), Some(p)) = (uuid, parent)
+    for l in lines {
+        if let (Some(u), Some(p)) = (l.head.uuid.as_deref(), l.head.parent.as_deref())
             && chain.contains(p)
         {
             chain.insert(u);
@@ -358,13 +515,13 @@ fn take_side_branches<'a>(
             .iter()
             .zip(chosen.iter())
             .filter(|(t, c)| **c && t.assistant)
-            .flat_map(|(t, _)| block_ids(t.value, "tool_use", "id")),
+            .flat_map(|(t, _)| t.head.calls()),
     );
     for (t, c) in turns.iter().zip(chosen.iter_mut()) {
         if *c || t.assistant {
             continue;
         }
-        let results = block_ids(t.value, "tool_result", "tool_use_id");
+        let results: Vec<&str> = t.head.results().collect();
         if !results.is_empty()
             && results
                 .iter()
@@ -379,7 +536,7 @@ fn take_side_branches<'a>(
 /// Ids a record off the branch holds that a later record could pull it in
 /// by: its response's id, and the calls its results answer.
 fn stray_ids<'a>(t: &Turn<'a>) -> Vec<&'a str> {
-    let mut ids: Vec<&str> = block_ids(t.value, "tool_result", "tool_use_id");
+    let mut ids: Vec<&str> = t.head.results().collect();
     ids.extend(t.message_id.filter(|_| t.assistant));
     ids
 }
@@ -420,33 +577,33 @@ pub(crate) fn read_after(
     } = prefix;
     let subagent = carry.subagent?;
     let mut warnings: Vec<(usize, String)> = Vec::new();
-    let records = match jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut |l, w| {
+    let lines = match lean_lines(name, text, first_line, bad, &mut |l, w| {
         warnings.push((l, w))
     }) {
-        Ok(r) => r,
+        Ok(l) => l,
         Err(e) => return Some(Err(e)),
     };
     let mut parents: HashMap<&str, Option<&str>> = HashMap::new();
-    for r in &records {
-        let Some(obj) = r.value.as_object() else {
-            warnings.push((r.line, not_an_object(name, r.line)));
+    for l in &lines {
+        let h = &l.head;
+        if !h.object {
+            warnings.push((l.line, not_an_object(name, l.line)));
             continue;
-        };
-        let names_session = obj.contains_key("sessionId") || obj.contains_key("agentId");
-        if obj.get("subtype").and_then(Value::as_str) == Some("compact_boundary")
-            || (subagent && is_conversation(&r.value) && !sidechain(&r.value))
-            || (!has_session && names_session)
+        }
+        if h.compact_boundary
+            || (subagent && h.is_conversation() && !h.sidechain)
+            || (!has_session && h.names_session)
         {
             return None;
         }
-        if let Some(u) = obj.get("uuid").and_then(Value::as_str) {
-            parents.insert(u, obj.get("parentUuid").and_then(Value::as_str));
+        if let Some(u) = h.uuid.as_deref() {
+            parents.insert(u, h.parent.as_deref());
         }
     }
-    let turns: Vec<Turn> = records
+    let turns: Vec<Turn> = lines
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| conversation_turn(name, i, r.line, &r.value, subagent, &mut warnings))
+        .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, &mut warnings))
         .collect();
     let branch = tail_branch(&turns, &parents, carry)?;
     let chosen = choose_tail(&turns, branch, carry, calls, answered)?;
@@ -464,23 +621,19 @@ pub(crate) fn read_after(
     let takes = |t: &Turn| {
         let id = t.message_id.filter(|_| t.assistant);
         !(id.is_some_and(|id| responses.contains(id) || strays.contains(id))
-            || block_ids(t.value, "tool_use", "id")
-                .iter()
-                .any(|c| strays.contains(c)))
+            || t.head.calls().any(|c| strays.contains(c)))
     };
     let chosen_turns = || turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
     if !chosen_turns().all(|(t, _)| takes(t)) {
         return None;
     }
-    let steps = chosen_turns().map(|(t, _)| Step {
-        index: t.index,
-        line: t.line,
-        assistant: t.assistant,
-        value: Cow::Borrowed(t.value),
-    });
-    let built = build_messages(name, steps, tools, &mut warnings);
+    let steps = chosen_turns().map(|(t, _)| t);
+    let built = match build_messages((name, true, bad), steps, tools, &mut warnings) {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e)),
+    };
     let joined = match turns.last() {
-        Some(_) => joining_point(&records, &turns),
+        Some(_) => joining_point(&lines, &turns),
         None => {
             let ends = carry
                 .leaf
@@ -488,7 +641,7 @@ pub(crate) fn read_after(
                 .chain(&carry.after_leaf)
                 .map(String::as_str);
             let mut after_leaf = carry.after_leaf.clone();
-            after_leaf.extend(chained(&records, ends));
+            after_leaf.extend(chained(&lines, ends));
             Carry {
                 leaf: carry.leaf.clone(),
                 after_leaf,
@@ -508,10 +661,9 @@ pub(crate) fn read_after(
         strays: carry.strays.iter().cloned().chain(new_strays).collect(),
         ..joined
     };
-    let Built { messages, kept, .. } = built;
     Some(Ok(finish(
         (None, None),
-        (messages, originals(records, &kept)),
+        (built.messages, built.originals),
         warnings,
         carry,
     )))
@@ -599,7 +751,7 @@ fn choose_tail(
     );
     let mut answered: HashSet<&str> = answered.clone();
     for t in on_branch.iter().filter(|t| !t.assistant) {
-        for id in block_ids(t.value, "tool_result", "tool_use_id") {
+        for id in t.head.results() {
             if !answered.insert(id) {
                 return None;
             }
@@ -626,37 +778,35 @@ fn prompt_size(message: &Value) -> Option<usize> {
 fn conversation_turn<'a>(
     name: &str,
     index: usize,
-    line: usize,
-    v: &'a Value,
+    l: &'a Line<'a>,
     subagent: bool,
     warnings: &mut Vec<(usize, String)>,
 ) -> Option<Turn<'a>> {
-    let obj = v.as_object()?;
-    let kind = obj.get("type").and_then(Value::as_str)?;
-    if !matches!(kind, "user" | "assistant") {
+    let (h, line) = (&l.head, l.line);
+    let role = h.conversation?;
+    if (!subagent && h.sidechain) || h.api_error {
         return None;
     }
-    if (!subagent && obj.get("isSidechain").and_then(Value::as_bool) == Some(true))
-        || obj.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true)
-    {
-        return None;
-    }
-    let message = obj.get("message");
-    if message.is_none_or(|m| m.get("content").is_none()) {
+    let message = h.message.as_ref();
+    if message.is_none_or(|m| !m.has_content) {
         warnings.push((
             line,
-            format!("{name}:{line}: {kind} record without message content; skipped"),
+            format!(
+                "{name}:{line}: {kind} record without message content; skipped",
+                kind = role.name()
+            ),
         ));
         return None;
     }
     Some(Turn {
         index,
         line,
-        value: v,
-        uuid: obj.get("uuid").and_then(Value::as_str),
-        parent: obj.get("parentUuid").and_then(Value::as_str),
-        assistant: kind == "assistant",
-        message_id: message.and_then(|m| m.get("id")).and_then(Value::as_str),
+        head: h,
+        text: l.text,
+        uuid: h.uuid.as_deref(),
+        parent: h.parent.as_deref(),
+        assistant: role == Role::Assistant,
+        message_id: message.and_then(|m| m.id.as_deref()),
     })
 }
 
@@ -721,21 +871,10 @@ fn choose_branch(
         .iter()
         .zip(&chosen)
         .filter(|(t, c)| **c && !t.assistant)
-        .flat_map(|(t, _)| block_ids(t.value, "tool_result", "tool_use_id"))
+        .flat_map(|(t, _)| t.head.results())
         .collect();
     take_side_branches(turns, &mut chosen, &message_ids, HashSet::new(), answered);
     chosen
-}
-
-/// The ids named by blocks of one type in a record's message content.
-fn block_ids<'a>(v: &'a Value, kind: &str, field: &str) -> Vec<&'a str> {
-    v["message"]["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
-        .filter_map(|b| b.get(field).and_then(Value::as_str))
-        .collect()
 }
 
 /// Adds a later line's blocks to the message its response started.

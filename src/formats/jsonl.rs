@@ -35,17 +35,32 @@ pub(crate) fn records_from(
     bad: BadLines,
     warn: &mut dyn FnMut(usize, String),
 ) -> Result<Vec<Record>, ReadError> {
+    lines_from(name, text, first_line, expected, bad, warn, |line, text| {
+        serde_json::from_str(text).map(|value| Record { line, value })
+    })
+}
+
+/// Every non-blank line of `text` (which starts on line `first_line`)
+/// read by `parse`, given the line's number and text. A line `parse`
+/// rejects stops the read with its position, or with [`BadLines::Skip`]
+/// becomes a warning handed to `warn`.
+pub(crate) fn lines_from<'t, T>(
+    name: &str,
+    text: &'t str,
+    first_line: usize,
+    expected: &str,
+    bad: BadLines,
+    warn: &mut dyn FnMut(usize, String),
+    parse: impl Fn(usize, &'t str) -> serde_json::Result<T>,
+) -> Result<Vec<T>, ReadError> {
     let mut out = Vec::new();
     let unterminated_last = !text.is_empty() && !text.ends_with('\n');
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(line) {
-            Ok(value) => out.push(Record {
-                line: first_line + i,
-                value,
-            }),
+        match parse(first_line + i, line) {
+            Ok(value) => out.push(value),
             Err(err) => {
                 // Only the last line can end where the text does.
                 let end = line.as_ptr() as usize - text.as_ptr() as usize + line.len();

@@ -17,6 +17,7 @@ mod codex;
 mod detect;
 mod error;
 mod jsonl;
+mod lean;
 mod materialize;
 mod message_log;
 mod reassemble;
@@ -353,14 +354,19 @@ pub fn read(
         Some(f) => f,
         None => detect(name, text)?,
     };
-    Ok(Parsed::of(format, name, text, bad)?.build(name, true))
+    Ok(Parsed::of(format, name, text, bad, true)?.build(name, true))
 }
 
 /// [`read`], taking the text: it is dropped once its lines are parsed, so
 /// the file's bytes and the messages built from them are never held at once.
 /// Without `keep_records` the parsed lines are let go as their messages are
-/// built (a Claude Code log's), or may be (the others'): the transcript's
-/// `records` are for `materialize` alone.
+/// built, or may be: the transcript's `records` are for `materialize` alone.
+///
+/// A Claude Code log is the exception: its text is held until its messages
+/// are built, since its lines are first read lean (ids and links only) and
+/// only the records of the conversation are then parsed whole, one at a
+/// time; its progress and bookkeeping records, and those of abandoned
+/// branches, are never built at all.
 pub fn read_owned(
     name: &str,
     text: String,
@@ -368,7 +374,7 @@ pub fn read_owned(
     bad: BadLines,
     keep_records: bool,
 ) -> Result<Transcript, ReadError> {
-    let parsed = Parsed::of(format, name, &text, bad)?;
+    let parsed = Parsed::of(format, name, &text, bad, keep_records)?;
     drop(text);
     Ok(parsed.build(name, keep_records))
 }
@@ -380,12 +386,20 @@ enum Parsed {
         Vec<jsonl::Record>,
         Vec<String>,
     ),
-    ClaudeCode(claude_code::Parsed),
+    /// A Claude Code log's messages, built as its lines are read: only
+    /// the records of the conversation are parsed whole (see [`read_owned`]).
+    ClaudeCode(Box<Transcript>),
     Codex(codex::Parsed),
 }
 
 impl Parsed {
-    fn of(format: Format, name: &str, text: &str, bad: BadLines) -> Result<Parsed, ReadError> {
+    fn of(
+        format: Format,
+        name: &str,
+        text: &str,
+        bad: BadLines,
+        keep_records: bool,
+    ) -> Result<Parsed, ReadError> {
         let log = |log: &'static message_log::MessageLog| {
             let (records, warnings) = log.parse(name, text, bad)?;
             Ok(Parsed::Log(log, records, warnings))
@@ -393,7 +407,11 @@ impl Parsed {
         Ok(match format {
             Format::Chat => log(&chat::LOG)?,
             Format::Anthropic => log(&anthropic::LOG)?,
-            Format::ClaudeCode => Parsed::ClaudeCode(claude_code::parse(name, text, bad)?),
+            Format::ClaudeCode => {
+                let (lines, warnings) = claude_code::parse(name, text, bad)?;
+                let built = claude_code::from_lines(name, &lines, warnings, keep_records, bad)?;
+                Parsed::ClaudeCode(Box::new(built))
+            }
             Format::Codex => Parsed::Codex(codex::parse(name, text, bad)?),
         })
     }
@@ -406,9 +424,7 @@ impl Parsed {
                 let tools = anthropic::ToolNames::default();
                 log.messages_of(name, records, tools, (warnings, keep_records))
             }
-            Parsed::ClaudeCode((records, warnings)) => {
-                claude_code::from_records(name, records, warnings, keep_records)
-            }
+            Parsed::ClaudeCode(transcript) => *transcript,
             Parsed::Codex((records, warnings)) => {
                 codex::from_records(name, records, warnings, keep_records)
             }

@@ -230,6 +230,36 @@ fn a_claude_code_log_read_without_its_records_gives_the_same_messages() {
     }
 }
 
+/// A Claude Code log's lines are read lean first and its conversation's
+/// records parsed whole after: a record only the whole parse rejects (an
+/// unpaired surrogate escape, which a lean read passes over) is still a bad
+/// line, placed at its line, and skipping it keeps the rest.
+#[test]
+fn a_claude_code_record_only_a_whole_parse_rejects_is_a_bad_line() {
+    let record = |uuid: &str, parent: Option<&str>, kind: &str, text: &str| {
+        let body = json!({"role": kind, "content": [{"type": "text", "text": "TEXT"}]});
+        let line = json!({"type": kind, "uuid": uuid, "parentUuid": parent, "message": body});
+        line.to_string().replace("TEXT", text)
+    };
+    let log = [
+        record("a", None, "user", "hello"),
+        record("b", Some("a"), "assistant", "bad \\ud800 escape"),
+        record("c", Some("b"), "user", "still here"),
+    ]
+    .join("\n")
+        + "\n";
+    let err = read("t", &log, Some(Format::ClaudeCode), BadLines::Fail).unwrap_err();
+    assert!(err.to_string().contains("t:2:"), "{err}");
+    let t = read("t", &log, Some(Format::ClaudeCode), BadLines::Skip).unwrap();
+    let texts: Vec<String> = t.cores().into_iter().map(|c| c.text).collect();
+    assert_eq!(texts, ["hello", "still here"]);
+    assert!(
+        t.warnings.iter().any(|w| w.contains("skipped bad line")),
+        "{:?}",
+        t.warnings
+    );
+}
+
 #[test]
 fn a_message_log_read_without_its_records_gives_the_same_messages() {
     let chat = lines(&[
