@@ -105,8 +105,6 @@ fn read_input(global: &Global, path: &Path) -> Result<(String, Vec<u8>), CliErro
     Ok(("<stdin>".to_string(), bytes))
 }
 
-/// Reads a transcript's bytes; `mark`: whether a read cache may be left
-/// of them; `keep_records`: whether the transcript keeps its parsed lines.
 /// Hands the pages of what reading let go (the transcript's text above all)
 /// back to the system. The allocator keeps freed pages for later use, and
 /// what a turn builds next is small allocations that do not reuse them: a
@@ -117,6 +115,8 @@ fn hand_back_freed_memory() {
     unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
+/// Reads a transcript's bytes; `mark`: whether a read cache may be left
+/// of them; `keep_records`: whether the transcript keeps its parsed lines.
 fn load_bytes(
     global: &Global,
     path: &Path,

@@ -25,7 +25,7 @@ const EXPECTED: &str =
 /// One line of the log, read lean: what choosing the conversation needs of
 /// its record. The record is parsed whole only once it is chosen, so the
 /// log's records are never all built at once.
-pub(crate) struct Line<'a> {
+struct Line<'a> {
     line: usize,
     text: &'a str,
     head: Head<'a>,
@@ -212,17 +212,6 @@ struct Turn<'a> {
     message_id: Option<&'a str>,
 }
 
-/// A session log's lines read lean, with the warnings reading them gave
-/// (by line).
-pub(crate) fn parse<'t>(name: &str, text: &'t str, bad: BadLines) -> Result<Parsed<'t>, ReadError> {
-    let mut warnings: Vec<(usize, String)> = Vec::new();
-    let lines = lean_lines(name, text, 1, bad, &mut |line, w| warnings.push((line, w)))?;
-    Ok((lines, warnings))
-}
-
-/// Lines and the warnings reading them gave, by line.
-pub(crate) type Parsed<'t> = (Vec<Line<'t>>, Vec<(usize, String)>);
-
 fn lean_lines<'t>(
     name: &str,
     text: &'t str,
@@ -235,21 +224,23 @@ fn lean_lines<'t>(
     })
 }
 
-/// The messages the model saw, from a session log's lines.
+/// The messages the model saw, from a session log's text.
 ///
 /// Warnings come in the order of the lines they name, so a log read on
 /// from a prefix ([`read_after`]) warns as one read whole does.
 ///
-/// Only the chosen records are parsed whole, one at a time, each let go
-/// once its message is built; with `keep_records` they are kept as the
-/// transcript's records (only `materialize` writes them back).
-pub(crate) fn from_lines(
+/// Every line is read lean first; only the chosen records are then parsed
+/// whole, one at a time, each let go once its message is built; with
+/// `keep_records` they are kept as the transcript's records (only
+/// `materialize` writes them back).
+pub(crate) fn read(
     name: &str,
-    lines: &[Line],
-    mut warnings: Vec<(usize, String)>,
-    keep_records: bool,
+    text: &str,
     bad: BadLines,
+    keep_records: bool,
 ) -> Result<Transcript, ReadError> {
+    let mut warnings: Vec<(usize, String)> = Vec::new();
+    let lines = lean_lines(name, text, 1, bad, &mut |line, w| warnings.push((line, w)))?;
     let session_id = lines
         .iter()
         .find_map(|l| l.head.session.as_deref())
@@ -307,7 +298,7 @@ pub(crate) fn from_lines(
             .flat_map(|(t, _)| stray_ids(t))
             .map(str::to_string)
             .collect(),
-        ..joining_point(lines, &turns)
+        ..joining_point(&lines, &turns)
     };
     let steps = turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
     let build = (name, keep_records, bad);

@@ -408,9 +408,7 @@ impl Parsed {
             Format::Chat => log(&chat::LOG)?,
             Format::Anthropic => log(&anthropic::LOG)?,
             Format::ClaudeCode => {
-                let (lines, warnings) = claude_code::parse(name, text, bad)?;
-                let built = claude_code::from_lines(name, &lines, warnings, keep_records, bad)?;
-                Parsed::ClaudeCode(Box::new(built))
+                Parsed::ClaudeCode(Box::new(claude_code::read(name, text, bad, keep_records)?))
             }
             Format::Codex => Parsed::Codex(codex::parse(name, text, bad)?),
         })
