@@ -93,7 +93,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
         });
         if !out.created.is_empty() {
             made += out.created.len();
-            state = out.state;
+            out.commit(&mut state);
         }
     }
     Ok(made)

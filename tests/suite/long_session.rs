@@ -106,7 +106,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
         });
         blocks += out.created.len();
         if !out.created.is_empty() {
-            state = out.state;
+            out.commit(&mut state);
         }
         let call = CoreMessage::tool_call(format!("c-{call_id}"), &call_id, "Compress", "{}");
         let result = CoreMessage {

@@ -52,10 +52,14 @@ pub struct ApplyInput<'a> {
 }
 
 /// What a call did, or why it did nothing.
+///
+/// It holds what the call changes, not a changed copy of the state: a
+/// long session's state is mostly its ref map, and a rebuild applies a call
+/// every few turns. [`ApplyOutcome::commit`] writes the change.
 #[derive(Debug, Clone)]
 pub struct ApplyOutcome {
-    /// The state with the new blocks; the input state when none were made.
-    pub state: CompressionState,
+    /// The block counter after the call: one past the last id it gave out.
+    pub next_block_id: u64,
     /// Blocks made, each with whether its span holds refs it does not cover.
     pub created: Vec<(Block, bool)>,
     /// Archives to write before the state.
@@ -82,7 +86,7 @@ impl ApplyOutcome {
         ranges_at_fault: bool,
     ) -> Self {
         ApplyOutcome {
-            state: state.clone(),
+            next_block_id: state.next_block_id,
             created: Vec::new(),
             archives: Vec::new(),
             errors,
@@ -91,6 +95,36 @@ impl ApplyOutcome {
             absorbed_tier: 0,
             ranges_at_fault,
         }
+    }
+
+    /// Writes the call into `state`, the state its view was projected
+    /// with: the new blocks (those they fold turn inactive), the counters,
+    /// and fresh nudge pacing. A call that made nothing leaves it as it was.
+    pub fn commit(&self, state: &mut CompressionState) {
+        if self.created.is_empty() {
+            return;
+        }
+        let absorbed: HashSet<&str> = self
+            .created
+            .iter()
+            .flat_map(|(b, _)| b.direct_block_ids.iter().map(String::as_str))
+            .collect();
+        for b in &mut state.blocks {
+            if absorbed.contains(b.block_id.as_str()) {
+                b.active = false;
+            }
+        }
+        state
+            .blocks
+            .extend(self.created.iter().map(|(b, _)| b.clone()));
+        state.next_block_id = self.next_block_id;
+        state.stats.compression_count += self.created.len();
+        state.stats.tokens_compressed += self
+            .created
+            .iter()
+            .map(|(b, _)| b.compressed_tokens)
+            .sum::<usize>();
+        state.nudge = Default::default();
     }
 }
 
@@ -218,10 +252,10 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
         zone: &zone,
         task: task_index(view).map(|i| view[i].id.as_str()),
     };
-    let mut next_state = state.clone();
+    let mut next_id = state.next_block_id;
     let mut out = Built::default();
     for s in &kept {
-        match builder.build(s, &mut next_state, &mut out) {
+        match builder.build(s, &mut next_id, &mut out) {
             Ok(()) => {}
             Err(e) => errors.push(format!(
                 "{}..{}: {e}",
@@ -239,28 +273,8 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
             ..ApplyOutcome::rejected(state, errors, warnings, at_fault)
         };
     }
-    let absorbed: HashSet<String> = out
-        .created
-        .iter()
-        .flat_map(|(b, _)| b.direct_block_ids.iter().cloned())
-        .collect();
-    for b in &mut next_state.blocks {
-        if absorbed.contains(&b.block_id) {
-            b.active = false;
-        }
-    }
-    next_state
-        .blocks
-        .extend(out.created.iter().map(|(b, _)| b.clone()));
-    next_state.stats.compression_count += out.created.len();
-    next_state.stats.tokens_compressed += out
-        .created
-        .iter()
-        .map(|(b, _)| b.compressed_tokens)
-        .sum::<usize>();
-    next_state.nudge = Default::default();
     ApplyOutcome {
-        state: next_state,
+        next_block_id: next_id,
         created: out.created,
         archives: out.archives,
         errors,
@@ -312,12 +326,7 @@ impl Fold<'_> {
 
 impl<'a> Builder<'a> {
     /// Builds one range's block and archive, or says why not.
-    fn build(
-        &self,
-        s: &Span,
-        next_state: &mut CompressionState,
-        out: &mut Built,
-    ) -> Result<(), String> {
+    fn build(&self, s: &Span, next_id: &mut u64, out: &mut Built) -> Result<(), String> {
         let view = self.input.view;
         let end = self.clip(s, out);
         let slice = &view[s.start..=end];
@@ -331,7 +340,7 @@ impl<'a> Builder<'a> {
             let r = &self.state.message_refs.by_raw[task];
             out.warnings.push(format!("{r} is the first user message (the task): it stays in the view verbatim, and is archived too."));
         }
-        let block = self.block(s.range, summary, &direct, &fold, next_state);
+        let block = self.block(s.range, summary, &direct, &fold, next_id);
         let archive = self.archive(s.start, slice, &direct, &fold, &block);
         let taken: IdSet<'_> = block
             .direct_message_ids
@@ -528,14 +537,14 @@ impl<'a> Builder<'a> {
             .unwrap_or(m)
     }
 
-    /// The block, with the next block id taken from `next_state`.
+    /// The block, with the next block id taken from `next_id`.
     fn block(
         &self,
         range: &CompressRange,
         summary: &str,
         direct: &[usize],
         fold: &Fold,
-        next_state: &mut CompressionState,
+        next_id: &mut u64,
     ) -> Block {
         let view = self.input.view;
         let direct_ids: Vec<String> = direct.iter().map(|&i| view[i].id.clone()).collect();
@@ -558,8 +567,8 @@ impl<'a> Builder<'a> {
                 .iter()
                 .map(|b| self.cfg.count(&render_summary(b).text))
                 .sum::<usize>();
-        let block_id = format!("b{}", next_state.next_block_id.max(1));
-        next_state.next_block_id = next_state.next_block_id.max(1) + 1;
+        let block_id = format!("b{}", (*next_id).max(1));
+        *next_id = (*next_id).max(1) + 1;
         let rel = super::archive::rel_path(fold.tier, &block_id, &start_ref, &end_ref);
         Block {
             block_id,

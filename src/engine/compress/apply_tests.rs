@@ -102,9 +102,11 @@ fn creates_a_block_and_its_archive() {
     ] {
         assert!(a.contains(want), "{want}");
     }
-    assert_eq!(out.state.stats.compression_count, 1);
-    assert_eq!(out.state.next_block_id, 2);
-    assert_eq!(out.state.blocks.len(), 1);
+    let mut state = f.state.clone();
+    out.commit(&mut state);
+    assert_eq!(state.stats.compression_count, 1);
+    assert_eq!(state.next_block_id, 2);
+    assert_eq!(state.blocks.len(), 1);
 }
 
 #[test]
@@ -258,7 +260,9 @@ fn a_compression_resets_nudge_pacing() {
     f.state.nudge.last_nudge_shown_tokens = 118_000;
     f.state.nudge.last_shown_by_tier.insert("2".into(), 100_000);
     let out = run(&f, &[range("m00002", "m00005", LONG)]);
-    assert_eq!(out.state.nudge, Default::default());
+    let mut state = f.state.clone();
+    out.commit(&mut state);
+    assert_eq!(state.nudge, Default::default());
 }
 
 #[test]
@@ -311,8 +315,9 @@ fn only_the_lowest_tier_is_absorbed() {
     assert_eq!((b.block_id.as_str(), b.tier), ("b5", 2));
     assert_eq!(b.direct_block_ids, ["b1", "b2", "b4"]);
     assert_eq!(out.surviving, [("b3".to_string(), 2)]);
-    let active: Vec<(&str, bool)> = out
-        .state
+    let mut state = f.state.clone();
+    out.commit(&mut state);
+    let active: Vec<(&str, bool)> = state
         .blocks
         .iter()
         .map(|b| (b.block_id.as_str(), b.active))

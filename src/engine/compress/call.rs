@@ -154,7 +154,7 @@ pub fn answer(mut state: CompressionState, input: &CallInput) -> Answer {
     let seen = view_at(&mut state, input);
     let parsed = parse_compress_args(input.args);
     let outcome = decide(&state, input, &seen, &parsed);
-    answer_with(outcome, parsed, input, seen.measured, None)
+    answer_with(state, outcome, parsed, input, seen.measured, None)
 }
 
 /// Refused unread, refused as a repeat, or applied.
@@ -190,11 +190,13 @@ fn decide(
 }
 
 /// Keeps the books for an outcome as [`answer`] does, and is how a rebuild
-/// replaying recorded spans keeps them: adds the notes on the arguments,
+/// replaying recorded spans keeps them: commits the outcome to `state`, the
+/// state the call was resolved against, adds the notes on the arguments,
 /// prices the result, renders the panel and updates the host's books. With
 /// the `recorded` panel, that is the answer kept, and the call is not
 /// priced again.
 pub fn answer_with(
+    mut next: CompressionState,
     mut outcome: ApplyOutcome,
     parsed: ParsedArgs,
     input: &CallInput,
@@ -215,8 +217,7 @@ pub fn answer_with(
             parsed.repairs.join(", ")
         ));
     }
-    // The outcome's state is the one to keep; the outcome keeps the rest.
-    let mut next = std::mem::replace(&mut outcome.state, CompressionState::new(""));
+    outcome.commit(&mut next);
     let (after, reclaimed, hidden) = if outcome.created.is_empty() || recorded.is_some() {
         (before, 0, Vec::new())
     } else {

@@ -320,7 +320,14 @@ fn replay_recorded(
         ));
     }
     let blocks = made_ids(&out);
-    let answered = answer_with(out, parsed, at, seen.measured, Some(panel));
+    let answered = answer_with(
+        std::mem::replace(state, CompressionState::new("")),
+        out,
+        parsed,
+        at,
+        seen.measured,
+        Some(panel),
+    );
     *state = answered.state;
     let replay = Replay {
         call_id: at.call_id.to_string(),
