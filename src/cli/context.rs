@@ -117,12 +117,12 @@ impl<'g> Context<'g> {
     /// folded into a block of `state`: with fewer blocks (an older state)
     /// they may be shown again, and the turn must read them.
     pub fn cache_serves(&self, state: &CompressionState) -> bool {
-        let covered = engine::covered_ids(state);
+        let covered = engine::Coverage::of(&state.blocks);
         self.loaded
             .read
             .elided
             .iter()
-            .all(|id| covered.contains(id.as_str()))
+            .all(|id| covered.contains(id))
     }
 
     /// Makes the transcript ready to write `view` from: the JSON the read

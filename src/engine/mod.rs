@@ -45,7 +45,7 @@ pub use model::tokenizer::Tokenizer;
 pub use model::tokens;
 
 pub use turn::host::window_from_error;
-pub use turn::sync::covered_ids;
+pub use turn::sync::Coverage;
 pub use turn::view::drop_unpaired;
 pub use turn::{Projection, TurnInput, baked, project};
 

@@ -11,7 +11,7 @@ use crate::engine::model::refs::ref_to_index;
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::{block_of_summary, is_rendered_summary, render_summary};
 use crate::engine::model::tokens;
-use crate::engine::turn::sync::covered_ids;
+use crate::engine::turn::sync::Coverage;
 
 /// Ranges smaller than this many tokens are not offered: a fragment in a
 /// batch can sink the whole batch at the size gate.
@@ -41,10 +41,15 @@ pub struct Recommendation {
     pub tier2_blocks: Vec<Block>,
 }
 
-/// Builds the recommendation for a view (before any nudge is appended).
-pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -> Recommendation {
+/// Builds the recommendation for a view (before any nudge is appended), with
+/// the turn's [`Coverage`] of `state`'s blocks.
+pub fn recommend(
+    view: &[CoreMessage],
+    state: &CompressionState,
+    covered: &Coverage,
+    cfg: &Config,
+) -> Recommendation {
     let zone = zone::protected_ids(view, state, cfg);
-    let covered = covered_ids(state);
     let mut runs: Vec<Run> = Vec::new();
     let mut protected: Vec<ProtectedRange> = Vec::new();
     let mut segment = 0usize;
@@ -65,7 +70,7 @@ pub fn recommend(view: &[CoreMessage], state: &CompressionState, cfg: &Config) -
             segment += 1;
             continue;
         };
-        if covered.contains(m.id.as_str()) {
+        if covered.contains(&m.id) {
             runs.extend(open.take());
             segment += 1;
             continue;

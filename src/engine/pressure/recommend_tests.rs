@@ -2,6 +2,11 @@ use super::*;
 use crate::engine::model::refs;
 use crate::engine::test_support::{block, call, result, say, user};
 
+/// The recommendation as a turn makes it, with the coverage of `st`'s blocks.
+fn recommend(view: &[CoreMessage], st: &CompressionState, cfg: &Config) -> Recommendation {
+    super::recommend(view, st, &Coverage::of(&st.blocks), cfg)
+}
+
 fn state_for(view: &[CoreMessage]) -> CompressionState {
     let mut st = CompressionState::new("s");
     refs::assign(&mut st.message_refs, view, 1, |m| {

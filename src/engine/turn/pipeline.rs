@@ -12,6 +12,7 @@
 use crate::engine::model::identity::IdSet;
 
 use super::host;
+use super::sync::Coverage;
 use super::truncate::{self, Truncation};
 use super::{hide, prune, sync, view};
 use crate::engine::model::config::Config;
@@ -26,6 +27,7 @@ use crate::engine::pressure::nudge::{self, DecideInput, Decision};
 use crate::engine::pressure::nudge_text::{self, NudgeInput};
 use crate::engine::pressure::prompt::Sections;
 use crate::engine::pressure::recommend::{Recommendation, recommend};
+use std::collections::BTreeMap;
 
 /// What one turn is projected from.
 #[derive(Debug, Clone, Copy)]
@@ -55,7 +57,7 @@ pub struct Projection {
     /// The messages to send: tags rendered, maybe truncated, maybe a nudge last.
     pub view: Vec<CoreMessage>,
     /// For each history message, whether a block hides it (see
-    /// [`hidden_ids`](super::prune::hidden_ids)): what a later turn will
+    /// [`prune_marked`](super::prune::prune_marked)): what a later turn will
     /// not need the words of while the blocks stand.
     pub hidden: Vec<bool>,
     /// Refs handed out this turn.
@@ -90,14 +92,17 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         hard_protected(m, cfg)
     });
     sync::sync_blocks(state, history);
-    let (pruned, hidden) = prune::prune_marked(history, state);
+    // Borrows the blocks for the rest of the turn, which changes only other
+    // parts of the state.
+    let covered = Coverage::of(&state.blocks);
+    let (pruned, hidden) = prune::prune_marked(history, state, &covered);
     let shown = hide::hide_compress_calls(pruned, state);
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
     let dropped_unpaired = before_pairing - view.len();
     let mut view: Vec<CoreMessage> = view
         .into_iter()
-        .map(|m| render_tag(state, m, cfg))
+        .map(|m| render_tag(&state.message_refs, &mut state.token_snapshot, m, cfg))
         .collect();
     let (mut truncation, cut) = truncate::reapply(&mut view, &state.host.truncated, cfg);
     let reapplied = truncation.count;
@@ -129,7 +134,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     }
     let measured = g.tokens(estimate);
 
-    let rec = recommend(&view, state, cfg);
+    let rec = recommend(&view, state, &covered, cfg);
     let growth = match state.nudge.last_nudge_shown_tokens {
         0 => 0,
         shown => measured.saturating_sub(shown),
@@ -218,7 +223,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // and it still lists what the last step below leaves out, which `apply`
     // can resolve.
     let rec = if truncation.count > reapplied {
-        recommend(&view, state, cfg)
+        recommend(&view, state, &covered, cfg)
     } else {
         rec
     };
@@ -354,15 +359,19 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
 
 /// Appends the ref tag to a taggable message that has a ref, freezing its
 /// token figure the first time it is shown.
-fn render_tag(state: &mut CompressionState, mut m: CoreMessage, cfg: &Config) -> CoreMessage {
+fn render_tag(
+    refs: &MessageRefs,
+    token_snapshot: &mut BTreeMap<String, usize>,
+    mut m: CoreMessage,
+    cfg: &Config,
+) -> CoreMessage {
     if !m.is_taggable() {
         return m;
     }
-    let Some(r) = state.message_refs.usable(&m.id) else {
+    let Some(r) = refs.usable(&m.id) else {
         return m;
     };
-    let figure = *state
-        .token_snapshot
+    let figure = *token_snapshot
         .entry(r.clone())
         .or_insert_with(|| cfg.tokens(&m));
     let source = match (m.content_type, m.tool_name.is_empty()) {

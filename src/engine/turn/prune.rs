@@ -3,7 +3,7 @@
 
 use crate::engine::model::identity::{IdMap, IdSet};
 
-use super::sync::covered_ids;
+use super::sync::Coverage;
 use crate::engine::model::exchange;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role, task_index};
@@ -18,46 +18,55 @@ use crate::engine::model::summary::render_summary;
 /// summary goes where its earliest covered message was, moved forward to the
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
-    prune_marked(view, state).0
+    prune_marked(view, state, &Coverage::of(&state.blocks)).0
 }
 
-/// [`prune`], with a flag for each message of `view`: whether it was taken
-/// out (it is in [`hidden_ids`]), found in the same pass.
+/// [`prune`] with the turn's [`Coverage`] of `state`'s blocks, and a flag
+/// for each message of `view`: whether it was taken out, found in the same
+/// pass. Every other message's words a later turn may need, as long as no
+/// block is taken away.
 pub fn prune_marked(
     view: &[CoreMessage],
     state: &CompressionState,
+    covered: &Coverage,
 ) -> (Vec<CoreMessage>, Vec<bool>) {
-    let covered = hidden_ids(view, state);
     if covered.is_empty() {
         return (view.to_vec(), vec![false; view.len()]);
     }
+    let shown = shown_anyway(view, covered);
 
-    // Where each removed message would have been in the kept list.
+    // Where each block's summary goes: how many messages were kept before
+    // the first message it takes out.
+    let mut anchor: Vec<Option<usize>> = vec![None; state.blocks.len()];
     let mut kept: Vec<CoreMessage> = Vec::with_capacity(view.len());
     let mut hidden = Vec::with_capacity(view.len());
-    let mut anchor_of: IdMap<'_, usize> =
-        IdMap::with_capacity_and_hasher(covered.len(), Default::default());
+    let mut taken_at: IdMap<'_, usize> = IdMap::default();
     for m in view {
-        let covers = covered.contains(m.id.as_str());
-        if covers {
-            anchor_of.entry(m.id.as_str()).or_insert(kept.len());
-        } else {
-            kept.push(m.clone());
+        let block = covered
+            .first_block(&m.id)
+            .filter(|_| !shown.contains(m.id.as_str()));
+        match block {
+            Some(b) => {
+                anchor[b].get_or_insert(kept.len());
+                if !covered.more().is_empty() {
+                    taken_at.entry(m.id.as_str()).or_insert(kept.len());
+                }
+            }
+            None => kept.push(m.clone()),
         }
-        hidden.push(covers);
+        hidden.push(block.is_some());
+    }
+    for &(id, b) in covered.more() {
+        if let Some(&at) = taken_at.get(id) {
+            let a = anchor[b].get_or_insert(at);
+            *a = (*a).min(at);
+        }
     }
     let mut placed: Vec<(usize, u64, CoreMessage)> = state
         .blocks
         .iter()
-        .filter(|b| b.active)
-        .filter_map(|b| {
-            let anchor = b
-                .effective_message_ids
-                .iter()
-                .filter_map(|id| anchor_of.get(id.as_str()))
-                .min()?;
-            Some((*anchor, block_number(&b.block_id), render_summary(b)))
-        })
+        .zip(anchor)
+        .filter_map(|(b, at)| Some((at?, block_number(&b.block_id), render_summary(b))))
         .collect();
     placed.sort_by_key(|(anchor, n, _)| (*anchor, *n));
     let mut out = Vec::with_capacity(kept.len() + placed.len());
@@ -75,29 +84,30 @@ pub fn prune_marked(
     (out, hidden)
 }
 
-/// Ids of the messages [`prune`] takes out of view: those the active
-/// blocks cover, less the task, reasoning of a visible action and half a
-/// Compress exchange. Every other message's words a later turn may need,
-/// as long as no block is taken away.
-pub fn hidden_ids<'a>(view: &'a [CoreMessage], state: &'a CompressionState) -> IdSet<'a> {
-    let mut covered: IdSet<'a> = covered_ids(state);
-    if covered.is_empty() {
-        return covered;
-    }
+/// Covered messages that stay in view all the same: the task, reasoning of
+/// a visible action and half a Compress exchange.
+fn shown_anyway<'a>(view: &'a [CoreMessage], covered: &Coverage) -> IdSet<'a> {
+    let mut shown = IdSet::default();
     if let Some(task) = task_index(view) {
-        covered.remove(view[task].id.as_str());
+        shown.insert(view[task].id.as_str());
     }
-    keep_reasoning_of_visible_actions(view, &mut covered);
-    keep_compress_pairs_whole(view, &mut covered);
-    covered
+    let hidden =
+        |m: &CoreMessage, shown: &IdSet| covered.contains(&m.id) && !shown.contains(m.id.as_str());
+    keep_reasoning_of_visible_actions(view, &mut shown, hidden);
+    keep_compress_pairs_whole(view, &mut shown, hidden);
+    shown
 }
 
 fn block_number(id: &str) -> u64 {
     id.trim_start_matches('b').parse().unwrap_or(u64::MAX)
 }
 
-/// Uncovers reasoning in an assistant run whose text or tool call stays visible.
-fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut IdSet<'a>) {
+/// Shows reasoning in an assistant run whose text or tool call stays visible.
+fn keep_reasoning_of_visible_actions<'a>(
+    view: &'a [CoreMessage],
+    shown: &mut IdSet<'a>,
+    hidden: impl Fn(&CoreMessage, &IdSet) -> bool,
+) {
     let spans = exchange::spans(view);
     let mut i = 0;
     while i < view.len() {
@@ -106,14 +116,14 @@ fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut 
         let acts_visible = run.iter().any(|m| {
             m.role == Role::Assistant
                 && matches!(m.content_type, ContentType::Text | ContentType::ToolCall)
-                && !covered.contains(m.id.as_str())
+                && !hidden(m, shown)
         });
         if acts_visible {
             for m in run
                 .iter()
                 .filter(|m| m.content_type == ContentType::Reasoning)
             {
-                covered.remove(m.id.as_str());
+                shown.insert(m.id.as_str());
             }
         }
         i = end + 1;
@@ -123,7 +133,11 @@ fn keep_reasoning_of_visible_actions<'a>(view: &'a [CoreMessage], covered: &mut 
 /// A Compress call and its result are shown together or not at all. The
 /// halves are grouped by call id in one pass, so a log of many Compress
 /// calls costs each call its own halves.
-fn keep_compress_pairs_whole<'a>(view: &'a [CoreMessage], covered: &mut IdSet<'a>) {
+fn keep_compress_pairs_whole<'a>(
+    view: &'a [CoreMessage],
+    shown: &mut IdSet<'a>,
+    hidden: impl Fn(&CoreMessage, &IdSet) -> bool,
+) {
     let mut halves: IdMap<'_, Vec<&CoreMessage>> = IdMap::default();
     for m in view
         .iter()
@@ -135,13 +149,10 @@ fn keep_compress_pairs_whole<'a>(view: &'a [CoreMessage], covered: &mut IdSet<'a
         .values()
         .filter(|h| h.iter().any(|m| m.content_type == ContentType::ToolCall))
     {
-        let n = pair
-            .iter()
-            .filter(|m| covered.contains(m.id.as_str()))
-            .count();
+        let n = pair.iter().filter(|m| hidden(m, shown)).count();
         if n > 0 && n < pair.len() {
             for m in pair {
-                covered.remove(m.id.as_str());
+                shown.insert(m.id.as_str());
             }
         }
     }

@@ -47,6 +47,30 @@ fn summaries_follow_coverage_order_then_block_number() {
 }
 
 #[test]
+fn blocks_over_the_same_messages_each_find_their_place() {
+    // Two live blocks share m3 (a block that came back to life): each
+    // summary goes where its own first covered message was.
+    let v = vec![user("m1"), say("m2"), user("m3"), say("m4"), user("m5")];
+    let out = prune(
+        &v,
+        &state_with(vec![
+            block("b1", 1, &["m4", "m3"]),
+            block("b2", 1, &["m3", "m2"]),
+        ]),
+    );
+    assert_eq!(ids(&out), ["m1", "noa_summary_b1", "noa_summary_b2", "m5"]);
+    let v = vec![user("m1"), say("m2"), user("m3"), say("m4"), user("m5")];
+    let out = prune(
+        &v,
+        &state_with(vec![block("b1", 1, &["m2"]), block("b2", 1, &["m2", "m4"])]),
+    );
+    assert_eq!(
+        ids(&out),
+        ["m1", "noa_summary_b1", "noa_summary_b2", "m3", "m5"]
+    );
+}
+
+#[test]
 fn everything_covered_leaves_task_and_summary() {
     let v = vec![user("a"), say("b"), say("c")];
     let out = prune(&v, &state_with(vec![block("b1", 1, &["a", "b", "c"])]));

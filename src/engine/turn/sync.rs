@@ -1,10 +1,11 @@
 //! Which blocks are live in this view.
 
-use crate::engine::model::identity::IdSet;
+use crate::engine::model::identity::{IdMap, IdSet};
 use std::collections::HashSet;
+use std::collections::hash_map::Entry;
 
 use crate::engine::model::message::CoreMessage;
-use crate::engine::model::state::CompressionState;
+use crate::engine::model::state::{Block, CompressionState};
 
 /// Marks each block active or not for this view: a block absorbed by another
 /// is inactive; otherwise it is active while any message it stands for is in
@@ -36,16 +37,62 @@ pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
         .retain(|r, _| live.contains(r.as_str()));
 }
 
-/// Every message id an active block stands for.
-pub fn covered_ids(state: &CompressionState) -> IdSet<'_> {
-    let active = || state.blocks.iter().filter(|b| b.active);
-    // Sized up front: a long session's blocks cover most of its history.
-    let mut covered = IdSet::with_capacity_and_hasher(
-        active().map(|b| b.effective_message_ids.len()).sum(),
-        Default::default(),
-    );
-    covered.extend(active().flat_map(|b| b.effective_message_ids.iter().map(String::as_str)));
-    covered
+/// Which active blocks stand for each message: what pruning asks of every
+/// message of the history and the recommendation of every message in view.
+/// Built once a turn, since a long session's blocks cover most of it.
+#[derive(Debug, Default)]
+pub struct Coverage<'a> {
+    /// Each covered message, with the first active block (its index in the
+    /// state's blocks) that stands for it.
+    first: IdMap<'a, usize>,
+    /// Later blocks standing for a message an earlier one stands for too:
+    /// rare (blocks that came back to life over the same messages), and
+    /// each still needs its place in the view.
+    more: Vec<(&'a str, usize)>,
+}
+
+impl<'a> Coverage<'a> {
+    /// The coverage of the active `blocks`.
+    pub fn of(blocks: &'a [Block]) -> Coverage<'a> {
+        let active = || blocks.iter().enumerate().filter(|(_, b)| b.active);
+        let mut first = IdMap::with_capacity_and_hasher(
+            active().map(|(_, b)| b.effective_message_ids.len()).sum(),
+            Default::default(),
+        );
+        let mut more = Vec::new();
+        for (i, b) in active() {
+            for id in &b.effective_message_ids {
+                match first.entry(id.as_str()) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(i);
+                    }
+                    Entry::Occupied(slot) if *slot.get() != i => more.push((id.as_str(), i)),
+                    Entry::Occupied(_) => {}
+                }
+            }
+        }
+        Coverage { first, more }
+    }
+
+    /// Whether no active block stands for anything.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_empty()
+    }
+
+    /// Whether an active block stands for the message `id`.
+    pub fn contains(&self, id: &str) -> bool {
+        self.first.contains_key(id)
+    }
+
+    /// The first active block standing for `id`.
+    pub fn first_block(&self, id: &str) -> Option<usize> {
+        self.first.get(id).copied()
+    }
+
+    /// The later blocks standing for a message, with its id.
+    pub fn more(&self) -> &[(&'a str, usize)] {
+        &self.more
+    }
 }
 
 #[cfg(test)]
