@@ -1,7 +1,6 @@
 //! Which blocks are live in this view.
 
 use crate::engine::model::identity::{IdMap, IdSet};
-use std::collections::HashSet;
 use std::collections::hash_map::Entry;
 
 use crate::engine::model::message::CoreMessage;
@@ -14,27 +13,37 @@ use crate::engine::model::state::{Block, CompressionState};
 pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
     let mut present = IdSet::with_capacity_and_hasher(history.len(), Default::default());
     present.extend(history.iter().map(|m| m.id.as_str()));
-    let absorbed: HashSet<String> = state
+    let absorbed: IdSet<'_> = state
         .blocks
         .iter()
-        .flat_map(|b| b.direct_block_ids.iter().cloned())
+        .flat_map(|b| b.direct_block_ids.iter().map(String::as_str))
         .collect();
-    for b in &mut state.blocks {
-        b.active = !absorbed.contains(&b.block_id)
-            && b.effective_message_ids
-                .iter()
-                .any(|id| present.contains(id.as_str()));
+    let active: Vec<bool> = state
+        .blocks
+        .iter()
+        .map(|b| {
+            !absorbed.contains(b.block_id.as_str())
+                && b.effective_message_ids
+                    .iter()
+                    .any(|id| present.contains(id.as_str()))
+        })
+        .collect();
+    for (b, active) in state.blocks.iter_mut().zip(active) {
+        b.active = active;
     }
-    let mut live = IdSet::with_capacity_and_hasher(history.len(), Default::default());
-    live.extend(
-        history
-            .iter()
-            .filter_map(|m| state.message_refs.usable(&m.id))
-            .map(String::as_str),
-    );
-    state
-        .token_snapshot
-        .retain(|r, _| live.contains(r.as_str()));
+    // The history's refs in order, to walk beside the figures' ordered
+    // keys: refs mostly come in history order, so the sort finds one run.
+    let mut live: Vec<&str> = history
+        .iter()
+        .filter_map(|m| state.message_refs.usable(&m.id))
+        .map(String::as_str)
+        .collect();
+    live.sort();
+    let mut live = live.into_iter().peekable();
+    state.token_snapshot.retain(|r, _| {
+        while live.next_if(|l| *l < r.as_str()).is_some() {}
+        live.peek() == Some(&r.as_str())
+    });
 }
 
 /// Which active blocks stand for each message: what pruning asks of every
@@ -146,5 +155,21 @@ mod tests {
         .into();
         sync_blocks(&mut st, &[msg("live"), msg("p")]);
         assert_eq!(st.token_snapshot, [("m00001".to_string(), 10)].into());
+    }
+
+    #[test]
+    fn figures_are_kept_whatever_order_the_history_holds_their_refs_in() {
+        let mut st = CompressionState::new("s");
+        let raws = ["a", "b", "c", "d", "e"];
+        for (i, raw) in raws.iter().enumerate() {
+            let r = format!("m{:05}", i + 1);
+            st.message_refs.by_raw.insert(raw.to_string(), r.clone());
+            st.message_refs.by_ref.insert(r.clone(), raw.to_string());
+            st.token_snapshot.insert(r, i);
+        }
+        // A rewritten history: refs out of order, one message gone.
+        sync_blocks(&mut st, &[msg("e"), msg("b"), msg("a"), msg("d")]);
+        let kept: Vec<&str> = st.token_snapshot.keys().map(String::as_str).collect();
+        assert_eq!(kept, ["m00001", "m00002", "m00004", "m00005"]);
     }
 }
