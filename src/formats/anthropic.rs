@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted};
 use super::{Block, BlockSource, Format, HostMessage, Slot};
-use crate::engine::{ContentType, CoreMessage, Role};
+use crate::engine::{ContentType, CoreMessage, IdHash, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
 
@@ -24,7 +24,7 @@ pub(crate) const LOG: MessageLog = MessageLog {
 
 /// Remembers tool names by call id, so a result can say which tool made it.
 #[derive(Default)]
-pub(crate) struct ToolNames(HashMap<String, String>);
+pub(crate) struct ToolNames(HashMap<String, String, IdHash>);
 
 impl ToolNames {
     pub(crate) fn note(&mut self, call_id: &str, tool: &str) {

@@ -10,7 +10,9 @@
 //! before it is summarised by the `isCompactSummary` record after it.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use crate::engine::{IdHash, IdMap, IdSet};
 
 use serde::de::{IgnoredAny, MapAccess, SeqAccess};
 use serde_json::Value;
@@ -248,8 +250,8 @@ pub(crate) fn read(
 
     // Parent links of every record, so chains that pass through progress or
     // system records can be followed.
-    let mut parents: HashMap<&str, Option<&str>> = HashMap::new();
-    let mut boundaries: HashSet<&str> = HashSet::new();
+    let mut parents: IdMap<'_, Option<&str>> = IdMap::default();
+    let mut boundaries: IdSet<'_> = IdSet::default();
     let mut last_boundary = None;
     for (i, l) in lines.iter().enumerate() {
         let h = &l.head;
@@ -380,7 +382,7 @@ fn build_messages<'a>(
 struct Built {
     messages: Vec<HostMessage>,
     /// Each response's message, by `message.id`.
-    by_message_id: HashMap<String, usize>,
+    by_message_id: HashMap<String, usize, IdHash>,
     /// How many records the messages come from.
     kept: usize,
     /// Those records, when kept.
@@ -473,7 +475,7 @@ fn joining_point(lines: &[Line], turns: &[Turn]) -> Carry {
 /// The uuids of the records that chain back, parent by parent, to one of
 /// `ends`.
 fn chained<'a>(lines: &'a [Line], ends: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let mut chain: HashSet<&str> = ends.collect();
+    let mut chain: IdSet<'_> = ends.collect();
     let mut out = Vec::new();
     for l in lines {
         if let (Some(u), Some(p)) = (l.head.uuid.as_deref(), l.head.parent.as_deref())
@@ -492,9 +494,9 @@ fn chained<'a>(lines: &'a [Line], ends: impl Iterator<Item = &'a str>) -> Vec<St
 fn take_side_branches<'a>(
     turns: &[Turn<'a>],
     chosen: &mut [bool],
-    responses: &HashSet<&str>,
-    mut calls: HashSet<&'a str>,
-    mut answered: HashSet<&'a str>,
+    responses: &IdSet<'_>,
+    mut calls: IdSet<'a>,
+    mut answered: IdSet<'a>,
 ) {
     for (t, c) in turns.iter().zip(chosen.iter_mut()) {
         if !*c && t.assistant && t.message_id.is_some_and(|id| responses.contains(id)) {
@@ -537,9 +539,9 @@ pub(crate) struct Prefix<'a> {
     /// What its read carried.
     pub carry: &'a Carry,
     /// The calls its messages make.
-    pub calls: &'a HashSet<&'a str>,
+    pub calls: &'a IdSet<'a>,
     /// The calls its results answer.
-    pub answered: &'a HashSet<&'a str>,
+    pub answered: &'a IdSet<'a>,
     /// Whether it named its session.
     pub has_session: bool,
 }
@@ -574,7 +576,7 @@ pub(crate) fn read_after(
         Ok(l) => l,
         Err(e) => return Some(Err(e)),
     };
-    let mut parents: HashMap<&str, Option<&str>> = HashMap::new();
+    let mut parents: IdMap<'_, Option<&str>> = IdMap::default();
     for l in &lines {
         let h = &l.head;
         if !h.object {
@@ -598,8 +600,8 @@ pub(crate) fn read_after(
         .collect();
     let branch = tail_branch(&turns, &parents, carry)?;
     let chosen = choose_tail(&turns, branch, carry, calls, answered)?;
-    let responses: HashSet<&str> = carry.responses.iter().map(String::as_str).collect();
-    let strays: HashSet<&str> = carry.strays.iter().map(String::as_str).collect();
+    let responses: IdSet<'_> = carry.responses.iter().map(String::as_str).collect();
+    let strays: IdSet<'_> = carry.strays.iter().map(String::as_str).collect();
     let new_strays: Vec<String> = turns
         .iter()
         .zip(&chosen)
@@ -667,19 +669,19 @@ pub(crate) fn read_after(
 /// the prefix's branch (a rewind) or stop short of it.
 fn tail_branch(
     turns: &[Turn],
-    parents: &HashMap<&str, Option<&str>>,
+    parents: &IdMap<'_, Option<&str>>,
     carry: &Carry,
 ) -> Option<Vec<bool>> {
     let Some(last) = turns.len().checked_sub(1) else {
         return Some(Vec::new());
     };
-    let position: HashMap<&str, usize> = turns
+    let position: IdMap<'_, usize> = turns
         .iter()
         .enumerate()
         .filter_map(|(i, t)| Some((t.uuid?, i)))
         .collect();
     let mut on_branch = vec![false; turns.len()];
-    let mut on_path: HashSet<&str> = HashSet::new();
+    let mut on_path: IdSet<'_> = IdSet::default();
     let mut i = last;
     'walk: loop {
         on_branch[i] = true;
@@ -724,8 +726,8 @@ fn choose_tail(
     turns: &[Turn],
     mut chosen: Vec<bool>,
     carry: &Carry,
-    calls: &HashSet<&str>,
-    answered: &HashSet<&str>,
+    calls: &IdSet<'_>,
+    answered: &IdSet<'_>,
 ) -> Option<Vec<bool>> {
     let on_branch: Vec<&Turn> = turns
         .iter()
@@ -733,14 +735,14 @@ fn choose_tail(
         .filter(|(_, c)| **c)
         .map(|(t, _)| t)
         .collect();
-    let mut responses: HashSet<&str> = carry.responses.iter().map(String::as_str).collect();
+    let mut responses: IdSet<'_> = carry.responses.iter().map(String::as_str).collect();
     responses.extend(
         on_branch
             .iter()
             .filter(|t| t.assistant)
             .filter_map(|t| t.message_id),
     );
-    let mut answered: HashSet<&str> = answered.clone();
+    let mut answered: IdSet<'_> = answered.clone();
     for t in on_branch.iter().filter(|t| !t.assistant) {
         for id in t.head.results() {
             if !answered.insert(id) {
@@ -810,19 +812,19 @@ fn conversation_turn<'a>(
 /// a chosen call. Abandoned branches (a rewound prompt and its replies) stay out.
 fn choose_branch(
     turns: &[Turn],
-    parents: &HashMap<&str, Option<&str>>,
-    boundaries: &HashSet<&str>,
+    parents: &IdMap<'_, Option<&str>>,
+    boundaries: &IdSet<'_>,
 ) -> Vec<bool> {
     let mut chosen = vec![false; turns.len()];
     let Some(leaf) = turns.len().checked_sub(1) else {
         return chosen;
     };
-    let position: HashMap<&str, usize> = turns
+    let position: IdMap<'_, usize> = turns
         .iter()
         .enumerate()
         .filter_map(|(i, t)| Some((t.uuid?, i)))
         .collect();
-    let mut on_path: HashSet<&str> = HashSet::new();
+    let mut on_path: IdSet<'_> = IdSet::default();
     let mut i = leaf;
     'walk: loop {
         chosen[i] = true;
@@ -852,19 +854,19 @@ fn choose_branch(
         }
     }
     // Side branches of the same exchanges.
-    let message_ids: HashSet<&str> = turns
+    let message_ids: IdSet<'_> = turns
         .iter()
         .zip(&chosen)
         .filter(|(t, c)| **c && t.assistant)
         .filter_map(|(t, _)| t.message_id)
         .collect();
-    let answered: HashSet<&str> = turns
+    let answered: IdSet<'_> = turns
         .iter()
         .zip(&chosen)
         .filter(|(t, c)| **c && !t.assistant)
         .flat_map(|(t, _)| t.head.results())
         .collect();
-    take_side_branches(turns, &mut chosen, &message_ids, HashSet::new(), answered);
+    take_side_branches(turns, &mut chosen, &message_ids, IdSet::default(), answered);
     chosen
 }
 

@@ -22,12 +22,10 @@ mod materialize;
 mod message_log;
 mod reassemble;
 
-use std::collections::HashSet;
-
 use serde_json::Value;
 
 use crate::engine::Recorded;
-use crate::engine::{ClusterCounter, ContentType, CoreMessage};
+use crate::engine::{ClusterCounter, ContentType, CoreMessage, IdSet};
 
 pub use detect::detect;
 pub use error::ReadError;
@@ -501,7 +499,7 @@ pub fn read_after(
         Format::Chat => chat::LOG.read_after(name, text, first_line, bad, tools),
         Format::Anthropic => anthropic::LOG.read_after(name, text, first_line, bad, tools),
         Format::ClaudeCode => {
-            let ids = |kind| -> HashSet<&str> {
+            let ids = |kind| -> IdSet<'_> {
                 blocks()
                     .filter(|b| b.core.content_type == kind)
                     .map(|b| b.core.tool_call_id.as_str())

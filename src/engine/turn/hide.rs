@@ -8,7 +8,6 @@
 //! cut to a stub. The transcript keeps every call for `rebuild`.
 
 use crate::engine::model::identity::{IdMap, IdSet};
-use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -40,9 +39,9 @@ pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> 
     let last_success = calls
         .iter()
         .rposition(|c| block_of.get(c.tool_call_id.as_str()) == Some(&true));
-    let mut keep: HashSet<String> = HashSet::new();
+    let mut keep = IdSet::default();
     if let Some(i) = last_success {
-        keep.insert(calls[i].tool_call_id.clone());
+        keep.insert(calls[i].tool_call_id.as_str());
     }
     let failed_after = calls
         .iter()
@@ -50,17 +49,21 @@ pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> 
         .filter(|(i, c)| {
             last_success.is_none_or(|s| *i > s) && !block_of.contains_key(c.tool_call_id.as_str())
         })
-        .map(|(_, c)| c.tool_call_id.clone())
+        .map(|(_, c)| c.tool_call_id.as_str())
         .collect::<Vec<_>>();
-    keep.extend(failed_after.iter().rev().take(KEEP_FAILED).cloned());
+    keep.extend(failed_after.iter().rev().take(KEEP_FAILED));
     let hidden: IdSet<'_> = calls
         .iter()
         .map(|c| c.tool_call_id.as_str())
         .filter(|id| !keep.contains(*id))
         .collect();
-    let hidden: HashSet<String> = hidden.into_iter().map(str::to_string).collect();
+    let gone: Vec<bool> = view
+        .iter()
+        .map(|m| m.tool_name == COMPRESS_TOOL && hidden.contains(m.tool_call_id.as_str()))
+        .collect();
     view.into_iter()
-        .filter(|m| !(m.tool_name == COMPRESS_TOOL && hidden.contains(&m.tool_call_id)))
+        .zip(gone)
+        .filter_map(|(m, gone)| (!gone).then_some(m))
         .map(|mut m| {
             if m.content_type == ContentType::ToolCall
                 && m.tool_name == COMPRESS_TOOL
