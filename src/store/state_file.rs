@@ -186,8 +186,56 @@ struct BlocksLogged {
     sum: Digest,
 }
 
-/// Block ids in order, each with the digest of its latest line.
+/// Block ids in order, each with the [`block_digest`] of its latest line.
 type Latest = Vec<(String, u64)>;
+
+/// A digest of everything a block's line holds, taken from its fields: a
+/// turn finds the few blocks it changed (made, or turned inactive) without
+/// writing every block of the session out to compare.
+fn block_digest(b: &Block) -> u64 {
+    // Naming every field makes a new one a compile error here until the
+    // digest takes it in.
+    let Block {
+        block_id,
+        tier,
+        topic,
+        summary,
+        direct_message_ids,
+        effective_message_ids,
+        direct_block_ids,
+        archive_path,
+        archive_rel,
+        compressed_tokens,
+        start_ref,
+        end_ref,
+        created_at,
+        active,
+        compress_call_id,
+    } = b;
+    // Each text and list with its length first, so no two blocks run
+    // together alike.
+    fn text(d: &mut Digest, s: &str) {
+        d.update(&(s.len() as u64).to_le_bytes());
+        d.update(s.as_bytes());
+    }
+    let mut d = Digest::default();
+    for s in [block_id, topic, summary, archive_path, archive_rel] {
+        text(&mut d, s);
+    }
+    for s in [start_ref, end_ref, compress_call_id] {
+        text(&mut d, s);
+    }
+    for list in [direct_message_ids, effective_message_ids, direct_block_ids] {
+        d.update(&(list.len() as u64).to_le_bytes());
+        for id in list {
+            text(&mut d, id);
+        }
+    }
+    d.update(&[*tier, u8::from(*active)]);
+    d.update(&(*compressed_tokens as u64).to_le_bytes());
+    d.update(&created_at.to_le_bytes());
+    d.finish()
+}
 
 const BLOCKS_LOG: &str = "blocks.jsonl";
 
@@ -467,7 +515,7 @@ impl SessionDir {
                 column: e.column(),
                 what: e.to_string(),
             })?;
-            let d = digest(line);
+            let d = block_digest(&block);
             match at.get(&block.block_id) {
                 Some(&k) => {
                     latest[k].1 = d;
@@ -644,32 +692,28 @@ impl SessionDir {
         if blocks.is_empty() && known.is_none() {
             return Ok(None);
         }
-        let lines: Vec<Vec<u8>> = blocks
-            .iter()
-            .map(|b| {
-                let mut line = serde_json::to_vec(b)?;
-                line.push(b'\n');
-                Ok(line)
-            })
-            .collect::<Result<_, serde_json::Error>>()
-            .map_err(|e| StoreError::io(&path, e.into()))?;
+        let line = |b: &Block| -> Result<Vec<u8>, StoreError> {
+            let mut line = serde_json::to_vec(b).map_err(|e| StoreError::io(&path, e.into()))?;
+            line.push(b'\n');
+            Ok(line)
+        };
         let latest: Latest = blocks
             .iter()
-            .zip(&lines)
-            .map(|(b, l)| (b.block_id.clone(), digest(&l[..l.len() - 1])))
+            .map(|b| (b.block_id.clone(), block_digest(b)))
             .collect();
         if let Some(known) = known
             && known.latest.len() <= latest.len()
             && known.latest.iter().zip(&latest).all(|(k, l)| k.0 == l.0)
             && fs::metadata(&path).is_ok_and(|m| m.len() >= known.log.bytes)
         {
-            let new: Vec<u8> = lines
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| known.latest.get(*i) != latest.get(*i))
-                .flat_map(|(_, l)| l.iter().copied())
-                .collect();
-            let appended = new.iter().filter(|&&b| b == b'\n').count();
+            let mut new = Vec::new();
+            let mut appended = 0;
+            for (i, b) in blocks.iter().enumerate() {
+                if known.latest.get(i) != latest.get(i) {
+                    new.extend(line(b)?);
+                    appended += 1;
+                }
+            }
             let mut sum = known.sum;
             sum.update(&new);
             let log = Extent {
@@ -684,13 +728,16 @@ impl SessionDir {
                 .map_err(|e| StoreError::io(&path, e))?;
             return Ok(Some(BlocksLogged { log, latest, sum }));
         }
-        let all = lines.concat();
+        let mut all = Vec::new();
+        for b in blocks {
+            all.extend(line(b)?);
+        }
         self.write(BLOCKS_LOG, &all)?;
         let mut sum = Digest::default();
         sum.update(&all);
         let log = Extent {
             bytes: all.len() as u64,
-            lines: lines.len(),
+            lines: blocks.len(),
             digest: sum.finish(),
         };
         Ok(Some(BlocksLogged { log, latest, sum }))
