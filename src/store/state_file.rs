@@ -1169,6 +1169,39 @@ mod tests {
     }
 
     #[test]
+    fn a_change_to_any_field_of_a_block_changes_its_digest() {
+        let b = block(1);
+        let changes: [fn(&mut Block); 15] = [
+            |b| b.block_id.push('x'),
+            |b| b.tier += 1,
+            |b| b.topic.push('x'),
+            |b| b.summary.push('x'),
+            |b| b.direct_message_ids.push("h_x".into()),
+            |b| b.effective_message_ids.push("h_x".into()),
+            |b| b.direct_block_ids.push("b9".into()),
+            |b| b.archive_path.push('x'),
+            |b| b.archive_rel.push('x'),
+            |b| b.compressed_tokens += 1,
+            |b| b.start_ref.push('x'),
+            |b| b.end_ref.push('x'),
+            |b| b.created_at += 1,
+            |b| b.active = !b.active,
+            |b| b.compress_call_id.push('x'),
+        ];
+        for (i, change) in changes.iter().enumerate() {
+            let mut c = b.clone();
+            change(&mut c);
+            assert_ne!(block_digest(&c), block_digest(&b), "field {i}");
+        }
+        // An id moved from one list to the next is a change too.
+        let mut moved = b.clone();
+        moved.direct_block_ids = vec!["b1".into()];
+        let mut other = b.clone();
+        other.effective_message_ids.push("b1".into());
+        assert_ne!(block_digest(&moved), block_digest(&other));
+    }
+
+    #[test]
     fn an_older_state_put_back_has_its_blocks_as_they_were() {
         let (base, s, st) = saved_with_blocks("blocks-older", 1);
         let older = fs::read(s.state_path()).unwrap();
