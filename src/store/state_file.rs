@@ -212,29 +212,30 @@ fn block_digest(b: &Block) -> u64 {
         active,
         compress_call_id,
     } = b;
-    // Each text and list with its length first, so no two blocks run
-    // together alike.
-    fn text(d: &mut Digest, s: &str) {
-        d.update(&(s.len() as u64).to_le_bytes());
-        d.update(s.as_bytes());
+    // Laid end to end and digested whole, each text and list with its
+    // length first, so no two blocks lay out alike: the digest goes fastest
+    // over long runs of bytes.
+    fn text(out: &mut Vec<u8>, s: &str) {
+        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
     }
-    let mut d = Digest::default();
+    let mut out = Vec::with_capacity(256 + summary.len());
     for s in [block_id, topic, summary, archive_path, archive_rel] {
-        text(&mut d, s);
+        text(&mut out, s);
     }
     for s in [start_ref, end_ref, compress_call_id] {
-        text(&mut d, s);
+        text(&mut out, s);
     }
     for list in [direct_message_ids, effective_message_ids, direct_block_ids] {
-        d.update(&(list.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(list.len() as u64).to_le_bytes());
         for id in list {
-            text(&mut d, id);
+            text(&mut out, id);
         }
     }
-    d.update(&[*tier, u8::from(*active)]);
-    d.update(&(*compressed_tokens as u64).to_le_bytes());
-    d.update(&created_at.to_le_bytes());
-    d.finish()
+    out.extend_from_slice(&[*tier, u8::from(*active)]);
+    out.extend_from_slice(&(*compressed_tokens as u64).to_le_bytes());
+    out.extend_from_slice(&created_at.to_le_bytes());
+    digest(&out)
 }
 
 const BLOCKS_LOG: &str = "blocks.jsonl";
