@@ -1,6 +1,8 @@
 //! Resolving the ends of a requested range against the view the model saw.
 
-use crate::engine::model::identity::IdMap;
+use std::cell::OnceCell;
+
+use crate::engine::model::identity::{IdMap, IdSet};
 
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::refs::{Boundary, parse_boundary};
@@ -50,9 +52,13 @@ pub struct Resolver<'a> {
     position: IdMap<'a, usize>,
     /// Each block by id (the first, should an id repeat).
     blocks: IdMap<'a, &'a Block>,
+    /// The view's messages an active block stands for: what a call asks of
+    /// the messages it takes, which are all in view.
+    covered: IdSet<'a>,
     /// For each message an active block stands for, that block (see
-    /// [`owners`]).
-    message_owner: IdMap<'a, &'a Block>,
+    /// [`owners`]): asked only for an end the view does not show, so built
+    /// the first time one is, not for every call over a long session.
+    message_owner: OnceCell<IdMap<'a, &'a Block>>,
     /// The same for each block an active block absorbed.
     block_owner: IdMap<'a, &'a Block>,
 }
@@ -68,11 +74,19 @@ impl<'a> Resolver<'a> {
         for b in &state.blocks {
             blocks.entry(b.block_id.as_str()).or_insert(b);
         }
+        let covered = state
+            .blocks
+            .iter()
+            .filter(|b| b.active)
+            .flat_map(|b| &b.effective_message_ids)
+            .filter_map(|id| position.get_key_value(id.as_str()).map(|(k, _)| *k))
+            .collect();
         Resolver {
             state,
             position,
             blocks,
-            message_owner: owners(state, |b| &b.effective_message_ids),
+            covered,
+            message_owner: OnceCell::new(),
             block_owner: owners(state, |b| &b.direct_block_ids),
         }
     }
@@ -111,7 +125,10 @@ impl<'a> Resolver<'a> {
                 if let Some(i) = self.position(raw) {
                     return Ok((i, false));
                 }
-                match self.shown_owner(&self.message_owner, raw) {
+                let owners = self
+                    .message_owner
+                    .get_or_init(|| owners(self.state, |b| &b.effective_message_ids));
+                match self.shown_owner(owners, raw) {
                     Some((o, i)) => {
                         warnings.push(format!(
                             "Snapped {r} to block {}, which covers it.",
@@ -176,9 +193,9 @@ impl<'a> Resolver<'a> {
         self.block(block_of_summary(&m.id)?)
     }
 
-    /// Whether an active block stands for the message with `id`.
+    /// Whether an active block stands for the view's message with `id`.
     pub fn covered(&self, id: &str) -> bool {
-        self.message_owner.contains_key(id)
+        self.covered.contains(id)
     }
 }
 
