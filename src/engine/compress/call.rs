@@ -107,10 +107,13 @@ fn scratch_view(state: &mut CompressionState, input: &CallInput) -> Projection {
 /// Projects the call's cut on a copy of `state`. What is most of a long
 /// session's state is lent to the copy rather than copied (a rebuild makes
 /// a copy per call): the ref map, whose new refs are kept; the blocks, which
-/// come back marked active as they were; and, with `figures`, the token
-/// figures, kept as the projection leaves them.
+/// come back marked active as they were; with `figures`, the token
+/// figures, kept as the projection leaves them; and the answers to earlier
+/// calls, one a call, which a projection does not read and which are set
+/// aside untouched.
 fn project_lent(state: &mut CompressionState, input: &CallInput, figures: bool) -> Projection {
     let active: Vec<bool> = state.blocks.iter().map(|b| b.active).collect();
+    let applied = std::mem::take(&mut state.host.applied);
     let mut scratch = CompressionState {
         message_refs: std::mem::take(&mut state.message_refs),
         blocks: std::mem::take(&mut state.blocks),
@@ -122,6 +125,7 @@ fn project_lent(state: &mut CompressionState, input: &CallInput, figures: bool) 
         ..state.clone()
     };
     let p = project_at(&mut scratch, input);
+    state.host.applied = applied;
     state.message_refs = scratch.message_refs;
     state.blocks = scratch.blocks;
     for (b, was) in state.blocks.iter_mut().zip(active) {
