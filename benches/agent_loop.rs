@@ -18,7 +18,10 @@
 //! - peak: the largest request, as a share of the window;
 //! - Compress overhead: bytes of the views taken by Compress calls and their
 //!   panels, over all bytes sent; then the largest share of one view they
-//!   took, and the largest share of the window.
+//!   took, and the largest share of the window;
+//! - rebuild: how long `noa rebuild --check` takes to replay the run's
+//!   Compress calls from its transcript alone (what a host that lost its
+//!   state dir pays once), and whether the state it rebuilds is the live one.
 //!
 //! Figures, not assertions; the floors are asserted by the tests.
 
@@ -55,12 +58,13 @@ struct Row {
     overhead_permille: usize,
     overhead_peak_pct: usize,
     overhead_window_permille: usize,
+    rebuild: String,
     seconds: f64,
 }
 
 fn print(row: &Row) {
     println!(
-        "| {} | {} | {}.{}% | {:.1} KB | {} ({} blocks) | {} | {}% | {}.{}% (max {}% of a view, {}.{}% of the window) | {:.0}s |",
+        "| {} | {} | {}.{}% | {:.1} KB | {} ({} blocks) | {} | {}% | {}.{}% (max {}% of a view, {}.{}% of the window) | {} | {:.0}s |",
         row.name,
         row.turns,
         row.reuse_permille / 10,
@@ -75,8 +79,26 @@ fn print(row: &Row) {
         row.overhead_peak_pct,
         row.overhead_window_permille / 10,
         row.overhead_window_permille % 10,
+        row.rebuild,
         row.seconds
     );
+}
+
+/// `noa rebuild --check` on the run in `dir` (transcript `agent.jsonl`,
+/// state under `st/`): its time, and whether it rebuilds the live state.
+fn rebuild(dir: &std::path::Path) -> String {
+    let start = Instant::now();
+    let out = common::noa(
+        dir,
+        &["rebuild", "agent.jsonl", "--state-dir", "st", "--check"],
+    );
+    let seconds = start.elapsed().as_secs_f64();
+    let same = if out.status.success() {
+        "same state"
+    } else {
+        "differs"
+    };
+    format!("{seconds:.2}s, {same}")
 }
 
 /// The average request's cost in bytes at the uncached price: what the
@@ -114,9 +136,9 @@ fn main() {
         .unwrap_or(1);
     let wanted = |name: &str| only.is_empty() || only.iter().any(|w| name.contains(w.as_str()));
     println!(
-        "| window / shape | turns | cache reuse | billed / request | compressions | rejected | peak | Compress overhead | time |"
+        "| window / shape | turns | cache reuse | billed / request | compressions | rejected | peak | Compress overhead | rebuild | time |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (limit, turns) in [(30_000, 120), (40_000, 160), (60_000, 300), (128_000, 400)] {
         let name = format!("chat {}K", limit / 1000);
         if !wanted(&name) {
@@ -138,6 +160,7 @@ fn main() {
             overhead_peak_pct: s.compress_peak_pct,
             overhead_window_permille: s.compress_window_permille,
             seconds: start.elapsed().as_secs_f64(),
+            rebuild: rebuild(dir.path()),
         });
     }
     for (limit, turns) in [(30_000, 160), (40_000, 200), (128_000, 400)] {
@@ -161,6 +184,7 @@ fn main() {
             overhead_peak_pct: s.compress_peak_pct,
             overhead_window_permille: s.compress_window_permille,
             seconds: start.elapsed().as_secs_f64(),
+            rebuild: rebuild(dir.path()),
         });
     }
 }
