@@ -220,10 +220,16 @@ fn block_digest(b: &Block) -> u64 {
         out.extend_from_slice(s.as_bytes());
     }
     let mut out = Vec::with_capacity(256 + summary.len());
-    for s in [block_id, topic, summary, archive_path, archive_rel] {
-        text(&mut out, s);
-    }
-    for s in [start_ref, end_ref, compress_call_id] {
+    for s in [
+        block_id,
+        topic,
+        summary,
+        archive_path,
+        archive_rel,
+        start_ref,
+        end_ref,
+        compress_call_id,
+    ] {
         text(&mut out, s);
     }
     for list in [direct_message_ids, effective_message_ids, direct_block_ids] {
