@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted};
 use super::{Block, BlockSource, Format, HostMessage, Slot};
-use crate::engine::{ContentType, CoreMessage, IdHash, Role};
+use crate::engine::{ContentType, CoreMessage, Edit, IdHash, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
 
@@ -37,9 +37,11 @@ impl ToolNames {
 
 /// Builds a host message from an Anthropic message object; `None` when the
 /// value is not a user or assistant message. `record` is the index its blocks
-/// name as their source in the transcript's records.
+/// name as their source in the transcript's records. The words are moved out
+/// of `msg`, not copied: each block's core holds them, and its JSON keeps
+/// their place (see [`words_key`]).
 pub(crate) fn host_message(
-    msg: &Value,
+    msg: &mut Value,
     line: usize,
     record: usize,
     tools: &mut ToolNames,
@@ -50,9 +52,10 @@ pub(crate) fn host_message(
         "assistant" => true,
         _ => return None,
     };
-    let content = msg.get("content")?;
+    let role = role.to_string();
     let mut blocks = Vec::new();
-    match content {
+    // The blocks carry the content; the message keeps only its form.
+    let form = match msg.get_mut("content")? {
         Value::String(s) => {
             if !s.trim().is_empty() {
                 let r = if assistant {
@@ -60,39 +63,33 @@ pub(crate) fn host_message(
                 } else {
                     Role::User
                 };
-                let raw = json!({ "type": "text", "text": s });
                 blocks.push(Block {
-                    core: CoreMessage::text("", r, s.clone()),
-                    raw,
+                    core: CoreMessage::text("", r, std::mem::take(s)),
+                    raw: json!({ "type": "text", "text": null }),
                     source: BlockSource {
                         record,
                         slot: Slot::Content,
                     },
                 });
             }
+            json!("")
         }
         Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
+            for (i, item) in items.iter_mut().enumerate() {
                 let source = BlockSource {
                     record,
                     slot: Slot::Part(i),
                 };
-                if let Some(b) = block(item, assistant, source, tools) {
+                if let Some(b) = block(item.take(), assistant, source, tools) {
                     blocks.push(b);
                 }
             }
+            json!([])
         }
         _ => return None,
-    }
-    // The blocks carry the content; the message keeps only its form.
-    let content = if content.is_string() {
-        json!("")
-    } else {
-        json!([])
     };
-    let raw = json!({ "role": role, "content": content });
     Some(HostMessage {
-        raw,
+        raw: json!({ "role": role, "content": form }),
         blocks,
         line,
         prompt_tokens: None,
@@ -102,43 +99,63 @@ pub(crate) fn host_message(
 /// Flattens one content block; `None` for blocks a request may not carry
 /// (whitespace-only text) or that are not blocks at all.
 fn block(
-    item: &Value,
+    item: Value,
     assistant: bool,
     source: BlockSource,
     tools: &mut ToolNames,
 ) -> Option<Block> {
-    let obj = item.as_object()?;
-    let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
+    let Value::Object(mut obj) = item else {
+        return None;
+    };
+    let kind = obj
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     let side = if assistant {
         Role::Assistant
     } else {
         Role::User
     };
-    let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let raw = request_fields(kind, obj);
-    let core = match kind {
+    let s = |obj: &Map<String, Value>, k: &str| {
+        obj.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+    };
+    // The key whose words were moved into the core.
+    let mut moved = None;
+    let mut words = |obj: &mut Map<String, Value>, key: &'static str| {
+        let Some(Value::String(text)) = obj.get_mut(key).filter(|v| v.is_string()).map(Value::take)
+        else {
+            return String::new();
+        };
+        moved = Some(key);
+        text
+    };
+    let core = match kind.as_str() {
         "text" => {
-            let text = s("text");
+            let text = words(&mut obj, "text");
             if text.trim().is_empty() {
                 return None;
             }
             CoreMessage::text("", side, text)
         }
-        "thinking" => CoreMessage::reasoning("", s("thinking")),
+        "thinking" => CoreMessage::reasoning("", words(&mut obj, "thinking")),
         "redacted_thinking" => CoreMessage {
             opaque: true,
             edit: Default::default(),
             ..CoreMessage::reasoning("", "[redacted thinking]")
         },
         "tool_use" => {
-            let (id, name) = (s("id"), s("name"));
+            let (id, name) = (s(&obj, "id"), s(&obj, "name"));
             tools.note(&id, &name);
             let input = obj.get("input").map(Value::to_string).unwrap_or_default();
             CoreMessage::tool_call("", id, name, input)
         }
         "tool_result" => {
-            let id = s("tool_use_id");
-            let text = result_text(obj.get("content"));
+            let id = s(&obj, "tool_use_id");
+            let text = match obj.get("content") {
+                Some(Value::String(_)) => words(&mut obj, "content"),
+                content => result_text(content),
+            };
             CoreMessage::tool_result("", id.clone(), tools.get(&id), text)
         }
         _ => CoreMessage {
@@ -147,12 +164,19 @@ fn block(
             ..CoreMessage::text("", side, format!("[{kind}]"))
         },
     };
-    Some(Block { core, raw, source })
+    keep_request_fields(&kind, &mut obj, moved);
+    Some(Block {
+        core,
+        raw: Value::Object(obj),
+        source,
+    })
 }
 
-/// The fields each known block type may carry in a request. Unknown types are
-/// kept whole: noa cannot tell what they need.
-fn request_fields(kind: &str, obj: &Map<String, Value>) -> Value {
+/// Drops the fields a request may not carry from a block of type `kind`,
+/// and the nulls (a request may not carry those either), but for the null
+/// left at `moved`, which stands for the words. Unknown types are kept
+/// whole: noa cannot tell what they need.
+fn keep_request_fields(kind: &str, obj: &mut Map<String, Value>, moved: Option<&str>) {
     let allowed: &[&str] = match kind {
         "text" => &["type", "text", "citations", "cache_control"],
         "thinking" => &["type", "thinking", "signature"],
@@ -174,14 +198,23 @@ fn request_fields(kind: &str, obj: &Map<String, Value>) -> Value {
             "citations",
             "cache_control",
         ],
-        _ => return Value::Object(obj.clone()),
+        _ => return,
     };
-    Value::Object(
-        obj.iter()
-            .filter(|(k, v)| allowed.contains(&k.as_str()) && !v.is_null())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-    )
+    obj.retain(|k, v| allowed.contains(&k.as_str()) && (!v.is_null() || moved == Some(k.as_str())));
+}
+
+/// The key of an Anthropic-shaped block's JSON whose words its core holds:
+/// a null there stands for them. A request never carries a null in these
+/// fields (reading drops them), so the null is always this one. Opaque
+/// blocks keep their JSON whole: their identity is hashed from it.
+pub(crate) fn words_key(b: &Block) -> Option<&'static str> {
+    let key = match b.core.content_type {
+        ContentType::Text => "text",
+        ContentType::Reasoning => "thinking",
+        ContentType::ToolResult => "content",
+        ContentType::ToolCall => return None,
+    };
+    (!b.core.opaque && b.raw.get(key).is_some_and(Value::is_null)).then_some(key)
 }
 
 /// The text of a tool result's content: a string, or its text parts joined.
@@ -197,19 +230,37 @@ pub(crate) fn result_text(content: Option<&Value>) -> String {
     }
 }
 
-/// Writes one message from its original and the blocks the view keeps.
-pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value {
+/// Writes one message from its original and the blocks the view keeps;
+/// `shown` are the view's cores of those blocks, in the same order.
+pub(crate) fn rebuild(
+    msg: &HostMessage,
+    parts: &[(&Block, BlockEdit)],
+    shown: &[CoreMessage],
+) -> Value {
     let role = msg.raw["role"].clone();
-    if let ([(b, edit)], true) = (parts, msg.raw["content"].is_string()) {
-        let text = edit.apply_str(b.raw["text"].as_str().unwrap_or_default());
+    let mut content = parts
+        .iter()
+        .zip(shown)
+        .map(|((b, edit), c)| edit_block(b, edit, c));
+    if let (1, true) = (parts.len(), msg.raw["content"].is_string()) {
+        let text = content.next().map_or(Value::Null, |mut b| b["text"].take());
         return json!({ "role": role, "content": text });
     }
-    let content: Vec<Value> = parts.iter().map(|(b, edit)| edit_block(b, edit)).collect();
-    json!({ "role": role, "content": content })
+    json!({ "role": role, "content": content.collect::<Vec<_>>() })
 }
 
-fn edit_block(b: &Block, edit: &BlockEdit) -> Value {
+/// One kept block as the view writes it: its words put back from the view's
+/// core (as read, before this turn's tag), then edited.
+fn edit_block(b: &Block, edit: &BlockEdit, shown: &CoreMessage) -> Value {
     let mut raw = b.raw.clone();
+    if let (Some(key), Value::Object(o)) = (words_key(b), &mut raw) {
+        let words = match &shown.edit {
+            Edit::Tagged(tag) => shown.text.strip_suffix(tag.as_str()),
+            _ => None,
+        };
+        let words = words.unwrap_or(&shown.text).to_string();
+        o.insert(key.into(), Value::String(words));
+    }
     if edit.is_none() {
         return raw;
     }

@@ -31,7 +31,7 @@ pub(crate) const LOG: MessageLog = MessageLog {
 };
 
 fn host_message(
-    v: &Value,
+    v: &mut Value,
     line: usize,
     record: usize,
     tools: &mut ToolNames,

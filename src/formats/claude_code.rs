@@ -335,7 +335,7 @@ fn build_messages<'a>(
 ) -> Result<Built, ReadError> {
     let mut built = Built::default();
     for t in turns {
-        let value: Value = match serde_json::from_str(t.text) {
+        let mut value: Value = match serde_json::from_str(t.text) {
             Ok(v) => v,
             Err(err) => {
                 let e = ReadError::syntax(name, t.line, t.text, &err, EXPECTED, false);
@@ -348,7 +348,17 @@ fn build_messages<'a>(
                 }
             }
         };
-        let message = &value["message"];
+        // A record kept as read gives its message a copy.
+        let mut none = Value::Null;
+        let mut copy;
+        let message = match (keep, value.get_mut("message")) {
+            (_, None) => &mut none,
+            (true, Some(m)) => {
+                copy = m.clone();
+                &mut copy
+            }
+            (false, Some(m)) => m,
+        };
         let id = message
             .get("id")
             .and_then(Value::as_str)

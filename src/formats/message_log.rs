@@ -15,8 +15,9 @@ pub(crate) struct MessageLog {
     /// The warning for a record that is no message of the format.
     pub skipped: &'static str,
     /// A record as a host message: the record, its line, its index among
-    /// the kept records, and the tool names of the calls before it.
-    pub message: fn(&Value, usize, usize, &mut ToolNames) -> Option<HostMessage>,
+    /// the kept records, and the tool names of the calls before it. The
+    /// record's words may be moved into the message.
+    pub message: fn(&mut Value, usize, usize, &mut ToolNames) -> Option<HostMessage>,
 }
 
 impl MessageLog {
@@ -63,8 +64,17 @@ impl MessageLog {
     ) -> Transcript {
         let mut messages = Vec::new();
         let mut originals = Vec::new();
-        for r in records {
-            match (self.message)(&r.value, r.line, messages.len(), &mut tools) {
+        for mut r in records {
+            // A record kept as read gives its message a copy.
+            let mut copy;
+            let value = match keep_records {
+                true => {
+                    copy = r.value.clone();
+                    &mut copy
+                }
+                false => &mut r.value,
+            };
+            match (self.message)(value, r.line, messages.len(), &mut tools) {
                 Some(m) => {
                     messages.push(m);
                     if keep_records {

@@ -166,7 +166,7 @@ pub fn reassemble(
                     .iter()
                     .map(|c| (&msg.blocks[index[c.id.as_str()].1], BlockEdit::of(c)))
                     .collect();
-                rebuild(to, msg, &parts, &mut out);
+                rebuild(to, msg, (&parts, group), &mut out);
             }
             _ => synthesize(to, &group.iter().collect::<Vec<_>>(), &mut out),
         }
@@ -191,9 +191,15 @@ pub fn reassemble(
     (messages, warnings)
 }
 
-fn rebuild(to: ViewFormat, msg: &HostMessage, parts: &[(&Block, BlockEdit)], out: &mut Emitted) {
+/// One host message from its kept blocks, with the view's cores of them.
+fn rebuild(
+    to: ViewFormat,
+    msg: &HostMessage,
+    (parts, shown): (&[(&Block, BlockEdit)], &[CoreMessage]),
+    out: &mut Emitted,
+) {
     match to {
-        ViewFormat::Anthropic => out.push(anthropic::rebuild(msg, parts)),
+        ViewFormat::Anthropic => out.push(anthropic::rebuild(msg, parts, shown)),
         ViewFormat::Chat => out.push(chat::rebuild(msg, parts)),
         ViewFormat::Responses => out.push(codex::rebuild(msg, parts)),
     }

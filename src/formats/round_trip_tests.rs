@@ -288,3 +288,36 @@ fn a_codex_rollout_read_without_its_lines_gives_the_same_messages() {
         reads_alike_without_records(text, Format::Codex);
     }
 }
+
+#[test]
+fn anthropic_shaped_words_are_held_once() {
+    // Every block that carries words as a string keeps them in its core
+    // only: its JSON holds a null in their place, which writing fills.
+    let text = include_str!("../../testdata/real/claude-code/long-session-with-compaction.jsonl");
+    let t = read("t", text, Some(Format::ClaudeCode), BadLines::Fail).unwrap();
+    let mut held_once = 0;
+    for b in t.messages.iter().flat_map(|m| &m.blocks) {
+        let words_in_json = |k: &str| b.raw.get(k).is_some_and(Value::is_string);
+        assert!(
+            !words_in_json("text") && !words_in_json("thinking"),
+            "words held twice: {}",
+            b.raw
+        );
+        if super::anthropic::words_key(b).is_some() {
+            held_once += 1;
+        }
+    }
+    assert!(held_once > 100, "{held_once}");
+    // And the view written from them is the log's blocks, words in place.
+    let out = round_trip(text, Format::ClaudeCode);
+    let written: usize = out
+        .iter()
+        .map(|m| m["content"].as_array().map_or(1, Vec::len))
+        .sum();
+    assert_eq!(written, t.cores().len());
+    for b in out.iter().filter_map(|m| m["content"].as_array()).flatten() {
+        for k in ["text", "thinking", "content"] {
+            assert!(!b.get(k).is_some_and(Value::is_null), "{b}");
+        }
+    }
+}

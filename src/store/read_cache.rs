@@ -25,7 +25,9 @@ use crate::formats::{
 
 use super::{SessionDir, StoreError};
 
-const MAGIC: &[u8] = b"noa read cache 1\n";
+/// The layout's version: 2 since an Anthropic-shaped block's JSON holds a
+/// null where its core holds the words.
+const MAGIC: &[u8] = b"noa read cache 2\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
