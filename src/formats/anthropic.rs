@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::message_log::MessageLog;
-use super::reassemble::{BlockEdit, Emitted};
-use super::{Block, BlockSource, Format, HostMessage, Slot};
-use crate::engine::{ContentType, CoreMessage, Edit, IdHash, Role};
+use super::reassemble::{BlockEdit, Emitted, read_words};
+use super::{Block, BlockSource, Format, HostMessage, Slot, take_string};
+use crate::engine::{ContentType, CoreMessage, IdHash, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
 
@@ -123,12 +123,9 @@ fn block(
     // The key whose words were moved into the core.
     let mut moved = None;
     let mut words = |obj: &mut Map<String, Value>, key: &'static str| {
-        let Some(Value::String(text)) = obj.get_mut(key).filter(|v| v.is_string()).map(Value::take)
-        else {
-            return String::new();
-        };
-        moved = Some(key);
-        text
+        let text = obj.get_mut(key).and_then(take_string);
+        moved = moved.or(text.is_some().then_some(key));
+        text.unwrap_or_default()
     };
     let core = match kind.as_str() {
         "text" => {
@@ -254,12 +251,7 @@ pub(crate) fn rebuild(
 fn edit_block(b: &Block, edit: &BlockEdit, shown: &CoreMessage) -> Value {
     let mut raw = b.raw.clone();
     if let (Some(key), Value::Object(o)) = (words_key(b), &mut raw) {
-        let words = match &shown.edit {
-            Edit::Tagged(tag) => shown.text.strip_suffix(tag.as_str()),
-            _ => None,
-        };
-        let words = words.unwrap_or(&shown.text).to_string();
-        o.insert(key.into(), Value::String(words));
+        o.insert(key.into(), Value::String(read_words(shown).to_string()));
     }
     if edit.is_none() {
         return raw;

@@ -4,8 +4,8 @@ use serde_json::{Map, Value, json};
 
 use super::anthropic::ToolNames;
 use super::message_log::MessageLog;
-use super::reassemble::{BlockEdit, Emitted};
-use super::{Block, BlockSource, Format, HostMessage, Slot};
+use super::reassemble::{BlockEdit, Emitted, read_words};
+use super::{Block, BlockSource, Format, HostMessage, Slot, take_string};
 use crate::engine::{ContentType, CoreMessage, Role};
 
 const EXPECTED: &str =
@@ -37,7 +37,7 @@ fn host_message(
     tools: &mut ToolNames,
 ) -> Option<HostMessage> {
     let source = |slot| BlockSource { record, slot };
-    let obj = v.as_object()?;
+    let obj = v.as_object_mut()?;
     let role_name = obj.get("role")?.as_str()?;
     let role = match role_name {
         "system" | "developer" => Role::System,
@@ -56,18 +56,22 @@ fn host_message(
             _ => (k.clone(), v.clone()),
         })
         .collect();
+    // The words are moved into the cores; a block's JSON holds a null in
+    // their place (see `filled`).
+    let mut take = |k: &str| obj.get_mut(k).map_or(Value::Null, Value::take);
     let mut blocks = Vec::new();
     if role == Role::Tool {
-        let id = obj
+        let id = raw
             .get("tool_call_id")
             .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let content = obj.get("content").cloned().unwrap_or(Value::Null);
-        let text = super::anthropic::result_text(Some(&content));
+            .unwrap_or("");
+        let (text, raw_content) = match take("content") {
+            Value::String(s) if !s.is_empty() => (s, Value::Null),
+            content => (super::anthropic::result_text(Some(&content)), content),
+        };
         blocks.push(Block {
-            core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
-            raw: content,
+            core: CoreMessage::tool_result("", id, tools.get(id), text),
+            raw: raw_content,
             source: source(Slot::Content),
         });
         return Some(HostMessage {
@@ -77,62 +81,76 @@ fn host_message(
             prompt_tokens: None,
         });
     }
-    if let Some(r) = obj.get("reasoning_content").and_then(Value::as_str) {
+    if let Value::String(r) = take("reasoning_content") {
         blocks.push(Block {
             core: CoreMessage::reasoning("", r),
-            raw: Value::String(r.to_string()),
+            raw: Value::Null,
             source: source(Slot::Reasoning),
         });
     }
-    match obj.get("content") {
-        Some(Value::String(s)) if !s.is_empty() => {
+    match take("content") {
+        Value::String(s) if !s.is_empty() => {
             blocks.push(Block {
-                core: CoreMessage::text("", role, s.clone()),
-                raw: Value::String(s.clone()),
+                core: CoreMessage::text("", role, s),
+                raw: Value::Null,
                 source: source(Slot::Content),
             });
         }
-        Some(Value::Array(parts)) => {
-            for (i, p) in parts.iter().enumerate() {
+        Value::Array(parts) => {
+            for (i, mut p) in parts.into_iter().enumerate() {
                 let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
-                let core = match p.get("text").and_then(Value::as_str) {
-                    Some(t) if kind == "text" => CoreMessage::text("", role, t),
-                    _ => CoreMessage {
+                let core = match kind {
+                    "text" => p.get_mut("text").and_then(take_string),
+                    _ => None,
+                };
+                let core = match core {
+                    Some(t) => CoreMessage::text("", role, t),
+                    None => CoreMessage {
                         opaque: true,
                         edit: Default::default(),
-                        ..CoreMessage::text("", role, format!("[{kind}]"))
+                        ..CoreMessage::text(
+                            "",
+                            role,
+                            format!("[{}]", p["type"].as_str().unwrap_or("")),
+                        )
                     },
                 };
                 blocks.push(Block {
                     core,
-                    raw: p.clone(),
+                    raw: p,
                     source: source(Slot::Part(i)),
                 });
             }
         }
         _ => {}
     }
-    for (i, call) in obj
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let id = call.get("id").and_then(Value::as_str).unwrap_or("");
-        let f = call.get("function");
+    let calls = match take("tool_calls") {
+        Value::Array(calls) => calls,
+        _ => Vec::new(),
+    };
+    for (i, mut call) in calls.into_iter().enumerate() {
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let f = call.get_mut("function");
         let name = f
+            .as_ref()
             .and_then(|f| f.get("name"))
             .and_then(Value::as_str)
-            .unwrap_or("");
+            .unwrap_or("")
+            .to_string();
+        // Empty arguments stay: a null there is the log's own.
         let args = f
-            .and_then(|f| f.get("arguments"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        tools.note(id, name);
+            .and_then(|f| f.get_mut("arguments"))
+            .filter(|a| a.as_str().is_some_and(|a| !a.is_empty()))
+            .and_then(take_string)
+            .unwrap_or_default();
+        tools.note(&id, &name);
         blocks.push(Block {
             core: CoreMessage::tool_call("", id, name, args),
-            raw: call.clone(),
+            raw: call,
             source: source(Slot::ToolCall(i)),
         });
     }
@@ -144,16 +162,21 @@ fn host_message(
     })
 }
 
-/// Writes one message from its original and the blocks the view keeps.
-pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value {
+/// Writes one message from its original and the blocks the view keeps;
+/// `shown` are the view's cores of those blocks, in the same order.
+pub(crate) fn rebuild(
+    msg: &HostMessage,
+    parts: &[(&Block, BlockEdit)],
+    shown: &[CoreMessage],
+) -> Value {
     let mut out = msg.raw.as_object().cloned().unwrap_or_default();
     if msg
         .blocks
         .first()
         .is_some_and(|b| b.core.content_type == ContentType::ToolResult)
     {
-        if let Some((b, edit)) = parts.first() {
-            out.insert("content".into(), edit.apply_content(b.raw.clone(), "text"));
+        if let (Some((b, edit)), Some(c)) = (parts.first(), shown.first()) {
+            out.insert("content".into(), edit.apply_content(filled(b, c), "text"));
         }
         return Value::Object(out);
     }
@@ -164,13 +187,14 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         .any(|b| b.source.slot == Slot::Content && b.core.content_type == ContentType::Text);
     let mut content_parts = Vec::new();
     let mut calls = Vec::new();
-    for (b, edit) in parts {
+    for ((b, edit), c) in parts.iter().zip(shown) {
+        let raw = filled(b, c);
         match b.core.content_type {
             ContentType::Reasoning => {
-                out.insert("reasoning_content".into(), b.raw.clone());
+                out.insert("reasoning_content".into(), raw);
             }
             ContentType::ToolCall => {
-                let mut call = b.raw.clone();
+                let mut call = raw;
                 if let (Some(args), Some(f)) = (edit.call_arguments(), call.get_mut("function")) {
                     f["arguments"] = Value::String(args.to_string());
                 }
@@ -179,11 +203,11 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
             _ if string_content => {
                 out.insert(
                     "content".into(),
-                    Value::String(edit.apply_str(b.raw.as_str().unwrap_or(""))),
+                    Value::String(edit.apply_str(raw.as_str().unwrap_or(""))),
                 );
             }
             _ => {
-                content_parts.push(edit.apply_part(&b.raw));
+                content_parts.push(edit.apply_part(&raw));
             }
         }
     }
@@ -201,6 +225,37 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         out.insert("tool_calls".into(), Value::Array(calls));
     }
     Value::Object(out)
+}
+
+/// A block's JSON with the words reading moved into its core put back, as
+/// the view's core `shown` was read (see [`read_words`]). The nulls reading
+/// left are told from the log's own by the block's kind: reasoning and
+/// string content are always moved; a tool's output and a call's arguments
+/// only when not empty, so a null there with no words is the log's.
+fn filled(b: &Block, shown: &CoreMessage) -> Value {
+    let words = read_words(shown);
+    let put = |at: &mut Value| *at = Value::String(words.to_string());
+    let mut raw = b.raw.clone();
+    match (b.core.content_type, &mut raw) {
+        _ if b.core.opaque => {}
+        (ContentType::Reasoning | ContentType::Text, at @ Value::Null) => put(at),
+        (ContentType::ToolResult, at @ Value::Null) if !words.is_empty() => put(at),
+        (ContentType::Text, part) => {
+            if let Some(at @ Value::Null) = part.get_mut("text") {
+                put(at);
+            }
+        }
+        (ContentType::ToolCall, call) => {
+            let args = call
+                .get_mut("function")
+                .and_then(|f| f.get_mut("arguments"));
+            if let (Some(at @ Value::Null), false) = (args, words.is_empty()) {
+                put(at);
+            }
+        }
+        _ => {}
+    }
+    raw
 }
 
 /// Writes messages from cores alone: synthetic messages and conversions.

@@ -272,6 +272,19 @@ impl Transcript {
     }
 }
 
+/// The string `v` holds, moved out and a null left in its place; `None`,
+/// and `v` untouched, when it holds something else. Readers move a block's
+/// words into its core this way, so a transcript holds them once.
+fn take_string(v: &mut Value) -> Option<String> {
+    match v.take() {
+        Value::String(s) => Some(s),
+        other => {
+            *v = other;
+            None
+        }
+    }
+}
+
 /// How to treat lines that are not valid JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BadLines {

@@ -108,6 +108,18 @@ impl BlockEdit {
     }
 }
 
+/// The words a view's core was read with: its text less the ref tag this
+/// turn appended. Readers move a block's words into its core and leave a
+/// null in its JSON; writers put these back there, then edit as
+/// [`BlockEdit`] says. (A cut text is replaced whole by its edit.)
+pub(crate) fn read_words(shown: &CoreMessage) -> &str {
+    match &shown.edit {
+        Edit::Tagged(tag) => shown.text.strip_suffix(tag.as_str()),
+        _ => None,
+    }
+    .unwrap_or(&shown.text)
+}
+
 /// Messages written so far, and what a conversion could not carry.
 #[derive(Debug, Default)]
 pub(crate) struct Emitted {
@@ -200,7 +212,7 @@ fn rebuild(
 ) {
     match to {
         ViewFormat::Anthropic => out.push(anthropic::rebuild(msg, parts, shown)),
-        ViewFormat::Chat => out.push(chat::rebuild(msg, parts)),
+        ViewFormat::Chat => out.push(chat::rebuild(msg, parts, shown)),
         ViewFormat::Responses => out.push(codex::rebuild(msg, parts)),
     }
 }

@@ -5,6 +5,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::{BadLines, Format, ViewFormat, read, reassemble};
+use crate::engine::Edit;
 
 fn round_trip(text: &str, format: Format) -> Vec<Value> {
     let t = read("t", text, Some(format), BadLines::Fail).unwrap();
@@ -29,6 +30,8 @@ fn chat_messages_come_back_unchanged() {
         json!({"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "x"}]}),
         json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c3", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}),
         json!({"role": "tool", "tool_call_id": "c3", "content": ""}),
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c4", "type": "function", "function": {"name": "ls", "arguments": ""}}]}),
+        json!({"role": "tool", "tool_call_id": "c4", "content": null}),
         json!({"role": "assistant", "content": "Done."}),
     ];
     assert_eq!(round_trip(&lines(&input), Format::Chat), input);
@@ -290,6 +293,23 @@ fn a_codex_rollout_read_without_its_lines_gives_the_same_messages() {
 }
 
 #[test]
+fn chat_words_are_held_once() {
+    let input = [
+        json!({"role": "user", "content": [{"type": "text", "text": "look"}]}),
+        json!({"role": "assistant", "content": "Checking.", "reasoning_content": "think first", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\".\"}"}}]}),
+        json!({"role": "tool", "tool_call_id": "c1", "content": "a b"}),
+    ];
+    let t = read("t", &lines(&input), Some(Format::Chat), BadLines::Fail).unwrap();
+    let blocks: Vec<_> = t.messages.iter().flat_map(|m| &m.blocks).collect();
+    assert_eq!(blocks.len(), 5);
+    for b in blocks {
+        assert!(!b.core.text.is_empty());
+        assert!(!b.raw.to_string().contains(&b.core.text), "{}", b.raw);
+    }
+}
+
+#[test]
 fn anthropic_shaped_words_are_held_once() {
     // Every block that carries words as a string keeps them in its core
     // only: its JSON holds a null in their place, which writing fills.
@@ -319,5 +339,39 @@ fn anthropic_shaped_words_are_held_once() {
         for k in ["text", "thinking", "content"] {
             assert!(!b.get(k).is_some_and(Value::is_null), "{b}");
         }
+    }
+}
+
+#[test]
+fn edited_words_are_written_from_the_view_with_the_rest_as_logged() {
+    // Each format's words live in the cores alone: a tag the view appends
+    // and an output it cuts are written from the view, with every other
+    // field of the block as logged.
+    let chat = [
+        json!({"role": "user", "content": [{"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}}]}),
+        json!({"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}),
+        json!({"role": "tool", "tool_call_id": "c1", "content": "a b"}),
+    ];
+    let anthropic = [
+        json!({"role": "user", "content": [{"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}}]}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "c1", "name": "ls", "input": {}}]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "a b", "is_error": false}]}),
+    ];
+    for (input, format) in [(chat, Format::Chat), (anthropic, Format::Anthropic)] {
+        let t = read("t", &lines(&input), Some(format), BadLines::Fail).unwrap();
+        let mut view = t.cores();
+        view[0].append_tag("m00001");
+        view[3].replace_text("[cut]".into(), Edit::Truncated);
+        let (out, _) = reassemble(&t, &view, format.view_format());
+        let text = lines(&out);
+        assert!(text.contains(&view[0].text.replace('\n', "\\n")), "{text}");
+        assert!(
+            text.contains("\"cache_control\":{\"type\":\"ephemeral\"}"),
+            "{text}"
+        );
+        assert!(text.contains("[cut]") && !text.contains("a b"), "{text}");
+        assert!(text.contains("Checking."), "{text}");
     }
 }

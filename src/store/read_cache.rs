@@ -25,8 +25,8 @@ use crate::formats::{
 
 use super::{SessionDir, StoreError};
 
-/// The layout's version: 2 since an Anthropic-shaped block's JSON holds a
-/// null where its core holds the words.
+/// The layout's version: 2 since a block's JSON holds a null where its
+/// core holds the words.
 const MAGIC: &[u8] = b"noa read cache 2\n";
 
 /// The file beside state.json.
