@@ -8,10 +8,10 @@
 use serde_json::{Value, json};
 
 use super::anthropic::ToolNames;
-use super::reassemble::{BlockEdit, Emitted};
+use super::reassemble::{BlockEdit, Emitted, read_words};
 use super::{
     BadLines, Block, BlockSource, Carry, CodexCarry, Format, HostMessage, ReadError, Slot,
-    Transcript, jsonl,
+    Transcript, jsonl, take_string,
 };
 use crate::engine::{ContentType, CoreMessage, Role};
 
@@ -334,7 +334,7 @@ fn response_item_line(timestamp: Option<&Value>, payload: Value) -> Value {
 }
 
 fn host_message(
-    item: Value,
+    mut item: Value,
     line: usize,
     record: usize,
     tools: &mut ToolNames,
@@ -357,6 +357,15 @@ fn host_message(
             .unwrap_or("")
             .to_string()
     };
+    // An item's words are moved into its block's core, a null left in their
+    // place (see `filled`); empty ones stay, so a null with no words is the
+    // log's own.
+    let words = |item: &mut Value, k: &str| {
+        item.get_mut(k)
+            .filter(|v| v.as_str().is_some_and(|w| !w.is_empty()))
+            .and_then(take_string)
+            .unwrap_or_default()
+    };
     let mut blocks = Vec::new();
     match kind.as_str() {
         "message" => {
@@ -365,14 +374,12 @@ fn host_message(
                 "system" | "developer" => Role::System,
                 _ => Role::User,
             };
-            for (i, part) in item
-                .get("content")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                let core = match part.get("text").and_then(Value::as_str) {
+            let parts = match item.get_mut("content").map(Value::take) {
+                Some(Value::Array(parts)) => parts,
+                _ => Vec::new(),
+            };
+            for (i, mut part) in parts.into_iter().enumerate() {
+                let core = match part.get_mut("text").and_then(take_string) {
                     Some(t) => CoreMessage::text("", role, t),
                     None => CoreMessage {
                         opaque: true,
@@ -382,7 +389,7 @@ fn host_message(
                 };
                 blocks.push(Block {
                     core,
-                    raw: part.clone(),
+                    raw: part,
                     source: BlockSource {
                         record,
                         slot: Slot::Part(i),
@@ -401,8 +408,8 @@ fn host_message(
         "function_call" | "custom_tool_call" | "local_shell_call" => {
             let (id, name) = (s("call_id"), s("name"));
             let args = match kind.as_str() {
-                "function_call" => s("arguments"),
-                "custom_tool_call" => s("input"),
+                "function_call" => words(&mut item, "arguments"),
+                "custom_tool_call" => words(&mut item, "input"),
                 _ => item.get("action").map(Value::to_string).unwrap_or_default(),
             };
             let name = if name.is_empty() { kind.clone() } else { name };
@@ -415,7 +422,10 @@ fn host_message(
         }
         "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
             let id = s("call_id");
-            let text = super::anthropic::result_text(item.get("output"));
+            let text = match item.get("output") {
+                Some(Value::String(_)) => words(&mut item, "output"),
+                output => super::anthropic::result_text(output),
+            };
             blocks.push(Block {
                 core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
                 raw: Value::Null,
@@ -449,7 +459,6 @@ fn host_message(
     }
     // A whole-item block keeps the item itself as its raw form, and a message
     // keeps its parts in its blocks: the host message holds only the rest.
-    let mut item = item;
     if kind == "message" {
         item["content"] = Value::Array(Vec::new());
     } else if let Some(b) = blocks.first_mut() {
@@ -474,21 +483,27 @@ fn reasoning_text(item: &Value) -> String {
         .join("\n")
 }
 
-/// Writes one item from its original and the blocks the view keeps.
-pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value {
+/// Writes one item from its original and the blocks the view keeps;
+/// `shown` are the view's cores of those blocks, in the same order.
+pub(crate) fn rebuild(
+    msg: &HostMessage,
+    parts: &[(&Block, BlockEdit)],
+    shown: &[CoreMessage],
+) -> Value {
     if msg.raw["type"] == "message" {
         let mut item = msg.raw.clone();
         let content: Vec<Value> = parts
             .iter()
-            .map(|(b, edit)| edit.apply_part(&b.raw))
+            .zip(shown)
+            .map(|((b, edit), c)| edit.apply_part(&filled(b, c)))
             .collect();
         item["content"] = Value::Array(content);
         return item;
     }
-    let Some((b, edit)) = parts.first() else {
+    let (Some((b, edit)), Some(c)) = (parts.first(), shown.first()) else {
         return msg.raw.clone();
     };
-    let mut item = b.raw.clone();
+    let mut item = filled(b, c);
     match (item.as_object_mut(), b.core.content_type) {
         (Some(obj), ContentType::ToolResult) if !edit.is_none() => {
             let output = obj.remove("output").unwrap_or(Value::Null);
@@ -506,6 +521,30 @@ pub(crate) fn rebuild(msg: &HostMessage, parts: &[(&Block, BlockEdit)]) -> Value
         _ => {}
     }
     item
+}
+
+/// A block's JSON with the words reading moved into its core put back, as
+/// the view's core `shown` was read (see [`read_words`]): a message part's
+/// text, a call's arguments or input, a tool's output.
+fn filled(b: &Block, shown: &CoreMessage) -> Value {
+    let mut raw = b.raw.clone();
+    let key = match (b.core.content_type, raw["type"].as_str()) {
+        _ if b.core.opaque => return raw,
+        (ContentType::Text, _) => "text",
+        (ContentType::ToolCall, Some("function_call")) => "arguments",
+        (ContentType::ToolCall, Some("custom_tool_call")) => "input",
+        (ContentType::ToolResult, _) => "output",
+        _ => return raw,
+    };
+    // A part's text is always moved (it is what makes the part text); an
+    // empty output or argument string stays, so a null with no words there is
+    // the log's own.
+    let words = read_words(shown);
+    let moved = key == "text" || !words.is_empty();
+    if let (Some(at @ Value::Null), true) = (raw.get_mut(key), moved) {
+        *at = Value::String(words.to_string());
+    }
+    raw
 }
 
 /// Writes items from cores alone: synthetic messages and conversions.

@@ -213,7 +213,7 @@ fn rebuild(
     match to {
         ViewFormat::Anthropic => out.push(anthropic::rebuild(msg, parts, shown)),
         ViewFormat::Chat => out.push(chat::rebuild(msg, parts, shown)),
-        ViewFormat::Responses => out.push(codex::rebuild(msg, parts)),
+        ViewFormat::Responses => out.push(codex::rebuild(msg, parts, shown)),
     }
 }
 

@@ -5,7 +5,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::{BadLines, Format, ViewFormat, read, reassemble};
-use crate::engine::Edit;
+use crate::engine::{ContentType, CoreMessage, Edit};
 
 fn round_trip(text: &str, format: Format) -> Vec<Value> {
     let t = read("t", text, Some(format), BadLines::Fail).unwrap();
@@ -374,4 +374,38 @@ fn edited_words_are_written_from_the_view_with_the_rest_as_logged() {
         assert!(text.contains("[cut]") && !text.contains("a b"), "{text}");
         assert!(text.contains("Checking."), "{text}");
     }
+}
+
+#[test]
+fn a_codex_rollout_writes_edited_words_from_the_view() {
+    let text = include_str!("../../testdata/real/codex/rollout-plain.jsonl");
+    let t = read("t", text, Some(Format::Codex), BadLines::Fail).unwrap();
+    let mut view = t.cores();
+    let kind = |c: &CoreMessage, k| !c.opaque && c.content_type == k;
+    let said = view
+        .iter()
+        .position(|c| kind(c, ContentType::Text))
+        .unwrap();
+    let output = view
+        .iter()
+        .position(|c| kind(c, ContentType::ToolResult))
+        .unwrap();
+    view[said].append_tag("m00001");
+    view[output].replace_text("[cut]".into(), Edit::Truncated);
+    let (out, _) = reassemble(&t, &view, ViewFormat::Responses);
+    let written = lines(&out);
+    // Every item's words are written, as the view holds them: as JSON
+    // strings, escapes and all, less the quotes.
+    let mut words = 0;
+    for c in view.iter().filter(|c| !c.opaque && !c.text.is_empty()) {
+        let quoted = Value::String(c.text.clone()).to_string();
+        assert!(
+            written.contains(&quoted[1..quoted.len() - 1]),
+            "lost: {}",
+            c.text
+        );
+        words += 1;
+    }
+    assert!(words > 3, "{words}");
+    assert!(!written.contains(&t.cores()[output].text));
 }
