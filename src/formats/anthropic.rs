@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted, read_words};
 use super::{Block, BlockSource, Format, HostMessage, Slot, take_string};
-use crate::engine::{ContentType, CoreMessage, IdHash, Role};
+use crate::engine::{COMPRESS_TOOL, ContentType, CoreMessage, IdHash, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
 
@@ -144,7 +144,16 @@ fn block(
         "tool_use" => {
             let (id, name) = (s(&obj, "id"), s(&obj, "name"));
             tools.note(&id, &name);
-            let input = obj.get("input").map(Value::to_string).unwrap_or_default();
+            // The input's JSON text is the core's; the object is let go. A
+            // Compress call's is kept: a view may stub its summaries into
+            // text that is no longer JSON, and then writes the original.
+            let input = match obj.get_mut("input") {
+                Some(input) if !input.is_null() && name != COMPRESS_TOOL => {
+                    moved = Some("input");
+                    input.take().to_string()
+                }
+                input => input.map(|v| v.to_string()).unwrap_or_default(),
+            };
             CoreMessage::tool_call("", id, name, input)
         }
         "tool_result" => {
@@ -200,16 +209,17 @@ fn keep_request_fields(kind: &str, obj: &mut Map<String, Value>, moved: Option<&
     obj.retain(|k, v| allowed.contains(&k.as_str()) && (!v.is_null() || moved == Some(k.as_str())));
 }
 
-/// The key of an Anthropic-shaped block's JSON whose words its core holds:
-/// a null there stands for them. A request never carries a null in these
-/// fields (reading drops them), so the null is always this one. Opaque
-/// blocks keep their JSON whole: their identity is hashed from it.
+/// The key of an Anthropic-shaped block's JSON whose words its core holds
+/// (for a call, its input as JSON text): a null there stands for them. A
+/// request never carries a null in these fields (reading drops them), so
+/// the null is always this one. Opaque blocks keep their JSON whole: their
+/// identity is hashed from it.
 pub(crate) fn words_key(b: &Block) -> Option<&'static str> {
     let key = match b.core.content_type {
         ContentType::Text => "text",
         ContentType::Reasoning => "thinking",
         ContentType::ToolResult => "content",
-        ContentType::ToolCall => return None,
+        ContentType::ToolCall => "input",
     };
     (!b.core.opaque && b.raw.get(key).is_some_and(Value::is_null)).then_some(key)
 }
@@ -251,7 +261,13 @@ pub(crate) fn rebuild(
 fn edit_block(b: &Block, edit: &BlockEdit, shown: &CoreMessage) -> Value {
     let mut raw = b.raw.clone();
     if let (Some(key), Value::Object(o)) = (words_key(b), &mut raw) {
-        o.insert(key.into(), Value::String(read_words(shown).to_string()));
+        let words = read_words(shown);
+        let words = match key {
+            // A call's input was an object; its text parses back to it.
+            "input" => serde_json::from_str(words).unwrap_or(Value::Null),
+            _ => Value::String(words.to_string()),
+        };
+        o.insert(key.into(), words);
     }
     if edit.is_none() {
         return raw;
