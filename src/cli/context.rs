@@ -381,8 +381,8 @@ impl<'g> Context<'g> {
 /// words it kept) and the texts of what was read now.
 fn history_of(loaded: &mut Loaded) -> Vec<CoreMessage> {
     let mut history = std::mem::take(&mut loaded.read.prefix);
-    let read = loaded.transcript.take_cores();
-    history.extend(read.into_iter().skip(history.len()));
+    let read = loaded.transcript.take_cores(history.len());
+    history.extend(read);
     history
 }
 

@@ -257,13 +257,15 @@ impl Transcript {
             .collect()
     }
 
-    /// The flat history, its texts moved out rather than copied: the blocks
-    /// keep their identities and kinds, which is all the writers read of
-    /// them, and the history is the one copy of the text.
-    pub fn take_cores(&mut self) -> Vec<CoreMessage> {
+    /// The flat history after its first `skip` messages (which the caller
+    /// has), its texts moved out rather than copied: the blocks keep their
+    /// identities and kinds, which is all the writers read of them, and the
+    /// history is the one copy of the text.
+    pub fn take_cores(&mut self, skip: usize) -> Vec<CoreMessage> {
         self.messages
             .iter_mut()
             .flat_map(|m| m.blocks.iter_mut())
+            .skip(skip)
             .map(|b| CoreMessage {
                 text: std::mem::take(&mut b.core.text),
                 ..b.core.clone()

@@ -291,7 +291,8 @@ impl ReadCache {
     /// transcript holds no records (a warm read serves the view, never
     /// `materialize`).
     pub fn into_transcript(self) -> Warm {
-        let mut history = Vec::new();
+        let blocks = self.messages.iter().map(|m| m.blocks.len()).sum();
+        let mut history = Vec::with_capacity(blocks);
         let mut elided = Vec::new();
         let mut raws = Vec::new();
         let mut messages = Vec::with_capacity(self.messages.len());
@@ -428,13 +429,19 @@ impl ReadCache {
                 }
             },
         };
-        let mut messages = Vec::new();
-        for _ in 0..r.u64()? {
+        // Sized up front: a count cannot promise more items than bytes left.
+        fn sized<T>(n: u64, r: &Reader) -> Vec<T> {
+            Vec::with_capacity(usize::try_from(n).unwrap_or(usize::MAX).min(r.0.len()))
+        }
+        let n = r.u64()?;
+        let mut messages = sized(n, &r);
+        for _ in 0..n {
             let line = r.u64()?;
             let prompt_tokens = r.u64()?.checked_sub(1);
             let raw = r.opt()?;
-            let mut blocks = Vec::new();
-            for _ in 0..r.u64()? {
+            let n = r.u64()?;
+            let mut blocks = sized(n, &r);
+            for _ in 0..n {
                 let id = r.str()?.to_string();
                 let role = role_of(r.u64()?)?;
                 let content_type = kind_of(r.u64()?)?;
