@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use crate::engine::{IdHash, IdMap, IdSet};
 
+use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, SeqAccess};
 use serde_json::Value;
 
@@ -335,8 +336,16 @@ fn build_messages<'a>(
 ) -> Result<Built, ReadError> {
     let mut built = Built::default();
     for t in turns {
-        let mut value: Value = match serde_json::from_str(t.text) {
-            Ok(v) => v,
+        // Only the message is built: the other fields (a tool's output again
+        // in `toolUseResult`, bookkeeping) are passed over, unless the record
+        // is kept whole.
+        let parsed = match keep {
+            true => serde_json::from_str::<Value>(t.text)
+                .map(|v| (v.get("message").cloned().unwrap_or_default(), Some(v))),
+            false => serde_json::from_str::<MessageOnly>(t.text).map(|r| (r.message, None)),
+        };
+        let (mut message, record) = match parsed {
+            Ok(parsed) => parsed,
             Err(err) => {
                 let e = ReadError::syntax(name, t.line, t.text, &err, EXPECTED, false);
                 match bad {
@@ -348,17 +357,7 @@ fn build_messages<'a>(
                 }
             }
         };
-        // A record kept as read gives its message a copy.
-        let mut none = Value::Null;
-        let mut copy;
-        let message = match (keep, value.get_mut("message")) {
-            (_, None) => &mut none,
-            (true, Some(m)) => {
-                copy = m.clone();
-                &mut copy
-            }
-            (false, Some(m)) => m,
-        };
+        let message = &mut message;
         let id = message
             .get("id")
             .and_then(Value::as_str)
@@ -379,12 +378,17 @@ fn build_messages<'a>(
                 built.messages.push(HostMessage { prompt_tokens, ..m });
             }
         }
-        if keep {
-            built.originals.push(value);
-        }
+        built.originals.extend(record);
     }
     built.messages.retain(|m| !m.blocks.is_empty());
     Ok(built)
+}
+
+/// A record read for its message alone.
+#[derive(Deserialize)]
+struct MessageOnly {
+    #[serde(default)]
+    message: Value,
 }
 
 /// Messages built from records, and what the next lines need of them.
