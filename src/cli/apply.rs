@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::args::{ApplyArgs, Global};
 use super::clock;
-use super::context::{Access, Context};
+use super::context::{Access, CacheWrite, Context};
 use super::input::{load_for_turn, warn};
 use super::{CliError, Exit};
 use crate::engine::{
@@ -108,7 +108,10 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     // next turn reads on from a small one. It only saves work: a cache that
     // cannot be written leaves the last turn's, which the next turn checks.
     let cache_warning = (!answer.hidden.is_empty())
-        .then(|| cx.save_read_cache(&answer.state, &answer.hidden, &[]).err())
+        .then(|| {
+            cx.save_read_cache(&answer.state, &answer.hidden, &[], CacheWrite::Anew)
+                .err()
+        })
         .flatten()
         .map(|e| format!("the read cache was not saved: {e}"));
     if global.verbose {

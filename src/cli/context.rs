@@ -54,6 +54,16 @@ pub struct Turn {
     pub force_nudge: bool,
 }
 
+/// How a command leaves the read cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheWrite {
+    /// After what it held, when it was read on from and still stands: a
+    /// turn that folded no words away.
+    Append,
+    /// Anew, without the words the state now folds away.
+    Anew,
+}
+
 impl<'g> Context<'g> {
     /// Sets up a command on a transcript already read.
     pub fn open(global: &'g Global, mut loaded: Loaded, access: Access) -> Result<Self, CliError> {
@@ -161,6 +171,7 @@ impl<'g> Context<'g> {
         state: &CompressionState,
         hidden: &[bool],
         view: &[CoreMessage],
+        how: CacheWrite,
     ) -> Result<(), CliError> {
         let Some(mark) = self
             .loaded
@@ -186,7 +197,12 @@ impl<'g> Context<'g> {
             keep: &keep,
             unparsed: &self.loaded.read.raws,
         };
-        Ok(self.session().save_read_cache(&source)?)
+        match (how, &self.loaded.read.appendable) {
+            (CacheWrite::Append, Some(end)) => {
+                Ok(self.session().append_read_cache(&source, end)?)
+            }
+            _ => Ok(self.session().save_read_cache(&source)?),
+        }
     }
 
     /// Ends a command that is done with the transcript: the session lock

@@ -45,6 +45,9 @@ pub struct HowRead {
     pub raws: Vec<crate::store::Unparsed>,
     /// Whether the transcript was read on from the cache.
     pub warm: bool,
+    /// Where the cache read on from ends, when what it holds still stands
+    /// as written: a turn may append to it.
+    pub appendable: Option<crate::store::CacheEnd>,
 }
 
 /// Reads the transcript named on the command line and resolves its session
@@ -232,17 +235,29 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     let length = cache.length + tail.len() as u64;
     let lines = cache.lines + tail.matches('\n').count() as u64;
     let first_line = cache.lines as usize + 1;
+    let end = cache.end.clone();
     let warm = cache.into_transcript();
+    let sizes = |t: &formats::Transcript| -> Vec<Option<usize>> {
+        t.messages.iter().map(|m| m.prompt_tokens).collect()
+    };
+    let cached_sizes = sizes(&warm.transcript);
     let Some(transcript) = formats::read_after(&name, &tail, first_line, warm.transcript, bad)
     else {
         return Ok(None);
     };
+    // A Codex rollout's new lines may size a response the cache holds: then
+    // what it holds no longer stands as written.
+    let appendable = transcript
+        .as_ref()
+        .is_ok_and(|t| sizes(t).starts_with(&cached_sizes))
+        .then_some(end);
     let read = HowRead {
         mark: Some((length, lines, digest.finish())),
         prefix: warm.history,
         elided: warm.elided.into_iter().collect(),
         raws: warm.raws,
         warm: true,
+        appendable,
     };
     let loaded = locate(global, path, &name, transcript?, read)?;
     Ok((loaded.session.dir == session.dir).then_some(loaded))

@@ -5,7 +5,7 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
-use super::context::{Access, Context, Turn};
+use super::context::{Access, CacheWrite, Context, Turn};
 use super::input::{emit, load_for_turn, warn};
 use super::{CliError, Exit};
 use crate::engine::{CompressionState, Projection, tokens, window_from_error};
@@ -53,7 +53,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         session.save(&state)?;
         // The cache only saves work: a turn that cannot leave one still
         // goes out, and the next reads whatever cache it finds with care.
-        if let Err(e) = cx.save_read_cache(&state, &p.hidden, &p.view) {
+        if let Err(e) = cx.save_read_cache(&state, &p.hidden, &p.view, CacheWrite::Append) {
             warnings.push(format!("the read cache was not saved: {e}"));
         }
     }

@@ -14,5 +14,7 @@ mod state_file;
 pub use atomic::write_atomic;
 pub use lock::SessionLock;
 pub use output::write_output;
-pub use read_cache::{CacheSource, Digest, ReadCache, Unparsed, Warm, digest, fill_shown};
+pub use read_cache::{
+    CacheEnd, CacheSource, Digest, ReadCache, Unparsed, Warm, digest, fill_shown,
+};
 pub use state_file::{SessionDir, StoreError};

@@ -13,9 +13,16 @@
 //! or a file that does not decode or fails its own checksum, all mean "read
 //! it whole". It is written
 //! without fsync: losing it costs one cold read, nothing else.
+//!
+//! The file is its messages, then a trailer (how far the transcript was
+//! read, the session, the reader's carry, how many messages), then where
+//! the trailer starts and a checksum of everything before. A turn that only
+//! read on appends: the old trailer is cut off and the new messages and a
+//! new trailer written in its place, the checksum taken on from where the
+//! messages ended. A turn that folds words away writes the file anew.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{self, Write};
+use std::io::{self, Seek, Write};
 use std::path::PathBuf;
 
 use crate::engine::{ContentType, CoreMessage, Counted, Role, Tokenizer};
@@ -26,8 +33,8 @@ use crate::formats::{
 use super::{SessionDir, StoreError};
 
 /// The layout's version: 2 since a block's JSON holds a null where its
-/// core holds the words.
-const MAGIC: &[u8] = b"noa read cache 2\n";
+/// core holds the words, 3 since the header trails the messages.
+const MAGIC: &[u8] = b"noa read cache 3\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
@@ -50,7 +57,7 @@ const K: [u64; 4] = [
 
 /// [`digest`] taken a piece at a time, so a prefix can be checked while it
 /// streams past and the digest of the whole file go on from there.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Digest {
     lanes: [u64; 4],
     len: u64,
@@ -137,6 +144,24 @@ pub struct ReadCache {
     pub messages: Vec<CachedMessage>,
     /// What reading on after them needs to know.
     pub carry: Carry,
+    /// Where its messages end, for a turn that appends to it.
+    pub end: CacheEnd,
+}
+
+/// Where a cache file's messages end, and what appending after them needs:
+/// the checksum taken up to there, and what the file held then.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheEnd {
+    /// Offset of the trailer, where the messages end.
+    pub at: u64,
+    /// The checksum's digest over the bytes before it.
+    pub sum: Digest,
+    /// Messages before it.
+    pub messages: usize,
+    /// The file's length.
+    pub len: u64,
+    /// The counter its token figures were taken with.
+    pub tokenizer: Tokenizer,
 }
 
 /// A transcript as the read cache gives it back.
@@ -231,21 +256,34 @@ pub struct CacheSource<'a> {
 impl CacheSource<'_> {
     /// Writes the cache to `out`, one message at a time.
     pub fn write_to<W: Write>(&self, out: W) -> io::Result<W> {
-        let t = self.transcript;
         let mut e = Encoder::new(out);
-        e.header(
-            t.format,
-            self.tokenizer,
-            self.mark,
-            (t.session_id.as_deref(), t.parent_session.as_deref()),
-            &t.warnings,
-            &t.carry,
-        )?;
+        e.bytes(MAGIC)?;
+        self.messages(&mut e, 0)?;
+        self.trailer(e)
+    }
+
+    /// Writes what follows `end` in the file it was read from: the messages
+    /// after the ones it holds, and the trailer. The messages it holds are
+    /// left as written, words kept for messages since folded away
+    /// included (a later turn that folds words away writes the file anew).
+    pub fn append_to<W: Write>(&self, out: W, end: &CacheEnd) -> io::Result<W> {
+        let mut e = Encoder {
+            sum: end.sum.clone(),
+            written: end.at,
+            ..Encoder::new(out)
+        };
+        self.messages(&mut e, end.messages)?;
+        self.trailer(e)
+    }
+
+    /// The messages from the `from`th on.
+    fn messages<W: Write>(&self, e: &mut Encoder<W>, from: usize) -> io::Result<()> {
+        let t = self.transcript;
         let unparsed: HashMap<usize, &Unparsed> = self.unparsed.iter().map(|u| (u.0, u)).collect();
-        let mut flat = self.history.iter().enumerate();
-        e.u64(t.messages.len() as u64)?;
+        let before: usize = t.messages.iter().take(from).map(|m| m.blocks.len()).sum();
+        let mut flat = self.history.iter().enumerate().skip(before);
         let mut kept = Vec::new();
-        for (mi, m) in t.messages.iter().enumerate() {
+        for (mi, m) in t.messages.iter().enumerate().skip(from) {
             let cores: Vec<(usize, &CoreMessage)> = flat.by_ref().take(m.blocks.len()).collect();
             kept.clear();
             kept.extend(cores.iter().map(|&(i, c)| (self.keep)(i, c)));
@@ -278,7 +316,21 @@ impl CacheSource<'_> {
                 e.block(core, kept, tokens as u64, raw, b.source)?;
             }
         }
-        e.finish()
+        Ok(())
+    }
+
+    fn trailer<W: Write>(&self, mut e: Encoder<W>) -> io::Result<W> {
+        let t = self.transcript;
+        let at = e.written;
+        e.trailer(
+            t.format,
+            self.tokenizer,
+            self.mark,
+            (t.session_id.as_deref(), t.parent_session.as_deref()),
+            (&t.warnings, &t.carry),
+            t.messages.len(),
+        )?;
+        e.finish(at)
     }
 }
 
@@ -348,15 +400,7 @@ impl ReadCache {
     #[cfg(test)]
     fn encode(&self) -> Vec<u8> {
         let write = |e: &mut Encoder<Vec<u8>>| -> io::Result<()> {
-            e.header(
-                self.format,
-                self.tokenizer,
-                (self.length, self.lines, self.digest),
-                (self.session_id.as_deref(), self.parent_session.as_deref()),
-                &self.warnings,
-                &self.carry,
-            )?;
-            e.u64(self.messages.len() as u64)?;
+            e.bytes(MAGIC)?;
             for m in &self.messages {
                 e.message(
                     m.line,
@@ -378,17 +422,36 @@ impl ReadCache {
         };
         let mut e = Encoder::new(Vec::new());
         write(&mut e).expect("writing to memory");
-        e.finish().expect("writing to memory")
+        let at = e.written;
+        e.trailer(
+            self.format,
+            self.tokenizer,
+            (self.length, self.lines, self.digest),
+            (self.session_id.as_deref(), self.parent_session.as_deref()),
+            (&self.warnings, &self.carry),
+            self.messages.len(),
+        )
+        .expect("writing to memory");
+        e.finish(at).expect("writing to memory")
     }
 
     /// The cache from its bytes; `None` when they are not a cache this
     /// version of noa wrote whole.
     pub fn decode(bytes: &[u8]) -> Option<ReadCache> {
         let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
-        if digest(body) != u64::from_le_bytes(sum.try_into().ok()?) {
+        let (_, at) = body.split_at_checked(body.len().checked_sub(8)?)?;
+        let at = usize::try_from(u64::from_le_bytes(at.try_into().ok()?)).ok()?;
+        let (listed, trailer) = body.split_at_checked(at)?;
+        // The checksum is taken through the messages first: where they end
+        // is where a turn that appends takes it on from.
+        let mut through = Digest::default();
+        through.update(listed);
+        let mut whole = through.clone();
+        whole.update(trailer);
+        if whole.finish() != u64::from_le_bytes(sum.try_into().ok()?) {
             return None;
         }
-        let mut r = Reader(body.strip_prefix(MAGIC)?);
+        let mut r = Reader(trailer.get(..trailer.len().checked_sub(8)?)?);
         if r.str()? != env!("CARGO_PKG_VERSION") {
             return None;
         }
@@ -429,11 +492,15 @@ impl ReadCache {
                 }
             },
         };
+        let n = r.u64()?;
+        if !r.0.is_empty() {
+            return None;
+        }
+        let mut r = Reader(listed.strip_prefix(MAGIC)?);
         // Sized up front: a count cannot promise more items than bytes left.
         fn sized<T>(n: u64, r: &Reader) -> Vec<T> {
             Vec::with_capacity(usize::try_from(n).unwrap_or(usize::MAX).min(r.0.len()))
         }
-        let n = r.u64()?;
         let mut messages = sized(n, &r);
         for _ in 0..n {
             let line = r.u64()?;
@@ -476,6 +543,13 @@ impl ReadCache {
                 blocks,
             });
         }
+        let end = CacheEnd {
+            at: at as u64,
+            sum: through,
+            messages: messages.len(),
+            len: bytes.len() as u64,
+            tokenizer,
+        };
         r.0.is_empty().then_some(ReadCache {
             format,
             tokenizer,
@@ -487,6 +561,7 @@ impl ReadCache {
             warnings,
             messages,
             carry,
+            end,
         })
     }
 }
@@ -500,6 +575,41 @@ impl SessionDir {
     /// The session's read cache, if there is one that decodes.
     pub fn load_read_cache(&self) -> Option<ReadCache> {
         ReadCache::decode(&std::fs::read(self.read_cache_path()).ok()?)
+    }
+
+    /// Appends to the read cache what follows `end`, which it was read
+    /// with: cut back to where its messages ended, then written on in place,
+    /// not synced (a write cut short fails the checksum: the next turn
+    /// reads whole). Written anew as [`SessionDir::save_read_cache`] does
+    /// when the file is not the one read, or its figures were taken with
+    /// another counter.
+    pub fn append_read_cache(
+        &self,
+        source: &CacheSource,
+        end: &CacheEnd,
+    ) -> Result<(), StoreError> {
+        let path = self.read_cache_path();
+        let file = std::fs::OpenOptions::new().write(true).open(&path);
+        let file = match file {
+            Ok(f)
+                if end.tokenizer == source.tokenizer
+                    && f.metadata().is_ok_and(|m| m.len() == end.len) =>
+            {
+                f
+            }
+            _ => return self.save_read_cache(source),
+        };
+        let result = file
+            .set_len(end.at)
+            .and_then(|()| {
+                let mut f = file;
+                f.seek(io::SeekFrom::Start(end.at))?;
+                source.append_to(io::BufWriter::with_capacity(1 << 16, f), end)
+            })
+            .and_then(|w| w.into_inner().map_err(io::IntoInnerError::into_error));
+        result
+            .map(drop)
+            .map_err(|source| StoreError::Io { path, source })
     }
 
     /// Replaces the read cache: a temp file renamed over it, not synced.
@@ -522,6 +632,8 @@ impl SessionDir {
 struct Encoder<W> {
     out: W,
     sum: Digest,
+    /// Bytes of the file before the next one, counting those still here.
+    written: u64,
     /// Fields gather here and go to the checksum and the writer a chunk at
     /// a time: a cache is hundreds of thousands of small fields.
     buf: Vec<u8>,
@@ -544,12 +656,14 @@ impl<W: Write> Encoder<W> {
         Encoder {
             out,
             sum: Digest::default(),
+            written: 0,
             buf: Vec::with_capacity(CHUNK),
             scratch: Vec::new(),
         }
     }
 
     fn bytes(&mut self, b: &[u8]) -> io::Result<()> {
+        self.written += b.len() as u64;
         self.buf.extend_from_slice(b);
         if self.buf.len() >= CHUNK {
             self.pass_on()?;
@@ -601,17 +715,17 @@ impl<W: Write> Encoder<W> {
         }
     }
 
-    /// Everything before the messages.
-    fn header(
+    /// Everything after the messages: how far the transcript was read, the
+    /// session, what reading on needs, and how many messages there are.
+    fn trailer(
         &mut self,
         format: Format,
         tokenizer: Tokenizer,
         (length, lines, digest): (u64, u64, u64),
         (session_id, parent_session): (Option<&str>, Option<&str>),
-        warnings: &[String],
-        c: &Carry,
+        (warnings, c): (&[String], &Carry),
+        messages: usize,
     ) -> io::Result<()> {
-        self.bytes(MAGIC)?;
         self.str(env!("CARGO_PKG_VERSION"))?;
         self.str(format.name())?;
         self.str(tokenizer.name())?;
@@ -636,10 +750,10 @@ impl<W: Write> Encoder<W> {
                 for n in [x.pending, x.last_message] {
                     self.u64(n.map_or(0, |n| n as u64 + 1))?;
                 }
-                Ok(())
             }
-            None => self.u64(0),
+            None => self.u64(0)?,
         }
+        self.u64(messages as u64)
     }
 
     /// One host message, before its `blocks` blocks.
@@ -680,8 +794,10 @@ impl<W: Write> Encoder<W> {
         self.u64(n)
     }
 
-    /// Ends the file with the checksum of every byte before it.
-    fn finish(mut self) -> io::Result<W> {
+    /// Ends the file with where its trailer starts (`at`), and the checksum
+    /// of every byte before it.
+    fn finish(mut self, at: u64) -> io::Result<W> {
+        self.u64(at)?;
         self.pass_on()?;
         let sum = self.sum.finish();
         self.out.write_all(&sum.to_le_bytes())?;
@@ -844,11 +960,97 @@ mod tests {
                     },
                 }],
             }],
+            end: CacheEnd::default(),
         };
         let bytes = cache.encode();
-        assert_eq!(ReadCache::decode(&bytes), Some(cache));
+        let mut decoded = ReadCache::decode(&bytes).unwrap();
+        // Where the messages end: the trailer follows them, and the
+        // checksum taken through them is the one appending goes on from.
+        let end = std::mem::take(&mut decoded.end);
+        assert_eq!(decoded, cache);
+        assert_eq!((end.messages, end.len), (1, bytes.len() as u64));
+        assert_eq!(end.sum, {
+            let mut d = Digest::default();
+            d.update(&bytes[..end.at as usize]);
+            d
+        });
         assert_eq!(ReadCache::decode(&bytes[..bytes.len() - 1]), None);
         assert_eq!(ReadCache::decode(&[bytes.as_slice(), b"x"].concat()), None);
         assert_eq!(ReadCache::decode(b"state"), None);
+    }
+}
+
+#[cfg(test)]
+mod append_tests {
+    use super::*;
+    use crate::formats::{BadLines, read};
+
+    /// A chat log of `n` exchanges, its words long enough to count.
+    fn log(n: usize) -> String {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "{{\"role\":\"user\",\"content\":\"question {i}: {}\"}}\n{{\"role\":\"assistant\",\"content\":\"answer {i}\"}}\n",
+                    "why ".repeat(i % 7)
+                )
+            })
+            .collect()
+    }
+
+    /// The cache a turn leaves after reading `text` whole, every word kept
+    /// but those of the messages `fold` names; appended to `end` when given.
+    fn written(text: &str, fold: &[usize], end: Option<&CacheEnd>, base: &[u8]) -> Vec<u8> {
+        let mut t = read("t", text, None, BadLines::Fail).unwrap();
+        let history = t.take_cores(0);
+        let keep = |i: usize, _: &CoreMessage| !fold.contains(&i);
+        let source = CacheSource {
+            transcript: &t,
+            history: &history,
+            tokenizer: Tokenizer::Estimate,
+            mark: (
+                text.len() as u64,
+                text.lines().count() as u64,
+                digest(text.as_bytes()),
+            ),
+            keep: &keep,
+            unparsed: &[],
+        };
+        match end {
+            None => source.write_to(Vec::new()).unwrap(),
+            Some(end) => {
+                let kept = base[..end.at as usize].to_vec();
+                source.append_to(kept, end).unwrap()
+            }
+        }
+    }
+
+    #[test]
+    fn a_cache_appended_to_reads_as_one_written_whole() {
+        let (short, long) = (log(6), log(9));
+        let first = written(&short, &[], None, &[]);
+        let end = ReadCache::decode(&first).unwrap().end;
+        assert_eq!(end.messages, 12);
+        let appended = written(&long, &[], Some(&end), &first);
+        // What the first turn wrote of its messages stays byte for byte.
+        assert_eq!(appended[..end.at as usize], first[..end.at as usize]);
+        let whole = written(&long, &[], None, &[]);
+        assert_eq!(appended, whole);
+        // Words a later turn folds away stay where they were written; a
+        // cache written anew leaves them out. Both read back to the same
+        // transcript but for those words.
+        let folding = written(&long, &[0, 1], Some(&end), &first);
+        let anew = written(&long, &[0, 1], None, &[]);
+        assert_eq!(folding, whole);
+        assert!(anew.len() < whole.len());
+        let (a, b) = (
+            ReadCache::decode(&folding).unwrap(),
+            ReadCache::decode(&anew).unwrap(),
+        );
+        assert_eq!(a.messages[2..], b.messages[2..]);
+        assert_eq!((a.length, a.lines, a.digest), (b.length, b.lines, b.digest));
+        // A write cut short does not decode: the next turn reads whole.
+        for cut in [1, 9, appended.len() - end.at as usize - 1] {
+            assert_eq!(ReadCache::decode(&appended[..appended.len() - cut]), None);
+        }
     }
 }
