@@ -246,6 +246,18 @@ fn block_digest(b: &Block) -> u64 {
 
 const BLOCKS_LOG: &str = "blocks.jsonl";
 
+/// A block's field for every message it stands for. Since version 4 a
+/// line leaves it out when it is the block's own messages, as it is for
+/// every block that absorbed none (half of blocks.jsonl before); an empty
+/// list it stands for is written out.
+const EFFECTIVE_IDS: &str = "effectiveMessageIds";
+
+/// Whether a block's line names [`EFFECTIVE_IDS`] (a string inside it
+/// holds the name only with its quotes escaped, so never as `"name":`).
+fn names_effective_ids(line: &[u8]) -> bool {
+    std::str::from_utf8(line).is_ok_and(|l| l.contains("\"effectiveMessageIds\":"))
+}
+
 /// state.json as written: every field of the state but those that grow
 /// with the history, which live in logs beside it and are named by how much
 /// of each is the state's: the ref map (refs.log, but for what only
@@ -459,7 +471,7 @@ impl SessionDir {
         state.version = STATE_VERSION;
         let blocks_logged = match blocks {
             Some(log) => {
-                let (blocks, logged) = self.read_blocks(log)?;
+                let (blocks, logged) = self.read_blocks(log, found)?;
                 state.blocks = blocks;
                 Some(logged)
             }
@@ -499,7 +511,11 @@ impl SessionDir {
 
     /// The blocks in the first bytes of blocks.jsonl the state names, with
     /// each one's latest line digested.
-    fn read_blocks(&self, log: Extent) -> Result<(Vec<Block>, BlocksLogged), StoreError> {
+    fn read_blocks(
+        &self,
+        log: Extent,
+        version: u64,
+    ) -> Result<(Vec<Block>, BlocksLogged), StoreError> {
         let path = self.dir.join(BLOCKS_LOG);
         let damaged = |what: String| StoreError::Blocks {
             path: path.clone(),
@@ -516,12 +532,16 @@ impl SessionDir {
                 continue;
             }
             lines += 1;
-            let block: Block = serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
-                path: path.clone(),
-                line: i + 1,
-                column: e.column(),
-                what: e.to_string(),
-            })?;
+            let mut block: Block =
+                serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
+                    path: path.clone(),
+                    line: i + 1,
+                    column: e.column(),
+                    what: e.to_string(),
+                })?;
+            if version >= 4 && !names_effective_ids(line) {
+                block.effective_message_ids = block.direct_message_ids.clone();
+            }
             let d = block_digest(&block);
             match at.get(&block.block_id) {
                 Some(&k) => {
@@ -700,7 +720,19 @@ impl SessionDir {
             return Ok(None);
         }
         let line = |b: &Block| -> Result<Vec<u8>, StoreError> {
-            let mut line = serde_json::to_vec(b).map_err(|e| StoreError::io(&path, e.into()))?;
+            let failed = |e: serde_json::Error| StoreError::io(&path, e.into());
+            let mut line = match serde_json::to_value(b).map_err(failed)? {
+                serde_json::Value::Object(mut fields) => {
+                    if b.effective_message_ids == b.direct_message_ids {
+                        fields.remove(EFFECTIVE_IDS);
+                    } else {
+                        let ids = serde_json::to_value(&b.effective_message_ids).map_err(failed)?;
+                        fields.insert(EFFECTIVE_IDS.into(), ids);
+                    }
+                    serde_json::to_vec(&fields).map_err(failed)?
+                }
+                other => serde_json::to_vec(&other).map_err(failed)?,
+            };
             line.push(b'\n');
             Ok(line)
         };
@@ -1121,6 +1153,45 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_block_names_the_messages_it_stands_for_only_beyond_its_own() {
+        let (base, s, mut st) = saved_with_blocks("effective", 2);
+        // b3 absorbed b1; b4 stands for none of its own messages (as no
+        // block noa makes does, but a list it has is kept as it is).
+        st.blocks[0].active = false;
+        let mut absorbing = block(3);
+        absorbing.effective_message_ids.push("h_1".into());
+        absorbing.direct_block_ids = vec!["b1".into()];
+        let mut bare = block(4);
+        bare.effective_message_ids.clear();
+        st.blocks.extend([absorbing, bare]);
+        s.save(&st).unwrap();
+        let log = blocks_log(&s);
+        let named: Vec<bool> = log.lines().map(|l| l.contains(EFFECTIVE_IDS)).collect();
+        assert_eq!(named, [false, false, false, true, true], "{log}");
+        assert_eq!(
+            SessionDir::new(&base, "sess").load().unwrap(),
+            Some(st.clone())
+        );
+        // A version-3 log writes the list on every line, its own messages
+        // or not, and a line without it stands for none.
+        let v3: String = st
+            .blocks
+            .iter()
+            .map(|b| format!("{}\n", serde_json::to_string(b).unwrap()))
+            .collect();
+        let mut on_disk: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(s.state_path()).unwrap()).unwrap();
+        on_disk["version"] = 3.into();
+        on_disk["blocksLog"] = serde_json::json!({
+            "bytes": v3.len(), "lines": v3.lines().count(), "digest": digest(v3.as_bytes()),
+        });
+        fs::write(s.dir.join(BLOCKS_LOG), &v3).unwrap();
+        fs::write(s.state_path(), on_disk.to_string()).unwrap();
+        assert_eq!(SessionDir::new(&base, "sess").load().unwrap(), Some(st));
+        fs::remove_dir_all(&base).unwrap();
+    }
+
     fn blocks_log(s: &SessionDir) -> String {
         fs::read_to_string(s.dir.join(BLOCKS_LOG)).unwrap_or_default()
     }
@@ -1281,9 +1352,13 @@ mod tests {
         let base = temp("version");
         let s = SessionDir::new(&base, "sess");
         s.create().unwrap();
-        fs::write(s.state_path(), "{\"version\": 4}").unwrap();
+        let next = STATE_VERSION + 1;
+        fs::write(s.state_path(), format!("{{\"version\": {next}}}")).unwrap();
         let err = s.load().unwrap_err();
-        assert!(matches!(err, StoreError::Version { found: 4, .. }), "{err}");
+        assert!(
+            matches!(err, StoreError::Version { found, .. } if found == u64::from(next)),
+            "{err}"
+        );
         fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -11,7 +11,7 @@ use super::identity::IdHash;
 use serde::{Deserialize, Serialize};
 
 /// The state.json format version this build reads and writes.
-pub const STATE_VERSION: u32 = 3;
+pub const STATE_VERSION: u32 = 4;
 
 /// Everything noa remembers about one session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
