@@ -33,7 +33,7 @@ mod test_support;
 mod turn;
 
 pub use model::config::Config;
-pub use model::identity::{ClusterCounter, IdHash, IdMap, IdSet, derive_id};
+pub use model::identity::{ClusterCounter, IdHash, IdMap, IdSet, base_of, derive_id};
 pub use model::lineage;
 pub use model::message::COMPRESS_TOOL;
 pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};

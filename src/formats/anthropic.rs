@@ -24,14 +24,41 @@ pub(crate) const LOG: MessageLog = MessageLog {
 
 /// Remembers tool names by call id, so a result can say which tool made it.
 #[derive(Default)]
-pub(crate) struct ToolNames(HashMap<String, String, IdHash>);
+pub(crate) struct ToolNames<'a> {
+    named: HashMap<String, String, IdHash>,
+    /// The messages read before these lines, when reading on: a result that
+    /// answers a call of theirs finds it from the latest back, so a turn
+    /// names the few calls it needs rather than indexing all of them.
+    earlier: &'a [HostMessage],
+}
 
-impl ToolNames {
+impl<'a> ToolNames<'a> {
+    /// Names that go on from the calls of `earlier`.
+    pub(crate) fn after(earlier: &'a [HostMessage]) -> ToolNames<'a> {
+        ToolNames {
+            named: HashMap::default(),
+            earlier,
+        }
+    }
     pub(crate) fn note(&mut self, call_id: &str, tool: &str) {
-        self.0.insert(call_id.to_string(), tool.to_string());
+        self.named.insert(call_id.to_string(), tool.to_string());
     }
     pub(crate) fn get(&self, call_id: &str) -> String {
-        self.0.get(call_id).cloned().unwrap_or_default()
+        let earlier = || {
+            self.earlier
+                .iter()
+                .rev()
+                .flat_map(|m| m.blocks.iter().rev())
+                .find(|b| {
+                    b.core.content_type == ContentType::ToolCall && b.core.tool_call_id == call_id
+                })
+                .map(|b| b.core.tool_name.clone())
+        };
+        self.named
+            .get(call_id)
+            .cloned()
+            .or_else(earlier)
+            .unwrap_or_default()
     }
 }
 

@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::engine::{IdHash, IdMap, IdSet};
+use crate::engine::{ContentType, IdHash, IdMap, IdSet};
 
 use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, SeqAccess};
@@ -550,19 +550,17 @@ fn stray_ids<'a>(t: &Turn<'a>) -> Vec<&'a str> {
 
 /// What reading on needs to know of the prefix.
 pub(crate) struct Prefix<'a> {
-    /// What its read carried.
-    pub carry: &'a Carry,
-    /// The calls its messages make.
-    pub calls: &'a IdSet<'a>,
-    /// The calls its results answer.
-    pub answered: &'a IdSet<'a>,
+    /// What its read carried, taken on into the new lines'.
+    pub carry: Carry,
+    /// Its messages: the calls they make and answer.
+    pub messages: &'a [HostMessage],
     /// Whether it named its session.
     pub has_session: bool,
 }
 
 /// Reads the lines appended after a prefix read earlier: what `carry` says
 /// of the prefix (where its branch ends, its responses, the records it left
-/// off), `answered` the calls its results answer, `tools` its calls' tool
+/// off), its messages' calls and answers, `tools` its calls' tool
 /// names. `None` when the new lines would change how the prefix reads — a
 /// compaction, a branch that leaves the prefix's last record (a rewind), a
 /// record the prefix left off pulled back in, a response or an answer that
@@ -577,9 +575,8 @@ pub(crate) fn read_after(
     tools: ToolNames,
 ) -> Option<Result<Transcript, ReadError>> {
     let Prefix {
-        carry,
-        calls,
-        answered,
+        mut carry,
+        messages: earlier,
         has_session,
     } = prefix;
     let subagent = carry.subagent?;
@@ -612,10 +609,34 @@ pub(crate) fn read_after(
         .enumerate()
         .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, &mut warnings))
         .collect();
-    let branch = tail_branch(&turns, &parents, carry)?;
-    let chosen = choose_tail(&turns, branch, carry, calls, answered)?;
-    let responses: IdSet<'_> = carry.responses.iter().map(String::as_str).collect();
-    let strays: IdSet<'_> = carry.strays.iter().map(String::as_str).collect();
+    let branch = tail_branch(&turns, &parents, &carry)?;
+    // The prefix's calls, answers, responses and strays are looked up only
+    // by the ids the new records name: indexing them all would cost every
+    // turn the whole history.
+    let named: IdSet<'_> = turns
+        .iter()
+        .flat_map(|t| t.head.calls().chain(t.head.results()).chain(t.message_id))
+        .collect();
+    let (mut calls, mut answered) = (IdSet::default(), IdSet::default());
+    for b in earlier.iter().flat_map(|m| &m.blocks) {
+        let id = b.core.tool_call_id.as_str();
+        if named.contains(id) {
+            match b.core.content_type {
+                ContentType::ToolCall => calls.insert(id),
+                ContentType::ToolResult => answered.insert(id),
+                _ => false,
+            };
+        }
+    }
+    fn known<'a>(ids: &'a [String], named: &IdSet<'_>) -> IdSet<'a> {
+        ids.iter()
+            .map(String::as_str)
+            .filter(|id| named.contains(id))
+            .collect()
+    }
+    let responses = known(&carry.responses, &named);
+    let strays = known(&carry.strays, &named);
+    let chosen = choose_tail(&turns, branch, &responses, &calls, &answered)?;
     let new_strays: Vec<String> = turns
         .iter()
         .zip(&chosen)
@@ -656,16 +677,17 @@ pub(crate) fn read_after(
             }
         }
     };
+    // Taken on, not copied: the prefix's responses are sorted already, and
+    // a stable sort merges the few new ones in.
+    let mut responses = std::mem::take(&mut carry.responses);
+    responses.extend(built.by_message_id.keys().cloned());
+    responses.sort();
+    let mut strays = std::mem::take(&mut carry.strays);
+    strays.extend(new_strays);
     let carry = Carry {
         subagent: carry.subagent,
-        responses: sorted(
-            carry
-                .responses
-                .iter()
-                .cloned()
-                .chain(built.by_message_id.keys().cloned()),
-        ),
-        strays: carry.strays.iter().cloned().chain(new_strays).collect(),
+        responses,
+        strays,
         ..joined
     };
     Some(Ok(finish(
@@ -739,7 +761,7 @@ fn tail_branch(
 fn choose_tail(
     turns: &[Turn],
     mut chosen: Vec<bool>,
-    carry: &Carry,
+    responses: &IdSet<'_>,
     calls: &IdSet<'_>,
     answered: &IdSet<'_>,
 ) -> Option<Vec<bool>> {
@@ -749,7 +771,7 @@ fn choose_tail(
         .filter(|(_, c)| **c)
         .map(|(t, _)| t)
         .collect();
-    let mut responses: IdSet<'_> = carry.responses.iter().map(String::as_str).collect();
+    let mut responses = responses.clone();
     responses.extend(
         on_branch
             .iter()

@@ -25,7 +25,7 @@ mod reassemble;
 use serde_json::Value;
 
 use crate::engine::Recorded;
-use crate::engine::{ClusterCounter, ContentType, CoreMessage, IdSet};
+use crate::engine::{ClusterCounter, CoreMessage, IdSet, base_of};
 
 pub use detect::detect;
 pub use error::ReadError;
@@ -503,27 +503,20 @@ pub fn read_after(
     mut prefix: Transcript,
     bad: BadLines,
 ) -> Option<Result<Transcript, ReadError>> {
-    let blocks = || prefix.messages.iter().flat_map(|m| &m.blocks);
     // A prompt size the new lines give a response the prefix holds.
     let mut patch = None;
-    let mut tools = anthropic::ToolNames::default();
-    for b in blocks().filter(|b| b.core.content_type == ContentType::ToolCall) {
-        tools.note(&b.core.tool_call_id, &b.core.tool_name);
-    }
+    let carry = match prefix.format {
+        Format::ClaudeCode => std::mem::take(&mut prefix.carry),
+        _ => Carry::default(),
+    };
+    let tools = anthropic::ToolNames::after(&prefix.messages);
     let tail = match prefix.format {
         Format::Chat => chat::LOG.read_after(name, text, first_line, bad, tools),
         Format::Anthropic => anthropic::LOG.read_after(name, text, first_line, bad, tools),
         Format::ClaudeCode => {
-            let ids = |kind| -> IdSet<'_> {
-                blocks()
-                    .filter(|b| b.core.content_type == kind)
-                    .map(|b| b.core.tool_call_id.as_str())
-                    .collect()
-            };
             let prefix = claude_code::Prefix {
-                carry: &prefix.carry,
-                calls: &ids(ContentType::ToolCall),
-                answered: &ids(ContentType::ToolResult),
+                carry,
+                messages: &prefix.messages,
                 has_session: prefix.session_id.is_some(),
             };
             claude_code::read_after(name, text, first_line, bad, prefix, tools)?
@@ -544,10 +537,30 @@ pub fn read_after(
         Ok(t) => t,
         Err(e) => return Some(Err(e)),
     };
-    identify(
-        &mut tail,
-        ClusterCounter::resume(blocks().map(|b| b.core.id.as_str())),
+    // The new blocks' bases first: the prefix's ids are counted only where
+    // they share one, not all indexed every turn.
+    let mut new = tail.messages.iter_mut().flat_map(|m| &mut m.blocks);
+    let bases: Vec<String> = new
+        .by_ref()
+        .map(|b| ClusterCounter::base(&b.core, || b.raw.to_string()))
+        .collect();
+    let wanted: IdSet<'_> = bases.iter().map(String::as_str).collect();
+    let mut ids = ClusterCounter::resume(
+        prefix
+            .messages
+            .iter()
+            .flat_map(|m| &m.blocks)
+            .map(|b| b.core.id.as_str())
+            .filter(|id| wanted.contains(base_of(id))),
     );
+    for (b, base) in tail
+        .messages
+        .iter_mut()
+        .flat_map(|m| &mut m.blocks)
+        .zip(bases)
+    {
+        b.core.id = ids.next(base);
+    }
     if let Some((at, tokens)) = patch {
         let target = prefix
             .messages

@@ -109,11 +109,7 @@ impl<'a> ClusterCounter<'a> {
     pub fn resume(ids: impl IntoIterator<Item = &'a str>) -> ClusterCounter<'a> {
         let mut earlier: HashMap<&'a str, usize, IdHash> = HashMap::default();
         for id in ids {
-            let base = match id.get(..18) {
-                Some(base) if id.starts_with("h_") => base,
-                _ => id,
-            };
-            *earlier.entry(base).or_insert(0) += 1;
+            *earlier.entry(base_of(id)).or_insert(0) += 1;
         }
         ClusterCounter {
             earlier,
@@ -141,6 +137,12 @@ impl<'a> ClusterCounter<'a> {
     /// a ref tag a host echoed back; an opaque one by `payload`, its raw
     /// form (its `text` is only a stand-in).
     pub fn identify(&mut self, core: &mut CoreMessage, payload: impl FnOnce() -> String) {
+        core.id = self.next(Self::base(core, payload));
+    }
+
+    /// A block's id before repeats are told apart, as
+    /// [`ClusterCounter::identify`] hashes it.
+    pub fn base(core: &CoreMessage, payload: impl FnOnce() -> String) -> String {
         let raw;
         let hashed = if core.opaque {
             raw = payload();
@@ -148,14 +150,21 @@ impl<'a> ClusterCounter<'a> {
         } else {
             tag::strip(&core.text)
         };
-        let base = derive_id(
+        derive_id(
             core.role,
             core.content_type,
             hashed,
             &core.tool_call_id,
             &core.tool_name,
-        );
-        core.id = self.next(base);
+        )
+    }
+}
+
+/// The base of an id a counter gave: without its `_n` for a repeat.
+pub fn base_of(id: &str) -> &str {
+    match id.get(..18) {
+        Some(base) if id.starts_with("h_") => base,
+        _ => id,
     }
 }
 
