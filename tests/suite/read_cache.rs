@@ -514,6 +514,31 @@ fn as_older_version(session: &Path, version: u64) {
     let on_disk: Value =
         serde_json::from_slice(&fs::read(session.join("state.json")).unwrap()).unwrap();
     state["version"] = version.into();
+    if version == 3 {
+        // Version 3 kept every log, its block lines listing the messages a
+        // block stands for whether or not they were its own.
+        let blocks: String = fs::read_to_string(session.join("blocks.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut b: Value = serde_json::from_str(l).unwrap();
+                if b.get("effectiveMessageIds").is_none() {
+                    b["effectiveMessageIds"] = b["directMessageIds"].clone();
+                }
+                format!("{b}\n")
+            })
+            .collect();
+        fs::write(session.join("blocks.jsonl"), &blocks).unwrap();
+        let mut v3 = on_disk;
+        v3["version"] = 3.into();
+        v3["blocksLog"] = json!({
+            "bytes": blocks.len(),
+            "lines": blocks.lines().count(),
+            "digest": noa::store::digest(blocks.as_bytes()),
+        });
+        fs::write(session.join("state.json"), v3.to_string()).unwrap();
+        return;
+    }
     if version == 2 {
         state["refsLog"] = on_disk["refsLog"].clone();
         state["messageRefs"] = on_disk["messageRefs"].clone();
@@ -541,7 +566,7 @@ fn a_state_an_older_version_wrote_gives_the_same_turn_warm_and_whole() {
         json!({"role": "user", "content": "Carry on with the cache sizing."})
     ));
     fs::write(dir.path().join("agent.jsonl"), &text).unwrap();
-    for version in [1, 2] {
+    for version in [1, 2, 3] {
         copy_dir(
             &dir.path().join("st"),
             &dir.path().join(format!("v{version}")),
@@ -557,14 +582,14 @@ fn a_state_an_older_version_wrote_gives_the_same_turn_warm_and_whole() {
     };
     let (view, read, state) = turn("st");
     assert_eq!(read, "cache");
-    for st in ["v1", "v2", "whole"] {
+    for st in ["v1", "v2", "v3", "whole"] {
         let (v, r, s) = turn(st);
         assert!(v == view, "{st}: the views differ");
         assert_eq!(s, state, "{st}: the states differ");
         assert_eq!(r, if st == "whole" { "whole" } else { "cache" }, "{st}");
     }
-    // The older states were moved to version 3 and its logs.
-    for st in ["v1", "v2"] {
+    // The older states were moved to the current version and its logs.
+    for st in ["v1", "v2", "v3"] {
         let session = dir.path().join(st).join("agent");
         let on_disk: Value =
             serde_json::from_slice(&fs::read(session.join("state.json")).unwrap()).unwrap();
