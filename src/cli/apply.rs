@@ -163,11 +163,11 @@ type Call = (String, String, usize);
 fn archives_elided(cx: &Context, answer: &Answer) -> bool {
     let elided = &cx.loaded.read.elided;
     !elided.is_empty()
-        && answer
-            .outcome
-            .created
-            .iter()
-            .any(|(b, _)| b.direct_message_ids.iter().any(|id| elided.contains(id)))
+        && answer.outcome.created.iter().any(|(b, _)| {
+            b.direct_message_ids
+                .iter()
+                .any(|id| elided.contains_key(id))
+        })
 }
 
 /// Prints the panel, or with `--json` the report object that holds it.

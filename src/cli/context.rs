@@ -120,19 +120,31 @@ impl<'g> Context<'g> {
     /// keep: then it cannot be served from the cache.
     pub fn shows_elided(&self, view: &[CoreMessage]) -> bool {
         let elided = &self.loaded.read.elided;
-        !elided.is_empty() && view.iter().any(|m| elided.contains(&m.id))
+        !elided.is_empty() && view.iter().any(|m| elided.contains_key(&m.id))
     }
 
     /// Whether every message whose words the read cache left out is still
     /// folded into a block of `state`: with fewer blocks (an older state)
     /// they may be shown again, and the turn must read them.
     pub fn cache_serves(&self, state: &CompressionState) -> bool {
-        let covered = engine::Coverage::of(&state.blocks);
-        self.loaded
-            .read
-            .elided
+        // Each left-out message is marked once as an active block's ids go
+        // by: a message two blocks share is counted once.
+        let elided = &self.loaded.read.elided;
+        let mut folded = vec![false; elided.len()];
+        let mut count = 0;
+        let ids = state
+            .blocks
             .iter()
-            .all(|id| covered.contains(id))
+            .filter(|b| b.active)
+            .flat_map(|b| &b.effective_message_ids);
+        for id in ids {
+            if let Some(&at) = elided.get(id)
+                && !std::mem::replace(&mut folded[at], true)
+            {
+                count += 1;
+            }
+        }
+        count == elided.len()
     }
 
     /// Makes the transcript ready to write `view` from: the JSON the read
@@ -184,7 +196,7 @@ impl<'g> Context<'g> {
         let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
         let elided = &self.loaded.read.elided;
         let keep = |i: usize, m: &CoreMessage| {
-            !elided.contains(&m.id)
+            !elided.contains_key(&m.id)
                 && (!hidden.get(i).copied().unwrap_or(false)
                     || shown.contains(m.id.as_str())
                     || m.tool_name == COMPRESS_TOOL)

@@ -1,6 +1,6 @@
 //! Reading the transcript and finding the session's directory.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -38,8 +38,9 @@ pub struct HowRead {
     /// From the cache: the flat history of the prefix, texts included
     /// where they were kept.
     pub prefix: Vec<CoreMessage>,
-    /// From the cache: ids of messages whose words it did not keep.
-    pub elided: HashSet<String, IdHash>,
+    /// From the cache: ids of messages whose words it did not keep, each
+    /// with its place among them.
+    pub elided: HashMap<String, usize, IdHash>,
     /// From the cache: the JSON of the messages that may be shown, parsed
     /// once the view says which are.
     pub raws: Vec<crate::store::Unparsed>,
@@ -254,13 +255,23 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     let read = HowRead {
         mark: Some((length, lines, digest.finish())),
         prefix: warm.history,
-        elided: warm.elided.into_iter().collect(),
+        elided: places(warm.elided),
         raws: warm.raws,
         warm: true,
         appendable,
     };
     let loaded = locate(global, path, &name, transcript?, read)?;
     Ok((loaded.session.dir == session.dir).then_some(loaded))
+}
+
+/// Each id with its place among them, places counted without repeats.
+fn places(ids: Vec<String>) -> HashMap<String, usize, IdHash> {
+    let mut at = HashMap::with_capacity_and_hasher(ids.len(), IdHash::default());
+    for id in ids {
+        let next = at.len();
+        at.entry(id).or_insert(next);
+    }
+    at
 }
 
 /// How much of a log's start is looked at to find its session before
