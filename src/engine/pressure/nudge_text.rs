@@ -18,7 +18,7 @@ use crate::engine::model::tokens;
 use crate::engine::turn::truncate::MARKER as TRUNCATION_MARKER;
 
 /// What a nudge is rendered from.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct NudgeInput<'a> {
     /// 1 asks for message ranges; 2 and 3 ask to fold summaries into a higher
     /// tier. Values outside 1..=3 are clamped.
@@ -38,7 +38,7 @@ pub struct NudgeInput<'a> {
     /// Tool results mechanically truncated this turn.
     pub truncated: usize,
     /// The blocks a tier-2 or tier-3 nudge asks to fold.
-    pub targets: &'a [Block],
+    pub targets: Vec<&'a Block>,
     /// Tokens a tier-1 call should free to bring the context well under the
     /// nudge band; 0 leaves the line out.
     pub reclaim: usize,
@@ -185,7 +185,7 @@ pub fn render(input: &NudgeInput, sections: &Sections) -> String {
             trigger_line(tier, input.emergency),
             guidance.to_string(),
             MULTI_TIER.to_string(),
-            format_targets(tier, input.targets),
+            format_targets(tier, &input.targets),
             TOOL.to_string(),
             TIER_EXAMPLE.to_string(),
             how_to_compress_rules().to_string(),
@@ -343,7 +343,7 @@ pub fn format_breakdown(b: &Breakdown, growth: usize) -> String {
 
 /// The blocks a tier nudge asks to fold: id, messages it stands for, tokens
 /// it replaced → tokens its summary costs now, and its topic.
-pub fn format_targets(tier: u8, targets: &[Block]) -> String {
+pub fn format_targets(tier: u8, targets: &[&Block]) -> String {
     let source = tier.clamp(2, 3) - 1;
     if targets.is_empty() {
         return format!("Target blocks: none — no active tier-{source} blocks to fold.");

@@ -99,7 +99,11 @@ impl Sample {
             },
             growth: 24_100,
             truncated: 0,
-            targets: if tier >= 2 { &self.targets } else { &[] },
+            targets: if tier >= 2 {
+                self.targets.iter().collect()
+            } else {
+                Vec::new()
+            },
             reclaim: if tier <= 1 { 14_200 } else { 0 },
         }
     }
@@ -502,12 +506,12 @@ fn block_map_empty() {
 
 #[test]
 fn tier_targets() {
-    let t = format_targets(2, &[target("b3", 1, "JWT", 1200, 34, 12_400)]);
+    let t = format_targets(2, &[&target("b3", 1, "JWT", 1200, 34, 12_400)]);
     assert_eq!(
         t,
         "Target tier-1 blocks to distill (1):\n  b3  34 msgs  12K→300  \"JWT\""
     );
-    let untitled = format_targets(3, &[target("b9", 2, "", 40, 3, 999)]);
+    let untitled = format_targets(3, &[&target("b9", 2, "", 40, 3, 999)]);
     assert_eq!(
         untitled,
         "Target tier-2 blocks to condense (1):\n  b9  3 msgs  999→10"

@@ -35,10 +35,23 @@ pub struct Recommendation {
     pub breakdown: Breakdown,
     /// Tokens each tier could reclaim: [tier 1, tier 2, tier 3].
     pub pending: [usize; 3],
-    /// Active tier-1 blocks (what a tier-2 nudge consolidates).
-    pub tier1_blocks: Vec<Block>,
-    /// Active tier-2 blocks (what a tier-3 nudge consolidates).
-    pub tier2_blocks: Vec<Block>,
+    /// Where the active tier-1 and tier-2 blocks are in the state's blocks
+    /// (what a tier-2 and a tier-3 nudge consolidate): places, not copies,
+    /// since a block carries every id it stands for.
+    pub tier_blocks: [Vec<usize>; 2],
+}
+
+impl Recommendation {
+    /// The active blocks of `tier` (1 or 2) among `blocks`, the state's
+    /// blocks this was built on.
+    pub fn tier<'b>(&self, tier: u8, blocks: &'b [Block]) -> Vec<&'b Block> {
+        let at = match tier {
+            1 => &self.tier_blocks[0],
+            2 => &self.tier_blocks[1],
+            _ => return Vec::new(),
+        };
+        at.iter().map(|&i| &blocks[i]).collect()
+    }
 }
 
 /// Builds the recommendation for a view (before any nudge is appended), with
@@ -121,21 +134,18 @@ pub fn recommend(
         })
         .collect();
     blocks.sort_by_key(|b| ref_to_index(&b.start_ref).unwrap_or(0));
-    let tier_blocks = |t: u8| -> Vec<Block> {
-        state
-            .blocks
-            .iter()
-            .filter(|b| b.active && b.tier == t)
-            .cloned()
+    let tier_blocks = |t: u8| -> Vec<usize> {
+        (state.blocks.iter().enumerate())
+            .filter(|(_, b)| b.active && b.tier == t)
+            .map(|(i, _)| i)
             .collect()
     };
-    let tier1_blocks = tier_blocks(1);
-    let tier2_blocks = tier_blocks(2);
+    let tier_blocks = [tier_blocks(1), tier_blocks(2)];
     // What consolidating a tier takes out of the view: each block's whole
     // rendered summary (header and archive pointer included).
-    let summary_tokens = |bs: &[Block]| {
-        bs.iter()
-            .map(|b| cfg.count(&render_summary(b).text))
+    let summary_tokens = |at: &[usize]| {
+        at.iter()
+            .map(|&i| cfg.count(&render_summary(&state.blocks[i]).text))
             .sum::<usize>()
     };
     let pending = [
@@ -144,8 +154,8 @@ pub fn recommend(
             .filter(|r| r.chars >= min_chars)
             .map(|r| r.tokens)
             .sum(),
-        summary_tokens(&tier1_blocks),
-        summary_tokens(&tier2_blocks),
+        summary_tokens(&tier_blocks[0]),
+        summary_tokens(&tier_blocks[1]),
     ];
     Recommendation {
         ranges,
@@ -153,8 +163,7 @@ pub fn recommend(
         blocks,
         breakdown: breakdown(view, cfg),
         pending,
-        tier1_blocks,
-        tier2_blocks,
+        tier_blocks,
     }
 }
 

@@ -153,7 +153,7 @@ fn pending_per_tier() {
     assert_eq!(rec.pending[1], rendered(&st.blocks[0]));
     assert_eq!(rec.pending[2], rendered(&st.blocks[1]));
     assert!(rec.pending[1] > tokens::estimate(&"summary text ".repeat(40)));
-    assert_eq!(rec.tier1_blocks.len(), 1);
+    assert_eq!(rec.tier_blocks[0].len(), 1);
     assert_eq!(rec.blocks.len(), 2);
 }
 

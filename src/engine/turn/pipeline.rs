@@ -20,7 +20,7 @@ use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::protect::is_tool_protected;
 use crate::engine::model::refs::{self, NUDGE_ID, OMITTED_ID};
-use crate::engine::model::state::{CompressionState, MessageRefs};
+use crate::engine::model::state::{Block, CompressionState, MessageRefs};
 use crate::engine::model::tag;
 use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded, Source};
 use crate::engine::pressure::nudge::{self, DecideInput, Decision};
@@ -143,12 +143,13 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         let offered = rec.ranges.iter().map(|r| g.scale(r.tokens)).sum();
         nudge::reclaim_target(cfg, measured, offered)
     };
-    let nudge_input =
-        |tier: u8, truncated: usize| nudge_of(&rec, tier, growth, truncated, reclaim(&rec));
+    let nudge_input = |tier: u8, truncated: usize| {
+        nudge_of(&rec, &state.blocks, tier, growth, truncated, reclaim(&rec))
+    };
     let mut decision = nudge::decide(&DecideInput {
         tokens: measured,
         pending: rec.pending.map(|p| g.scale(p)),
-        block_counts: [rec.tier1_blocks.len(), rec.tier2_blocks.len()],
+        block_counts: rec.tier_blocks.each_ref().map(Vec::len),
         nudge_cost: [1, 2, 3].map(|t| g.scale(nudge_text::rough_size(&nudge_input(t, 0)))),
         nudge: &state.nudge,
         config: cfg,
@@ -238,7 +239,14 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     if decision.inject {
         let nudge = NudgeInput {
             emergency: decision.emergency,
-            ..nudge_of(&rec, decision.tier, growth, truncation.count, reclaim(&rec))
+            ..nudge_of(
+                &rec,
+                &state.blocks,
+                decision.tier,
+                growth,
+                truncation.count,
+                reclaim(&rec),
+            )
         };
         view.push(CoreMessage::text(
             NUDGE_ID,
@@ -274,13 +282,14 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
 }
 
 /// What a nudge of `tier` shows, from this turn's recommendation.
-fn nudge_of(
-    rec: &Recommendation,
+fn nudge_of<'a>(
+    rec: &'a Recommendation,
+    blocks: &'a [Block],
     tier: u8,
     growth: usize,
     truncated: usize,
     reclaim: usize,
-) -> NudgeInput<'_> {
+) -> NudgeInput<'a> {
     NudgeInput {
         tier,
         emergency: false,
@@ -291,9 +300,8 @@ fn nudge_of(
         growth,
         truncated,
         targets: match tier {
-            2 => &rec.tier1_blocks,
-            3 => &rec.tier2_blocks,
-            _ => &[],
+            2 | 3 => rec.tier(tier - 1, blocks),
+            _ => Vec::new(),
         },
         reclaim: if tier == 1 { reclaim } else { 0 },
     }
