@@ -597,3 +597,46 @@ fn a_state_an_older_version_wrote_gives_the_same_turn_warm_and_whole() {
         assert!(session.join("blocks.jsonl").exists() && session.join("refs.log").exists());
     }
 }
+
+#[test]
+fn a_cache_counted_by_another_tokenizer_gives_the_turn_a_whole_read_gives() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    let messages = synth::chat_session(17, 30);
+    let run = |st: &str, tokenizer: &str| {
+        let limit = LIMIT.to_string();
+        let args = [
+            "project",
+            "t.jsonl",
+            "--state-dir",
+            st,
+            "--limit",
+            &limit,
+            "--tokenizer",
+            tokenizer,
+            "--report",
+            "json",
+        ];
+        let out = noa(dir, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{st}: {err}");
+        let report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            report["read"].clone(),
+        )
+    };
+    fs::write(dir.join("t.jsonl"), synth::jsonl(&messages[..40])).unwrap();
+    run("st", "estimate");
+    // Counted by another tokenizer, then read on from the cache that turn
+    // wrote: each turn gives what a whole read gives.
+    for end in [50, 60, 60] {
+        fs::write(dir.join("t.jsonl"), synth::jsonl(&messages[..end])).unwrap();
+        copy_dir(&dir.join("st"), &dir.join("cold"));
+        fs::remove_file(dir.join("cold/t/read-cache.bin")).unwrap();
+        let (warm, read) = run("st", "o200k");
+        let (cold, _) = run("cold", "o200k");
+        assert!(warm == cold, "{end} messages: the views differ");
+        assert_eq!(read, "cache", "{end} messages");
+    }
+}
