@@ -619,7 +619,8 @@ impl SessionDir {
         let text = std::str::from_utf8(&mine).map_err(|_| damaged("not UTF-8"))?;
         let mut last = 0;
         let mut logged = Vec::with_capacity(log.count);
-        for line in text.lines() {
+        refs.by_raw.reserve(log.count);
+        for line in map_log::lines_of(text) {
             let Some((r, id)) = map_log::split_at_space(line) else {
                 return Err(damaged("a line is not `ref id`"));
             };
