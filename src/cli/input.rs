@@ -238,20 +238,13 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     let first_line = cache.lines as usize + 1;
     let end = cache.end.clone();
     let warm = cache.into_transcript();
-    let sizes = |t: &formats::Transcript| -> Vec<Option<usize>> {
-        t.messages.iter().map(|m| m.prompt_tokens).collect()
-    };
-    let cached_sizes = sizes(&warm.transcript);
-    let Some(transcript) = formats::read_after(&name, &tail, first_line, warm.transcript, bad)
-    else {
+    let Some(read_on) = formats::read_after(&name, &tail, first_line, warm.transcript, bad) else {
         return Ok(None);
     };
-    // A Codex rollout's new lines may size a response the cache holds: then
-    // what it holds no longer stands as written.
-    let appendable = transcript
-        .as_ref()
-        .is_ok_and(|t| sizes(t).starts_with(&cached_sizes))
-        .then_some(end);
+    let read_on = read_on?;
+    // What the cache holds stands as written unless the new lines changed
+    // one of its messages.
+    let appendable = (!read_on.prefix_changed).then_some(end);
     let read = HowRead {
         mark: Some((length, lines, digest.finish())),
         prefix: warm.history,
@@ -260,7 +253,7 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
         warm: true,
         appendable,
     };
-    let loaded = locate(global, path, &name, transcript?, read)?;
+    let loaded = locate(global, path, &name, read_on.transcript, read)?;
     Ok((loaded.session.dir == session.dir).then_some(loaded))
 }
 

@@ -502,7 +502,7 @@ pub fn read_after(
     first_line: usize,
     mut prefix: Transcript,
     bad: BadLines,
-) -> Option<Result<Transcript, ReadError>> {
+) -> Option<Result<ReadOn, ReadError>> {
     // A prompt size the new lines give a response the prefix holds.
     let mut patch = None;
     let carry = match prefix.format {
@@ -539,9 +539,7 @@ pub fn read_after(
     };
     // The new blocks' bases first: the prefix's ids are counted only where
     // they share one, not all indexed every turn.
-    let mut new = tail.messages.iter_mut().flat_map(|m| &mut m.blocks);
-    let bases: Vec<String> = new
-        .by_ref()
+    let bases: Vec<String> = (tail.messages.iter().flat_map(|m| &m.blocks))
         .map(|b| ClusterCounter::base(&b.core, || b.raw.to_string()))
         .collect();
     let wanted: IdSet<'_> = bases.iter().map(String::as_str).collect();
@@ -568,6 +566,7 @@ pub fn read_after(
             .find(|m| m.blocks.first().is_some_and(|b| b.source.record >= at));
         target?.prompt_tokens = Some(tokens);
     }
+    let prefix_changed = patch.is_some();
     // A rollout numbers its items on from the prefix's; the others from 0.
     let base = match prefix.format {
         Format::Codex => 0,
@@ -582,7 +581,19 @@ pub fn read_after(
     if tail.format != Format::Chat && tail.format != Format::Anthropic {
         prefix.carry = tail.carry;
     }
-    Some(Ok(prefix))
+    Some(Ok(ReadOn {
+        transcript: prefix,
+        prefix_changed,
+    }))
+}
+
+/// A transcript read on from a prefix ([`read_after`]).
+pub struct ReadOn {
+    /// The prefix and what follows it, as one transcript.
+    pub transcript: Transcript,
+    /// Whether the new lines changed a message of the prefix: a Codex
+    /// rollout's prompt size given to a response the prefix holds.
+    pub prefix_changed: bool,
 }
 
 #[cfg(test)]

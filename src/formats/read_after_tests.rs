@@ -47,10 +47,21 @@ fn cuts(name: &str, text: &str, stride: usize) -> usize {
         if !resumable(prefix.format, &text[..cut]) {
             continue;
         }
+        let sizes: Vec<Option<usize>> = prefix.messages.iter().map(|m| m.prompt_tokens).collect();
         let Some(after) = read_after(name, &text[cut..], k + 2, prefix, BadLines::Fail) else {
             continue;
         };
         let after = after.unwrap();
+        // It says so exactly when the new lines changed a prefix message.
+        let now = after.transcript.messages.iter().map(|m| m.prompt_tokens);
+        let changed = !now.take(sizes.len()).eq(sizes.iter().copied());
+        assert_eq!(
+            after.prefix_changed,
+            changed,
+            "{name}: cut after line {}",
+            k + 1
+        );
+        let after = after.transcript;
         same(
             &summary(&after),
             &summary(&whole),
@@ -155,7 +166,8 @@ fn a_rewind_into_the_prefix_is_read_whole() {
     let on = line("e", "d", "user", "third prompt");
     let after = read_after("s.jsonl", &on, 5, p, BadLines::Fail)
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .transcript;
     let whole = read("s.jsonl", &(prefix + &on), None, BadLines::Fail).unwrap();
     same(&summary(&after), &summary(&whole), "going on");
 }

@@ -42,12 +42,13 @@ pub struct Recommendation {
 }
 
 impl Recommendation {
-    /// The active blocks of `tier` (1 or 2) among `blocks`, the state's
-    /// blocks this was built on.
-    pub fn tier<'b>(&self, tier: u8, blocks: &'b [Block]) -> Vec<&'b Block> {
+    /// The blocks a nudge of `tier` asks to fold (the active blocks of the
+    /// tier below; none for tier 1) among `blocks`, the state's blocks this
+    /// was built on.
+    pub fn targets<'b>(&self, tier: u8, blocks: &'b [Block]) -> Vec<&'b Block> {
         let at = match tier {
-            1 => &self.tier_blocks[0],
-            2 => &self.tier_blocks[1],
+            2 => &self.tier_blocks[0],
+            3 => &self.tier_blocks[1],
             _ => return Vec::new(),
         };
         at.iter().map(|&i| &blocks[i]).collect()

@@ -299,10 +299,7 @@ fn nudge_of<'a>(
         breakdown: rec.breakdown,
         growth,
         truncated,
-        targets: match tier {
-            2 | 3 => rec.tier(tier - 1, blocks),
-            _ => Vec::new(),
-        },
+        targets: rec.targets(tier, blocks),
         reclaim: if tier == 1 { reclaim } else { 0 },
     }
 }
