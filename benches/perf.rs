@@ -2,9 +2,12 @@
 //! a bare serde_json parse + serialize of the same lines.
 //!
 //! `cargo bench --bench perf` generates chat and Claude Code sessions of
-//! about 1K, 10K and 100K lines (Claude Code writes one content block per
-//! record) into a temp dir and walks each through the turns an agent pays
-//! for, timing the release binary:
+//! about 1K, 10K and 99K messages as noa counts them, one per content block
+//! (Claude Code writes one block per record), into a temp dir and walks each
+//! through the turns an agent pays for, timing the release binary. The
+//! largest stays within the refs m00001–m99999, so that every message of
+//! its history can be compressed; past them a message has no ref and stays
+//! in view. The turns:
 //!
 //! - first turn: `noa project` with no state yet;
 //! - next turn, unchanged: `noa project` again on the same file;
@@ -146,6 +149,19 @@ enum Kind {
     ClaudeCode,
 }
 
+/// How many messages noa makes of one host message: one per content
+/// block, reasoning and tool call.
+fn blocks(m: &Value) -> usize {
+    let content = match &m["content"] {
+        Value::Array(parts) => parts.len(),
+        Value::String(s) => usize::from(!s.is_empty()),
+        _ => 0,
+    };
+    let reasoning = usize::from(m["reasoning_content"].is_string());
+    let calls = m["tool_calls"].as_array().map_or(0, Vec::len);
+    content + reasoning + calls
+}
+
 /// A generated transcript, written the way its agent writes it: chat
 /// messages one per line, or Claude Code records (one content block each,
 /// chained by parentUuid).
@@ -155,22 +171,26 @@ struct Transcript {
     out: BufWriter<fs::File>,
     /// Lines written, which numbers the Claude Code uuids.
     lines: usize,
+    /// Messages written as noa counts them (one per content block, what a
+    /// ref numbers).
+    messages: usize,
     /// The last record's uuid (Claude Code), the next one's parent.
     parent: Value,
 }
 
 impl Transcript {
-    /// A session of about `lines` lines: generated sessions of 200 turns,
-    /// one after another, cut at the first turn boundary (before an
-    /// assistant message, so no tool call is left without its result) once
-    /// there are enough.
-    fn generate(kind: Kind, path: PathBuf, lines: usize) -> Transcript {
+    /// A session of about `messages` messages as noa counts them (one per
+    /// content block): generated sessions of 200 turns, one after another,
+    /// cut at the first turn boundary (before an assistant message, so no
+    /// tool call is left without its result) once there are enough.
+    fn generate(kind: Kind, path: PathBuf, messages: usize) -> Transcript {
         let out = BufWriter::new(fs::File::create(&path).unwrap());
         let mut t = Transcript {
             kind,
             path,
             out,
             lines: 0,
+            messages: 0,
             parent: Value::Null,
         };
         for seed in 1.. {
@@ -179,7 +199,7 @@ impl Transcript {
                 Kind::ClaudeCode => synth::anthropic_session(seed, 200),
             };
             for m in session {
-                if t.lines >= lines && m["role"] == "assistant" {
+                if t.messages >= messages && m["role"] == "assistant" {
                     t.out.flush().unwrap();
                     return t;
                 }
@@ -208,6 +228,7 @@ impl Transcript {
     /// Writes one message: as it is in chat, inside a record in Claude Code.
     fn write(&mut self, message: Value) {
         self.lines += 1;
+        self.messages += blocks(&message);
         let line = match self.kind {
             Kind::Chat => message,
             Kind::ClaudeCode => {
@@ -410,6 +431,10 @@ fn run_session(root: &Path, name: &str, kind: Kind, messages: usize) -> String {
     let dir = root.join(name.replace(' ', "-"));
     fs::create_dir_all(&dir).unwrap();
     let transcript = Transcript::generate(kind, dir.join("transcript.jsonl"), messages);
+    let generated = format!(
+        "{} messages in {} lines",
+        transcript.messages, transcript.lines
+    );
     let mut b = Bench {
         name: name.to_string(),
         dir,
@@ -432,7 +457,7 @@ fn run_session(root: &Path, name: &str, kind: Kind, messages: usize) -> String {
     b.transcript.exchange();
     b.row("next turn, compressed + appended", b.project_again());
     format!(
-        "{name}: apply {applied}; state.json {} KB; view {} before compression, {} after",
+        "{name} ({generated}): apply {applied}; state.json {} KB; view {} before compression, {} after",
         b.state_size() / 1024,
         mb(full_view),
         mb(compressed_view)
@@ -484,7 +509,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|");
     let mut notes = Vec::new();
     for (kind, label) in [(Kind::Chat, "chat"), (Kind::ClaudeCode, "claude-code")] {
-        for (messages, size) in [(1_000, "1K"), (10_000, "10K"), (100_000, "100K")] {
+        for (messages, size) in [(1_000, "1K"), (10_000, "10K"), (99_000, "99K")] {
             let name = format!("{label} {size}");
             if wanted(&name) {
                 notes.push(run_session(&root, &name, kind, messages));
