@@ -39,6 +39,13 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     let mut warnings = t.warnings.clone();
     warnings.extend(settings.warnings.iter().cloned());
     warnings.extend(unread_window);
+    if p.unnumbered > 0 {
+        warnings.push(format!(
+            "every ref from m00001 to m99999 is taken: {} message(s) have none, so no Compress call can \
+             name them and they stay in view until cut to fit; a new session numbers from m00001 again",
+            p.unnumbered
+        ));
+    }
     let config = cx.config(&state);
     let history = &cx.history;
     let (messages, conversion_warnings) = reassemble(t, &p.view, to);
@@ -81,6 +88,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                 "budget": limit,
                 "omitted": p.omitted,
                 "new_refs": p.new_refs,
+                "unnumbered": p.unnumbered,
                 "truncated": p.truncation.count,
                 "nudge": p.decision.inject.then_some(p.decision.tier),
                 "emergency": p.decision.emergency,

@@ -98,18 +98,30 @@ pub fn is_synthetic(id: &str) -> bool {
     id.starts_with(SUMMARY_ID_PREFIX) || id == NUDGE_ID || id == OMITTED_ID
 }
 
+/// What [`assign`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Assigned {
+    /// Refs handed out.
+    pub new: usize,
+    /// Messages left without a ref because every number up to
+    /// [`MAX_REF`] is taken: they cannot be named in a Compress call, so
+    /// they stay in view until the session ends.
+    pub unnumbered: usize,
+}
+
 /// Gives every message that has none yet a ref, starting the search at
 /// `next` and skipping numbers already taken. Messages `is_protected` accepts
-/// are recorded as [`BLOCKED`] and use no number. Returns how many refs were
-/// handed out; stops quietly when the ref space is exhausted.
+/// are recorded as [`BLOCKED`] and use no number. Once the ref space is
+/// exhausted the rest are counted as unnumbered, and no error is raised: the
+/// turn still goes out.
 pub fn assign(
     refs: &mut MessageRefs,
     messages: &[CoreMessage],
     next: u32,
     is_protected: impl Fn(&CoreMessage) -> bool,
-) -> usize {
+) -> Assigned {
     let mut cursor = next.max(MIN_REF);
-    let mut assigned = 0;
+    let mut done = Assigned::default();
     for m in messages {
         if m.id.is_empty() || is_synthetic(&m.id) || refs.by_raw.contains_key(&m.id) {
             continue;
@@ -119,13 +131,14 @@ pub fn assign(
             continue;
         }
         let Some(r) = next_free(refs, &mut cursor) else {
+            done.unnumbered += 1;
             continue;
         };
         refs.by_raw.insert(m.id.clone(), r.clone());
         refs.by_ref.insert(r, m.id.clone());
-        assigned += 1;
+        done.new += 1;
     }
-    assigned
+    done
 }
 
 fn next_free(refs: &MessageRefs, cursor: &mut u32) -> Option<String> {

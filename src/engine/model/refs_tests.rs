@@ -80,10 +80,10 @@ fn boundaries_tell_messages_from_blocks() {
 fn assignment_is_idempotent() {
     let msgs = [user("a"), CoreMessage::text("b", Role::Assistant, "reply")];
     let mut refs = MessageRefs::default();
-    assert_eq!(assign(&mut refs, &msgs, 1, no_protection), 2);
+    assert_eq!(assign(&mut refs, &msgs, 1, no_protection).new, 2);
     let before = refs.clone();
     let next = highest_used(&refs) + 1;
-    assert_eq!(assign(&mut refs, &msgs, next, no_protection), 0);
+    assert_eq!(assign(&mut refs, &msgs, next, no_protection).new, 0);
     assert_eq!(refs, before);
 }
 
@@ -174,9 +174,18 @@ fn exhaustion_stops_quietly() {
         refs.by_ref.insert(r.clone(), format!("filler{i}"));
         refs.by_raw.insert(format!("filler{i}"), r);
     }
+    let done = assign(
+        &mut refs,
+        &[user("late"), user("later")],
+        MAX_REF,
+        no_protection,
+    );
     assert_eq!(
-        assign(&mut refs, &[user("late")], MAX_REF, no_protection),
-        0
+        done,
+        Assigned {
+            new: 0,
+            unnumbered: 2
+        }
     );
     assert!(!refs.by_raw.contains_key("late"));
 }
@@ -200,7 +209,13 @@ fn near_exhaustion_hands_out_the_last_ref() {
         MAX_REF,
         no_protection,
     );
-    assert_eq!(n, 1);
+    assert_eq!(
+        n,
+        Assigned {
+            new: 1,
+            unnumbered: 1
+        }
+    );
     assert_eq!(refs.by_raw["old"], "m00001");
     assert_eq!(refs.by_raw["new1"], "m99999");
 }

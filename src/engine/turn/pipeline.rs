@@ -62,6 +62,9 @@ pub struct Projection {
     pub hidden: Vec<bool>,
     /// Refs handed out this turn.
     pub new_refs: usize,
+    /// History messages without a ref because the ref space is exhausted
+    /// (see [`refs::Assigned`]).
+    pub unnumbered: usize,
     /// The request as sent, on the provider's scale: the figure to hold
     /// against the window.
     pub tokens: usize,
@@ -88,7 +91,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let (history, cfg) = (input.history, input.config);
     host::observe(&mut state.host, history);
     let next = refs::highest_used(&state.message_refs) + 1;
-    let new_refs = refs::assign(&mut state.message_refs, history, next, |m| {
+    let assigned = refs::assign(&mut state.message_refs, history, next, |m| {
         hard_protected(m, cfg)
     });
     sync::sync_blocks(state, history);
@@ -269,7 +272,8 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     Projection {
         view,
         hidden,
-        new_refs,
+        new_refs: assigned.new,
+        unnumbered: assigned.unnumbered,
         tokens: g.tokens(sent),
         measured,
         gauge: g,
@@ -514,6 +518,24 @@ mod tests {
         );
         assert_eq!(p.view[1].text, "reply");
         assert_eq!(p.new_refs, 2);
+    }
+
+    #[test]
+    fn messages_past_the_last_ref_are_counted_and_stay_untagged() {
+        let mut st = CompressionState::new("s");
+        for i in 1..=refs::MAX_REF {
+            let r = refs::index_to_ref(i).unwrap();
+            st.message_refs.by_raw.insert(format!("old{i}"), r.clone());
+            st.message_refs.by_ref.insert(r, format!("old{i}"));
+        }
+        let h = vec![
+            CoreMessage::text("a", Role::User, "the task"),
+            CoreMessage::text("b", Role::Assistant, "reply"),
+        ];
+        let p = project(&mut st, &turn(&h));
+        assert_eq!((p.new_refs, p.unnumbered), (0, 2));
+        assert_eq!(p.view[0].text, "the task", "no ref to tag it with");
+        assert!(!st.message_refs.by_raw.contains_key("a"));
     }
 
     #[test]
