@@ -59,3 +59,41 @@ fn stdin_needs_an_explicit_place_for_state() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--state-dir"));
 }
+
+#[test]
+fn a_session_past_the_last_ref_says_how_many_messages_have_none() {
+    let dir = TempDir::new();
+    let state_dir = dir.path().join("state");
+    let transcript = dir.path().join("session.jsonl");
+    let lines = [
+        r#"{"role":"user","content":"Fix the parser."}"#,
+        r#"{"role":"assistant","content":"Looking at it."}"#,
+        r#"{"role":"user","content":"And the tests."}"#,
+    ];
+    std::fs::write(&transcript, format!("{}\n", lines[0])).unwrap();
+    project(&transcript, &state_dir, &[]);
+    // Turns since took every ref but the last.
+    let session = noa::store::SessionDir::new(&state_dir, "session");
+    let mut state = session.load().unwrap().unwrap();
+    for i in 2..99_999 {
+        let (r, id) = (format!("m{i:05}"), format!("h_old{i}"));
+        state.message_refs.by_raw.insert(id.clone(), r.clone());
+        state.message_refs.by_ref.insert(r, id);
+    }
+    session.save(&state).unwrap();
+    std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+    let (view, out) = project(&transcript, &state_dir, &["--report", "json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    let counts = (report["new_refs"].as_u64(), report["unnumbered"].as_u64());
+    assert_eq!(counts, (Some(1), Some(1)));
+    assert!(stderr.contains("1 message(s) have none"), "{stderr}");
+    assert!(
+        view[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains(r#"id="m00001""#)
+    );
+    assert_eq!(view[1]["content"], "Looking at it.");
+    assert_eq!(view[2]["content"], "And the tests.", "no ref, no tag");
+}
