@@ -19,13 +19,20 @@ pub fn render(reference: &str, tokens: usize, source: Option<&str>) -> String {
 /// in place: every taggable message in a view is tagged, and a tool output
 /// can be long.
 pub fn append(body: &mut String, tag: &str) {
+    let suffix = suffix(body, tag);
     // Grown by exactly the tag: left to itself a String doubles, and a
     // view's copies of long outputs would hold twice their size.
-    body.reserve_exact(tag.len() + 1);
-    if !body.is_empty() {
-        body.push('\n');
+    body.reserve_exact(suffix.len());
+    body.push_str(&suffix);
+}
+
+/// What [`append`] adds to `body`.
+pub fn suffix(body: &str, tag: &str) -> String {
+    if body.is_empty() {
+        tag.to_string()
+    } else {
+        format!("\n{tag}")
     }
-    body.push_str(tag);
 }
 
 /// Removes one ref tag from either end of a body, with the newline that

@@ -17,46 +17,76 @@ pub fn estimate(text: &str) -> usize {
 /// counts add up piece by piece, so a cut output is counted from its kept
 /// ends rather than read through again.
 pub fn estimate_pieces(pieces: &[&str]) -> usize {
-    let (cjk, other) = pieces
+    pieces
         .iter()
-        .map(|p| tally(p))
-        .fold((0, 0), |(c, o), (pc, po)| (c + pc, o + po));
-    cjk + other.div_ceil(4)
+        .map(|p| Tally::of(p))
+        .fold(Tally::default(), |a, b| a + b)
+        .tokens()
 }
 
-/// CJK characters and other characters in a text.
-///
-/// Eight bytes at a time while they are ASCII: a tagged message holds a few
-/// non-ASCII characters in kilobytes of ASCII, and every turn counts every
-/// message in view.
-fn tally(text: &str) -> (usize, usize) {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let bytes = text.as_bytes();
-    if bytes.is_ascii() {
-        return (0, bytes.len());
-    }
-    let (mut cjk, mut other, mut i) = (0usize, 0usize, 0usize);
-    while i < bytes.len() {
-        if let Some(word) = bytes.get(i..i + 8)
-            && u64::from_le_bytes(word.try_into().expect("eight bytes")) & HIGH == 0
-        {
-            other += 8;
-            i += 8;
-            continue;
+/// The characters [`estimate`] counts in a text: CJK ones, a token each,
+/// and the others, a token per four. The tallies of pieces add up to the
+/// tally of the pieces joined, so a text counted in parts is read once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    cjk: usize,
+    other: usize,
+}
+
+impl Tally {
+    /// The tally of `text`.
+    ///
+    /// Eight bytes at a time while they are ASCII: a tagged message holds a
+    /// few non-ASCII characters in kilobytes of ASCII, and every turn counts
+    /// every message in view.
+    pub fn of(text: &str) -> Tally {
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let bytes = text.as_bytes();
+        if bytes.is_ascii() {
+            return Tally {
+                cjk: 0,
+                other: bytes.len(),
+            };
         }
-        let len = match bytes[i] {
-            0..0x80 => 1,
-            0xF0.. => 4,
-            0xE0.. => 3,
-            _ => 2,
-        };
-        match text[i..i + len].chars().next() {
-            Some(c) if is_cjk(c) => cjk += 1,
-            _ => other += 1,
+        let (mut cjk, mut other, mut i) = (0usize, 0usize, 0usize);
+        while i < bytes.len() {
+            if let Some(word) = bytes.get(i..i + 8)
+                && u64::from_le_bytes(word.try_into().expect("eight bytes")) & HIGH == 0
+            {
+                other += 8;
+                i += 8;
+                continue;
+            }
+            let len = match bytes[i] {
+                0..0x80 => 1,
+                0xF0.. => 4,
+                0xE0.. => 3,
+                _ => 2,
+            };
+            match text[i..i + len].chars().next() {
+                Some(c) if is_cjk(c) => cjk += 1,
+                _ => other += 1,
+            }
+            i += len;
         }
-        i += len;
+        Tally { cjk, other }
     }
-    (cjk, other)
+
+    /// The estimate of what was tallied.
+    pub fn tokens(self) -> usize {
+        self.cjk + self.other.div_ceil(4)
+    }
+}
+
+impl std::ops::Add for Tally {
+    type Output = Tally;
+
+    fn add(self, o: Tally) -> Tally {
+        Tally {
+            cjk: self.cjk + o.cjk,
+            other: self.other + o.other,
+        }
+    }
 }
 
 /// Characters in a text: its length when it is ASCII, which most tool

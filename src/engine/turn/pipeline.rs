@@ -98,16 +98,27 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // Borrows the blocks for the rest of the turn, which changes only other
     // parts of the state.
     let covered = Coverage::of(&state.blocks);
-    let (pruned, hidden) = prune::prune_marked(history, state, &covered);
-    let shown = hide::hide_compress_calls(pruned, state);
+    let pruned = prune::prune_marked(history, state, &covered, &state.host.truncated);
+    let hidden = pruned.hidden;
+    let shown = hide::hide_compress_calls(pruned.view, state);
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
     let dropped_unpaired = before_pairing - view.len();
+    // Tagged, and the cuts of earlier turns made again: those results came
+    // without their words, and are cut from their originals.
     let mut view: Vec<CoreMessage> = view
         .into_iter()
-        .map(|m| render_tag(&state.message_refs, &mut state.token_snapshot, m, cfg))
+        .map(|m| match pruned.unworded.contains_key(m.id.as_str()) {
+            true => m,
+            false => render_tag(&state.message_refs, &mut state.token_snapshot, m, cfg),
+        })
         .collect();
-    let (mut truncation, cut) = truncate::reapply(&mut view, &state.host.truncated, cfg);
+    let (mut truncation, cut) = truncate::reapply(
+        &mut view,
+        &pruned.unworded,
+        |m| tag_for(&state.message_refs, &mut state.token_snapshot, m, cfg),
+        cfg,
+    );
     let reapplied = truncation.count;
     let cuts: Vec<(usize, usize, usize)> = cut
         .into_iter()
@@ -366,31 +377,41 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
     view::drop_unpaired(kept)
 }
 
-/// Appends the ref tag to a taggable message that has a ref, freezing its
-/// token figure the first time it is shown.
+/// Appends the ref tag to a taggable message that has a ref (see
+/// [`tag_for`]).
 fn render_tag(
     refs: &MessageRefs,
     token_snapshot: &mut BTreeMap<String, usize>,
     mut m: CoreMessage,
     cfg: &Config,
 ) -> CoreMessage {
-    if !m.is_taggable() {
-        return m;
+    if let Some(t) = tag_for(refs, token_snapshot, &m, cfg) {
+        m.append_tag(&t);
     }
-    let Some(r) = refs.usable(&m.id) else {
-        return m;
-    };
+    m
+}
+
+/// The ref tag of a taggable message that has a ref, its token figure
+/// frozen the first time it is shown.
+fn tag_for(
+    refs: &MessageRefs,
+    token_snapshot: &mut BTreeMap<String, usize>,
+    m: &CoreMessage,
+    cfg: &Config,
+) -> Option<String> {
+    if !m.is_taggable() {
+        return None;
+    }
+    let r = refs.usable(&m.id)?;
     let figure = *token_snapshot
         .entry(r.clone())
-        .or_insert_with(|| cfg.tokens(&m));
+        .or_insert_with(|| cfg.tokens(m));
     let source = match (m.content_type, m.tool_name.is_empty()) {
         (ContentType::ToolResult, true) => Some("tool"),
         (ContentType::ToolResult, false) => Some(m.tool_name.as_str()),
         _ => None,
     };
-    let t = tag::render(r, figure, source);
-    m.append_tag(&t);
-    m
+    Some(tag::render(r, figure, source))
 }
 
 #[cfg(test)]

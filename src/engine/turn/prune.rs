@@ -1,6 +1,8 @@
 //! Prune: covered messages leave the view and their blocks' summaries take
 //! their place.
 
+use std::collections::BTreeSet;
+
 use crate::engine::model::identity::{IdMap, IdSet};
 
 use super::sync::Coverage;
@@ -18,20 +20,47 @@ use crate::engine::model::summary::render_summary;
 /// summary goes where its earliest covered message was, moved forward to the
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
-    prune_marked(view, state, &Coverage::of(&state.blocks)).0
+    prune_marked(view, state, &Coverage::of(&state.blocks), &BTreeSet::new()).view
+}
+
+/// What [`prune_marked`] gives.
+pub struct Pruned<'a> {
+    /// The view, summaries in place.
+    pub view: Vec<CoreMessage>,
+    /// For each message of the history: whether it was taken out. Every
+    /// other message's words a later turn may need, as long as no block is
+    /// taken away.
+    pub hidden: Vec<bool>,
+    /// The originals of the results kept without their words, by id.
+    pub unworded: IdMap<'a, &'a CoreMessage>,
 }
 
 /// [`prune`] with the turn's [`Coverage`] of `state`'s blocks, and a flag
-/// for each message of `view`: whether it was taken out, found in the same
-/// pass. Every other message's words a later turn may need, as long as no
-/// block is taken away.
-pub fn prune_marked(
-    view: &[CoreMessage],
+/// for each message of `view` (see [`Pruned`]). The tool results in
+/// `cut` (those cut on earlier turns, which will be cut again) are kept
+/// without their words, the original beside: the cut is read from it
+/// rather than from a whole copy.
+pub fn prune_marked<'a>(
+    view: &'a [CoreMessage],
     state: &CompressionState,
     covered: &Coverage,
-) -> (Vec<CoreMessage>, Vec<bool>) {
+    cut: &BTreeSet<String>,
+) -> Pruned<'a> {
+    let mut unworded = IdMap::default();
+    let mut keep = |m: &'a CoreMessage| {
+        if m.content_type == ContentType::ToolResult && cut.contains(&m.id) {
+            unworded.insert(m.id.as_str(), m);
+            m.without_text()
+        } else {
+            m.clone()
+        }
+    };
     if covered.is_empty() {
-        return (view.to_vec(), vec![false; view.len()]);
+        return Pruned {
+            view: view.iter().map(&mut keep).collect(),
+            hidden: vec![false; view.len()],
+            unworded,
+        };
     }
     let shown = shown_anyway(view, covered);
 
@@ -52,7 +81,7 @@ pub fn prune_marked(
                     taken_at.entry(m.id.as_str()).or_insert(kept.len());
                 }
             }
-            None => kept.push(m.clone()),
+            None => kept.push(keep(m)),
         }
         hidden.push(block.is_some());
     }
@@ -81,7 +110,11 @@ pub fn prune_marked(
         out.push(m);
     }
     out.extend(pending.map(|(_, _, s)| s));
-    (out, hidden)
+    Pruned {
+        view: out,
+        hidden,
+        unworded,
+    }
 }
 
 /// Covered messages that stay in view all the same: the task, reasoning of

@@ -10,9 +10,11 @@
 use std::collections::BTreeSet;
 
 use crate::engine::model::config::Config;
+use crate::engine::model::identity::IdMap;
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
 use crate::engine::model::summary::SUMMARY_ID_PREFIX;
-use crate::engine::model::tokens;
+use crate::engine::model::tokenizer::Tokenizer;
+use crate::engine::model::tokens::{self, Tally};
 
 /// What identifies a truncated result; detection is a substring test.
 pub const MARKER: &str = "[truncated for context space";
@@ -50,20 +52,27 @@ impl Truncation {
 }
 
 /// Cuts made on earlier turns, made again: a result cut once stays cut.
-/// Also returns, for each, its place in the view and what it saved.
+/// Those results come into the view without their words (see
+/// [`prune_marked`](super::prune::prune_marked)), their originals in
+/// `unworded`; each gets its ref tag from `tag` (asked with the original)
+/// and is cut from the original (see [`recut`]). Also returns, for each cut,
+/// its place in the view and what it saved.
 pub fn reapply(
     view: &mut [CoreMessage],
-    sticky: &BTreeSet<String>,
+    unworded: &IdMap<'_, &CoreMessage>,
+    mut tag: impl FnMut(&CoreMessage) -> Option<String>,
     cfg: &Config,
 ) -> (Truncation, Vec<(usize, usize)>) {
     let mut done = Truncation::default();
     let mut each = Vec::new();
+    if unworded.is_empty() {
+        return (done, each);
+    }
     for (i, m) in view.iter_mut().enumerate() {
-        if !sticky.contains(&m.id) {
+        let Some(&original) = unworded.get(m.id.as_str()) else {
             continue;
-        }
-        if let Some(saved) = cut(m, KEEP_CHARS, cfg).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS, cfg))
-        {
+        };
+        if let Some(saved) = recut(original, m, tag(original).as_deref(), cfg) {
             done.add(saved);
             each.push((i, saved));
         }
@@ -172,34 +181,113 @@ pub fn omit(
 /// Cuts one result to `keep` characters at each end; `None` when it is too
 /// short for that to save anything.
 fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
-    if !longer_than(&m.text, 2 * keep + 200) || marked(&m.text) {
+    let c = cut_pieces(&m.text, "", keep, cfg, || cfg.tokens(m))?;
+    m.replace_text(c.text, Edit::Truncated);
+    m.counted = Counted::known(cfg.tokenizer, c.after);
+    Some(c.before.saturating_sub(c.after))
+}
+
+/// A result cut from both ends, with its counts before and after.
+struct Cut {
+    text: String,
+    before: usize,
+    after: usize,
+}
+
+/// [`cut`] of `text` followed by `suffix` (a ref tag, or nothing), read
+/// where the two lie rather than joined first. `before` counts the two
+/// joined, asked only of a tokenizer other than the estimate, whose counts
+/// are added up from the pieces in the one pass that counts the middle.
+/// `suffix` must be shorter than `keep` characters: the tail kept then ends
+/// with all of it.
+fn cut_pieces(
+    text: &str,
+    suffix: &str,
+    keep: usize,
+    cfg: &Config,
+    before: impl FnOnce() -> usize,
+) -> Option<Cut> {
+    // More than `n` characters, not counted when the length settles it (a
+    // character takes one to four bytes).
+    let n = 2 * keep + 200;
+    let len = text.len() + suffix.len();
+    let longer = len > n && (len / 4 > n || tokens::chars(text) + tokens::chars(suffix) > n);
+    // The marker has no line break, and a tag starts on a line of its own
+    // (or is the whole body): it cannot straddle the two.
+    if !longer || marked(text) || marked(suffix) {
         return None;
     }
-    let text = &m.text;
-    // Byte offsets of the head's end and the tail's start, counted in characters.
-    let (head_end, tail_start) = (head_end(text, keep), tail_start(text, keep));
-    let before = cfg.tokens(m);
-    let cut_tokens = cfg.count(&text[head_end..tail_start]);
+    // Byte offsets of the head's end and the tail's start, counted in
+    // characters; the tail's last characters are the suffix's.
+    let head_end = head_end(text, keep);
+    let tail_start = tail_start(text, keep - tokens::chars(suffix));
+    let (head, middle, tail) = (
+        &text[..head_end],
+        &text[head_end..tail_start],
+        &text[tail_start..],
+    );
+    let (before, cut_tokens) = match cfg.tokenizer {
+        Tokenizer::Estimate => {
+            let [h, m, t, s] = [head, middle, tail, suffix].map(Tally::of);
+            ((h + m + t + s).tokens(), m.tokens())
+        }
+        _ => (before(), cfg.count(middle)),
+    };
     let note = format!(
         "\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n"
     );
     // Built in one allocation and counted from its pieces: every turn cuts
     // every sticky output again.
-    let (head, tail) = (&text[..head_end], &text[tail_start..]);
-    let mut cut_text = String::with_capacity(head.len() + note.len() + tail.len());
-    cut_text.push_str(head);
-    cut_text.push_str(&note);
-    cut_text.push_str(tail);
-    let after = cfg.tokenizer.count_pieces(&cut_text, &[head, &note, tail]);
-    m.replace_text(cut_text, Edit::Truncated);
-    m.counted = Counted::known(cfg.tokenizer, after);
-    Some(before.saturating_sub(after))
+    let mut cut_text = String::with_capacity(head.len() + note.len() + tail.len() + suffix.len());
+    for piece in [head, &note, tail, suffix] {
+        cut_text.push_str(piece);
+    }
+    let after = cfg
+        .tokenizer
+        .count_pieces(&cut_text, &[head, &note, tail, suffix]);
+    Some(Cut {
+        text: cut_text,
+        before,
+        after,
+    })
 }
 
-/// Whether `text` has more than `n` characters, without counting them when
-/// its length settles it (a character takes one to four bytes).
-fn longer_than(text: &str, n: usize) -> bool {
-    text.len() > n && (text.len() / 4 > n || tokens::chars(text) > n)
+/// Makes a cut from an earlier turn again for a result the view holds
+/// without its words (`m`, a copy of `original` but for the text): the cut
+/// is read from the original and its ref tag `tag`, so a long output is not
+/// copied whole, tagged and then cut, once a turn. Returns what the cut
+/// saved; when there is nothing to cut, the words are copied and tagged as
+/// any message's are.
+fn recut(
+    original: &CoreMessage,
+    m: &mut CoreMessage,
+    tag: Option<&str>,
+    cfg: &Config,
+) -> Option<usize> {
+    let suffix = tag.map_or(String::new(), |t| {
+        crate::engine::model::tag::suffix(&original.text, t)
+    });
+    // A tag as long as what a cut keeps (a tool named at that length) is
+    // cut as the joined text it is part of.
+    let pieces = tokens::chars(&suffix) < LAST_RESORT_KEEP_CHARS.min(KEEP_CHARS);
+    if pieces {
+        let before = || cfg.count(&[original.text.as_str(), &suffix].concat());
+        let made = cut_pieces(&original.text, &suffix, KEEP_CHARS, cfg, before)
+            .or_else(|| cut_pieces(&original.text, &suffix, LAST_RESORT_KEEP_CHARS, cfg, before));
+        if let Some(c) = made {
+            m.replace_text(c.text, Edit::Truncated);
+            m.counted = Counted::known(cfg.tokenizer, c.after);
+            return Some(c.before.saturating_sub(c.after));
+        }
+    }
+    m.text = original.text.clone();
+    if let Some(t) = tag {
+        m.append_tag(t);
+    }
+    if pieces {
+        return None;
+    }
+    cut(m, KEEP_CHARS, cfg).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS, cfg))
 }
 
 /// Whether `text` is a cut result already.
@@ -416,13 +504,49 @@ mod tests {
     fn a_cut_result_stays_cut() {
         let mut v = vec![result("a", 200_000)];
         tail(&mut v);
-        let sticky = BTreeSet::from(["a".to_string()]);
-        let (t, _) = reapply(&mut v, &sticky, &Config::default());
+        let original = v[0].clone();
+        let unworded = IdMap::from_iter([("a", &original)]);
+        v[0] = original.without_text();
+        let (t, _) = reapply(&mut v, &unworded, |_| None, &Config::default());
         assert_eq!(t.count, 1);
         assert!(v[0].text.contains(MARKER));
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// A sticky cut made from the original and its tag is the cut of the
+        /// tagged copy, byte for byte and count for count, with either
+        /// tokenizer kind, with or without a tag, and for a text cut before.
+        #[test]
+        fn a_cut_from_the_original_is_the_cut_of_the_tagged_copy(
+            mut words in proptest::collection::vec("[a-z é中\n]{1,12}", 0..900),
+            tagged in proptest::bool::ANY,
+            encoding in proptest::bool::ANY,
+            cut_before in proptest::bool::ANY,
+        ) {
+            if cut_before {
+                words.insert(words.len() / 2, MARKER.to_string());
+            }
+            let cfg = Config {
+                tokenizer: if encoding { Tokenizer::O200k } else { Tokenizer::Estimate },
+                ..Config::default()
+            };
+            let original = CoreMessage::tool_result("r", "t", "Bash", words.concat());
+            let tag = tagged.then_some(r#"<noa-ref id="m00001" tokens="9" src="Bash"/>"#);
+            let mut whole = original.clone();
+            if let Some(t) = tag {
+                whole.append_tag(t);
+            }
+            let saved = cut(&mut whole, KEEP_CHARS, &cfg)
+                .or_else(|| cut(&mut whole, LAST_RESORT_KEEP_CHARS, &cfg));
+            let mut unworded = original.without_text();
+            proptest::prop_assert_eq!(recut(&original, &mut unworded, tag, &cfg), saved);
+            proptest::prop_assert_eq!(&unworded.text, &whole.text);
+            proptest::prop_assert_eq!(&unworded.edit, &whole.edit);
+            proptest::prop_assert_eq!(cfg.tokens(&unworded), cfg.tokens(&whole));
+        }
+
         #[test]
         fn the_kept_ends_are_counted_in_characters(text in "[a é中]{0,30}", keep in 1usize..12) {
             let head = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
