@@ -76,6 +76,11 @@ impl Tally {
     pub fn tokens(self) -> usize {
         self.cjk + self.other.div_ceil(4)
     }
+
+    /// The characters tallied, of both kinds.
+    pub fn chars(self) -> usize {
+        self.cjk + self.other
+    }
 }
 
 impl std::ops::Add for Tally {

@@ -10,7 +10,6 @@ use crate::engine::model::message::{ContentType, CoreMessage, Role, task_index};
 use crate::engine::model::refs::ref_to_index;
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::{block_of_summary, is_rendered_summary, render_summary};
-use crate::engine::model::tokens;
 use crate::engine::turn::sync::Coverage;
 
 /// Ranges smaller than this many tokens are not offered: a fragment in a
@@ -56,12 +55,14 @@ impl Recommendation {
 }
 
 /// Builds the recommendation for a view (before any nudge is appended), with
-/// the turn's [`Coverage`] of `state`'s blocks.
+/// the turn's [`Coverage`] of `state`'s blocks. `chars` tells the length of
+/// a message's text (a view may hold some without their words yet).
 pub fn recommend(
     view: &[CoreMessage],
     state: &CompressionState,
     covered: &Coverage,
     cfg: &Config,
+    chars: &dyn Fn(&CoreMessage) -> usize,
 ) -> Recommendation {
     let zone = zone::protected_ids(view, state, cfg);
     let mut runs: Vec<Run> = Vec::new();
@@ -107,7 +108,7 @@ pub fn recommend(
             runs.extend(open.take());
         }
         let run = open.get_or_insert_with(|| Run::new(r, segment, in_zone));
-        run.add(r, m, t, is_user);
+        run.add(r, t, chars(m), m, is_user);
         run.info.holds_task |= Some(m.id.as_str()) == first_user;
     }
     runs.extend(open);
@@ -200,11 +201,11 @@ impl Run {
             in_zone,
         }
     }
-    fn add(&mut self, r: &str, m: &CoreMessage, t: usize, is_user: bool) {
+    fn add(&mut self, r: &str, t: usize, chars: usize, m: &CoreMessage, is_user: bool) {
         self.info.end_ref = r.to_string();
         self.info.count += 1;
         self.info.tokens += t;
-        self.info.chars += tokens::chars(&m.text);
+        self.info.chars += chars;
         self.info.user_messages += usize::from(is_user);
         self.tool += usize::from(matches!(
             m.content_type,

@@ -1,10 +1,13 @@
 use super::*;
 use crate::engine::model::refs;
+use crate::engine::model::tokens;
 use crate::engine::test_support::{block, call, result, say, user};
 
 /// The recommendation as a turn makes it, with the coverage of `st`'s blocks.
 fn recommend(view: &[CoreMessage], st: &CompressionState, cfg: &Config) -> Recommendation {
-    super::recommend(view, st, &Coverage::of(&st.blocks), cfg)
+    super::recommend(view, st, &Coverage::of(&st.blocks), cfg, &|m| {
+        tokens::chars(&m.text)
+    })
 }
 
 fn state_for(view: &[CoreMessage]) -> CompressionState {

@@ -4,6 +4,7 @@ pub mod pipeline;
 pub mod prune;
 pub mod sync;
 pub mod truncate;
+pub mod unworded;
 pub mod view;
 
 pub use pipeline::{Projection, TurnInput, baked, project};

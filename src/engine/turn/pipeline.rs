@@ -98,27 +98,28 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // Borrows the blocks for the rest of the turn, which changes only other
     // parts of the state.
     let covered = Coverage::of(&state.blocks);
-    let pruned = prune::prune_marked(history, state, &covered, &state.host.truncated);
-    let hidden = pruned.hidden;
+    let pruned = prune::prune_marked(history, state, &covered);
+    let (hidden, mut unworded) = (pruned.hidden, pruned.unworded);
     let shown = hide::hide_compress_calls(pruned.view, state);
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
     let dropped_unpaired = before_pairing - view.len();
-    // Tagged, and the cuts of earlier turns made again: those results came
-    // without their words, and are cut from their originals.
+    // Tool results come without their words until the view is done: what
+    // is cut is cut from the original, and what is left out never copied.
     let mut view: Vec<CoreMessage> = view
         .into_iter()
-        .map(|m| match pruned.unworded.contains_key(m.id.as_str()) {
-            true => m,
-            false => render_tag(&state.message_refs, &mut state.token_snapshot, m, cfg),
+        .map(|m| {
+            let (refs, snapshot) = (&state.message_refs, &mut state.token_snapshot);
+            if unworded.tag(&m, |original| tag_for(refs, snapshot, original, cfg)) {
+                return m;
+            }
+            render_tag(refs, snapshot, m, cfg)
         })
         .collect();
-    let (mut truncation, cut) = truncate::reapply(
-        &mut view,
-        &pruned.unworded,
-        |m| tag_for(&state.message_refs, &mut state.token_snapshot, m, cfg),
-        cfg,
-    );
+    // Results cut on earlier turns are cut again; the others held are
+    // counted.
+    let (mut truncation, cut) =
+        truncate::reapply(&mut view, &mut unworded, &state.host.truncated, cfg);
     let reapplied = truncation.count;
     let cuts: Vec<(usize, usize, usize)> = cut
         .into_iter()
@@ -148,7 +149,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     }
     let measured = g.tokens(estimate);
 
-    let rec = recommend(&view, state, &covered, cfg);
+    let rec = recommend(&view, state, &covered, cfg, &|m| unworded.chars(m));
     let growth = match state.nudge.last_nudge_shown_tokens {
         0 => 0,
         shown => measured.saturating_sub(shown),
@@ -216,7 +217,14 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         let target = g
             .estimate_for((threshold as f64 * 0.9) as usize)
             .saturating_sub(reserve);
-        let more = truncate::truncate(&mut view, estimate, target, cfg, &mut state.host.truncated);
+        let more = truncate::truncate(
+            &mut view,
+            estimate,
+            target,
+            cfg,
+            &mut state.host.truncated,
+            &mut unworded,
+        );
         left -= more.saved;
         truncation.absorb(more);
     }
@@ -228,8 +236,14 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         .estimate_for(cfg.context_limit * 9 / 10)
         .saturating_sub(reserve);
     if over(left) {
-        let more =
-            truncate::cut_largest(&mut view, left, last_target, cfg, &mut state.host.truncated);
+        let more = truncate::cut_largest(
+            &mut view,
+            left,
+            last_target,
+            cfg,
+            &mut state.host.truncated,
+            &mut unworded,
+        );
         left -= more.saved;
         truncation.absorb(more);
     }
@@ -238,7 +252,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // and it still lists what the last step below leaves out, which `apply`
     // can resolve.
     let rec = if truncation.count > reapplied {
-        recommend(&view, state, &covered, cfg)
+        recommend(&view, state, &covered, cfg, &|m| unworded.chars(m))
     } else {
         rec
     };
@@ -250,6 +264,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         })
         .len();
     }
+    unworded.word_all(&mut view);
     if decision.inject {
         let nudge = NudgeInput {
             emergency: decision.emergency,

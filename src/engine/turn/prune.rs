@@ -1,11 +1,10 @@
 //! Prune: covered messages leave the view and their blocks' summaries take
 //! their place.
 
-use std::collections::BTreeSet;
-
 use crate::engine::model::identity::{IdMap, IdSet};
 
 use super::sync::Coverage;
+use super::unworded::Unworded;
 use crate::engine::model::exchange;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role, task_index};
@@ -20,7 +19,9 @@ use crate::engine::model::summary::render_summary;
 /// summary goes where its earliest covered message was, moved forward to the
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
-    prune_marked(view, state, &Coverage::of(&state.blocks), &BTreeSet::new()).view
+    let mut p = prune_marked(view, state, &Coverage::of(&state.blocks));
+    p.unworded.word_all(&mut p.view);
+    p.view
 }
 
 /// What [`prune_marked`] gives.
@@ -31,33 +32,22 @@ pub struct Pruned<'a> {
     /// other message's words a later turn may need, as long as no block is
     /// taken away.
     pub hidden: Vec<bool>,
-    /// The originals of the results kept without their words, by id.
-    pub unworded: IdMap<'a, &'a CoreMessage>,
+    /// The tool results the view holds without their words.
+    pub unworded: Unworded<'a>,
 }
 
 /// [`prune`] with the turn's [`Coverage`] of `state`'s blocks, and a flag
-/// for each message of `view` (see [`Pruned`]). The tool results in
-/// `cut` (those cut on earlier turns, which will be cut again) are kept
-/// without their words, the original beside: the cut is read from it
-/// rather than from a whole copy.
+/// for each message of `view` (see [`Pruned`]). The tool results kept are
+/// held without their words (see [`Unworded`]).
 pub fn prune_marked<'a>(
     view: &'a [CoreMessage],
     state: &CompressionState,
     covered: &Coverage,
-    cut: &BTreeSet<String>,
 ) -> Pruned<'a> {
-    let mut unworded = IdMap::default();
-    let mut keep = |m: &'a CoreMessage| {
-        if m.content_type == ContentType::ToolResult && cut.contains(&m.id) {
-            unworded.insert(m.id.as_str(), m);
-            m.without_text()
-        } else {
-            m.clone()
-        }
-    };
+    let mut unworded = Unworded::default();
     if covered.is_empty() {
         return Pruned {
-            view: view.iter().map(&mut keep).collect(),
+            view: view.iter().map(|m| unworded.copy(m)).collect(),
             hidden: vec![false; view.len()],
             unworded,
         };
@@ -81,7 +71,7 @@ pub fn prune_marked<'a>(
                     taken_at.entry(m.id.as_str()).or_insert(kept.len());
                 }
             }
-            None => kept.push(keep(m)),
+            None => kept.push(unworded.copy(m)),
         }
         hidden.push(block.is_some());
     }

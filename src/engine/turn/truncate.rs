@@ -10,11 +10,12 @@
 use std::collections::BTreeSet;
 
 use crate::engine::model::config::Config;
-use crate::engine::model::identity::IdMap;
-use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
+use crate::engine::model::message::{ContentType, CoreMessage, task_index};
 use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 use crate::engine::model::tokenizer::Tokenizer;
 use crate::engine::model::tokens::{self, Tally};
+
+use super::unworded::{Unworded, take_cut};
 
 /// What identifies a truncated result; detection is a substring test.
 pub const MARKER: &str = "[truncated for context space";
@@ -52,29 +53,30 @@ impl Truncation {
 }
 
 /// Cuts made on earlier turns, made again: a result cut once stays cut.
-/// Those results come into the view without their words (see
-/// [`prune_marked`](super::prune::prune_marked)), their originals in
-/// `unworded`; each gets its ref tag from `tag` (asked with the original)
-/// and is cut from the original (see [`recut`]). Also returns, for each cut,
-/// its place in the view and what it saved.
+/// A result the view holds without its words is cut from its original (see
+/// [`Unworded`]); every other held result is counted here. Also returns,
+/// for each cut, its place in the view and what it saved.
 pub fn reapply(
     view: &mut [CoreMessage],
-    unworded: &IdMap<'_, &CoreMessage>,
-    mut tag: impl FnMut(&CoreMessage) -> Option<String>,
+    unworded: &mut Unworded,
+    sticky: &BTreeSet<String>,
     cfg: &Config,
 ) -> (Truncation, Vec<(usize, usize)>) {
     let mut done = Truncation::default();
     let mut each = Vec::new();
-    if unworded.is_empty() {
-        return (done, each);
-    }
     for (i, m) in view.iter_mut().enumerate() {
-        let Some(&original) = unworded.get(m.id.as_str()) else {
+        if !sticky.contains(&m.id) {
+            unworded.count(m, cfg);
             continue;
-        };
-        if let Some(saved) = recut(original, m, tag(original).as_deref(), cfg) {
-            done.add(saved);
-            each.push((i, saved));
+        }
+        let saved = cut_either(m, KEEP_CHARS, cfg, unworded)
+            .or_else(|| cut_either(m, LAST_RESORT_KEEP_CHARS, cfg, unworded));
+        match saved {
+            Some(saved) => {
+                done.add(saved);
+                each.push((i, saved));
+            }
+            None => unworded.count(m, cfg),
         }
     }
     (done, each)
@@ -90,9 +92,17 @@ pub fn truncate(
     target: usize,
     cfg: &Config,
     sticky: &mut BTreeSet<String>,
+    unworded: &mut Unworded,
 ) -> Truncation {
     let protected_from = view.len().saturating_sub(cfg.preserve_recent_messages);
-    cut_largest(&mut view[..protected_from], estimate, target, cfg, sticky)
+    cut_largest(
+        &mut view[..protected_from],
+        estimate,
+        target,
+        cfg,
+        sticky,
+        unworded,
+    )
 }
 
 /// The cutting passes over `view`, largest results first, until its
@@ -104,6 +114,7 @@ pub fn cut_largest(
     target: usize,
     cfg: &Config,
     sticky: &mut BTreeSet<String>,
+    unworded: &mut Unworded,
 ) -> Truncation {
     let mut done = Truncation::default();
     for (min_tokens, keep) in [
@@ -117,14 +128,14 @@ pub fn cut_largest(
             .enumerate()
             .filter(|(_, m)| m.content_type == ContentType::ToolResult)
             .map(|(i, m)| (i, cfg.tokens(m)))
-            .filter(|&(i, t)| t >= min_tokens && !marked(&view[i].text))
+            .filter(|&(i, t)| t >= min_tokens && !unworded.marked(&view[i]))
             .collect();
         candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
         for (i, _) in candidates {
             if estimate.saturating_sub(done.saved) <= target {
                 return done;
             }
-            if let Some(saved) = cut(&mut view[i], keep, cfg) {
+            if let Some(saved) = cut_either(&mut view[i], keep, cfg, unworded) {
                 sticky.insert(view[i].id.clone());
                 done.add(saved);
             }
@@ -182,16 +193,27 @@ pub fn omit(
 /// short for that to save anything.
 fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
     let c = cut_pieces(&m.text, "", keep, cfg, || cfg.tokens(m))?;
-    m.replace_text(c.text, Edit::Truncated);
-    m.counted = Counted::known(cfg.tokenizer, c.after);
-    Some(c.before.saturating_sub(c.after))
+    Some(take_cut(m, c, cfg))
+}
+
+/// [`cut`], from the original when the view holds `m` without its words.
+fn cut_either(
+    m: &mut CoreMessage,
+    keep: usize,
+    cfg: &Config,
+    unworded: &mut Unworded,
+) -> Option<usize> {
+    match unworded.cut(m, keep, cfg) {
+        Some(made) => Some(take_cut(m, made?, cfg)),
+        None => cut(m, keep, cfg),
+    }
 }
 
 /// A result cut from both ends, with its counts before and after.
-struct Cut {
-    text: String,
-    before: usize,
-    after: usize,
+pub struct Cut {
+    pub text: String,
+    pub before: usize,
+    pub after: usize,
 }
 
 /// [`cut`] of `text` followed by `suffix` (a ref tag, or nothing), read
@@ -200,7 +222,7 @@ struct Cut {
 /// are added up from the pieces in the one pass that counts the middle.
 /// `suffix` must be shorter than `keep` characters: the tail kept then ends
 /// with all of it.
-fn cut_pieces(
+pub fn cut_pieces(
     text: &str,
     suffix: &str,
     keep: usize,
@@ -252,46 +274,8 @@ fn cut_pieces(
     })
 }
 
-/// Makes a cut from an earlier turn again for a result the view holds
-/// without its words (`m`, a copy of `original` but for the text): the cut
-/// is read from the original and its ref tag `tag`, so a long output is not
-/// copied whole, tagged and then cut, once a turn. Returns what the cut
-/// saved; when there is nothing to cut, the words are copied and tagged as
-/// any message's are.
-fn recut(
-    original: &CoreMessage,
-    m: &mut CoreMessage,
-    tag: Option<&str>,
-    cfg: &Config,
-) -> Option<usize> {
-    let suffix = tag.map_or(String::new(), |t| {
-        crate::engine::model::tag::suffix(&original.text, t)
-    });
-    // A tag as long as what a cut keeps (a tool named at that length) is
-    // cut as the joined text it is part of.
-    let pieces = tokens::chars(&suffix) < LAST_RESORT_KEEP_CHARS.min(KEEP_CHARS);
-    if pieces {
-        let before = || cfg.count(&[original.text.as_str(), &suffix].concat());
-        let made = cut_pieces(&original.text, &suffix, KEEP_CHARS, cfg, before)
-            .or_else(|| cut_pieces(&original.text, &suffix, LAST_RESORT_KEEP_CHARS, cfg, before));
-        if let Some(c) = made {
-            m.replace_text(c.text, Edit::Truncated);
-            m.counted = Counted::known(cfg.tokenizer, c.after);
-            return Some(c.before.saturating_sub(c.after));
-        }
-    }
-    m.text = original.text.clone();
-    if let Some(t) = tag {
-        m.append_tag(t);
-    }
-    if pieces {
-        return None;
-    }
-    cut(m, KEEP_CHARS, cfg).or_else(|| cut(m, LAST_RESORT_KEEP_CHARS, cfg))
-}
-
 /// Whether `text` is a cut result already.
-fn marked(text: &str) -> bool {
+pub fn marked(text: &str) -> bool {
     text.contains(MARKER)
 }
 
@@ -349,7 +333,8 @@ mod tests {
                 100_000,
                 TARGET,
                 &Config::default(),
-                &mut BTreeSet::new()
+                &mut BTreeSet::new(),
+                &mut Unworded::default(),
             )
             .count,
             0
@@ -365,7 +350,14 @@ mod tests {
         ];
         tail(&mut v);
         let mut sticky = BTreeSet::new();
-        let t = truncate(&mut v, 195_000, TARGET, &Config::default(), &mut sticky);
+        let t = truncate(
+            &mut v,
+            195_000,
+            TARGET,
+            &Config::default(),
+            &mut sticky,
+            &mut Unworded::default(),
+        );
         assert_eq!(t.count, 1);
         assert!(v[1].text.contains(MARKER));
         assert!(!v[0].text.contains(MARKER) && !v[2].text.contains(MARKER));
@@ -410,6 +402,7 @@ mod tests {
             TARGET,
             &Config::default(),
             &mut BTreeSet::new(),
+            &mut Unworded::default(),
         );
         assert!(v[0].text.starts_with(&"H".repeat(2000)));
         assert!(v[0].text.ends_with(&"T".repeat(2000)));
@@ -427,25 +420,57 @@ mod tests {
         )];
         tail(&mut marked);
         assert_eq!(
-            truncate(&mut marked, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            truncate(
+                &mut marked,
+                195_000,
+                TARGET,
+                &cfg,
+                &mut BTreeSet::new(),
+                &mut Unworded::default()
+            )
+            .count,
             0
         );
         let mut recent: Vec<CoreMessage> =
             (0..5).map(|i| result(&format!("r{i}"), 100_000)).collect();
         assert_eq!(
-            truncate(&mut recent, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            truncate(
+                &mut recent,
+                195_000,
+                TARGET,
+                &cfg,
+                &mut BTreeSet::new(),
+                &mut Unworded::default()
+            )
+            .count,
             0
         );
         let mut user = vec![CoreMessage::text("u", Role::User, "x".repeat(200_000))];
         tail(&mut user);
         assert_eq!(
-            truncate(&mut user, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            truncate(
+                &mut user,
+                195_000,
+                TARGET,
+                &cfg,
+                &mut BTreeSet::new(),
+                &mut Unworded::default()
+            )
+            .count,
             0
         );
         let mut small = vec![result("s", 800)];
         tail(&mut small);
         assert_eq!(
-            truncate(&mut small, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            truncate(
+                &mut small,
+                195_000,
+                TARGET,
+                &cfg,
+                &mut BTreeSet::new(),
+                &mut Unworded::default()
+            )
+            .count,
             0
         );
     }
@@ -458,7 +483,15 @@ mod tests {
         };
         let mut v = vec![result("a", 200_000)];
         assert_eq!(
-            truncate(&mut v, 195_000, TARGET, &cfg, &mut BTreeSet::new()).count,
+            truncate(
+                &mut v,
+                195_000,
+                TARGET,
+                &cfg,
+                &mut BTreeSet::new(),
+                &mut Unworded::default()
+            )
+            .count,
             1
         );
     }
@@ -488,7 +521,14 @@ mod tests {
         let note = |gone: &[CoreMessage]| {
             CoreMessage::text("note", Role::User, format!("{} left out", gone.len()))
         };
-        let cut = cut_largest(&mut v, estimate, 8_000, &cfg, &mut sticky);
+        let cut = cut_largest(
+            &mut v,
+            estimate,
+            8_000,
+            &cfg,
+            &mut sticky,
+            &mut Unworded::default(),
+        );
         assert_eq!(cut.count, 1, "the recent output is cut");
         assert!(sticky.contains("t9"));
         let omitted = omit(&mut v, estimate - cut.saved, 8_000, &cfg, note);
@@ -502,24 +542,34 @@ mod tests {
 
     #[test]
     fn a_cut_result_stays_cut() {
+        let cfg = Config::default();
+        let sticky = BTreeSet::from(["a".to_string()]);
         let mut v = vec![result("a", 200_000)];
         tail(&mut v);
-        let original = v[0].clone();
-        let unworded = IdMap::from_iter([("a", &original)]);
-        v[0] = original.without_text();
-        let (t, _) = reapply(&mut v, &unworded, |_| None, &Config::default());
+        let (t, _) = reapply(&mut v, &mut Unworded::default(), &sticky, &cfg);
         assert_eq!(t.count, 1);
         assert!(v[0].text.contains(MARKER));
+        // Held without its words, it is cut from the original alike.
+        let history = [result("a", 200_000)];
+        let mut unworded = Unworded::default();
+        let mut held: Vec<CoreMessage> = history.iter().map(|m| unworded.copy(m)).collect();
+        unworded.tag(&held[0], |_| None);
+        assert!(held[0].text.is_empty());
+        let (again, _) = reapply(&mut held, &mut unworded, &sticky, &cfg);
+        assert_eq!((again.count, again.saved), (t.count, t.saved));
+        assert_eq!(held[0].text, v[0].text);
     }
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
-        /// A sticky cut made from the original and its tag is the cut of the
-        /// tagged copy, byte for byte and count for count, with either
-        /// tokenizer kind, with or without a tag, and for a text cut before.
+        /// A result held without its words, tagged and cut again from its
+        /// original, comes out as the tagged copy cut, byte for byte and
+        /// count for count, with either kind of tokenizer, with or without
+        /// a tag, and for a text cut before; and one left uncut as the
+        /// tagged copy.
         #[test]
-        fn a_cut_from_the_original_is_the_cut_of_the_tagged_copy(
+        fn a_held_result_comes_out_as_the_tagged_copy(
             mut words in proptest::collection::vec("[a-z é中\n]{1,12}", 0..900),
             tagged in proptest::bool::ANY,
             encoding in proptest::bool::ANY,
@@ -533,18 +583,27 @@ mod tests {
                 ..Config::default()
             };
             let original = CoreMessage::tool_result("r", "t", "Bash", words.concat());
-            let tag = tagged.then_some(r#"<noa-ref id="m00001" tokens="9" src="Bash"/>"#);
-            let mut whole = original.clone();
-            if let Some(t) = tag {
-                whole.append_tag(t);
+            let tag = tagged.then(|| r#"<noa-ref id="m00001" tokens="9" src="Bash"/>"#.to_string());
+            let sticky = BTreeSet::from(["r".to_string()]);
+            let mut whole = vec![original.clone()];
+            if let Some(t) = &tag {
+                whole[0].append_tag(t);
             }
-            let saved = cut(&mut whole, KEEP_CHARS, &cfg)
-                .or_else(|| cut(&mut whole, LAST_RESORT_KEEP_CHARS, &cfg));
-            let mut unworded = original.without_text();
-            proptest::prop_assert_eq!(recut(&original, &mut unworded, tag, &cfg), saved);
-            proptest::prop_assert_eq!(&unworded.text, &whole.text);
-            proptest::prop_assert_eq!(&unworded.edit, &whole.edit);
-            proptest::prop_assert_eq!(cfg.tokens(&unworded), cfg.tokens(&whole));
+            let mut unworded = Unworded::default();
+            let mut held = vec![unworded.copy(&original)];
+            unworded.tag(&held[0], |_| tag);
+            let mut counted = held[0].clone();
+            unworded.count(&mut counted, &cfg);
+            proptest::prop_assert_eq!(cfg.tokens(&counted), cfg.tokens(&whole[0]));
+            proptest::prop_assert_eq!(unworded.marked(&held[0]), marked(&whole[0].text));
+            proptest::prop_assert_eq!(unworded.chars(&held[0]), tokens::chars(&whole[0].text));
+            let (want, _) = reapply(&mut whole, &mut Unworded::default(), &sticky, &cfg);
+            let (got, _) = reapply(&mut held, &mut unworded, &sticky, &cfg);
+            unworded.word_all(&mut held);
+            proptest::prop_assert_eq!((got.count, got.saved), (want.count, want.saved));
+            proptest::prop_assert_eq!(&held[0].text, &whole[0].text);
+            proptest::prop_assert_eq!(&held[0].edit, &whole[0].edit);
+            proptest::prop_assert_eq!(cfg.tokens(&held[0]), cfg.tokens(&whole[0]));
         }
 
         #[test]

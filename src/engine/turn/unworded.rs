@@ -1,0 +1,187 @@
+//! Tool results a turn's view holds without their words until the view is
+//! done: most of a long session's bytes are tool output, and most of that
+//! is cut or left out before the view goes out, so copying it into the view
+//! first would copy it for nothing.
+//!
+//! A held result is a copy of its history message with an empty text; the
+//! original stays in the history, borrowed. Its ref tag, its count and its
+//! length are kept here as the view's steps ask for them, a cut is made
+//! from the original (see [`truncate`](super::truncate)), and whatever is
+//! still held when the view is done gets its words copied then.
+
+use crate::engine::model::config::Config;
+use crate::engine::model::identity::IdMap;
+use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit};
+use crate::engine::model::tag;
+use crate::engine::model::tokenizer::Tokenizer;
+use crate::engine::model::tokens::{self, Tally};
+
+use super::truncate::{self, Cut};
+
+/// The results held without their words, by id.
+#[derive(Debug, Default)]
+pub struct Unworded<'a> {
+    held: IdMap<'a, Held<'a>>,
+}
+
+#[derive(Debug)]
+struct Held<'a> {
+    original: &'a CoreMessage,
+    /// The ref tag, once given.
+    tag: Option<String>,
+    /// What the tag adds to the text (see [`tag::suffix`]).
+    suffix: String,
+    /// Characters of the text with the tag, once counted.
+    chars: Option<usize>,
+}
+
+impl<'a> Unworded<'a> {
+    /// The view's copy of `m`: without its words when it is a tool result.
+    pub fn copy(&mut self, m: &'a CoreMessage) -> CoreMessage {
+        if m.content_type != ContentType::ToolResult {
+            return m.clone();
+        }
+        self.held.insert(
+            m.id.as_str(),
+            Held {
+                original: m,
+                tag: None,
+                suffix: String::new(),
+                chars: None,
+            },
+        );
+        m.without_text()
+    }
+
+    /// Whether `m` may be held: only tool results are, so other messages
+    /// are not looked up.
+    fn may_hold(&self, m: &CoreMessage) -> bool {
+        m.content_type == ContentType::ToolResult && !self.held.is_empty()
+    }
+
+    /// What is held of `m`.
+    fn held_as(&self, m: &CoreMessage) -> Option<&Held<'a>> {
+        self.may_hold(m)
+            .then(|| self.held.get(m.id.as_str()))
+            .flatten()
+    }
+
+    /// What is held of `m`, to change.
+    fn held_mut(&mut self, m: &CoreMessage) -> Option<&mut Held<'a>> {
+        if !self.may_hold(m) {
+            return None;
+        }
+        self.held.get_mut(m.id.as_str())
+    }
+
+    /// Gives a held message its ref tag, asked of `tag` with the original
+    /// (`None` for none). False when `m` is not held.
+    pub fn tag(
+        &mut self,
+        m: &CoreMessage,
+        tag: impl FnOnce(&CoreMessage) -> Option<String>,
+    ) -> bool {
+        let Some(h) = self.held_mut(m) else {
+            return false;
+        };
+        h.tag = tag(h.original);
+        h.suffix = h
+            .tag
+            .as_deref()
+            .map_or(String::new(), |t| tag::suffix(&h.original.text, t));
+        true
+    }
+
+    /// Counts a held message's words with its tag, as if both were in its
+    /// text: its count, as any message's, is taken before the view is
+    /// measured (a result cut again is counted by its cut instead).
+    pub fn count(&mut self, m: &mut CoreMessage, cfg: &Config) {
+        let Some(h) = self.held_mut(m) else {
+            return;
+        };
+        let text = h.original.text.as_str();
+        let count = match (cfg.tokenizer, h.suffix.is_empty()) {
+            (_, true) => cfg.tokens(h.original),
+            (Tokenizer::Estimate, false) => {
+                // Every character is tallied as one kind or the other.
+                let tally = Tally::of(text) + Tally::of(&h.suffix);
+                h.chars = Some(tally.chars());
+                tally.tokens()
+            }
+            (_, false) => cfg.count(&[text, h.suffix.as_str()].concat()),
+        };
+        m.counted = Counted::known(cfg.tokenizer, count);
+    }
+
+    /// Characters in a message's text, a held one's as it will be.
+    pub fn chars(&self, m: &CoreMessage) -> usize {
+        match self.held_as(m) {
+            Some(h) => h
+                .chars
+                .unwrap_or_else(|| tokens::chars(&h.original.text) + tokens::chars(&h.suffix)),
+            None => tokens::chars(&m.text),
+        }
+    }
+
+    /// Whether a message's text is a cut result already.
+    pub fn marked(&self, m: &CoreMessage) -> bool {
+        match self.held_as(m) {
+            Some(h) => truncate::marked(&h.original.text) || truncate::marked(&h.suffix),
+            None => truncate::marked(&m.text),
+        }
+    }
+
+    /// Cuts a held message to `keep` characters at each end, from its
+    /// original and its tag; it is no longer held once cut. `None` when `m`
+    /// is not held, or no longer: a tag as long as what a cut keeps (a tool
+    /// named at that length) has the words copied in, to be cut as any
+    /// message's are. `Some(None)` when there is nothing to cut.
+    pub fn cut(&mut self, m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<Option<Cut>> {
+        if tokens::chars(&self.held_as(m)?.suffix) >= keep {
+            self.word(m);
+            return None;
+        }
+        let h = self.held_as(m)?;
+        let text = h.original.text.as_str();
+        let joined = || cfg.count(&[text, h.suffix.as_str()].concat());
+        let cut = truncate::cut_pieces(text, &h.suffix, keep, cfg, joined);
+        if cut.is_some() {
+            self.held.remove(m.id.as_str());
+        }
+        Some(cut)
+    }
+
+    /// Copies a held message's words in, tagged as any message's are: it
+    /// is no longer held.
+    pub fn word(&mut self, m: &mut CoreMessage) {
+        if !self.may_hold(m) {
+            return;
+        }
+        let Some(h) = self.held.remove(m.id.as_str()) else {
+            return;
+        };
+        let counted = m.counted.clone();
+        m.text = h.original.text.clone();
+        if let Some(t) = &h.tag {
+            m.append_tag(t);
+        }
+        m.counted = counted;
+    }
+
+    /// Copies the words of every message of `view` still held.
+    pub fn word_all(&mut self, view: &mut [CoreMessage]) {
+        if self.held.is_empty() {
+            return;
+        }
+        for m in view {
+            self.word(m);
+        }
+    }
+}
+
+/// A cut made: the message takes its text and count.
+pub fn take_cut(m: &mut CoreMessage, cut: Cut, cfg: &Config) -> usize {
+    m.replace_text(cut.text, Edit::Truncated);
+    m.counted = Counted::known(cfg.tokenizer, cut.after);
+    cut.before.saturating_sub(cut.after)
+}
