@@ -314,6 +314,12 @@ mod tests {
     fn result(id: &str, chars: usize) -> CoreMessage {
         CoreMessage::tool_result(id, id, "Bash", "x".repeat(chars))
     }
+    /// How many results a turn's truncation cuts in `view`, measured at
+    /// 195K against the test target, with no cut before.
+    fn cuts(view: &mut [CoreMessage], cfg: &Config) -> usize {
+        let (mut sticky, mut unworded) = (BTreeSet::new(), Unworded::default());
+        truncate(view, 195_000, TARGET, cfg, &mut sticky, &mut unworded).count
+    }
     fn tail(view: &mut Vec<CoreMessage>) {
         for i in 0..5 {
             view.push(CoreMessage::text(
@@ -419,60 +425,16 @@ mod tests {
             format!("{MARKER}]{}", "x".repeat(100_000)),
         )];
         tail(&mut marked);
-        assert_eq!(
-            truncate(
-                &mut marked,
-                195_000,
-                TARGET,
-                &cfg,
-                &mut BTreeSet::new(),
-                &mut Unworded::default()
-            )
-            .count,
-            0
-        );
+        assert_eq!(cuts(&mut marked, &cfg), 0);
         let mut recent: Vec<CoreMessage> =
             (0..5).map(|i| result(&format!("r{i}"), 100_000)).collect();
-        assert_eq!(
-            truncate(
-                &mut recent,
-                195_000,
-                TARGET,
-                &cfg,
-                &mut BTreeSet::new(),
-                &mut Unworded::default()
-            )
-            .count,
-            0
-        );
+        assert_eq!(cuts(&mut recent, &cfg), 0);
         let mut user = vec![CoreMessage::text("u", Role::User, "x".repeat(200_000))];
         tail(&mut user);
-        assert_eq!(
-            truncate(
-                &mut user,
-                195_000,
-                TARGET,
-                &cfg,
-                &mut BTreeSet::new(),
-                &mut Unworded::default()
-            )
-            .count,
-            0
-        );
+        assert_eq!(cuts(&mut user, &cfg), 0);
         let mut small = vec![result("s", 800)];
         tail(&mut small);
-        assert_eq!(
-            truncate(
-                &mut small,
-                195_000,
-                TARGET,
-                &cfg,
-                &mut BTreeSet::new(),
-                &mut Unworded::default()
-            )
-            .count,
-            0
-        );
+        assert_eq!(cuts(&mut small, &cfg), 0);
     }
 
     #[test]
@@ -482,18 +444,7 @@ mod tests {
             ..Config::default()
         };
         let mut v = vec![result("a", 200_000)];
-        assert_eq!(
-            truncate(
-                &mut v,
-                195_000,
-                TARGET,
-                &cfg,
-                &mut BTreeSet::new(),
-                &mut Unworded::default()
-            )
-            .count,
-            1
-        );
+        assert_eq!(cuts(&mut v, &cfg), 1);
     }
 
     #[test]
