@@ -10,12 +10,12 @@
 use std::collections::BTreeSet;
 
 use crate::engine::model::config::Config;
-use crate::engine::model::message::{ContentType, CoreMessage, task_index};
+use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
 use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 use crate::engine::model::tokenizer::Tokenizer;
 use crate::engine::model::tokens::{self, Tally};
 
-use super::unworded::{Unworded, take_cut};
+use super::unworded::Unworded;
 
 /// What identifies a truncated result; detection is a substring test.
 pub const MARKER: &str = "[truncated for context space";
@@ -193,7 +193,10 @@ pub fn omit(
 /// short for that to save anything.
 fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
     let c = cut_pieces(&m.text, "", keep, cfg, || cfg.tokens(m))?;
-    Some(take_cut(m, c, cfg))
+    let text = c.text(&m.text, "");
+    m.replace_text(text, Edit::Truncated);
+    m.counted = Counted::known(cfg.tokenizer, c.after);
+    Some(c.saved())
 }
 
 /// [`cut`], from the original when the view holds `m` without its words.
@@ -204,22 +207,50 @@ fn cut_either(
     unworded: &mut Unworded,
 ) -> Option<usize> {
     match unworded.cut(m, keep, cfg) {
-        Some(made) => Some(take_cut(m, made?, cfg)),
+        Some(saved) => saved,
         None => cut(m, keep, cfg),
     }
 }
 
-/// A result cut from both ends, with its counts before and after.
+/// A cut of a result: where its kept head ends and its kept tail starts,
+/// the note put between them, and its figures.
+#[derive(Debug)]
 pub struct Cut {
-    pub text: String,
-    pub before: usize,
+    head_end: usize,
+    tail_start: usize,
+    note: String,
+    before: usize,
+    /// Its count.
     pub after: usize,
+    /// Characters in its text.
+    pub chars: usize,
+}
+
+impl Cut {
+    /// The text of the cut of `text` followed by `suffix`, built in one
+    /// allocation.
+    pub fn text(&self, text: &str, suffix: &str) -> String {
+        let (head, tail) = (&text[..self.head_end], &text[self.tail_start..]);
+        let mut cut =
+            String::with_capacity(head.len() + self.note.len() + tail.len() + suffix.len());
+        for piece in [head, &self.note, tail, suffix] {
+            cut.push_str(piece);
+        }
+        cut
+    }
+
+    /// What the cut saves.
+    pub fn saved(&self) -> usize {
+        self.before.saturating_sub(self.after)
+    }
 }
 
 /// [`cut`] of `text` followed by `suffix` (a ref tag, or nothing), read
-/// where the two lie rather than joined first. `before` counts the two
-/// joined, asked only of a tokenizer other than the estimate, whose counts
-/// are added up from the pieces in the one pass that counts the middle.
+/// where the two lie rather than joined first, and not built: every turn
+/// cuts every sticky output again, and most of a long session's cuts are
+/// left out before the view goes out. `before` counts the two joined,
+/// asked only of a tokenizer other than the estimate, whose counts are
+/// added up from the pieces in the one pass that counts the middle.
 /// `suffix` must be shorter than `keep` characters: the tail kept then ends
 /// with all of it.
 pub fn cut_pieces(
@@ -248,30 +279,30 @@ pub fn cut_pieces(
         &text[head_end..tail_start],
         &text[tail_start..],
     );
+    let kept = [head, tail, suffix].map(Tally::of);
     let (before, cut_tokens) = match cfg.tokenizer {
         Tokenizer::Estimate => {
-            let [h, m, t, s] = [head, middle, tail, suffix].map(Tally::of);
-            ((h + m + t + s).tokens(), m.tokens())
+            let m = Tally::of(middle);
+            ((kept[0] + m + kept[1] + kept[2]).tokens(), m.tokens())
         }
         _ => (before(), cfg.count(middle)),
     };
     let note = format!(
         "\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n"
     );
-    // Built in one allocation and counted from its pieces: every turn cuts
-    // every sticky output again.
-    let mut cut_text = String::with_capacity(head.len() + note.len() + tail.len() + suffix.len());
-    for piece in [head, &note, tail, suffix] {
-        cut_text.push_str(piece);
-    }
-    let after = cfg
-        .tokenizer
-        .count_pieces(&cut_text, &[head, &note, tail, suffix]);
-    Some(Cut {
-        text: cut_text,
+    let noted = Tally::of(&note) + kept[0] + kept[1] + kept[2];
+    let mut cut = Cut {
+        head_end,
+        tail_start,
+        note,
         before,
-        after,
-    })
+        after: noted.tokens(),
+        chars: noted.chars(),
+    };
+    if cfg.tokenizer != Tokenizer::Estimate {
+        cut.after = cfg.count(&cut.text(text, suffix));
+    }
+    Some(cut)
 }
 
 /// Whether `text` is a cut result already.
@@ -508,6 +539,8 @@ mod tests {
         assert!(held[0].text.is_empty());
         let (again, _) = reapply(&mut held, &mut unworded, &sticky, &cfg);
         assert_eq!((again.count, again.saved), (t.count, t.saved));
+        assert!(held[0].text.is_empty(), "built only when the view is done");
+        unworded.word_all(&mut held);
         assert_eq!(held[0].text, v[0].text);
     }
 

@@ -5,9 +5,10 @@
 //!
 //! A held result is a copy of its history message with an empty text; the
 //! original stays in the history, borrowed. Its ref tag, its count and its
-//! length are kept here as the view's steps ask for them, a cut is made
-//! from the original (see [`truncate`](super::truncate)), and whatever is
-//! still held when the view is done gets its words copied then.
+//! length are kept here as the view's steps ask for them, and a cut is
+//! measured on the original (see [`truncate`](super::truncate)) without
+//! being built. When the view is done, what is still in it gets its text:
+//! the words copied in and tagged, or its cut built.
 
 use crate::engine::model::config::Config;
 use crate::engine::model::identity::IdMap;
@@ -33,6 +34,8 @@ struct Held<'a> {
     suffix: String,
     /// Characters of the text with the tag, once counted.
     chars: Option<usize>,
+    /// The cut made, once made: its text is built when the view is done.
+    cut: Option<Cut>,
 }
 
 impl<'a> Unworded<'a> {
@@ -48,6 +51,7 @@ impl<'a> Unworded<'a> {
                 tag: None,
                 suffix: String::new(),
                 chars: None,
+                cut: None,
             },
         );
         m.without_text()
@@ -96,7 +100,7 @@ impl<'a> Unworded<'a> {
     /// text: its count, as any message's, is taken before the view is
     /// measured (a result cut again is counted by its cut instead).
     pub fn count(&mut self, m: &mut CoreMessage, cfg: &Config) {
-        let Some(h) = self.held_mut(m) else {
+        let Some(h) = self.held_mut(m).filter(|h| h.cut.is_none()) else {
             return;
         };
         let text = h.original.text.as_str();
@@ -116,6 +120,7 @@ impl<'a> Unworded<'a> {
     /// Characters in a message's text, a held one's as it will be.
     pub fn chars(&self, m: &CoreMessage) -> usize {
         match self.held_as(m) {
+            Some(Held { cut: Some(c), .. }) => c.chars,
             Some(h) => h
                 .chars
                 .unwrap_or_else(|| tokens::chars(&h.original.text) + tokens::chars(&h.suffix)),
@@ -126,29 +131,38 @@ impl<'a> Unworded<'a> {
     /// Whether a message's text is a cut result already.
     pub fn marked(&self, m: &CoreMessage) -> bool {
         match self.held_as(m) {
+            // A cut's note carries the marker.
+            Some(Held { cut: Some(_), .. }) => true,
             Some(h) => truncate::marked(&h.original.text) || truncate::marked(&h.suffix),
             None => truncate::marked(&m.text),
         }
     }
 
     /// Cuts a held message to `keep` characters at each end, from its
-    /// original and its tag; it is no longer held once cut. `None` when `m`
-    /// is not held, or no longer: a tag as long as what a cut keeps (a tool
-    /// named at that length) has the words copied in, to be cut as any
-    /// message's are. `Some(None)` when there is nothing to cut.
-    pub fn cut(&mut self, m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<Option<Cut>> {
+    /// original and its tag, and returns what it saved; the message takes
+    /// the cut's count, and its text is built when the view is done. `None`
+    /// when `m` is not held, or no longer: a tag as long as what a cut keeps
+    /// (a tool named at that length) has the words copied in, to be cut as
+    /// any message's are. `Some(None)` when there is nothing to cut.
+    pub fn cut(&mut self, m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<Option<usize>> {
         if tokens::chars(&self.held_as(m)?.suffix) >= keep {
             self.word(m);
             return None;
         }
-        let h = self.held_as(m)?;
+        let h = self.held_mut(m)?;
+        if h.cut.is_some() {
+            return Some(None);
+        }
         let text = h.original.text.as_str();
         let joined = || cfg.count(&[text, h.suffix.as_str()].concat());
-        let cut = truncate::cut_pieces(text, &h.suffix, keep, cfg, joined);
-        if cut.is_some() {
-            self.held.remove(m.id.as_str());
-        }
-        Some(cut)
+        let Some(cut) = truncate::cut_pieces(text, &h.suffix, keep, cfg, joined) else {
+            return Some(None);
+        };
+        let saved = cut.saved();
+        m.edit = Edit::Truncated;
+        m.counted = Counted::known(cfg.tokenizer, cut.after);
+        h.cut = Some(cut);
+        Some(Some(saved))
     }
 
     /// Copies a held message's words in, tagged as any message's are: it
@@ -160,6 +174,10 @@ impl<'a> Unworded<'a> {
         let Some(h) = self.held.remove(m.id.as_str()) else {
             return;
         };
+        if let Some(c) = &h.cut {
+            m.text = c.text(&h.original.text, &h.suffix);
+            return;
+        }
         let counted = m.counted.clone();
         m.text = h.original.text.clone();
         if let Some(t) = &h.tag {
@@ -177,11 +195,4 @@ impl<'a> Unworded<'a> {
             self.word(m);
         }
     }
-}
-
-/// A cut made: the message takes its text and count.
-pub fn take_cut(m: &mut CoreMessage, cut: Cut, cfg: &Config) -> usize {
-    m.replace_text(cut.text, Edit::Truncated);
-    m.counted = Counted::known(cfg.tokenizer, cut.after);
-    cut.before.saturating_sub(cut.after)
 }
