@@ -19,20 +19,23 @@ pub fn render(reference: &str, tokens: usize, source: Option<&str>) -> String {
 /// in place: every taggable message in a view is tagged, and a tool output
 /// can be long.
 pub fn append(body: &mut String, tag: &str) {
-    let suffix = suffix(body, tag);
+    let line = separator(body);
     // Grown by exactly the tag: left to itself a String doubles, and a
     // view's copies of long outputs would hold twice their size.
-    body.reserve_exact(suffix.len());
-    body.push_str(&suffix);
+    body.reserve_exact(line.len() + tag.len());
+    body.push_str(line);
+    body.push_str(tag);
 }
 
 /// What [`append`] adds to `body`.
 pub fn suffix(body: &str, tag: &str) -> String {
-    if body.is_empty() {
-        tag.to_string()
-    } else {
-        format!("\n{tag}")
-    }
+    [separator(body), tag].concat()
+}
+
+/// What goes between a body and its tag: a line break, unless the tag is
+/// the whole body.
+fn separator(body: &str) -> &'static str {
+    if body.is_empty() { "" } else { "\n" }
 }
 
 /// Removes one ref tag from either end of a body, with the newline that
