@@ -14,6 +14,7 @@ use crate::engine::model::identity::IdSet;
 use super::host;
 use super::sync::Coverage;
 use super::truncate::{self, Truncation};
+use super::unworded::Unworded;
 use super::{hide, prune, sync, view};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
@@ -98,7 +99,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // Borrows the blocks for the rest of the turn, which changes only other
     // parts of the state.
     let covered = Coverage::of(&state.blocks);
-    let pruned = prune::prune_marked(history, state, &covered);
+    let pruned = prune::prune_marked(history, state, &covered, Unworded::holding());
     let (hidden, mut unworded) = (pruned.hidden, pruned.unworded);
     let shown = hide::hide_compress_calls(pruned.view, state);
     let before_pairing = shown.len();

@@ -19,9 +19,8 @@ use crate::engine::model::summary::render_summary;
 /// summary goes where its earliest covered message was, moved forward to the
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
-    let mut p = prune_marked(view, state, &Coverage::of(&state.blocks));
-    p.unworded.word_all(&mut p.view);
-    p.view
+    let covered = Coverage::of(&state.blocks);
+    prune_marked(view, state, &covered, Unworded::default()).view
 }
 
 /// What [`prune_marked`] gives.
@@ -37,14 +36,14 @@ pub struct Pruned<'a> {
 }
 
 /// [`prune`] with the turn's [`Coverage`] of `state`'s blocks, and a flag
-/// for each message of `view` (see [`Pruned`]). The tool results kept are
-/// held without their words (see [`Unworded`]).
+/// for each message of `view` (see [`Pruned`]). The messages kept are
+/// copied by `unworded`, which may hold tool results without their words.
 pub fn prune_marked<'a>(
     view: &'a [CoreMessage],
     state: &CompressionState,
     covered: &Coverage,
+    mut unworded: Unworded<'a>,
 ) -> Pruned<'a> {
-    let mut unworded = Unworded::default();
     if covered.is_empty() {
         return Pruned {
             view: view.iter().map(|m| unworded.copy(m)).collect(),

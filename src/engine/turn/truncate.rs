@@ -533,7 +533,7 @@ mod tests {
         assert!(v[0].text.contains(MARKER));
         // Held without its words, it is cut from the original alike.
         let history = [result("a", 200_000)];
-        let mut unworded = Unworded::default();
+        let mut unworded = Unworded::holding();
         let mut held: Vec<CoreMessage> = history.iter().map(|m| unworded.copy(m)).collect();
         unworded.tag(&held[0], |_| None);
         assert!(held[0].text.is_empty());
@@ -573,7 +573,7 @@ mod tests {
             if let Some(t) = &tag {
                 whole[0].append_tag(t);
             }
-            let mut unworded = Unworded::default();
+            let mut unworded = Unworded::holding();
             let mut held = vec![unworded.copy(&original)];
             unworded.tag(&held[0], |_| tag);
             let mut counted = held[0].clone();

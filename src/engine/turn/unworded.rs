@@ -19,10 +19,12 @@ use crate::engine::model::tokens::{self, Tally};
 
 use super::truncate::{self, Cut};
 
-/// The results held without their words, by id.
+/// The results held without their words, by id. One made by `default`
+/// holds nothing: its copies are whole.
 #[derive(Debug, Default)]
 pub struct Unworded<'a> {
     held: IdMap<'a, Held<'a>>,
+    holds: bool,
 }
 
 #[derive(Debug)]
@@ -39,9 +41,18 @@ struct Held<'a> {
 }
 
 impl<'a> Unworded<'a> {
-    /// The view's copy of `m`: without its words when it is a tool result.
+    /// One that holds the tool results it copies.
+    pub fn holding() -> Unworded<'a> {
+        Unworded {
+            held: IdMap::default(),
+            holds: true,
+        }
+    }
+
+    /// The view's copy of `m`: without its words when it is a tool result
+    /// and this holds them.
     pub fn copy(&mut self, m: &'a CoreMessage) -> CoreMessage {
-        if m.content_type != ContentType::ToolResult {
+        if !self.holds || m.content_type != ContentType::ToolResult {
             return m.clone();
         }
         self.held.insert(
