@@ -19,8 +19,8 @@ use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::{
-    Block, Breakdown, CompressionState, IdSet, Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput,
-    format_breakdown, map, protected_ids, summary_tokens, svg, tokens, tree,
+    Block, Breakdown, CompressionState, CoreMessage, IdSet, Reclaimed, Run, STRIP_LEGEND, Segment,
+    SvgInput, format_breakdown, map, protected_ids, summary_tokens, svg, tokens, tree,
 };
 use crate::store::{SessionDir, write_atomic};
 
@@ -89,8 +89,8 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
             limit: settings.window(&stored.host),
             history: map::history_segments(history, &p.view, &state, &zone),
             view: map::view_segments(&p.view, &state, &zone),
-            reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &|t| {
-                config.count(t)
+            reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &|m| {
+                config.tokens(m)
             }),
         }
     });
@@ -126,7 +126,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         }
     }
 
-    let count = |t: &str| config.count(t);
+    let count = |m: &CoreMessage| config.tokens(m);
     let report = Report {
         session: &session,
         stored: &stored,
@@ -205,7 +205,7 @@ struct Report<'a> {
     base: &'a Path,
     current: Option<&'a Current>,
     /// The session's token counter.
-    count: &'a dyn Fn(&str) -> usize,
+    count: &'a dyn Fn(&CoreMessage) -> usize,
 }
 
 impl Report<'_> {

@@ -114,14 +114,17 @@ fn scratch_view(state: &mut CompressionState, input: &CallInput) -> Projection {
 fn project_lent(state: &mut CompressionState, input: &CallInput, figures: bool) -> Projection {
     let active: Vec<bool> = state.blocks.iter().map(|b| b.active).collect();
     let applied = std::mem::take(&mut state.host.applied);
+    // Taken out before the rest is copied, so it is copied once or not at all.
+    let snapshot = std::mem::take(&mut state.token_snapshot);
+    let (lent, kept) = if figures {
+        (snapshot, None)
+    } else {
+        (snapshot.clone(), Some(snapshot))
+    };
     let mut scratch = CompressionState {
         message_refs: std::mem::take(&mut state.message_refs),
         blocks: std::mem::take(&mut state.blocks),
-        token_snapshot: if figures {
-            std::mem::take(&mut state.token_snapshot)
-        } else {
-            state.token_snapshot.clone()
-        },
+        token_snapshot: lent,
         ..state.clone()
     };
     let p = project_at(&mut scratch, input);
@@ -131,9 +134,7 @@ fn project_lent(state: &mut CompressionState, input: &CallInput, figures: bool) 
     for (b, was) in state.blocks.iter_mut().zip(active) {
         b.active = was;
     }
-    if figures {
-        state.token_snapshot = scratch.token_snapshot;
-    }
+    state.token_snapshot = kept.unwrap_or(scratch.token_snapshot);
     p
 }
 
@@ -231,7 +232,7 @@ pub fn answer_with(
             &next.blocks,
             input.history,
             &now.view,
-            &|t| input.config.count(t),
+            &|m| input.config.tokens(m),
         );
         (now.measured, reclaimed, now.hidden)
     };

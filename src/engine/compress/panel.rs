@@ -31,8 +31,8 @@ pub struct Reclaimed {
 
 /// Tokens of a block's summary as it is rendered into the view
 /// ([`render_summary`]: header, topic, summary and archive pointer).
-pub fn summary_tokens(block: &Block, count: &dyn Fn(&str) -> usize) -> usize {
-    count(&render_summary(block).text)
+pub fn summary_tokens(block: &Block, tokens: &dyn Fn(&CoreMessage) -> usize) -> usize {
+    tokens(&render_summary(block))
 }
 
 /// What blocks' reclaimed figures are taken against, indexed once: the
@@ -47,21 +47,22 @@ pub struct Ledger<'a> {
     originals: IdMap<'a, &'a CoreMessage>,
     /// The ids the view shows.
     shown: IdSet<'a>,
-    count: &'a dyn Fn(&str) -> usize,
+    tokens: &'a dyn Fn(&CoreMessage) -> usize,
 }
 
 impl<'a> Ledger<'a> {
     /// Indexes `blocks` (the state's, where absorbed blocks are found),
     /// `history` (the originals: untruncated, untagged) and `view` (any view
     /// projected with the blocks in the state: after the call for the panel,
-    /// the current one for `inspect`), to count with `count`, the session's
-    /// counter ([`Config::count`](crate::engine::model::config::Config::count)),
-    /// so the figures are on the same scale as the rest of the report.
+    /// the current one for `inspect`), to count with `tokens`, the session's
+    /// counter ([`Config::tokens`](crate::engine::model::config::Config::tokens)),
+    /// so the figures are on the same scale as the rest of the report. An
+    /// original's count is the one it carries: its words are not read again.
     pub fn new(
         blocks: &'a [Block],
         history: &'a [CoreMessage],
         view: &'a [CoreMessage],
-        count: &'a dyn Fn(&str) -> usize,
+        tokens: &'a dyn Fn(&CoreMessage) -> usize,
     ) -> Self {
         let mut by_id = IdMap::with_capacity_and_hasher(blocks.len(), Default::default());
         for b in blocks {
@@ -75,7 +76,7 @@ impl<'a> Ledger<'a> {
             blocks: by_id,
             originals,
             shown: view.iter().map(|m| m.id.as_str()).collect(),
-            count,
+            tokens,
         }
     }
 
@@ -99,23 +100,24 @@ impl<'a> Ledger<'a> {
     /// after, so the figure does not change when the block is folded into a
     /// higher tier.
     pub fn reclaimed(&self, block: &Block) -> Reclaimed {
-        let mut counted: IdSet<'_> = IdSet::default();
+        let mut counted: IdSet<'_> =
+            IdSet::with_capacity_and_hasher(block.direct_message_ids.len(), Default::default());
         let messages: usize = block
             .direct_message_ids
             .iter()
             .map(String::as_str)
             .filter(|id| !self.shown.contains(id) && counted.insert(id))
             .filter_map(|id| self.originals.get(id))
-            .map(|m| (self.count)(&m.text))
+            .map(|m| (self.tokens)(m))
             .sum();
         let absorbed: usize = block
             .direct_block_ids
             .iter()
             .filter_map(|id| self.blocks.get(id.as_str()))
-            .map(|b| summary_tokens(b, self.count))
+            .map(|b| summary_tokens(b, self.tokens))
             .sum();
         let taken = messages + absorbed;
-        let summary = summary_tokens(block, self.count);
+        let summary = summary_tokens(block, self.tokens);
         Reclaimed {
             taken,
             summary,
@@ -126,16 +128,16 @@ impl<'a> Ledger<'a> {
 
 /// What a call reclaimed, for the panel's headline: the sum of
 /// [`Ledger::reclaimed`] over the blocks it made, with `blocks`, `history`,
-/// `view` and `count` as [`Ledger::new`] takes them (the state and the view
+/// `view` and `tokens` as [`Ledger::new`] takes them (the state and the view
 /// after the call).
 pub fn reclaimed_by_call<'a>(
     made: impl IntoIterator<Item = &'a Block>,
     blocks: &[Block],
     history: &[CoreMessage],
     view: &[CoreMessage],
-    count: &dyn Fn(&str) -> usize,
+    tokens: &dyn Fn(&CoreMessage) -> usize,
 ) -> usize {
-    let ledger = Ledger::new(blocks, history, view, count);
+    let ledger = Ledger::new(blocks, history, view, tokens);
     made.into_iter().map(|b| ledger.reclaimed(b).tokens).sum()
 }
 

@@ -7,12 +7,22 @@
 
 /// The tag for one message: `<noa-ref id="m00042" tokens="1.2K"/>`, with
 /// `src="Tool"` for tool results.
+///
+/// Put together piece by piece: every message in view is tagged every turn.
 pub fn render(reference: &str, tokens: usize, source: Option<&str>) -> String {
     let figure = super::tokens::format(tokens);
-    match source {
-        Some(src) => format!(r#"<noa-ref id="{reference}" tokens="{figure}" src="{src}"/>"#),
-        None => format!(r#"<noa-ref id="{reference}" tokens="{figure}"/>"#),
+    let src = source.map_or(0, |s| s.len() + 7);
+    let mut tag = String::with_capacity(26 + reference.len() + figure.len() + src);
+    for piece in [r#"<noa-ref id=""#, reference, r#"" tokens=""#, &figure] {
+        tag.push_str(piece);
     }
+    if let Some(src) = source {
+        for piece in [r#"" src=""#, src] {
+            tag.push_str(piece);
+        }
+    }
+    tag.push_str(r#""/>"#);
+    tag
 }
 
 /// Appends a tag to a body on its own line (the tag alone for an empty body),

@@ -49,10 +49,17 @@ impl Tally {
             };
         }
         let (mut cjk, mut other, mut i) = (0usize, 0usize, 0usize);
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight"));
         while i < bytes.len() {
-            if let Some(word) = bytes.get(i..i + 8)
-                && u64::from_le_bytes(word.try_into().expect("eight bytes")) & HIGH == 0
+            // ASCII runs thirty-two bytes at a time, then eight.
+            if i + 32 <= bytes.len()
+                && (word(i) | word(i + 8) | word(i + 16) | word(i + 24)) & HIGH == 0
             {
+                other += 32;
+                i += 32;
+                continue;
+            }
+            if i + 8 <= bytes.len() && word(i) & HIGH == 0 {
                 other += 8;
                 i += 8;
                 continue;

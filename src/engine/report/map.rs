@@ -209,9 +209,9 @@ pub fn reclaimed_by_block(
     history: &[CoreMessage],
     view: &[CoreMessage],
     blocks: &[Block],
-    count: &dyn Fn(&str) -> usize,
+    tokens: &dyn Fn(&CoreMessage) -> usize,
 ) -> BTreeMap<String, Reclaimed> {
-    let ledger = Ledger::new(blocks, history, view, count);
+    let ledger = Ledger::new(blocks, history, view, tokens);
     blocks
         .iter()
         .map(|b| (b.block_id.clone(), ledger.reclaimed(b)))

@@ -70,7 +70,7 @@ fn sample_svg() -> String {
     let zone: IdSet<'_> = ["u2", "a3"].into_iter().collect();
     let h = history_segments(&history, &view, &st, &zone);
     let v = view_segments(&view, &st, &zone);
-    let reclaimed = reclaimed_by_block(&history, &view, &st.blocks, &tokens::estimate);
+    let reclaimed = reclaimed_by_block(&history, &view, &st.blocks, &|m| tokens::estimate(&m.text));
     svg(&SvgInput {
         session: "s<1>",
         history: &h,
@@ -148,6 +148,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     let (history, mut st) = task_covered();
     // A counter that is not the estimate: every surface must use the one given.
     let count = |t: &str| t.chars().count();
+    let counter = |m: &CoreMessage| count(&m.text);
     let view = prune(&history, &st);
     assert!(
         view.iter().any(|m| m.id == "u1"),
@@ -161,16 +162,16 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     let summary = count(&render_summary(&b1).text);
     assert!(summary > count(crate::engine::model::summary::SUMMARY_HEADER) + b1.summary.len());
     let expected = taken - summary;
-    let r = Ledger::new(&st.blocks, &history, &view, &count).reclaimed(&b1);
+    let r = Ledger::new(&st.blocks, &history, &view, &counter).reclaimed(&b1);
     assert_eq!(
         (r.taken, r.summary, r.tokens),
         (taken, summary, expected),
         "the task is not counted"
     );
-    assert_eq!(summary_tokens(&b1, &count), summary);
+    assert_eq!(summary_tokens(&b1, &counter), summary);
 
     // The panel, the map and the SVG label report the same figure.
-    let call = reclaimed_by_call([&b1], &st.blocks, &history, &view, &count);
+    let call = reclaimed_by_call([&b1], &st.blocks, &history, &view, &counter);
     assert_eq!(call, expected);
     let text = panel::render(
         &PanelInput {
@@ -186,7 +187,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
         text.starts_with(&format!("▣ noa | 20K → 20K tokens (~{figure} reclaimed)")),
         "{text}"
     );
-    let by_block = reclaimed_by_block(&history, &view, &st.blocks, &count);
+    let by_block = reclaimed_by_block(&history, &view, &st.blocks, &counter);
     assert_eq!(by_block["b1"], r);
     let segs = history_segments(&history, &view, &st, &IdSet::default());
     let covered = segs.iter().find(|s| s.block == "b1").unwrap();
@@ -216,7 +217,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     b2.direct_block_ids = vec!["b1".into()];
     st.blocks.push(b2.clone());
     let view = prune(&history, &st);
-    let by_block = reclaimed_by_block(&history, &view, &st.blocks, &count);
+    let by_block = reclaimed_by_block(&history, &view, &st.blocks, &counter);
     assert_eq!(by_block["b1"], r);
     let own = count(&render_summary(&b2).text);
     assert_eq!(

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 
 use crate::engine::model::config::Config;
+use crate::engine::model::identity::IdSet;
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
 use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 use crate::engine::model::tokenizer::Tokenizer;
@@ -64,8 +65,11 @@ pub fn reapply(
 ) -> (Truncation, Vec<(usize, usize)>) {
     let mut done = Truncation::default();
     let mut each = Vec::new();
+    // Hashed once: every message in view is looked up, and ids that share a
+    // long prefix make each step down the ordered set a long compare.
+    let sticky: IdSet<'_> = sticky.iter().map(String::as_str).collect();
     for (i, m) in view.iter_mut().enumerate() {
-        if !sticky.contains(&m.id) {
+        if !sticky.contains(m.id.as_str()) {
             unworded.count(m, cfg);
             continue;
         }
@@ -307,7 +311,9 @@ pub fn cut_pieces(
 
 /// Whether `text` is a cut result already.
 pub fn marked(text: &str) -> bool {
-    text.contains(MARKER)
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARKER));
+    FINDER.find(text.as_bytes()).is_some()
 }
 
 /// The byte offset where the first `keep` characters of `text` end (its
