@@ -79,6 +79,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
                 archive_root: &root,
                 created: &created,
                 now,
+                cuts: &cx.kept_cuts(),
             },
         )
     };
@@ -109,8 +110,14 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     // cannot be written leaves the last turn's, which the next turn checks.
     let cache_warning = (!answer.hidden.is_empty())
         .then(|| {
-            cx.save_read_cache(&answer.state, &answer.hidden, &[], CacheWrite::Anew)
-                .err()
+            cx.save_read_cache(
+                &answer.state,
+                &answer.hidden,
+                &[],
+                &answer.cuts,
+                CacheWrite::Anew,
+            )
+            .err()
         })
         .flatten()
         .map(|e| format!("the read cache was not saved: {e}"));

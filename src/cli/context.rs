@@ -16,8 +16,8 @@ use super::input::{Loaded, check_belongs, load_whole};
 use super::settings::{self, Settings};
 use super::{CliError, clock};
 use crate::engine::{
-    self, COMPRESS_TOOL, CompressionState, Config, ContentType, CoreMessage, IdMap, Projection,
-    RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
+    self, COMPRESS_TOOL, CompressionState, Config, ContentType, CoreMessage, IdMap, KeptCut,
+    Projection, RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
 };
 use crate::formats::Transcript;
 use crate::store::{CacheSource, SessionDir, SessionLock};
@@ -183,6 +183,7 @@ impl<'g> Context<'g> {
         state: &CompressionState,
         hidden: &[bool],
         view: &[CoreMessage],
+        cuts: &[(String, KeptCut)],
         how: CacheWrite,
     ) -> Result<(), CliError> {
         let Some(mark) = self
@@ -208,6 +209,7 @@ impl<'g> Context<'g> {
             mark,
             keep: &keep,
             unparsed: &self.loaded.read.raws,
+            cuts,
         };
         match (how, &self.loaded.read.appendable) {
             (CacheWrite::Append, Some(end)) => {
@@ -256,8 +258,20 @@ impl<'g> Context<'g> {
                 sections: &self.settings.sections,
                 force_nudge: turn.force_nudge,
                 keep_all: false,
+                cuts: &self.kept_cuts(),
             },
         )
+    }
+
+    /// The cuts the last turn made, by message id, as the read cache kept
+    /// them for the messages it holds (none after a whole read).
+    pub fn kept_cuts(&self) -> IdMap<'_, KeptCut> {
+        self.loaded
+            .read
+            .cuts
+            .iter()
+            .map(|(id, cut)| (id.as_str(), *cut))
+            .collect()
     }
 
     /// The state the command works on: the session's own (or a parent's),
@@ -410,6 +424,15 @@ impl<'g> Context<'g> {
 fn history_of(loaded: &mut Loaded) -> Vec<CoreMessage> {
     let mut history = std::mem::take(&mut loaded.read.prefix);
     let read = loaded.transcript.take_cores(history.len());
+    // A kept cut stands for the cached message it was made of: none is
+    // taken back for an id a message read on also has.
+    if !loaded.read.cuts.is_empty() && !read.is_empty() {
+        let new: HashSet<&str> = read.iter().map(|m| m.id.as_str()).collect();
+        loaded
+            .read
+            .cuts
+            .retain(|(id, _)| !new.contains(id.as_str()));
+    }
     history.extend(read);
     history
 }

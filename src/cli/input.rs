@@ -49,6 +49,9 @@ pub struct HowRead {
     /// Where the cache read on from ends, when what it holds still stands
     /// as written: a turn may append to it.
     pub appendable: Option<crate::store::CacheEnd>,
+    /// From the cache: the cuts the last turn made, when the messages they
+    /// were made of still stand as the cache holds them.
+    pub cuts: Vec<(String, crate::engine::KeptCut)>,
 }
 
 /// Reads the transcript named on the command line and resolves its session
@@ -245,6 +248,11 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     // What the cache holds stands as written unless the new lines changed
     // one of its messages.
     let appendable = (!read_on.prefix_changed).then_some(end);
+    let cuts = if read_on.prefix_changed {
+        Vec::new()
+    } else {
+        warm.cuts
+    };
     let read = HowRead {
         mark: Some((length, lines, digest.finish())),
         prefix: warm.history,
@@ -252,6 +260,7 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
         raws: warm.raws,
         warm: true,
         appendable,
+        cuts,
     };
     let loaded = locate(global, path, &name, read_on.transcript, read)?;
     Ok((loaded.session.dir == session.dir).then_some(loaded))

@@ -60,7 +60,8 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         session.save(&state)?;
         // The cache only saves work: a turn that cannot leave one still
         // goes out, and the next reads whatever cache it finds with care.
-        if let Err(e) = cx.save_read_cache(&state, &p.hidden, &p.view, CacheWrite::Append) {
+        if let Err(e) = cx.save_read_cache(&state, &p.hidden, &p.view, &p.cuts, CacheWrite::Append)
+        {
             warnings.push(format!("the read cache was not saved: {e}"));
         }
     }

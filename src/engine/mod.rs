@@ -46,6 +46,7 @@ pub use model::tokens;
 
 pub use turn::host::window_from_error;
 pub use turn::sync::Coverage;
+pub use turn::truncate::{Cut, KeptCut};
 pub use turn::view::drop_unpaired;
 pub use turn::{Projection, TurnInput, baked, project};
 

@@ -4,6 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::engine::IdMap;
+
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -795,6 +797,7 @@ fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
             sections: &Sections::default(),
             force_nudge: false,
             keep_all: true,
+            cuts: &IdMap::default(),
         },
     )
     .view;

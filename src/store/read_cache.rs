@@ -25,7 +25,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{self, Seek, Write};
 use std::path::PathBuf;
 
-use crate::engine::{ContentType, CoreMessage, Counted, Role, Tokenizer};
+use crate::engine::{ContentType, CoreMessage, Counted, Cut, KeptCut, Role, Tokenizer};
 use crate::formats::{
     Block, BlockSource, Carry, CodexCarry, Format, HostMessage, Slot, Transcript,
 };
@@ -33,8 +33,9 @@ use crate::formats::{
 use super::{SessionDir, StoreError};
 
 /// The layout's version: 2 since a block's JSON holds a null where its
-/// core holds the words, 3 since the header trails the messages.
-const MAGIC: &[u8] = b"noa read cache 3\n";
+/// core holds the words, 3 since the header trails the messages, 4 since
+/// the trailer ends with the turn's cuts.
+const MAGIC: &[u8] = b"noa read cache 4\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
@@ -144,6 +145,9 @@ pub struct ReadCache {
     pub messages: Vec<CachedMessage>,
     /// What reading on after them needs to know.
     pub carry: Carry,
+    /// The cuts of tool results the last turn made, by message id: the
+    /// next takes them back while the prefix stands (see [`KeptCut`]).
+    pub cuts: Vec<(String, KeptCut)>,
     /// Where its messages end, for a turn that appends to it.
     pub end: CacheEnd,
 }
@@ -175,6 +179,8 @@ pub struct Warm {
     /// The JSON of each message that may still be shown, and of its kept
     /// blocks.
     pub raws: Vec<Unparsed>,
+    /// The last turn's cuts, as [`ReadCache::cuts`].
+    pub cuts: Vec<(String, KeptCut)>,
 }
 
 /// A cached message's JSON, not parsed yet: its position, its own JSON and
@@ -251,6 +257,8 @@ pub struct CacheSource<'a> {
     pub keep: &'a dyn Fn(usize, &CoreMessage) -> bool,
     /// The JSON an earlier cache kept that this turn did not parse.
     pub unparsed: &'a [Unparsed],
+    /// The cuts the turn made ([`Projection::cuts`](crate::engine::Projection::cuts)).
+    pub cuts: &'a [(String, KeptCut)],
 }
 
 impl CacheSource<'_> {
@@ -330,6 +338,7 @@ impl CacheSource<'_> {
             (&t.warnings, &t.carry),
             t.messages.len(),
         )?;
+        e.cuts(self.cuts, self.tokenizer)?;
         e.finish(at)
     }
 }
@@ -393,6 +402,7 @@ impl ReadCache {
             history,
             elided,
             raws,
+            cuts: self.cuts,
         }
     }
 
@@ -432,6 +442,8 @@ impl ReadCache {
             self.messages.len(),
         )
         .expect("writing to memory");
+        e.cuts(&self.cuts, self.tokenizer)
+            .expect("writing to memory");
         e.finish(at).expect("writing to memory")
     }
 
@@ -493,6 +505,7 @@ impl ReadCache {
             },
         };
         let n = r.u64()?;
+        let cuts = r.cuts(tokenizer)?;
         if !r.0.is_empty() {
             return None;
         }
@@ -561,6 +574,7 @@ impl ReadCache {
             warnings,
             messages,
             carry,
+            cuts,
             end,
         })
     }
@@ -756,6 +770,25 @@ impl<W: Write> Encoder<W> {
         self.u64(messages as u64)
     }
 
+    /// The turn's cuts on the cache's counter, `tokenizer`: how many, then
+    /// each with its message id.
+    fn cuts(&mut self, cuts: &[(String, KeptCut)], tokenizer: Tokenizer) -> io::Result<()> {
+        let on = |k: &&(String, KeptCut)| k.1.tokenizer == tokenizer;
+        self.u64(cuts.iter().filter(on).count() as u64)?;
+        for (id, k) in cuts.iter().filter(on) {
+            self.str(id)?;
+            let c = &k.cut;
+            for n in [k.keep, k.text_len, c.head_end, c.tail_start] {
+                self.u64(n as u64)?;
+            }
+            self.u64(k.suffix)?;
+            for n in [c.before, c.cut_tokens, c.after, c.chars] {
+                self.u64(n as u64)?;
+            }
+        }
+        Ok(())
+    }
+
     /// One host message, before its `blocks` blocks.
     fn message(
         &mut self,
@@ -831,6 +864,46 @@ impl<'a> Reader<'a> {
             1 => Some(Some(self.str()?.to_string())),
             _ => None,
         }
+    }
+    /// The turn's cuts, on the cache's counter.
+    fn cuts(&mut self, tokenizer: Tokenizer) -> Option<Vec<(String, KeptCut)>> {
+        (0..self.u64()?)
+            .map(|_| {
+                let id = self.str()?.to_string();
+                let mut f = [0u64; 9];
+                for n in &mut f {
+                    *n = self.u64()?;
+                }
+                let [
+                    keep,
+                    text_len,
+                    head_end,
+                    tail_start,
+                    suffix,
+                    before,
+                    cut_tokens,
+                    after,
+                    chars,
+                ] = f;
+                let n = |n: u64| usize::try_from(n).ok();
+                let cut = Cut {
+                    head_end: n(head_end)?,
+                    tail_start: n(tail_start)?,
+                    before: n(before)?,
+                    cut_tokens: n(cut_tokens)?,
+                    after: n(after)?,
+                    chars: n(chars)?,
+                };
+                let kept = KeptCut {
+                    tokenizer,
+                    keep: n(keep)?,
+                    text_len: n(text_len)?,
+                    suffix,
+                    cut,
+                };
+                Some((id, kept))
+            })
+            .collect()
     }
 }
 
@@ -960,6 +1033,23 @@ mod tests {
                     },
                 }],
             }],
+            cuts: vec![(
+                "h_1".into(),
+                KeptCut {
+                    tokenizer: Tokenizer::Estimate,
+                    keep: 2_000,
+                    text_len: 9_000,
+                    suffix: u64::MAX - 1,
+                    cut: Cut {
+                        head_end: 2_000,
+                        tail_start: 6_950,
+                        before: 2_260,
+                        cut_tokens: 1_238,
+                        after: 1_047,
+                        chars: 4_188,
+                    },
+                },
+            )],
             end: CacheEnd::default(),
         };
         let bytes = cache.encode();
@@ -1014,6 +1104,7 @@ mod append_tests {
             ),
             keep: &keep,
             unparsed: &[],
+            cuts: &[],
         };
         match end {
             None => source.write_to(Vec::new()).unwrap(),

@@ -50,6 +50,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
                 sections: &Sections::default(),
                 force_nudge: false,
                 keep_all: false,
+                cuts: &IdMap::default(),
             },
         );
         let (view, _) = reassemble(t, &seen.view, format);
@@ -183,6 +184,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 sections: &sections,
                 force_nudge: false,
                 keep_all: false,
+                cuts: &IdMap::default(),
             },
         );
         state.message_refs = scratch.message_refs;
@@ -216,6 +218,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 archive_root: "/a",
                 created: "",
                 now: 0,
+                cuts: &IdMap::default(),
             },
         );
         let panel = answer.panel;
@@ -256,6 +259,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
             sections: &sections,
             force_nudge: false,
             keep_all: false,
+            cuts: &IdMap::default(),
         },
     );
     (history, state)

@@ -57,6 +57,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
                 sections: &sections,
                 force_nudge: false,
                 keep_all: false,
+                cuts: &IdMap::default(),
             },
         );
         peak = peak.max(p.tokens);

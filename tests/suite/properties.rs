@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use noa::engine::CompressionState;
 use noa::engine::Config;
+use noa::engine::IdMap;
 use noa::engine::Sections;
 use noa::engine::{TurnInput, project};
 use noa::formats::{BadLines, Format, ViewFormat, read, reassemble};
@@ -25,6 +26,7 @@ fn view(text: &str, state: &mut CompressionState) -> Vec<Value> {
             sections: &Sections::default(),
             force_nudge: false,
             keep_all: false,
+            cuts: &IdMap::default(),
         },
     );
     reassemble(&t, &p.view, ViewFormat::Chat).0

@@ -307,6 +307,9 @@ fn session(messages: Vec<Value>, shape: Shape) {
     let path = dir.join("t.jsonl");
     let mut text = String::new();
     let (mut reads, mut compressions, mut fallbacks, mut warm_applies) = (0, 0, 0, 0);
+    // Turns read on from the cache that cut outputs again, from the cuts
+    // the last turn kept or not.
+    let mut recut = 0;
     let mut saved_state = None;
     let mut last_nudge = String::new();
     for (i, chunk) in messages.chunks(5).enumerate() {
@@ -316,6 +319,7 @@ fn session(messages: Vec<Value>, shape: Shape) {
         fs::write(&path, &text).unwrap();
         let (t, read) = turn(dir, shape, &format!("turn {i}, appended"));
         reads += usize::from(read == "cache");
+        recut += usize::from(read == "cache" && t.report["truncated"].as_u64() > Some(0));
         if !t.report["nudge"].is_null() {
             compressions += 1;
             last_nudge = last_text(&t.view);
@@ -386,6 +390,10 @@ fn session(messages: Vec<Value>, shape: Shape) {
         "{reads} turns read from the cache"
     );
     assert_eq!(fallbacks, 1, "the older state was not read whole");
+    assert!(
+        recut > 0,
+        "no turn read on from the cache cut an output again"
+    );
     assert!(
         warm_applies * 2 >= compressions,
         "{warm_applies} of {compressions} applies read from the cache"

@@ -18,6 +18,7 @@ use crate::engine::model::message::CoreMessage;
 use crate::engine::model::state::{AppliedCall, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
+use crate::engine::turn::truncate::KeptCut;
 use crate::engine::turn::{Projection, TurnInput, project};
 
 /// The shape the model should send, with placeholders that cannot be taken
@@ -50,6 +51,8 @@ pub struct CallInput<'a> {
     pub created: &'a str,
     /// Creation time of the blocks, Unix seconds.
     pub now: i64,
+    /// Cuts an earlier turn made, as [`TurnInput::cuts`].
+    pub cuts: &'a IdMap<'a, KeptCut>,
 }
 
 /// How a call was answered.
@@ -72,6 +75,9 @@ pub struct Answer {
     /// hides it (see [`Projection::hidden`]); empty when the call made no
     /// block or was not priced again (a recorded call replayed).
     pub hidden: Vec<bool>,
+    /// The cuts of the view after the call (see [`Projection::cuts`]);
+    /// empty when `hidden` is.
+    pub cuts: Vec<(String, KeptCut)>,
 }
 
 impl Answer {
@@ -149,6 +155,7 @@ fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
             sections: input.sections,
             force_nudge: false,
             keep_all: true,
+            cuts: input.cuts,
         },
     )
 }
@@ -223,8 +230,8 @@ pub fn answer_with(
         ));
     }
     outcome.commit(&mut next);
-    let (after, reclaimed, hidden) = if outcome.created.is_empty() || recorded.is_some() {
-        (before, 0, Vec::new())
+    let (after, reclaimed, hidden, cuts) = if outcome.created.is_empty() || recorded.is_some() {
+        (before, 0, Vec::new(), Vec::new())
     } else {
         let now = scratch_view(&mut next, input);
         let reclaimed = panel::reclaimed_by_call(
@@ -234,7 +241,7 @@ pub fn answer_with(
             &now.view,
             &|m| input.config.tokens(m),
         );
-        (now.measured, reclaimed, now.hidden)
+        (now.measured, reclaimed, now.hidden, now.cuts)
     };
     record_attempt(&mut next, &outcome, batch_key(&parsed));
     let text = match recorded {
@@ -258,6 +265,7 @@ pub fn answer_with(
         tokens_before: before,
         tokens_after: after,
         hidden,
+        cuts,
     }
 }
 
@@ -373,6 +381,8 @@ mod tests {
     ) -> CallInput<'a> {
         static SECTIONS: std::sync::LazyLock<Sections> =
             std::sync::LazyLock::new(Sections::default);
+        static NONE: std::sync::LazyLock<IdMap<'static, KeptCut>> =
+            std::sync::LazyLock::new(IdMap::default);
         CallInput {
             args,
             call_id: id,
@@ -385,6 +395,7 @@ mod tests {
             archive_root: "/s",
             created: "2026-01-01T00:00:00Z",
             now: 0,
+            cuts: &NONE,
         }
     }
 

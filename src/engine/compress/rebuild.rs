@@ -133,6 +133,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let mut archives = Vec::new();
     let mut replays = Vec::new();
     let mut since = 0;
+    let none = IdMap::default();
     for (n, call) in recorded_calls(history).into_iter().enumerate() {
         (input.on_step)(n);
         if user_spoke(&history[since..call.cut]) {
@@ -151,6 +152,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             archive_root: input.archive_root,
             created: input.created,
             now: input.now,
+            cuts: &none,
         };
         let replay = match &call.panel {
             Some(panel) if block_count(panel) == 0 => {
@@ -207,6 +209,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             sections: &sections,
             force_nudge: false,
             keep_all: true,
+            cuts: &IdMap::default(),
         },
     );
     state.message_refs = scratch.message_refs;

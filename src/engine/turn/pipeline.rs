@@ -9,11 +9,11 @@
 //! figures frozen in the state; and last the nudge decision is taken and, if
 //! it says so, the nudge is appended as the final user message.
 
-use crate::engine::model::identity::IdSet;
+use crate::engine::model::identity::{IdMap, IdSet};
 
 use super::host;
 use super::sync::Coverage;
-use super::truncate::{self, Truncation};
+use super::truncate::{self, KeptCut, Truncation};
 use super::unworded::Unworded;
 use super::{hide, prune, sync, view};
 use crate::engine::model::config::Config;
@@ -50,6 +50,10 @@ pub struct TurnInput<'a> {
     /// Compress call is resolved against must hold whatever the nudge
     /// offered, even what the request itself had to leave out.
     pub keep_all: bool,
+    /// Cuts of tool results an earlier turn made ([`Projection::cuts`]),
+    /// by id, when the history they were made of is unchanged: each is taken
+    /// back if it still fits, rather than made again from the whole output.
+    pub cuts: &'a IdMap<'a, KeptCut>,
 }
 
 /// The outcome of one projection.
@@ -80,6 +84,9 @@ pub struct Projection {
     pub truncation: Truncation,
     /// Messages the last resort left out of the view.
     pub omitted: usize,
+    /// The cuts of tool results this turn made or took back, by id: what
+    /// the next turn's [`TurnInput::cuts`] may take back.
+    pub cuts: Vec<(String, KeptCut)>,
     /// The nudge decision, with its reason.
     pub decision: Decision,
     /// What may and may not be compressed now.
@@ -99,7 +106,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // Borrows the blocks for the rest of the turn, which changes only other
     // parts of the state.
     let covered = Coverage::of(&state.blocks);
-    let pruned = prune::prune_marked(history, state, &covered, Unworded::holding());
+    let pruned = prune::prune_marked(history, state, &covered, Unworded::holding(input.cuts));
     let (hidden, mut unworded) = (pruned.hidden, pruned.unworded);
     let shown = hide::hide_compress_calls(pruned.view, state);
     let before_pairing = shown.len();
@@ -266,6 +273,10 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         .len();
     }
     unworded.word_all(&mut view);
+    let cuts = unworded
+        .made()
+        .map(|(id, cut)| (id.to_string(), cut))
+        .collect();
     if decision.inject {
         let nudge = NudgeInput {
             emergency: decision.emergency,
@@ -307,6 +318,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         dropped_unpaired,
         truncation,
         omitted,
+        cuts,
         decision,
         recommendation: rec,
     }
@@ -439,11 +451,14 @@ fn tag_for(
 mod tests {
     use super::*;
     use crate::engine::model::refs::BLOCKED;
+    use crate::engine::model::tokenizer::Tokenizer;
 
     fn turn(history: &[CoreMessage]) -> TurnInput<'_> {
         static CONFIG: std::sync::LazyLock<Config> = std::sync::LazyLock::new(Config::default);
         static SECTIONS: std::sync::LazyLock<Sections> =
             std::sync::LazyLock::new(Sections::default);
+        static NONE: std::sync::LazyLock<IdMap<'static, KeptCut>> =
+            std::sync::LazyLock::new(IdMap::default);
         TurnInput {
             history,
             config: &CONFIG,
@@ -452,6 +467,7 @@ mod tests {
             sections: &SECTIONS,
             force_nudge: false,
             keep_all: false,
+            cuts: &NONE,
         }
     }
 
@@ -513,6 +529,7 @@ mod tests {
                 sections: &SECTIONS,
                 force_nudge: true,
                 keep_all: false,
+                cuts: &IdMap::default(),
             };
             project(&mut CompressionState::new("s"), &input)
         };
@@ -542,6 +559,77 @@ mod tests {
             checked > 0,
             "no size landed between the line and the window"
         );
+    }
+
+    #[test]
+    fn a_cut_kept_from_the_last_turn_is_taken_back_only_while_it_fits() {
+        let cfg = Config::for_window(20_000);
+        let h = large(0);
+        let input = TurnInput {
+            config: &cfg,
+            ..turn(&h)
+        };
+        let mut st = CompressionState::new("s");
+        let first = project(&mut st, &input);
+        assert!(first.truncation.count > 0 && !first.cuts.is_empty());
+        let kept: IdMap<'_, KeptCut> = first.cuts.iter().map(|(id, c)| (id.as_str(), *c)).collect();
+        let with = |cuts: &IdMap<'_, KeptCut>| {
+            let mut next = st.clone();
+            let p = project(&mut next, &TurnInput { cuts, ..input });
+            (p, next)
+        };
+        let words = |p: &Projection| -> Vec<(String, String)> {
+            p.view
+                .iter()
+                .map(|m| (m.id.clone(), m.text.clone()))
+                .collect()
+        };
+
+        // The next turn, taking the cuts back or making them again: the same.
+        let (fresh, fresh_state) = with(&IdMap::default());
+        let (again, again_state) = with(&kept);
+        assert_eq!(words(&again), words(&fresh));
+        assert_eq!(
+            (again.tokens, again.measured),
+            (fresh.tokens, fresh.measured)
+        );
+        assert_eq!(again.cuts, fresh.cuts);
+        assert_eq!(again_state, fresh_state);
+
+        // Taken back, not made again: a figure changed in the kept cut shows.
+        let (id, c) = &first.cuts[0];
+        let note = |n: usize| format!("about {n} tokens cut");
+        let shown = |p: &Projection| p.view.iter().find(|m| m.id == *id).unwrap().text.clone();
+        let mut odd = *c;
+        odd.cut.cut_tokens += 1;
+        let (p, _) = with(&[(id.as_str(), odd)].into_iter().collect());
+        assert!(
+            shown(&p).contains(&note(c.cut.cut_tokens + 1)),
+            "{}",
+            shown(&p)
+        );
+        // Another tag, keep, length or counter: made again from the output.
+        for stale in [
+            KeptCut {
+                suffix: odd.suffix ^ 1,
+                ..odd
+            },
+            KeptCut {
+                keep: odd.keep + 1,
+                ..odd
+            },
+            KeptCut {
+                text_len: odd.text_len + 1,
+                ..odd
+            },
+            KeptCut {
+                tokenizer: Tokenizer::O200k,
+                ..odd
+            },
+        ] {
+            let (p, _) = with(&[(id.as_str(), stale)].into_iter().collect());
+            assert!(shown(&p).contains(&note(c.cut.cut_tokens)), "{}", shown(&p));
+        }
     }
 
     #[test]

@@ -217,13 +217,19 @@ fn cut_either(
 }
 
 /// A cut of a result: where its kept head ends and its kept tail starts,
-/// the note put between them, and its figures.
-#[derive(Debug)]
+/// and its figures; the note put between them is written from the figures
+/// when the text is built. Plain numbers, so a later turn can take it back
+/// rather than read the output through again (see [`KeptCut`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cut {
-    head_end: usize,
-    tail_start: usize,
-    note: String,
-    before: usize,
+    /// Bytes of the head kept.
+    pub head_end: usize,
+    /// Where the tail kept starts.
+    pub tail_start: usize,
+    /// The count of the whole, as the note gives it.
+    pub before: usize,
+    /// The count of what was cut out, as the note gives it.
+    pub cut_tokens: usize,
     /// Its count.
     pub after: usize,
     /// Characters in its text.
@@ -235,9 +241,9 @@ impl Cut {
     /// allocation.
     pub fn text(&self, text: &str, suffix: &str) -> String {
         let (head, tail) = (&text[..self.head_end], &text[self.tail_start..]);
-        let mut cut =
-            String::with_capacity(head.len() + self.note.len() + tail.len() + suffix.len());
-        for piece in [head, &self.note, tail, suffix] {
+        let note = note(self.cut_tokens, self.before);
+        let mut cut = String::with_capacity(head.len() + note.len() + tail.len() + suffix.len());
+        for piece in [head, &note, tail, suffix] {
             cut.push_str(piece);
         }
         cut
@@ -247,6 +253,41 @@ impl Cut {
     pub fn saved(&self) -> usize {
         self.before.saturating_sub(self.after)
     }
+}
+
+/// What stands between a cut's head and tail.
+fn note(cut_tokens: usize, before: usize) -> String {
+    format!(
+        "\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n"
+    )
+}
+
+/// A cut made on a turn, kept for the next: a result cut once is cut again
+/// every turn, the same way, and taking the cut back saves reading the
+/// whole output for the marker and its count. It is taken back only for
+/// the same counter, keep, text length and tag; the caller vouches that
+/// the text is the same (the transcript's prefix it was read from is
+/// unchanged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptCut {
+    /// The counter its figures are on.
+    pub tokenizer: Tokenizer,
+    /// Characters kept at each end.
+    pub keep: usize,
+    /// Bytes of the text cut.
+    pub text_len: usize,
+    /// [`fingerprint`] of the tag that followed it.
+    pub suffix: u64,
+    /// The cut.
+    pub cut: Cut,
+}
+
+/// A 64-bit fingerprint (FNV-1a) of a cut's suffix: the ref tag, a few
+/// dozen bytes, whose figure and name a kept cut must still match.
+pub fn fingerprint(suffix: &str) -> u64 {
+    suffix.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// [`cut`] of `text` followed by `suffix` (a ref tag, or nothing), read
@@ -291,15 +332,12 @@ pub fn cut_pieces(
         }
         _ => (before(), cfg.count(middle)),
     };
-    let note = format!(
-        "\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n"
-    );
-    let noted = Tally::of(&note) + kept[0] + kept[1] + kept[2];
+    let noted = Tally::of(&note(cut_tokens, before)) + kept[0] + kept[1] + kept[2];
     let mut cut = Cut {
         head_end,
         tail_start,
-        note,
         before,
+        cut_tokens,
         after: noted.tokens(),
         chars: noted.chars(),
     };
@@ -342,6 +380,7 @@ fn tail_start(text: &str, keep: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::model::identity::IdMap;
     use crate::engine::model::message::Role;
     use crate::engine::model::tokenizer::Tokenizer;
 
@@ -539,7 +578,8 @@ mod tests {
         assert!(v[0].text.contains(MARKER));
         // Held without its words, it is cut from the original alike.
         let history = [result("a", 200_000)];
-        let mut unworded = Unworded::holding();
+        let none = IdMap::default();
+        let mut unworded = Unworded::holding(&none);
         let mut held: Vec<CoreMessage> = history.iter().map(|m| unworded.copy(m)).collect();
         unworded.tag(&held[0], |_| None);
         assert!(held[0].text.is_empty());
@@ -579,7 +619,8 @@ mod tests {
             if let Some(t) = &tag {
                 whole[0].append_tag(t);
             }
-            let mut unworded = Unworded::holding();
+            let none = IdMap::default();
+        let mut unworded = Unworded::holding(&none);
             let mut held = vec![unworded.copy(&original)];
             unworded.tag(&held[0], |_| tag);
             let mut counted = held[0].clone();

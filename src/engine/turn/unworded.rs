@@ -17,7 +17,7 @@ use crate::engine::model::tag;
 use crate::engine::model::tokenizer::Tokenizer;
 use crate::engine::model::tokens::{self, Tally};
 
-use super::truncate::{self, Cut};
+use super::truncate::{self, Cut, KeptCut, fingerprint};
 
 /// The results held without their words, by id. One made by `default`
 /// holds nothing: its copies are whole.
@@ -25,6 +25,10 @@ use super::truncate::{self, Cut};
 pub struct Unworded<'a> {
     held: IdMap<'a, Held<'a>>,
     holds: bool,
+    /// Cuts an earlier turn made, by id, to take back (see [`KeptCut`]).
+    kept: Option<&'a IdMap<'a, KeptCut>>,
+    /// The cuts of held results made this turn, for the next to take back.
+    made: Vec<(&'a str, KeptCut)>,
 }
 
 #[derive(Debug)]
@@ -41,11 +45,14 @@ struct Held<'a> {
 }
 
 impl<'a> Unworded<'a> {
-    /// One that holds the tool results it copies.
-    pub fn holding() -> Unworded<'a> {
+    /// One that holds the tool results it copies, and takes back the
+    /// cuts in `kept` that still fit.
+    pub fn holding(kept: &'a IdMap<'a, KeptCut>) -> Unworded<'a> {
         Unworded {
             held: IdMap::default(),
             holds: true,
+            kept: Some(kept),
+            made: Vec::new(),
         }
     }
 
@@ -160,20 +167,44 @@ impl<'a> Unworded<'a> {
             self.word(m);
             return None;
         }
+        let kept = self.kept;
         let h = self.held_mut(m)?;
         if h.cut.is_some() {
             return Some(None);
         }
         let text = h.original.text.as_str();
+        let id = h.original.id.as_str();
+        let suffix = fingerprint(&h.suffix);
+        let again = kept.and_then(|k| k.get(id)).filter(|k| {
+            (k.tokenizer, k.keep, k.text_len, k.suffix) == (cfg.tokenizer, keep, text.len(), suffix)
+        });
         let joined = || cfg.count(&[text, h.suffix.as_str()].concat());
-        let Some(cut) = truncate::cut_pieces(text, &h.suffix, keep, cfg, joined) else {
+        let Some(cut) = again
+            .map(|k| k.cut)
+            .or_else(|| truncate::cut_pieces(text, &h.suffix, keep, cfg, joined))
+        else {
             return Some(None);
         };
         let saved = cut.saved();
         m.edit = Edit::Truncated;
         m.counted = Counted::known(cfg.tokenizer, cut.after);
         h.cut = Some(cut);
+        self.made.push((
+            id,
+            KeptCut {
+                tokenizer: cfg.tokenizer,
+                keep,
+                text_len: text.len(),
+                suffix,
+                cut,
+            },
+        ));
         Some(Some(saved))
+    }
+
+    /// The cuts of held results made this turn, taken back or not.
+    pub fn made(&self) -> impl Iterator<Item = (&'a str, KeptCut)> + '_ {
+        self.made.iter().copied()
     }
 
     /// Copies a held message's words in, tagged as any message's are: it
