@@ -241,11 +241,11 @@ impl Cut {
     /// allocation.
     pub fn text(&self, text: &str, suffix: &str) -> String {
         let (head, tail) = (&text[..self.head_end], &text[self.tail_start..]);
-        let note = note(self.cut_tokens, self.before);
-        let mut cut = String::with_capacity(head.len() + note.len() + tail.len() + suffix.len());
-        for piece in [head, &note, tail, suffix] {
-            cut.push_str(piece);
-        }
+        let mut cut = String::with_capacity(head.len() + NOTE_LEN + tail.len() + suffix.len());
+        cut.push_str(head);
+        write_note(&mut cut, self.cut_tokens, self.before);
+        cut.push_str(tail);
+        cut.push_str(suffix);
         cut
     }
 
@@ -257,9 +257,39 @@ impl Cut {
 
 /// What stands between a cut's head and tail.
 fn note(cut_tokens: usize, before: usize) -> String {
-    format!(
-        "\n\n...{MARKER} — about {cut_tokens} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n"
-    )
+    let mut note = String::with_capacity(NOTE_LEN);
+    write_note(&mut note, cut_tokens, before);
+    note
+}
+
+/// Room for a note with its two figures.
+const NOTE_LEN: usize = 180;
+
+/// Appends the note to `out`, piece by piece: every turn builds one for
+/// every cut output it sends.
+fn write_note(out: &mut String, cut_tokens: usize, before: usize) {
+    out.push_str("\n\n...");
+    out.push_str(MARKER);
+    out.push_str(" — about ");
+    push_number(out, cut_tokens);
+    out.push_str(" tokens cut from the middle of ~");
+    push_number(out, before);
+    out.push_str("; the transcript keeps the full output]...\n\n");
+}
+
+/// Appends `n` in decimal.
+fn push_number(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 /// A cut made on a turn, kept for the next: a result cut once is cut again
@@ -404,6 +434,19 @@ mod tests {
                 "recent",
             ));
         }
+    }
+
+    #[test]
+    fn the_note_reads_as_its_figures_say() {
+        for (cut, before) in [(0, 0), (7, 1_234), (98_765, 100_000), (usize::MAX, 10)] {
+            assert_eq!(
+                note(cut, before),
+                format!(
+                    "\n\n...{MARKER} — about {cut} tokens cut from the middle of ~{before}; the transcript keeps the full output]...\n\n"
+                )
+            );
+        }
+        assert!(note(usize::MAX, usize::MAX).len() <= NOTE_LEN);
     }
 
     #[test]
