@@ -7,8 +7,10 @@
 //! original stays in the history, borrowed. Its ref tag, its count and its
 //! length are kept here as the view's steps ask for them, and a cut is
 //! measured on the original (see [`truncate`](super::truncate)) without
-//! being built. When the view is done, what is still in it gets its text:
-//! the words copied in and tagged, or its cut built.
+//! being built; a cut an earlier turn made of the same output is taken
+//! back instead while it still fits (see [`KeptCut`]). When the view is
+//! done, what is still in it gets its text: the words copied in and tagged,
+//! or its cut built.
 
 use crate::engine::model::config::Config;
 use crate::engine::model::identity::IdMap;
