@@ -142,7 +142,7 @@ fn load_bytes(
     // drops the text as soon as its lines are parsed.
     let mark = digest
         .filter(|_| decoded.is_empty() && text.ends_with('\n') && formats::resumable(format, &text))
-        .map(|d| (text.len() as u64, text.matches('\n').count() as u64, d));
+        .map(|d| (text.len() as u64, newlines(text.as_bytes()), d));
     let spinner = reading_spinner(global, &name, text.len());
     let transcript = formats::read_owned(&name, text, format, bad, keep_records);
     spinner.finish_and_clear();
@@ -237,7 +237,7 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
         return Ok(None);
     }
     let length = cache.length + tail.len() as u64;
-    let lines = cache.lines + tail.matches('\n').count() as u64;
+    let lines = cache.lines + newlines(tail.as_bytes());
     let first_line = cache.lines as usize + 1;
     let end = cache.end.clone();
     let warm = cache.into_transcript();
@@ -264,6 +264,11 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     };
     let loaded = locate(global, path, &name, read_on.transcript, read)?;
     Ok((loaded.session.dir == session.dir).then_some(loaded))
+}
+
+/// How many lines end in `bytes`, counted at memory speed.
+fn newlines(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
 /// Each id with its place among them, places counted without repeats.

@@ -305,10 +305,7 @@ pub fn decode(
     bytes: Vec<u8>,
     bad: BadLines,
 ) -> Result<(String, Vec<String>), ReadError> {
-    // `contains` on bytes is a memchr; the position is wanted only for the error.
-    if bytes.contains(&0)
-        && let Some(at) = bytes.iter().position(|&b| b == 0)
-    {
+    if let Some(at) = memchr::memchr(0, &bytes) {
         let (line, _) = place(&bytes, at);
         return Err(ReadError::NotATranscript {
             name: name.to_string(),

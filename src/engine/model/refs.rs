@@ -19,11 +19,17 @@ pub const NUDGE_ID: &str = "noa_nudge";
 /// Id of the note that stands for messages the last resort left out.
 pub const OMITTED_ID: &str = "noa_omitted";
 
-/// `42` → `m00042`; `None` outside `1..=99999`.
+/// `42` → `m00042`; `None` outside `1..=99999`. Written digit by digit: a
+/// first turn hands out a ref to every message.
 pub fn index_to_ref(index: u32) -> Option<String> {
-    (MIN_REF..=MAX_REF)
-        .contains(&index)
-        .then(|| format!("m{index:05}"))
+    (MIN_REF..=MAX_REF).contains(&index).then(|| {
+        let mut r = String::with_capacity(6);
+        r.push('m');
+        for place in [10_000, 1_000, 100, 10, 1] {
+            r.push(char::from(b'0' + (index / place % 10) as u8));
+        }
+        r
+    })
 }
 
 /// Parses a ref leniently: surrounding space and case are ignored and leading
@@ -122,6 +128,13 @@ pub fn assign(
 ) -> Assigned {
     let mut cursor = next.max(MIN_REF);
     let mut done = Assigned::default();
+    // Refs come out in ascending order, past every one the search skips:
+    // they join the ordered map at the end, at once, and a first turn
+    // builds it in one pass rather than searching the tree for each.
+    let mut handed = Vec::new();
+    if refs.by_raw.is_empty() {
+        refs.by_raw.reserve(messages.len());
+    }
     for m in messages {
         if m.id.is_empty() || is_synthetic(&m.id) || refs.by_raw.contains_key(&m.id) {
             continue;
@@ -135,8 +148,13 @@ pub fn assign(
             continue;
         };
         refs.by_raw.insert(m.id.clone(), r.clone());
-        refs.by_ref.insert(r, m.id.clone());
+        handed.push((r, m.id.clone()));
         done.new += 1;
+    }
+    if refs.by_ref.is_empty() {
+        refs.by_ref = handed.into_iter().collect();
+    } else {
+        refs.by_ref.extend(handed);
     }
     done
 }

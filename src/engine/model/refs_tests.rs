@@ -16,6 +16,11 @@ fn index_to_ref_in_and_out_of_range() {
     assert_eq!(index_to_ref(99_999).as_deref(), Some("m99999"));
     assert_eq!(index_to_ref(0), None);
     assert_eq!(index_to_ref(100_000), None);
+    for n in MIN_REF..=MAX_REF {
+        let r = index_to_ref(n).unwrap();
+        assert_eq!(r, format!("m{n:05}"));
+        assert_eq!(ref_to_index(&r), Some(n));
+    }
 }
 
 #[test]
