@@ -128,10 +128,7 @@ pub fn assign(
 ) -> Assigned {
     let mut cursor = next.max(MIN_REF);
     let mut done = Assigned::default();
-    // Refs come out in ascending order, past every one the search skips:
-    // they join the ordered map at the end, at once, and a first turn
-    // builds it in one pass rather than searching the tree for each.
-    let mut handed = Vec::new();
+    // A first turn numbers every message: the map is sized once.
     if refs.by_raw.is_empty() {
         refs.by_raw.reserve(messages.len());
     }
@@ -148,13 +145,8 @@ pub fn assign(
             continue;
         };
         refs.by_raw.insert(m.id.clone(), r.clone());
-        handed.push((r, m.id.clone()));
+        refs.by_ref.insert(r, m.id.clone());
         done.new += 1;
-    }
-    if refs.by_ref.is_empty() {
-        refs.by_ref = handed.into_iter().collect();
-    } else {
-        refs.by_ref.extend(handed);
     }
     done
 }
