@@ -452,6 +452,7 @@ mod tests {
     use super::*;
     use crate::engine::model::refs::BLOCKED;
     use crate::engine::model::tokenizer::Tokenizer;
+    use crate::engine::turn::truncate::Cut;
 
     fn turn(history: &[CoreMessage]) -> TurnInput<'_> {
         static CONFIG: std::sync::LazyLock<Config> = std::sync::LazyLock::new(Config::default);
@@ -608,7 +609,8 @@ mod tests {
             "{}",
             shown(&p)
         );
-        // Another tag, keep, length or counter: made again from the output.
+        // Another tag, keep, length or counter, or ends out of order: made
+        // again from the output.
         for stale in [
             KeptCut {
                 suffix: odd.suffix ^ 1,
@@ -624,6 +626,13 @@ mod tests {
             },
             KeptCut {
                 tokenizer: Tokenizer::O200k,
+                ..odd
+            },
+            KeptCut {
+                cut: Cut {
+                    head_end: odd.cut.tail_start + 1,
+                    ..odd.cut
+                },
                 ..odd
             },
         ] {

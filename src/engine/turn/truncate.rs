@@ -249,6 +249,14 @@ impl Cut {
         cut
     }
 
+    /// Whether its ends fall on character boundaries of `text`, in order:
+    /// a cut kept from another turn is never sliced at a wrong place.
+    pub fn fits(&self, text: &str) -> bool {
+        self.head_end <= self.tail_start
+            && text.is_char_boundary(self.head_end)
+            && text.is_char_boundary(self.tail_start)
+    }
+
     /// What the cut saves.
     pub fn saved(&self) -> usize {
         self.before.saturating_sub(self.after)

@@ -179,6 +179,7 @@ impl<'a> Unworded<'a> {
         let suffix = fingerprint(&h.suffix);
         let again = kept.and_then(|k| k.get(id)).filter(|k| {
             (k.tokenizer, k.keep, k.text_len, k.suffix) == (cfg.tokenizer, keep, text.len(), suffix)
+                && k.cut.fits(text)
         });
         let joined = || cfg.count(&[text, h.suffix.as_str()].concat());
         let Some(cut) = again
