@@ -29,6 +29,7 @@ use crate::engine::{ClusterCounter, CoreMessage, IdSet, base_of};
 
 pub use detect::detect;
 pub use error::ReadError;
+pub use jsonl::lines;
 pub use materialize::materialize;
 pub use reassemble::reassemble;
 

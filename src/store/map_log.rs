@@ -120,27 +120,8 @@ pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogErr
     Ok(Logged { extent, map, sum })
 }
 
-/// The lines of a log, as [`str::lines`] gives them (a `\r` before a
-/// newline dropped, no empty line after the last newline), found byte by
-/// byte: a log's lines are short, and searching for each newline costs
-/// more to set up than to run.
-pub fn lines_of(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let line = match rest.bytes().position(|b| b == b'\n') {
-            Some(at) => {
-                let line = &rest[..at];
-                rest = &rest[at + 1..];
-                line.strip_suffix('\r').unwrap_or(line)
-            }
-            None => std::mem::take(&mut rest),
-        };
-        Some(line)
-    })
-}
+/// The lines of a log, as [`str::lines`] gives them.
+pub use crate::formats::lines as lines_of;
 
 /// `split_once(' ')` for the short lines of the logs: a plain byte scan,
 /// where the general pattern search costs more than the line.
@@ -258,23 +239,6 @@ fn written_afresh<V: Display>(
 #[cfg(test)]
 mod tests {
 
-    #[test]
-    fn a_logs_lines_are_the_lines_str_gives() {
-        for text in [
-            "",
-            "\n",
-            "a",
-            "a\n",
-            "a\nb",
-            "a\r\nb\r\n",
-            "a\r",
-            "\n\nb\n",
-            "m1 h_x\nm2 h_y\n",
-        ] {
-            let ours: Vec<&str> = lines_of(text).collect();
-            assert_eq!(ours, text.lines().collect::<Vec<_>>(), "{text:?}");
-        }
-    }
     use super::*;
 
     fn temp(name: &str) -> std::path::PathBuf {
