@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use noa::engine::CompressionState;
 use noa::engine::Config;
 use noa::engine::IdMap;
+use noa::engine::KeptCut;
 use noa::engine::Sections;
 use noa::engine::{TurnInput, project};
 use noa::formats::{BadLines, Format, ViewFormat, read, reassemble};
@@ -59,6 +60,45 @@ proptest! {
                 prop_assert_eq!(state.message_refs.by_raw.get(id), Some(r));
             }
             seen = state.message_refs.by_raw.clone().into_iter().collect();
+        }
+    }
+
+    /// A turn that takes back the cuts the turn before it made gives the
+    /// view, the figures and the state that a turn making them again gives,
+    /// however the session grows and whatever the window (most of these
+    /// sessions outgrow theirs and cut outputs turn after turn; that a cut
+    /// is taken back at all, the engine's own test shows).
+    #[test]
+    fn cuts_taken_back_change_no_turn(seed in any::<u64>(), turns in 4usize..40, window in 6_000usize..24_000) {
+        let session = chat_session(seed, turns);
+        let cfg = Config::for_window(window);
+        let sections = Sections::default();
+        let (mut taking, mut making) = (CompressionState::new("p"), CompressionState::new("p"));
+        let mut cuts: Vec<(String, KeptCut)> = Vec::new();
+        for n in (1..session.len()).step_by(3).chain([session.len()]) {
+            let t = read("gen", &jsonl(&session[..n]), Some(Format::Chat), BadLines::Fail).unwrap();
+            let history = t.cores();
+            let turn = |cuts| TurnInput {
+                history: &history,
+                config: &cfg,
+                input_tokens: None,
+                recorded: &[],
+                sections: &sections,
+                force_nudge: false,
+                keep_all: false,
+                cuts,
+            };
+            let kept: IdMap<'_, KeptCut> = cuts.iter().map(|(id, c)| (id.as_str(), *c)).collect();
+            let a = project(&mut taking, &turn(&kept));
+            let b = project(&mut making, &turn(&IdMap::default()));
+            let words = |v: &[noa::engine::CoreMessage]| -> Vec<(String, String)> {
+                v.iter().map(|m| (m.id.clone(), m.text.clone())).collect()
+            };
+            prop_assert_eq!(words(&a.view), words(&b.view), "at {} messages", n);
+            prop_assert_eq!((a.tokens, a.measured), (b.tokens, b.measured));
+            prop_assert_eq!(&a.cuts, &b.cuts);
+            prop_assert_eq!(&taking, &making);
+            cuts = a.cuts;
         }
     }
 }
