@@ -275,7 +275,7 @@ struct OnDisk<'a> {
     stats: &'a Stats,
     #[serde(skip_serializing_if = "str::is_empty")]
     derived_from: &'a str,
-    host: HostState,
+    host: &'a HostState,
     refs_log: RefsLog,
     tokens_log: Extent,
     truncated_log: Extent,
@@ -695,11 +695,7 @@ impl SessionDir {
             nudge,
             stats,
             derived_from,
-            host: HostState {
-                truncated: Default::default(),
-                truncated_at: BTreeMap::new(),
-                ..host.clone()
-            },
+            host,
             refs_log: log,
             tokens_log: tokens_logged.extent,
             truncated_log: truncated_logged.extent,

@@ -226,12 +226,15 @@ pub struct HostState {
     /// What the host's own token figures taught.
     #[serde(default, skip_serializing_if = "Calibration::is_empty")]
     pub calibration: Calibration,
-    /// Tool results cut by emergency truncation; they stay cut.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    /// Tool results cut by emergency truncation; they stay cut. Kept in a
+    /// log of their own beside state.json, never in it (older state.json
+    /// files held them, and still read).
+    #[serde(default, skip_serializing)]
     pub truncated: std::collections::BTreeSet<String>,
     /// For each cut: the history length when it was made, so a provider
-    /// figure recorded before it is known to count the output whole.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// figure recorded before it is known to count the output whole. Kept
+    /// beside state.json as `truncated` is.
+    #[serde(default, skip_serializing)]
     pub truncated_at: BTreeMap<String, usize>,
 }
 
