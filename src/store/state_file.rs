@@ -659,15 +659,17 @@ impl SessionDir {
             &self.tokens_logged,
             state.token_snapshot.iter().map(|(k, v)| (k.as_str(), *v)),
         )?;
-        let at = &state.host.truncated_at;
+        // Both are in key order: walked side by side rather than searched
+        // for each cut id.
+        let mut at = state.host.truncated_at.iter().peekable();
         let truncated_logged = self.write_map_log(
             TRUNCATED_LOG,
             &self.truncated_logged,
-            state
-                .host
-                .truncated
-                .iter()
-                .map(|k| (k.as_str(), at.get(k).copied().unwrap_or(0))),
+            state.host.truncated.iter().map(|k| {
+                while at.next_if(|(a, _)| *a < k).is_some() {}
+                let n = at.next_if(|(a, _)| *a == k).map_or(0, |(_, &n)| n);
+                (k.as_str(), n)
+            }),
         )?;
         // Naming every field makes a new one a compile error here until
         // state.json carries it.
