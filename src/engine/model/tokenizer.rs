@@ -44,16 +44,6 @@ impl Tokenizer {
         }
     }
 
-    /// Counts `joined`, the `pieces` end to end: the estimate adds the
-    /// pieces up without reading the joined text again; an encoding counts
-    /// the joined text, since its tokens run across the joins.
-    pub fn count_pieces(self, joined: &str, pieces: &[&str]) -> usize {
-        match self {
-            Tokenizer::Estimate => tokens::estimate_pieces(pieces),
-            _ => self.count(joined),
-        }
-    }
-
     /// The name the CLI, the config file and the reports use (serde writes
     /// the same).
     pub fn name(self) -> &'static str {
