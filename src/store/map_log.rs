@@ -85,7 +85,7 @@ pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogErr
     // sorts in about one pass, where inserting line by line searches the
     // tree each time.
     let mut changes: Vec<(&str, Option<V>)> = Vec::new();
-    for line in lines_of(text) {
+    for line in crate::formats::lines(text) {
         let bad = || LogError::Damaged("a line is not `+ key value` or `- key`");
         match split_at_space(line) {
             Some(("+", rest)) => {
@@ -119,9 +119,6 @@ pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogErr
     }
     Ok(Logged { extent, map, sum })
 }
-
-/// The lines of a log, as [`str::lines`] gives them.
-pub use crate::formats::lines as lines_of;
 
 /// `split_once(' ')` for the short lines of the logs: a plain byte scan,
 /// where the general pattern search costs more than the line.

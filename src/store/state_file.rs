@@ -620,7 +620,7 @@ impl SessionDir {
         let mut last = 0;
         let mut logged = Vec::with_capacity(log.count);
         refs.by_raw.reserve(log.count);
-        for line in map_log::lines_of(text) {
+        for line in crate::formats::lines(text) {
             let Some((r, id)) = map_log::split_at_space(line) else {
                 return Err(damaged("a line is not `ref id`"));
             };

@@ -26,8 +26,8 @@ use super::truncate::{self, Cut, KeptCut, fingerprint};
 #[derive(Debug, Default)]
 pub struct Unworded<'a> {
     held: IdMap<'a, Held<'a>>,
-    holds: bool,
-    /// Cuts an earlier turn made, by id, to take back (see [`KeptCut`]).
+    /// Cuts an earlier turn made, by id, to take back (see [`KeptCut`]);
+    /// `None` in one that holds nothing.
     kept: Option<&'a IdMap<'a, KeptCut>>,
     /// The cuts of held results made this turn, for the next to take back.
     made: Vec<(&'a str, KeptCut)>,
@@ -52,7 +52,6 @@ impl<'a> Unworded<'a> {
     pub fn holding(kept: &'a IdMap<'a, KeptCut>) -> Unworded<'a> {
         Unworded {
             held: IdMap::default(),
-            holds: true,
             kept: Some(kept),
             made: Vec::new(),
         }
@@ -61,7 +60,7 @@ impl<'a> Unworded<'a> {
     /// The view's copy of `m`: without its words when it is a tool result
     /// and this holds them.
     pub fn copy(&mut self, m: &'a CoreMessage) -> CoreMessage {
-        if !self.holds || m.content_type != ContentType::ToolResult {
+        if self.kept.is_none() || m.content_type != ContentType::ToolResult {
             return m.clone();
         }
         self.held.insert(
