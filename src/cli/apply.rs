@@ -12,6 +12,7 @@ use super::input::{load_for_turn, warn};
 use super::{CliError, Exit};
 use crate::engine::{
     self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage, IdMap,
+    IdSet,
 };
 
 /// Runs `noa apply`.
@@ -169,12 +170,14 @@ type Call = (String, String, usize);
 /// left out (an archive must hold every original whole).
 fn archives_elided(cx: &Context, answer: &Answer) -> bool {
     let elided = &cx.loaded.read.elided;
-    !elided.is_empty()
-        && answer.outcome.created.iter().any(|(b, _)| {
-            b.direct_message_ids
-                .iter()
-                .any(|id| elided.contains_key(id))
-        })
+    if !elided.contains(&true) {
+        return false;
+    }
+    let taken: IdSet<'_> = (answer.outcome.created.iter())
+        .flat_map(|(b, _)| &b.direct_message_ids)
+        .map(String::as_str)
+        .collect();
+    (cx.history.iter().zip(elided)).any(|(m, &e)| e && taken.contains(m.id.as_str()))
 }
 
 /// Prints the panel, or with `--json` the report object that holds it.

@@ -16,7 +16,7 @@ use super::input::{Loaded, check_belongs, load_whole};
 use super::settings::{self, Settings};
 use super::{CliError, clock};
 use crate::engine::{
-    self, COMPRESS_TOOL, CompressionState, Config, ContentType, CoreMessage, IdMap, KeptCut,
+    self, COMPRESS_TOOL, CompressionState, Config, ContentType, CoreMessage, IdMap, IdSet, KeptCut,
     Projection, RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
 };
 use crate::formats::Transcript;
@@ -116,35 +116,30 @@ impl<'g> Context<'g> {
         }
     }
 
-    /// Whether a view shows a message whose words the read cache did not
-    /// keep: then it cannot be served from the cache.
-    pub fn shows_elided(&self, view: &[CoreMessage]) -> bool {
+    /// Whether a message whose words the read cache left out is not among
+    /// those a projection hid (its [`Projection::hidden`]):
+    /// then the view may show it, and the turn must read the transcript
+    /// whole. Checked by place, after projecting: a compressed session's
+    /// folded messages are most of it.
+    pub fn unhides_elided(&self, hidden: &[bool]) -> bool {
         let elided = &self.loaded.read.elided;
-        !elided.is_empty() && view.iter().any(|m| elided.contains_key(&m.id))
+        (elided.iter().enumerate()).any(|(i, &e)| e && !hidden.get(i).copied().unwrap_or(false))
     }
 
     /// Whether every message whose words the read cache left out is still
-    /// folded into a block of `state`: with fewer blocks (an older state)
-    /// they may be shown again, and the turn must read them.
+    /// folded into an active block of `state`: with fewer blocks (an older
+    /// state) they may be shown again, and a call must be answered from
+    /// the transcript read whole.
     pub fn cache_serves(&self, state: &CompressionState) -> bool {
-        // Each left-out message is marked once as an active block's ids go
-        // by: a message two blocks share is counted once.
         let elided = &self.loaded.read.elided;
-        let mut folded = vec![false; elided.len()];
-        let mut count = 0;
-        let ids = state
-            .blocks
-            .iter()
-            .filter(|b| b.active)
-            .flat_map(|b| &b.effective_message_ids);
-        for id in ids {
-            if let Some(&at) = elided.get(id)
-                && !std::mem::replace(&mut folded[at], true)
-            {
-                count += 1;
-            }
+        if !elided.contains(&true) {
+            return true;
         }
-        count == elided.len()
+        let folded: IdSet<'_> = (state.blocks.iter().filter(|b| b.active))
+            .flat_map(|b| &b.effective_message_ids)
+            .map(String::as_str)
+            .collect();
+        (self.history.iter().zip(elided)).all(|(m, &e)| !e || folded.contains(m.id.as_str()))
     }
 
     /// Makes the transcript ready to write `view` from: the JSON the read
@@ -197,7 +192,7 @@ impl<'g> Context<'g> {
         let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
         let elided = &self.loaded.read.elided;
         let keep = |i: usize, m: &CoreMessage| {
-            !elided.contains_key(&m.id)
+            !elided.get(i).copied().unwrap_or(false)
                 && (!hidden.get(i).copied().unwrap_or(false)
                     || shown.contains(m.id.as_str())
                     || m.tool_name == COMPRESS_TOOL)

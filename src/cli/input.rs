@@ -1,13 +1,12 @@
 //! Reading the transcript and finding the session's directory.
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{self, IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use super::CliError;
 use super::args::{FormatArg, Global};
-use crate::engine::{CompressionState, CoreMessage, IdHash};
+use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
 use crate::store::{Digest, SessionDir};
 
@@ -38,9 +37,9 @@ pub struct HowRead {
     /// From the cache: the flat history of the prefix, texts included
     /// where they were kept.
     pub prefix: Vec<CoreMessage>,
-    /// From the cache: ids of messages whose words it did not keep, each
-    /// with its place among them.
-    pub elided: HashMap<String, usize, IdHash>,
+    /// From the cache: for each message of `prefix`, whether its words were
+    /// left out (those past its end were read and have them).
+    pub elided: Vec<bool>,
     /// From the cache: the JSON of the messages that may be shown, parsed
     /// once the view says which are.
     pub raws: Vec<crate::store::Unparsed>,
@@ -256,7 +255,7 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     let read = HowRead {
         mark: Some((length, lines, digest.finish())),
         prefix: warm.history,
-        elided: places(warm.elided),
+        elided: warm.elided,
         raws: warm.raws,
         warm: true,
         appendable,
@@ -269,16 +268,6 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
 /// How many lines end in `bytes`, counted at memory speed.
 fn newlines(bytes: &[u8]) -> u64 {
     memchr::memchr_iter(b'\n', bytes).count() as u64
-}
-
-/// Each id with its place among them, places counted without repeats.
-fn places(ids: Vec<String>) -> HashMap<String, usize, IdHash> {
-    let mut at = HashMap::with_capacity_and_hasher(ids.len(), IdHash::default());
-    for id in ids {
-        let next = at.len();
-        at.entry(id).or_insert(next);
-    }
-    at
 }
 
 /// How much of a log's start is looked at to find its session before

@@ -152,23 +152,21 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
 }
 
 /// Projects the turn. A transcript read on from the read cache is read
-/// whole first when the state no longer folds away what the cache left out,
-/// and after projecting if the view would still show any of it or the
-/// cache's JSON for it does not parse (then projected afresh from the state
-/// on disk, with what `learn` adds to it: the rare case pays for a second
-/// load, so the common one keeps no copy of the state).
+/// whole after projecting when a message whose words the cache left out is
+/// no longer hidden (the state folds less away than when the cache was
+/// written) or the cache's JSON for a message in view does not parse; the
+/// turn is then projected afresh from the state on disk, with what `learn`
+/// adds to it: the rare case pays for a second load, so the common one
+/// keeps no copy of the state.
 fn project_turn(
     cx: &mut Context,
     state: &mut CompressionState,
     turn: Turn,
     learn: impl Fn(&mut CompressionState),
 ) -> Result<Projection, CliError> {
-    if cx.warm() && !cx.cache_serves(state) {
-        cx.read_whole()?;
-    }
     let warm = cx.warm();
     let mut p = cx.project(state, turn);
-    if warm && (cx.shows_elided(&p.view) || !cx.fill_view(&p.view)) {
+    if warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view)) {
         cx.read_whole()?;
         *state = cx.reload_state()?;
         learn(state);

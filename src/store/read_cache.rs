@@ -174,8 +174,9 @@ pub struct Warm {
     pub transcript: Transcript,
     /// The flat history, with the words that were kept.
     pub history: Vec<CoreMessage>,
-    /// Ids of the messages whose words were not kept.
-    pub elided: Vec<String>,
+    /// For each message of `history`, whether its words were not kept: by
+    /// place, since every one of a long session's folded messages is.
+    pub elided: Vec<bool>,
     /// The JSON of each message that may still be shown, and of its kept
     /// blocks.
     pub raws: Vec<Unparsed>,
@@ -354,7 +355,7 @@ impl ReadCache {
     pub fn into_transcript(self) -> Warm {
         let blocks = self.messages.iter().map(|m| m.blocks.len()).sum();
         let mut history = Vec::with_capacity(blocks);
-        let mut elided = Vec::new();
+        let mut elided = Vec::with_capacity(blocks);
         let mut raws = Vec::new();
         let mut messages = Vec::with_capacity(self.messages.len());
         for (mi, m) in self.messages.into_iter().enumerate() {
@@ -363,9 +364,8 @@ impl ReadCache {
             for (bi, b) in m.blocks.into_iter().enumerate() {
                 if b.kept {
                     block_raws.extend(b.raw.map(|r| (bi, r)));
-                } else {
-                    elided.push(b.core.id.clone());
                 }
+                elided.push(!b.kept);
                 let core = CoreMessage {
                     counted: Counted::known(self.tokenizer, b.tokens as usize),
                     ..b.core
