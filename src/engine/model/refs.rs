@@ -32,6 +32,17 @@ pub fn index_to_ref(index: u32) -> Option<String> {
     })
 }
 
+/// The number of a ref in its five-digit form (`m00042` → 42), and `None`
+/// for any other string: the ref [`index_to_ref`] gives back is this one.
+pub fn canonical_index(r: &str) -> Option<u32> {
+    let digits = r.strip_prefix('m')?.as_bytes();
+    if digits.len() != 5 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits.iter().fold(0, |n, &d| n * 10 + u32::from(d - b'0'));
+    (n >= MIN_REF).then_some(n)
+}
+
 /// Parses a ref leniently: surrounding space and case are ignored and leading
 /// zeros are optional (`m1`, ` M00007 `), but the number must be in range.
 pub fn ref_to_index(s: &str) -> Option<u32> {
@@ -105,7 +116,7 @@ pub fn is_synthetic(id: &str) -> bool {
 }
 
 /// What [`assign`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Assigned {
     /// Refs handed out.
     pub new: usize,
@@ -113,6 +124,50 @@ pub struct Assigned {
     /// [`MAX_REF`] is taken: they cannot be named in a Compress call, so
     /// they stay in view until the session ends.
     pub unnumbered: usize,
+    /// The refs the messages hold, old and new.
+    pub held: Held,
+}
+
+/// The usable refs of a history, by number: what [`assign`] finds as it
+/// looks each message up, so that nothing after it looks them up again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    numbered: Vec<bool>,
+    /// Refs in another form than five digits, which only a hand-edited map
+    /// holds.
+    odd: Vec<String>,
+}
+
+impl Held {
+    /// The usable refs of `history` in `refs`, looked up one by one.
+    #[cfg(test)]
+    pub fn of(refs: &MessageRefs, history: &[CoreMessage]) -> Held {
+        let mut held = Held::default();
+        for r in history.iter().filter_map(|m| refs.usable(&m.id)) {
+            held.add(r);
+        }
+        held
+    }
+
+    fn add(&mut self, r: &str) {
+        match canonical_index(r) {
+            Some(n) => {
+                if self.numbered.is_empty() {
+                    self.numbered = vec![false; MAX_REF as usize + 1];
+                }
+                self.numbered[n as usize] = true;
+            }
+            None => self.odd.push(r.to_string()),
+        }
+    }
+
+    /// Whether a message of the history holds the ref `r`.
+    pub fn holds(&self, r: &str) -> bool {
+        match canonical_index(r) {
+            Some(n) => self.numbered.get(n as usize).copied().unwrap_or(false),
+            None => self.odd.iter().any(|o| o == r),
+        }
+    }
 }
 
 /// Gives every message that has none yet a ref, starting the search at
@@ -133,7 +188,13 @@ pub fn assign(
         refs.by_raw.reserve(messages.len());
     }
     for m in messages {
-        if m.id.is_empty() || is_synthetic(&m.id) || refs.by_raw.contains_key(&m.id) {
+        if let Some(r) = refs.by_raw.get(&m.id) {
+            if r != BLOCKED {
+                done.held.add(r);
+            }
+            continue;
+        }
+        if m.id.is_empty() || is_synthetic(&m.id) {
             continue;
         }
         if is_protected(m) {
@@ -144,6 +205,7 @@ pub fn assign(
             done.unnumbered += 1;
             continue;
         };
+        done.held.add(&r);
         refs.by_raw.insert(m.id.clone(), r.clone());
         refs.by_ref.insert(r, m.id.clone());
         done.new += 1;

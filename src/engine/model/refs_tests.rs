@@ -185,13 +185,7 @@ fn exhaustion_stops_quietly() {
         MAX_REF,
         no_protection,
     );
-    assert_eq!(
-        done,
-        Assigned {
-            new: 0,
-            unnumbered: 2
-        }
-    );
+    assert_eq!((done.new, done.unnumbered), (0, 2));
     assert!(!refs.by_raw.contains_key("late"));
 }
 
@@ -214,13 +208,52 @@ fn near_exhaustion_hands_out_the_last_ref() {
         MAX_REF,
         no_protection,
     );
-    assert_eq!(
-        n,
-        Assigned {
-            new: 1,
-            unnumbered: 1
-        }
-    );
+    assert_eq!((n.new, n.unnumbered), (1, 1));
+    assert!(n.held.holds("m00001") && n.held.holds("m99999"));
     assert_eq!(refs.by_raw["old"], "m00001");
     assert_eq!(refs.by_raw["new1"], "m99999");
+}
+
+#[test]
+fn only_the_five_digit_form_is_canonical() {
+    for n in [1, 42, 99_999] {
+        let r = index_to_ref(n).unwrap();
+        assert_eq!(canonical_index(&r), Some(n));
+    }
+    for r in [
+        "m00000", "m1", "M00001", "m000001", " m00001", "m0000a", "b00001", "m",
+    ] {
+        assert_eq!(canonical_index(r), None, "{r}");
+    }
+}
+
+#[test]
+fn assign_holds_the_refs_a_lookup_of_each_message_gives() {
+    let mut refs = MessageRefs::default();
+    refs.by_raw.insert("old".into(), "m00007".into());
+    refs.by_ref.insert("m00007".into(), "old".into());
+    refs.by_raw.insert("edited".into(), "m7x".into());
+    refs.by_raw.insert("kept out".into(), BLOCKED.into());
+    let history = [
+        user("a"),
+        user("old"),
+        user("edited"),
+        user("kept out"),
+        user("p"),
+        user("a"),
+        user("b"),
+    ];
+    let assigned = assign(&mut refs, &history, 8, |m| m.id == "p");
+    assert_eq!(assigned.new, 2);
+    assert_eq!(assigned.held, Held::of(&refs, &history));
+    for (r, held) in [
+        ("m00007", true),
+        ("m00008", true),
+        ("m00009", true),
+        ("m7x", true),
+        ("m00010", false),
+        (BLOCKED, false),
+    ] {
+        assert_eq!(assigned.held.holds(r), held, "{r}");
+    }
 }

@@ -102,7 +102,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let assigned = refs::assign(&mut state.message_refs, history, next, |m| {
         hard_protected(m, cfg)
     });
-    sync::sync_blocks(state, history);
+    sync::sync_blocks(state, history, &assigned.held);
     // Borrows the blocks for the rest of the turn, which changes only other
     // parts of the state.
     let covered = Coverage::of(&state.blocks);
@@ -384,10 +384,10 @@ fn hard_protected(m: &CoreMessage, cfg: &Config) -> bool {
 pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) -> Vec<CoreMessage> {
     let mut state = state.clone();
     let next = refs::highest_used(&state.message_refs) + 1;
-    refs::assign(&mut state.message_refs, history, next, |m| {
+    let assigned = refs::assign(&mut state.message_refs, history, next, |m| {
         hard_protected(m, cfg)
     });
-    sync::sync_blocks(&mut state, history);
+    sync::sync_blocks(&mut state, history, &assigned.held);
     let pruned = prune::prune(history, &state);
     let calls: IdSet<'_> = pruned
         .iter()

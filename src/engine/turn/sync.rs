@@ -4,46 +4,63 @@ use crate::engine::model::identity::{IdMap, IdSet};
 use std::collections::hash_map::Entry;
 
 use crate::engine::model::message::CoreMessage;
+use crate::engine::model::refs::Held;
 use crate::engine::model::state::{Block, CompressionState};
 
 /// Marks each block active or not for this view: a block absorbed by another
 /// is inactive; otherwise it is active while any message it stands for is in
 /// the history (so a block can come back to life). Token figures of refs no
-/// longer in the history are dropped.
-pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage]) {
-    let mut present = IdSet::with_capacity_and_hasher(history.len(), Default::default());
-    present.extend(history.iter().map(|m| m.id.as_str()));
+/// longer in the history (`held` holds those it still has) are dropped.
+pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage], held: &Held) {
     let absorbed: IdSet<'_> = state
         .blocks
         .iter()
         .flat_map(|b| b.direct_block_ids.iter().map(String::as_str))
         .collect();
-    let active: Vec<bool> = state
-        .blocks
-        .iter()
-        .map(|b| {
-            !absorbed.contains(b.block_id.as_str())
-                && b.effective_message_ids
-                    .iter()
-                    .any(|id| present.contains(id.as_str()))
-        })
-        .collect();
+    let active = present_blocks(&state.blocks, &absorbed, history);
     for (b, active) in state.blocks.iter_mut().zip(active) {
         b.active = active;
     }
-    // The history's refs in order, to walk beside the figures' ordered
-    // keys: refs mostly come in history order, so the sort finds one run.
-    let mut live: Vec<&str> = history
-        .iter()
-        .filter_map(|m| state.message_refs.usable(&m.id))
-        .map(String::as_str)
+    state.token_snapshot.retain(|r, _| held.holds(r));
+}
+
+/// Whether each block not `absorbed` stands for a message of the history.
+/// Each is looked for by its first message, which the history holds unless
+/// it was rewritten: the history is walked once against those few ids, and
+/// only a block whose first message is gone has the rest of its messages
+/// looked for among every id of the history.
+fn present_blocks(blocks: &[Block], absorbed: &IdSet, history: &[CoreMessage]) -> Vec<bool> {
+    let mut firsts: IdMap<'_, Vec<usize>> = IdMap::default();
+    for (i, b) in blocks.iter().enumerate() {
+        if let Some(first) = b.effective_message_ids.first()
+            && !absorbed.contains(b.block_id.as_str())
+        {
+            firsts.entry(first.as_str()).or_default().push(i);
+        }
+    }
+    let mut active = vec![false; blocks.len()];
+    if firsts.is_empty() {
+        return active;
+    }
+    for m in history {
+        if let Some(found) = firsts.get(m.id.as_str()) {
+            for &i in found {
+                active[i] = true;
+            }
+        }
+    }
+    let missing: Vec<usize> = (firsts.values().flatten().copied())
+        .filter(|&i| !active[i])
         .collect();
-    live.sort();
-    let mut live = live.into_iter().peekable();
-    state.token_snapshot.retain(|r, _| {
-        while live.next_if(|l| *l < r.as_str()).is_some() {}
-        live.peek() == Some(&r.as_str())
-    });
+    if !missing.is_empty() {
+        let present: IdSet<'_> = history.iter().map(|m| m.id.as_str()).collect();
+        for i in missing {
+            active[i] = blocks[i].effective_message_ids[1..]
+                .iter()
+                .any(|id| present.contains(id.as_str()));
+        }
+    }
+    active
 }
 
 /// Which active blocks stand for each message: what pruning asks of every
@@ -111,6 +128,11 @@ mod tests {
     use crate::engine::model::refs::BLOCKED;
     use crate::engine::test_support::block;
 
+    fn sync_with(st: &mut CompressionState, history: &[CoreMessage]) {
+        let held = Held::of(&st.message_refs, history);
+        sync_blocks(st, history, &held);
+    }
+
     fn msg(id: &str) -> CoreMessage {
         CoreMessage::text(id, Role::User, id)
     }
@@ -121,7 +143,7 @@ mod tests {
         let mut b2 = block("b2", 2, &["m1"]);
         b2.direct_block_ids = vec!["b1".into()];
         st.blocks = vec![block("b1", 1, &["m1"]), b2];
-        sync_blocks(&mut st, &[msg("m1")]);
+        sync_with(&mut st, &[msg("m1")]);
         assert!(!st.blocks[0].active);
         assert!(st.blocks[1].active);
     }
@@ -130,13 +152,45 @@ mod tests {
     fn blocks_follow_their_messages() {
         let mut st = CompressionState::new("s");
         st.blocks = vec![block("b1", 1, &["gone"])];
-        sync_blocks(&mut st, &[msg("other")]);
+        sync_with(&mut st, &[msg("other")]);
         assert!(!st.blocks[0].active);
-        sync_blocks(&mut st, &[msg("gone")]);
+        sync_with(&mut st, &[msg("gone")]);
         assert!(
             st.blocks[0].active,
             "a block comes back when its messages do"
         );
+    }
+
+    #[test]
+    fn a_block_whose_first_message_is_gone_lives_on_its_others() {
+        let mut st = CompressionState::new("s");
+        st.blocks = vec![
+            block("b1", 1, &["gone", "kept"]),
+            block("b2", 1, &["gone", "also gone"]),
+            block("b3", 1, &["kept"]),
+        ];
+        sync_with(&mut st, &[msg("kept")]);
+        let active: Vec<bool> = st.blocks.iter().map(|b| b.active).collect();
+        assert_eq!(active, [true, false, true]);
+    }
+
+    #[test]
+    fn a_ref_in_another_form_keeps_its_figure_while_its_message_stays() {
+        let mut st = CompressionState::new("s");
+        for (raw, r) in [("a", "m00001"), ("b", "m2"), ("c", "m3")] {
+            st.message_refs.by_raw.insert(raw.into(), r.into());
+            st.message_refs.by_ref.insert(r.into(), raw.into());
+        }
+        st.token_snapshot = [
+            ("m00001".to_string(), 10),
+            ("m2".to_string(), 20),
+            ("m3".to_string(), 30),
+            ("m00002".to_string(), 40),
+        ]
+        .into();
+        sync_with(&mut st, &[msg("a"), msg("b")]);
+        let kept: Vec<&str> = st.token_snapshot.keys().map(String::as_str).collect();
+        assert_eq!(kept, ["m00001", "m2"]);
     }
 
     #[test]
@@ -153,7 +207,7 @@ mod tests {
             ("m00003".to_string(), 30),
         ]
         .into();
-        sync_blocks(&mut st, &[msg("live"), msg("p")]);
+        sync_with(&mut st, &[msg("live"), msg("p")]);
         assert_eq!(st.token_snapshot, [("m00001".to_string(), 10)].into());
     }
 
@@ -168,7 +222,7 @@ mod tests {
             st.token_snapshot.insert(r, i);
         }
         // A rewritten history: refs out of order, one message gone.
-        sync_blocks(&mut st, &[msg("e"), msg("b"), msg("a"), msg("d")]);
+        sync_with(&mut st, &[msg("e"), msg("b"), msg("a"), msg("d")]);
         let kept: Vec<&str> = st.token_snapshot.keys().map(String::as_str).collect();
         assert_eq!(kept, ["m00001", "m00002", "m00004", "m00005"]);
     }
