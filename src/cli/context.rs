@@ -117,10 +117,10 @@ impl<'g> Context<'g> {
     }
 
     /// Whether a message whose words the read cache left out is not among
-    /// those a projection hid (its [`Projection::hidden`]):
-    /// then the view may show it, and the turn must read the transcript
-    /// whole. Checked by place, after projecting: a compressed session's
-    /// folded messages are most of it.
+    /// those a projection hid (its [`Projection::hidden`]): then the view
+    /// may show it, and the turn must read the transcript whole. Checked by
+    /// place, after projecting: a compressed session's folded messages are
+    /// most of it.
     pub fn unhides_elided(&self, hidden: &[bool]) -> bool {
         let elided = &self.loaded.read.elided;
         (elided.iter().enumerate()).any(|(i, &e)| e && !hidden.get(i).copied().unwrap_or(false))
