@@ -347,9 +347,9 @@ impl CacheSource<'_> {
 impl ReadCache {
     /// The transcript and flat history the cache stands for. Blocks whose
     /// words were not kept come back with empty text and their count, and
-    /// their ids are listed: a view that would show one cannot be served
+    /// are marked by place: a view that would show one cannot be served
     /// from the cache. The JSON the view is written from stays unparsed
-    /// until [`Warm::fill`] is told which messages the view shows. The
+    /// until [`fill_shown`] is told which messages the view shows. The
     /// transcript holds no records (a warm read serves the view, never
     /// `materialize`).
     pub fn into_transcript(self) -> Warm {

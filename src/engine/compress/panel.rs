@@ -30,7 +30,7 @@ pub struct Reclaimed {
 }
 
 /// Tokens of a block's summary as it is rendered into the view
-/// ([`render_summary`]: header, topic, summary and archive pointer).
+/// (`render_summary`: header, topic, summary and archive pointer).
 pub fn summary_tokens(block: &Block, tokens: &dyn Fn(&CoreMessage) -> usize) -> usize {
     tokens(&render_summary(block))
 }

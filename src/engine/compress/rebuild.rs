@@ -124,7 +124,7 @@ pub struct RebuildInput<'a> {
 /// Replays the log's Compress calls onto `base`. Pure: writes nothing.
 ///
 /// Every call is answered through the same policy as a live `apply`
-/// ([`super::call`]), so the host's books (the repeat guard, the failure
+/// (`call`), so the host's books (the repeat guard, the failure
 /// count, each call's answer) come back as the live run kept them.
 pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let history = input.history;

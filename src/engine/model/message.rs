@@ -236,7 +236,7 @@ impl CoreMessage {
         }
     }
 
-    /// Appends a ref tag as [`super::tag::append`] lays it out.
+    /// Appends a ref tag as `tag::append` lays it out.
     pub fn append_tag(&mut self, tag: &str) {
         let start = self.text.len();
         super::tag::append(&mut self.text, tag);

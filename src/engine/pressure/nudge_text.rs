@@ -292,7 +292,7 @@ pub fn format_ranges(ranges: &[RangeInfo], protected: &[ProtectedRange]) -> Stri
 }
 
 /// The active block map, `bN(Tk)=mA–mB` per block, the newest
-/// [`BLOCK_MAP_SHOWN`] listed and older ones counted. Empty when there are no
+/// `BLOCK_MAP_SHOWN` listed and older ones counted. Empty when there are no
 /// blocks.
 pub fn format_block_map(blocks: &[BlockSpan]) -> String {
     if blocks.is_empty() {

@@ -62,13 +62,13 @@ pub struct Projection {
     /// The messages to send: tags rendered, maybe truncated, maybe a nudge last.
     pub view: Vec<CoreMessage>,
     /// For each history message, whether a block hides it (see
-    /// [`prune_marked`](super::prune::prune_marked)): what a later turn will
+    /// `prune::prune_marked`): what a later turn will
     /// not need the words of while the blocks stand.
     pub hidden: Vec<bool>,
     /// Refs handed out this turn.
     pub new_refs: usize,
     /// History messages without a ref because the ref space is exhausted
-    /// (see [`refs::Assigned`]).
+    /// (see `refs::Assigned`).
     pub unnumbered: usize,
     /// The request as sent, on the provider's scale: the figure to hold
     /// against the window.

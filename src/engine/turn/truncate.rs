@@ -314,7 +314,7 @@ pub struct KeptCut {
     pub keep: usize,
     /// Bytes of the text cut.
     pub text_len: usize,
-    /// [`fingerprint`] of the tag that followed it.
+    /// `fingerprint` of the tag that followed it.
     pub suffix: u64,
     /// The cut.
     pub cut: Cut,
