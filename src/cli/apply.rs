@@ -169,15 +169,15 @@ type Call = (String, String, usize);
 /// Whether a block of `answer` covers a message whose words the read cache
 /// left out (an archive must hold every original whole).
 fn archives_elided(cx: &Context, answer: &Answer) -> bool {
-    let elided = &cx.loaded.read.elided;
-    if !elided.contains(&true) {
+    let mut elided = cx.elided_ids().peekable();
+    if elided.peek().is_none() {
         return false;
     }
     let taken: IdSet<'_> = (answer.outcome.created.iter())
         .flat_map(|(b, _)| &b.direct_message_ids)
         .map(String::as_str)
         .collect();
-    (cx.history.iter().zip(elided)).any(|(m, &e)| e && taken.contains(m.id.as_str()))
+    elided.any(|id| taken.contains(id))
 }
 
 /// Prints the panel, or with `--json` the report object that holds it.

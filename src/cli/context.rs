@@ -131,15 +131,23 @@ impl<'g> Context<'g> {
     /// state) they may be shown again, and a call must be answered from
     /// the transcript read whole.
     pub fn cache_serves(&self, state: &CompressionState) -> bool {
-        let elided = &self.loaded.read.elided;
-        if !elided.contains(&true) {
+        let mut elided = self.elided_ids().peekable();
+        if elided.peek().is_none() {
             return true;
         }
         let folded: IdSet<'_> = (state.blocks.iter().filter(|b| b.active))
             .flat_map(|b| &b.effective_message_ids)
             .map(String::as_str)
             .collect();
-        (self.history.iter().zip(elided)).all(|(m, &e)| !e || folded.contains(m.id.as_str()))
+        elided.all(|id| folded.contains(id))
+    }
+
+    /// The ids of the history's messages whose words the read cache left
+    /// out, in history order.
+    pub fn elided_ids(&self) -> impl Iterator<Item = &str> {
+        (self.history.iter().zip(&self.loaded.read.elided))
+            .filter(|&(_, &e)| e)
+            .map(|(m, _)| m.id.as_str())
     }
 
     /// Makes the transcript ready to write `view` from: the JSON the read
