@@ -395,7 +395,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>, CliError> {
 /// wrong refs.
 pub fn check_belongs(loaded: &Loaded, state: &CompressionState) -> Result<(), CliError> {
     let t = &loaded.transcript;
-    if state.message_refs.by_raw.is_empty() || t.messages.is_empty() {
+    if state.message_refs.is_empty() || t.messages.is_empty() {
         return Ok(());
     }
     let known = t
@@ -412,7 +412,7 @@ pub fn check_belongs(loaded: &Loaded, state: &CompressionState) -> Result<(), Cl
     Err(CliError::Usage(format!(
         "{}: this state belongs to a different transcript: none of its {} refs name a message of this one. Pass the right --session, or run `noa rebuild` for this transcript into its own state dir",
         session_path(loaded),
-        state.message_refs.by_ref.len()
+        state.message_refs.refs()
     )))
 }
 

@@ -55,7 +55,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     // inherits from a parent session, or the one its records rebuild.
     let stored = match &cx {
         Some(cx) => {
-            Some(cx.state()?).filter(|s| !s.blocks.is_empty() || !s.message_refs.by_raw.is_empty())
+            Some(cx.state()?).filter(|s| !s.blocks.is_empty() || !s.message_refs.is_empty())
         }
         None => session.load()?,
     };
@@ -303,7 +303,7 @@ fn stats_line(r: &Report) -> String {
         if s.compression_count == 1 { "" } else { "s" },
         blocks.len(),
         if blocks.len() == 1 { "" } else { "s" },
-        stored.message_refs.by_ref.len(),
+        stored.message_refs.refs(),
         stored.next_block_id
     )
 }
@@ -417,7 +417,7 @@ fn to_json(r: &Report) -> Value {
             "tokens_reclaimed": r.total_reclaimed(),
             "active_blocks": active,
             "total_blocks": blocks.len(),
-            "refs": stored.message_refs.by_ref.len(),
+            "refs": stored.message_refs.refs(),
             "next_block_id": format!("b{}", stored.next_block_id),
         },
         "tree": tree::tier_tree(blocks),

@@ -39,7 +39,8 @@ pub use model::message::COMPRESS_TOOL;
 pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};
 pub use model::refs::{BLOCKED, NUDGE_ID};
 pub use model::state::{
-    AppliedCall, Block, CompressionState, HostState, MessageRefs, NudgeState, STATE_VERSION, Stats,
+    AppliedCall, Block, CompressionState, HostState, MessageRefs, NudgeState, RefName,
+    STATE_VERSION, Stats,
 };
 pub use model::tokenizer::Tokenizer;
 pub use model::tokens;

@@ -15,7 +15,8 @@ use super::atomic::write_atomic;
 use super::map_log::{self, Extent, LogError, Logged};
 use super::read_cache::{Digest, digest};
 use crate::engine::{
-    BLOCKED, Block, CompressionState, HostState, MessageRefs, NudgeState, STATE_VERSION, Stats,
+    BLOCKED, Block, CompressionState, HostState, MessageRefs, NudgeState, RefName, STATE_VERSION,
+    Stats,
 };
 
 /// Why the store could not do what was asked.
@@ -286,8 +287,8 @@ struct OnDisk<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct InlineRefs<'a> {
-    by_raw: BTreeMap<&'a String, &'a String>,
-    by_ref: BTreeMap<&'a String, &'a String>,
+    by_raw: BTreeMap<&'a str, &'a str>,
+    by_ref: BTreeMap<&'a str, &'a str>,
 }
 
 /// A log beside state.json that could not be read, as the store reports
@@ -307,20 +308,18 @@ fn log_failure(
 /// in return (hard-protected ones, marked `BLOCKED`, in a state noa wrote).
 /// Checked from the ref side, one hashed lookup a ref, rather than a tree
 /// search an id; the search runs only for a map that holds other strays.
-fn unlogged(refs: &MessageRefs) -> BTreeMap<&String, &String> {
+fn unlogged(refs: &MessageRefs) -> BTreeMap<&str, &str> {
     let paired = refs
-        .by_ref
-        .iter()
-        .filter(|(r, id)| refs.by_raw.get(*id) == Some(*r))
+        .by_ref()
+        .filter(|(r, id)| refs.get(id) == Some(r.as_str()))
         .count();
-    let blocked = |r: &String| r.as_str() == BLOCKED;
-    let strays = refs.by_raw.len() - paired;
-    if refs.by_raw.values().filter(|r| blocked(r)).count() == strays {
-        return refs.by_raw.iter().filter(|(_, r)| blocked(r)).collect();
+    let blocked = |r: &str| r == BLOCKED;
+    let strays = refs.ids() - paired;
+    if refs.by_id().filter(|(_, r)| blocked(r)).count() == strays {
+        return refs.by_id().filter(|(_, r)| blocked(r)).collect();
     }
-    refs.by_raw
-        .iter()
-        .filter(|(id, r)| refs.by_ref.get(*r) != Some(*id))
+    refs.by_id()
+        .filter(|(id, r)| refs.id_of(r) != Some(*id))
         .collect()
 }
 
@@ -347,8 +346,8 @@ struct RefsLog {
 fn newer_than(
     refs: &MessageRefs,
     log: RefsLog,
-) -> Option<(impl Iterator<Item = (&String, &String)>, Digest)> {
-    let mut all = refs.by_ref.iter();
+) -> Option<(impl Iterator<Item = (RefName, &str)>, Digest)> {
+    let mut all = refs.by_ref();
     let mut d = Digest::default();
     // The lines are laid out a chunk at a time: the digest goes fastest
     // over long runs of bytes.
@@ -618,25 +617,15 @@ impl SessionDir {
             map_log::read_prefix(&path, log.bytes).map_err(|e| log_failure(&path, e, damaged))?;
         let text = std::str::from_utf8(&mine).map_err(|_| damaged("not UTF-8"))?;
         let mut last = 0;
-        let mut logged = Vec::with_capacity(log.count);
-        refs.by_raw.reserve(log.count);
+        let mut count = 0;
+        refs.reserve(log.count);
         for line in crate::formats::lines(text) {
             let Some((r, id)) = map_log::split_at_space(line) else {
                 return Err(damaged("a line is not `ref id`"));
             };
-            refs.by_raw
-                .entry(id.to_string())
-                .or_insert_with(|| r.to_string());
-            logged.push((r.to_string(), id.to_string()));
+            refs.add_logged(r, id);
+            count += 1;
             last = ref_number(r);
-        }
-        let count = logged.len();
-        // The log is in ref order: a map built from it whole is built in
-        // one pass, where inserting ref by ref searches the tree each time.
-        if refs.by_ref.is_empty() {
-            refs.by_ref = logged.into_iter().collect();
-        } else {
-            refs.by_ref.extend(logged);
         }
         let sum = digest(&mine);
         if count != log.count || last != log.last || log.digest.is_some_and(|d| d != sum) {
@@ -795,8 +784,8 @@ impl SessionDir {
     /// whole log is written afresh.
     fn write_refs_log(&self, refs: &MessageRefs) -> Result<RefsLog, StoreError> {
         let path = self.dir.join(REFS_LOG);
-        let line = |(r, id): (&String, &String)| format!("{r} {id}\n");
-        let last = refs.by_ref.keys().next_back().map_or(0, |r| ref_number(r));
+        let line = |(r, id): (RefName, &str)| format!("{r} {id}\n");
+        let last = refs.last_ref().map_or(0, |r| ref_number(&r));
         if let Some(log) = self.logged.get()
             && let Some((new, mut d)) = newer_than(refs, log)
             && fs::metadata(&path).is_ok_and(|m| m.len() >= log.bytes)
@@ -807,16 +796,16 @@ impl SessionDir {
             d.update(new.as_bytes());
             return Ok(RefsLog {
                 bytes: log.bytes + new.len() as u64,
-                count: refs.by_ref.len(),
+                count: refs.refs(),
                 last,
                 digest: Some(d.finish()),
             });
         }
-        let all: String = refs.by_ref.iter().map(line).collect();
+        let all: String = refs.by_ref().map(line).collect();
         self.write(REFS_LOG, all.as_bytes())?;
         Ok(RefsLog {
             bytes: all.len() as u64,
-            count: refs.by_ref.len(),
+            count: refs.refs(),
             last,
             digest: Some(digest(all.as_bytes())),
         })
@@ -875,8 +864,7 @@ mod tests {
         let s = SessionDir::new(&base, "sess");
         assert!(s.load().unwrap().is_none());
         let mut st = CompressionState::new("sess");
-        st.message_refs.by_raw.insert("h_a".into(), "m00001".into());
-        st.message_refs.by_ref.insert("m00001".into(), "h_a".into());
+        st.message_refs.insert("h_a", "m00001");
         st.token_snapshot.insert("m00001".into(), 12);
         st.host.truncated.insert("h_a".into());
         st.host.truncated.insert("h_b".into());
@@ -991,12 +979,9 @@ mod tests {
         let mut st = CompressionState::new("sess");
         for i in 1..=n {
             let (r, id) = (format!("m{i:05}"), format!("h_{i:016x}"));
-            st.message_refs.by_raw.insert(id.clone(), r.clone());
-            st.message_refs.by_ref.insert(r, id);
+            st.message_refs.insert(&id, &r);
         }
-        st.message_refs
-            .by_raw
-            .insert("h_compress".into(), "BLOCKED".into());
+        st.message_refs.block("h_compress");
         st
     }
 
@@ -1036,14 +1021,7 @@ mod tests {
         // The same process saves a map whose refs name other messages (a
         // rebuild over a changed transcript): the log is written afresh.
         let mut other = with_refs(4);
-        other
-            .message_refs
-            .by_ref
-            .insert("m00002".into(), "h_other".into());
-        other
-            .message_refs
-            .by_raw
-            .insert("h_other".into(), "m00002".into());
+        other.message_refs.insert("h_other", "m00002");
         s.save(&other).unwrap();
         assert_eq!(
             SessionDir::new(&base, "sess").load().unwrap().unwrap(),
@@ -1127,16 +1105,12 @@ mod tests {
         let s = SessionDir::new(&base, "sess");
         let mut st = with_refs(3);
         // Hard-protected: known, unnumbered.
-        st.message_refs
-            .by_raw
-            .insert("h_protected".into(), BLOCKED.into());
+        st.message_refs.block("h_protected");
         let plain = SessionDir::new(&base, "plain");
         plain.save(&st).unwrap();
         assert_eq!(plain.load().unwrap().unwrap(), st);
         // A hand-made map whose ref names another id in return.
-        st.message_refs
-            .by_raw
-            .insert("h_stray".into(), "m00001".into());
+        st.message_refs.insert_id_only("h_stray", "m00001");
         s.save(&st).unwrap();
         let text = fs::read_to_string(s.state_path()).unwrap();
         assert!(

@@ -21,7 +21,7 @@ const SUMMARY: &str = "Explored the parser and cache modules, fixed the range er
 fn range_ends(view: &[CoreMessage], state: &CompressionState) -> Vec<String> {
     view.iter()
         .filter_map(|m| match state.message_refs.usable(&m.id) {
-            Some(r) => Some(r.clone()),
+            Some(r) => Some(r.to_string()),
             None => m.id.strip_prefix("noa_summary_").map(str::to_string),
         })
         .collect()

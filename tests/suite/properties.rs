@@ -57,9 +57,13 @@ proptest! {
             prop_assert_eq!(&view(&text, &mut again), &v);
             prop_assert_eq!(&again, &state);
             for (id, r) in &seen {
-                prop_assert_eq!(state.message_refs.by_raw.get(id), Some(r));
+                prop_assert_eq!(state.message_refs.get(id), Some(r.as_str()));
             }
-            seen = state.message_refs.by_raw.clone().into_iter().collect();
+            seen = state
+                .message_refs
+                .by_id()
+                .map(|(id, r)| (id.to_string(), r.to_string()))
+                .collect();
         }
     }
 

@@ -11,8 +11,8 @@ fn refs(state_dir: &std::path::Path) -> BTreeMap<String, String> {
         .find(|p| p.join("state.json").exists())
         .unwrap();
     crate::common::refs_of(&session.join("state.json"))
-        .by_raw
-        .into_iter()
+        .by_id()
+        .map(|(id, r)| (id.to_string(), r.to_string()))
         .collect()
 }
 
@@ -77,8 +77,7 @@ fn a_session_past_the_last_ref_says_how_many_messages_have_none() {
     let mut state = session.load().unwrap().unwrap();
     for i in 2..99_999 {
         let (r, id) = (format!("m{i:05}"), format!("h_old{i}"));
-        state.message_refs.by_raw.insert(id.clone(), r.clone());
-        state.message_refs.by_ref.insert(r, id);
+        state.message_refs.insert(&id, &r);
     }
     session.save(&state).unwrap();
     std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();

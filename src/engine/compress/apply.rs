@@ -337,7 +337,7 @@ impl<'a> Builder<'a> {
             .task
             .filter(|t| direct.iter().any(|&i| view[i].id == *t))
         {
-            let r = &self.state.message_refs.by_raw[task];
+            let r = self.state.message_refs.get(task).unwrap_or_default();
             out.warnings.push(format!("{r} is the first user message (the task): it stays in the view verbatim, and is archived too."));
         }
         let block = self.block(s.range, summary, &direct, &fold, next_id);
@@ -347,15 +347,14 @@ impl<'a> Builder<'a> {
             .iter()
             .map(String::as_str)
             .collect();
-        let partial = slice.iter().any(|m| {
-            self.resolver.summary_block(m).is_none()
-                && !taken.contains(m.id.as_str())
-                && self
-                    .state
-                    .message_refs
-                    .usable(&m.id)
-                    .is_some_and(|r| *r >= block.start_ref && *r <= block.end_ref)
-        });
+        let partial =
+            slice.iter().any(|m| {
+                self.resolver.summary_block(m).is_none()
+                    && !taken.contains(m.id.as_str())
+                    && self.state.message_refs.usable(&m.id).is_some_and(|r| {
+                        r >= block.start_ref.as_str() && r <= block.end_ref.as_str()
+                    })
+            });
         out.archives.push(archive);
         out.created.push((block, partial));
         Ok(())
@@ -366,7 +365,7 @@ impl<'a> Builder<'a> {
     fn stays(&self, m: &CoreMessage) -> bool {
         self.resolver.summary_block(m).is_none()
             && !self.resolver.covered(&m.id)
-            && self.state.message_refs.by_raw.get(&m.id).is_some_and(|r| {
+            && self.state.message_refs.get(&m.id).is_some_and(|r| {
                 r == BLOCKED
                     || is_tool_protected(&m.tool_name, &self.cfg.protected_tools)
                     || self.zone.contains(m.id.as_str())
@@ -411,7 +410,7 @@ impl<'a> Builder<'a> {
             .state
             .message_refs
             .usable(&m.id)
-            .map_or("a protected message", String::as_str);
+            .unwrap_or("a protected message");
         out.warnings.push(format!(
             "Stopped the range at {at} ({why}): {later} later message(s) stay visible, so the block covers one unbroken run."
         ));
@@ -455,7 +454,7 @@ impl<'a> Builder<'a> {
             if self.resolver.summary_block(m).is_some() || self.resolver.covered(&m.id) {
                 continue;
             }
-            let Some(r) = self.state.message_refs.by_raw.get(&m.id) else {
+            let Some(r) = self.state.message_refs.get(&m.id) else {
                 continue;
             };
             if r == BLOCKED || is_tool_protected(&m.tool_name, &self.cfg.protected_tools) {
@@ -552,7 +551,7 @@ impl<'a> Builder<'a> {
         for b in &fold.absorbed {
             effective.extend(b.effective_message_ids.iter().cloned());
         }
-        let refs: Vec<&String> = effective
+        let refs: Vec<&str> = effective
             .iter()
             .filter_map(|id| self.state.message_refs.usable(id))
             .collect();
@@ -607,12 +606,7 @@ impl<'a> Builder<'a> {
             } else if direct.contains(&(start + off)) {
                 let o = self.original(m);
                 entries.push(Entry::Message {
-                    reference: self
-                        .state
-                        .message_refs
-                        .by_raw
-                        .get(&o.id)
-                        .map(String::as_str),
+                    reference: self.state.message_refs.get(&o.id),
                     message: o,
                 });
             }

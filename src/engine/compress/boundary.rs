@@ -117,7 +117,7 @@ impl<'a> Resolver<'a> {
                 end.trim()
             ))),
             Some(Boundary::Message(r)) => {
-                let Some(raw) = self.state.message_refs.by_ref.get(&r) else {
+                let Some(raw) = self.state.message_refs.id_of(&r) else {
                     return Err(Unresolved::Unknown(format!(
                         "{r} does not exist in this session"
                     )));
@@ -230,8 +230,7 @@ mod tests {
         let mut st = CompressionState::new("s");
         for (i, id) in ids.iter().enumerate() {
             let r = format!("m{:05}", i + 1);
-            st.message_refs.by_raw.insert(id.to_string(), r.clone());
-            st.message_refs.by_ref.insert(r, id.to_string());
+            st.message_refs.insert(id, &r);
         }
         st
     }

@@ -470,9 +470,8 @@ fn replay_ranges(
     let edge = |r: &str| -> String {
         state
             .message_refs
-            .by_ref
-            .get(r)
-            .and_then(|id| cover.get(id.as_str()))
+            .id_of(r)
+            .and_then(|id| cover.get(id))
             .map_or_else(|| r.to_string(), |b| b.block_id.clone())
     };
     let mut out = Vec::new();
@@ -578,9 +577,8 @@ pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<S
     }
     let refs_differ = live
         .message_refs
-        .by_raw
-        .iter()
-        .filter(|(k, v)| rebuilt.message_refs.by_raw.get(*k) != Some(v))
+        .by_id()
+        .filter(|(k, v)| rebuilt.message_refs.get(k) != Some(*v))
         .count();
     if refs_differ > 0 {
         out.push(format!("{refs_differ} ref(s) differ"));

@@ -31,7 +31,7 @@ mod tests {
         let mut p = CompressionState::new("parent");
         p.blocks = vec![block("b1", 1, &["x"])];
         p.next_block_id = 2;
-        p.message_refs.by_raw.insert("x".into(), "m00001".into());
+        p.message_refs.insert_id_only("x", "m00001");
         p.nudge.last_nudge_shown_tokens = 90_000;
         p.stats.compression_count = 4;
         p.host.consecutive_failures = 2;

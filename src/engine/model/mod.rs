@@ -4,6 +4,7 @@ pub mod identity;
 pub mod lineage;
 pub mod message;
 pub mod protect;
+pub mod ref_map;
 pub mod refs;
 pub mod state;
 pub mod summary;

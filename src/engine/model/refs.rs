@@ -96,17 +96,10 @@ pub fn parse_boundary(s: &str) -> Option<Boundary> {
     parse_block_id(s).map(Boundary::Block)
 }
 
-/// The highest ref number in use (0 when none). Refs are kept in their
-/// five-digit form, which sorts in number order, so it is the last key that
-/// reads as a ref: no walk over every ref each turn. (A key in another form,
-/// hand-edited in, can only make it lower; [`assign`] skips numbers taken
-/// anyway.)
+/// The highest ref number in use (0 when none); see
+/// [`MessageRefs::highest_used`].
 pub fn highest_used(refs: &MessageRefs) -> u32 {
-    refs.by_ref
-        .keys()
-        .rev()
-        .find_map(|r| ref_to_index(r))
-        .unwrap_or(0)
+    refs.highest_used()
 }
 
 /// Whether a message is one noa put into the view itself (a summary, the
@@ -151,14 +144,16 @@ impl Held {
 
     fn add(&mut self, r: &str) {
         match canonical_index(r) {
-            Some(n) => {
-                if self.numbered.is_empty() {
-                    self.numbered = vec![false; MAX_REF as usize + 1];
-                }
-                self.numbered[n as usize] = true;
-            }
+            Some(n) => self.add_number(n),
             None => self.odd.push(r.to_string()),
         }
+    }
+
+    fn add_number(&mut self, n: u32) {
+        if self.numbered.is_empty() {
+            self.numbered = vec![false; MAX_REF as usize + 1];
+        }
+        self.numbered[n as usize] = true;
     }
 
     /// Whether a message of the history holds the ref `r`.
@@ -184,11 +179,11 @@ pub fn assign(
     let mut cursor = next.max(MIN_REF);
     let mut done = Assigned::default();
     // A first turn numbers every message: the map is sized once.
-    if refs.by_raw.is_empty() {
-        refs.by_raw.reserve(messages.len());
+    if refs.is_empty() {
+        refs.reserve(messages.len());
     }
     for m in messages {
-        if let Some(r) = refs.by_raw.get(&m.id) {
+        if let Some(r) = refs.get(&m.id) {
             if r != BLOCKED {
                 done.held.add(r);
             }
@@ -198,27 +193,26 @@ pub fn assign(
             continue;
         }
         if is_protected(m) {
-            refs.by_raw.insert(m.id.clone(), BLOCKED.to_string());
+            refs.block(&m.id);
             continue;
         }
-        let Some(r) = next_free(refs, &mut cursor) else {
+        let Some(n) = next_free(refs, &mut cursor) else {
             done.unnumbered += 1;
             continue;
         };
-        done.held.add(&r);
-        refs.by_raw.insert(m.id.clone(), r.clone());
-        refs.by_ref.insert(r, m.id.clone());
+        done.held.add_number(n);
+        refs.insert_numbered(&m.id, n);
         done.new += 1;
     }
     done
 }
 
-fn next_free(refs: &MessageRefs, cursor: &mut u32) -> Option<String> {
+fn next_free(refs: &MessageRefs, cursor: &mut u32) -> Option<u32> {
     while *cursor <= MAX_REF {
-        let r = index_to_ref(*cursor)?;
+        let n = *cursor;
         *cursor += 1;
-        if !refs.by_ref.contains_key(&r) {
-            return Some(r);
+        if !refs.has_number(n) {
+            return Some(n);
         }
     }
     None

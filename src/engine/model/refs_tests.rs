@@ -96,7 +96,7 @@ fn assignment_is_idempotent() {
 fn refs_survive_growth_around_them() {
     let mut refs = MessageRefs::default();
     assign(&mut refs, &[user("a")], 1, no_protection);
-    let ra = refs.by_raw["a"].clone();
+    let ra = refs.get("a").unwrap().to_string();
     let next = highest_used(&refs) + 1;
     assign(
         &mut refs,
@@ -104,9 +104,9 @@ fn refs_survive_growth_around_them() {
         next,
         no_protection,
     );
-    assert_eq!(refs.by_raw["a"], ra);
-    assert_ne!(refs.by_raw["x"], ra);
-    assert_ne!(refs.by_raw["y"], ra);
+    assert_eq!(refs.get("a"), Some(ra.as_str()));
+    assert_ne!(refs.get("x"), Some(ra.as_str()));
+    assert_ne!(refs.get("y"), Some(ra.as_str()));
 }
 
 #[test]
@@ -116,10 +116,10 @@ fn blocked_messages_use_no_number() {
     assign(&mut refs, &[call, user("a")], 1, |m| {
         m.tool_name == "Compress"
     });
-    assert_eq!(refs.by_raw["p"], BLOCKED);
-    assert_eq!(refs.by_raw["a"], "m00001");
-    assert!(!refs.by_ref.contains_key(BLOCKED));
-    assert!(!refs.by_ref.values().any(|v| v == "p"));
+    assert_eq!(refs.get("p"), Some(BLOCKED));
+    assert_eq!(refs.get("a"), Some("m00001"));
+    assert!(!refs.has_ref(BLOCKED));
+    assert!(!refs.by_ref().any(|(_, v)| v == "p"));
 }
 
 #[test]
@@ -138,19 +138,18 @@ fn synthetic_and_empty_ids_are_skipped() {
         1,
         no_protection,
     );
-    assert_eq!(refs.by_raw.len(), 1);
-    assert_eq!(refs.by_raw["a"], "m00001");
+    assert_eq!(refs.ids(), 1);
+    assert_eq!(refs.get("a"), Some("m00001"));
 }
 
 #[test]
 fn occupied_numbers_are_skipped() {
     let mut refs = MessageRefs::default();
-    refs.by_raw.insert("old".into(), "m00002".into());
-    refs.by_ref.insert("m00002".into(), "old".into());
+    refs.insert("old", "m00002");
     assign(&mut refs, &[user("new"), user("newer")], 1, no_protection);
-    assert_eq!(refs.by_raw["new"], "m00001");
-    assert_eq!(refs.by_raw["newer"], "m00003");
-    assert_eq!(refs.by_ref["m00002"], "old");
+    assert_eq!(refs.get("new"), Some("m00001"));
+    assert_eq!(refs.get("newer"), Some("m00003"));
+    assert_eq!(refs.id_of("m00002"), Some("old"));
 }
 
 #[test]
@@ -162,10 +161,7 @@ fn highest_used_ignores_blocked() {
         ("c", "m00007"),
         ("d", BLOCKED),
     ] {
-        refs.by_raw.insert(raw.into(), r.into());
-        if r != BLOCKED {
-            refs.by_ref.insert(r.into(), raw.into());
-        }
+        refs.insert(raw, r);
     }
     assert_eq!(highest_used(&refs), 7);
     assert_eq!(highest_used(&MessageRefs::default()), 0);
@@ -176,8 +172,7 @@ fn exhaustion_stops_quietly() {
     let mut refs = MessageRefs::default();
     for i in 1..=MAX_REF {
         let r = index_to_ref(i).unwrap();
-        refs.by_ref.insert(r.clone(), format!("filler{i}"));
-        refs.by_raw.insert(format!("filler{i}"), r);
+        refs.insert(&format!("filler{i}"), &r);
     }
     let done = assign(
         &mut refs,
@@ -186,7 +181,7 @@ fn exhaustion_stops_quietly() {
         no_protection,
     );
     assert_eq!((done.new, done.unnumbered), (0, 2));
-    assert!(!refs.by_raw.contains_key("late"));
+    assert!(!refs.knows("late"));
 }
 
 #[test]
@@ -199,8 +194,7 @@ fn near_exhaustion_hands_out_the_last_ref() {
         } else {
             format!("filler{i}")
         };
-        refs.by_ref.insert(r.clone(), raw.clone());
-        refs.by_raw.insert(raw, r);
+        refs.insert(&raw, &r);
     }
     let n = assign(
         &mut refs,
@@ -210,8 +204,8 @@ fn near_exhaustion_hands_out_the_last_ref() {
     );
     assert_eq!((n.new, n.unnumbered), (1, 1));
     assert!(n.held.holds("m00001") && n.held.holds("m99999"));
-    assert_eq!(refs.by_raw["old"], "m00001");
-    assert_eq!(refs.by_raw["new1"], "m99999");
+    assert_eq!(refs.get("old"), Some("m00001"));
+    assert_eq!(refs.get("new1"), Some("m99999"));
 }
 
 #[test]
@@ -230,10 +224,9 @@ fn only_the_five_digit_form_is_canonical() {
 #[test]
 fn assign_holds_the_refs_a_lookup_of_each_message_gives() {
     let mut refs = MessageRefs::default();
-    refs.by_raw.insert("old".into(), "m00007".into());
-    refs.by_ref.insert("m00007".into(), "old".into());
-    refs.by_raw.insert("edited".into(), "m7x".into());
-    refs.by_raw.insert("kept out".into(), BLOCKED.into());
+    refs.insert("old", "m00007");
+    refs.insert_id_only("edited", "m7x");
+    refs.block("kept out");
     let history = [
         user("a"),
         user("old"),

@@ -4,9 +4,9 @@
 //! one noa can be read by the next. Maps are ordered so the serialized file is
 //! the same bytes for the same state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use super::identity::IdHash;
+pub use super::ref_map::{MessageRefs, RefName};
 
 use serde::{Deserialize, Serialize};
 
@@ -67,29 +67,6 @@ impl CompressionState {
             derived_from: String::new(),
             host: HostState::default(),
         }
-    }
-}
-
-/// Both directions of the ref map.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MessageRefs {
-    /// Message id → ref (or `BLOCKED`). Hashed: every turn looks up every
-    /// message of the history in it.
-    #[serde(default)]
-    pub by_raw: HashMap<String, String, IdHash>,
-    /// Ref → message id. Never holds `BLOCKED`.
-    #[serde(default)]
-    pub by_ref: BTreeMap<String, String>,
-}
-
-impl MessageRefs {
-    /// The ref a message can be addressed by: none for unknown messages and
-    /// for hard-protected ones, which are known but have no number.
-    pub fn usable(&self, id: &str) -> Option<&String> {
-        self.by_raw
-            .get(id)
-            .filter(|r| r.as_str() != super::refs::BLOCKED)
     }
 }
 

@@ -86,8 +86,7 @@ mod tests {
     fn refs(st: &mut CompressionState, view: &[CoreMessage]) {
         for (i, m) in view.iter().enumerate() {
             let r = format!("m{:05}", i + 1);
-            st.message_refs.by_raw.insert(m.id.clone(), r.clone());
-            st.message_refs.by_ref.insert(r, m.id.clone());
+            st.message_refs.insert(&m.id, &r);
         }
     }
 

@@ -106,7 +106,11 @@ fn kind(m: &CoreMessage) -> Class {
 }
 
 fn reference(state: &CompressionState, id: &str) -> String {
-    state.message_refs.usable(id).cloned().unwrap_or_default()
+    state
+        .message_refs
+        .usable(id)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The class of a message that is in the view: truncated before protected

@@ -18,8 +18,7 @@ pub(crate) fn with_refs(history: &[CoreMessage]) -> CompressionState {
     let mut st = CompressionState::new("s");
     for (i, m) in history.iter().enumerate() {
         let r = format!("m{:05}", i + 1);
-        st.message_refs.by_raw.insert(m.id.clone(), r.clone());
-        st.message_refs.by_ref.insert(r, m.id.clone());
+        st.message_refs.insert(&m.id, &r);
     }
     st
 }

@@ -350,7 +350,7 @@ fn nudge_of<'a>(
 /// The note that stands where the last resort left messages out: how many,
 /// which refs, and that the transcript still holds them.
 fn omitted_note(gone: &[CoreMessage], refs: &MessageRefs) -> CoreMessage {
-    let refs: Vec<&String> = gone.iter().filter_map(|m| refs.usable(&m.id)).collect();
+    let refs: Vec<&str> = gone.iter().filter_map(|m| refs.usable(&m.id)).collect();
     let span = match (refs.first(), refs.last()) {
         (Some(a), Some(b)) if a != b => format!(" ({a}–{b})"),
         (Some(a), _) => format!(" ({a})"),
@@ -436,7 +436,7 @@ fn tag_for(
     let figure = match token_snapshot.get(r) {
         Some(&figure) => figure,
         None => *token_snapshot
-            .entry(r.clone())
+            .entry(r.to_string())
             .or_insert_with(|| cfg.tokens(m)),
     };
     let source = match (m.content_type, m.tool_name.is_empty()) {
@@ -649,8 +649,8 @@ mod tests {
             CoreMessage::text("b", Role::Assistant, "reply"),
         ];
         let p = project(&mut st, &turn(&h));
-        assert_eq!(st.message_refs.by_raw["a"], "m00001");
-        assert_eq!(st.message_refs.by_raw["b"], "m00002");
+        assert_eq!(st.message_refs.get("a"), Some("m00001"));
+        assert_eq!(st.message_refs.get("b"), Some("m00002"));
         assert_eq!(
             p.view[0].text,
             "the task\n<noa-ref id=\"m00001\" tokens=\"2\"/>"
@@ -664,8 +664,7 @@ mod tests {
         let mut st = CompressionState::new("s");
         for i in 1..=refs::MAX_REF {
             let r = refs::index_to_ref(i).unwrap();
-            st.message_refs.by_raw.insert(format!("old{i}"), r.clone());
-            st.message_refs.by_ref.insert(r, format!("old{i}"));
+            st.message_refs.insert(&format!("old{i}"), &r);
         }
         let h = vec![
             CoreMessage::text("a", Role::User, "the task"),
@@ -674,7 +673,7 @@ mod tests {
         let p = project(&mut st, &turn(&h));
         assert_eq!((p.new_refs, p.unnumbered), (0, 2));
         assert_eq!(p.view[0].text, "the task", "no ref to tag it with");
-        assert!(!st.message_refs.by_raw.contains_key("a"));
+        assert!(!st.message_refs.knows("a"));
     }
 
     #[test]
@@ -689,8 +688,8 @@ mod tests {
         ];
         let p = project(&mut st, &turn(&h));
         assert!(p.view[2].text.ends_with("src=\"Read\"/>"));
-        assert_eq!(st.message_refs.by_raw["cc"], BLOCKED);
-        assert_eq!(st.message_refs.by_raw["cr"], BLOCKED);
+        assert_eq!(st.message_refs.get("cc"), Some(BLOCKED));
+        assert_eq!(st.message_refs.get("cr"), Some(BLOCKED));
         assert_eq!(p.view[4].text, "panel");
     }
 

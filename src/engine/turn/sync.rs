@@ -125,7 +125,6 @@ impl<'a> Coverage<'a> {
 mod tests {
     use super::*;
     use crate::engine::model::message::Role;
-    use crate::engine::model::refs::BLOCKED;
     use crate::engine::test_support::block;
 
     fn sync_with(st: &mut CompressionState, history: &[CoreMessage]) {
@@ -178,8 +177,7 @@ mod tests {
     fn a_ref_in_another_form_keeps_its_figure_while_its_message_stays() {
         let mut st = CompressionState::new("s");
         for (raw, r) in [("a", "m00001"), ("b", "m2"), ("c", "m3")] {
-            st.message_refs.by_raw.insert(raw.into(), r.into());
-            st.message_refs.by_ref.insert(r.into(), raw.into());
+            st.message_refs.insert(raw, r);
         }
         st.token_snapshot = [
             ("m00001".to_string(), 10),
@@ -197,10 +195,9 @@ mod tests {
     fn token_figures_of_vanished_refs_are_dropped() {
         let mut st = CompressionState::new("s");
         for (raw, r) in [("live", "m00001"), ("dead", "m00002")] {
-            st.message_refs.by_raw.insert(raw.into(), r.into());
-            st.message_refs.by_ref.insert(r.into(), raw.into());
+            st.message_refs.insert(raw, r);
         }
-        st.message_refs.by_raw.insert("p".into(), BLOCKED.into());
+        st.message_refs.block("p");
         st.token_snapshot = [
             ("m00001".to_string(), 10),
             ("m00002".to_string(), 20),
@@ -217,8 +214,7 @@ mod tests {
         let raws = ["a", "b", "c", "d", "e"];
         for (i, raw) in raws.iter().enumerate() {
             let r = format!("m{:05}", i + 1);
-            st.message_refs.by_raw.insert(raw.to_string(), r.clone());
-            st.message_refs.by_ref.insert(r.clone(), raw.to_string());
+            st.message_refs.insert(raw, &r);
             st.token_snapshot.insert(r, i);
         }
         // A rewritten history: refs out of order, one message gone.
