@@ -15,8 +15,7 @@ use super::atomic::write_atomic;
 use super::map_log::{self, Extent, LogError, Logged};
 use super::read_cache::{Digest, digest};
 use crate::engine::{
-    BLOCKED, Block, CompressionState, HostState, MessageRefs, NudgeState, RefName, STATE_VERSION,
-    Stats,
+    Block, CompressionState, HostState, MessageRefs, NudgeState, RefName, STATE_VERSION, Stats,
 };
 
 /// Why the store could not do what was asked.
@@ -306,21 +305,8 @@ fn log_failure(
 
 /// The ids refs.log cannot give back: those whose ref does not name them
 /// in return (hard-protected ones, marked `BLOCKED`, in a state noa wrote).
-/// Checked from the ref side, one hashed lookup a ref, rather than a tree
-/// search an id; the search runs only for a map that holds other strays.
 fn unlogged(refs: &MessageRefs) -> BTreeMap<&str, &str> {
-    let paired = refs
-        .by_ref()
-        .filter(|(r, id)| refs.get(id) == Some(r.as_str()))
-        .count();
-    let blocked = |r: &str| r == BLOCKED;
-    let strays = refs.ids() - paired;
-    if refs.by_id().filter(|(_, r)| blocked(r)).count() == strays {
-        return refs.by_id().filter(|(_, r)| blocked(r)).collect();
-    }
-    refs.by_id()
-        .filter(|(id, r)| refs.id_of(r) != Some(*id))
-        .collect()
+    refs.unpaired().collect()
 }
 
 /// How much of refs.log a state.json stands on: the log is append-only,

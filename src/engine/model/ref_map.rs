@@ -20,6 +20,7 @@ use serde::ser::{SerializeMap, SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
 use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 
 use super::identity::IdHash;
 use super::refs::{BLOCKED, canonical_index, ref_to_index};
@@ -146,19 +147,30 @@ impl MessageRefs {
 
     /// Gives `id` the ref `r`, adding it when new; returns the id as held.
     fn set(&mut self, id: &str, r: RefName) -> Arc<str> {
+        self.learn(id, r, true)
+    }
+
+    /// Finds `id` with one probe, adding it with the ref `r` when new; one
+    /// already known takes `r` only when `replace`. Returns the id as held.
+    fn learn(&mut self, id: &str, r: RefName, replace: bool) -> Arc<str> {
         let h = hash32(id);
         let Self { known, index, .. } = self;
-        if let Some(&(i, _)) = index.find(widen(h), |&(i, kept)| {
-            kept == h && &*known[i as usize].0 == id
-        }) {
-            let slot = &mut known[i as usize];
-            slot.1 = r;
-            return Arc::clone(&slot.0);
+        let same = |&(i, kept): &(u32, u32)| kept == h && &*known[i as usize].0 == id;
+        match index.entry(widen(h), same, |&(_, h)| widen(h)) {
+            Entry::Occupied(e) => {
+                let slot = &mut known[e.get().0 as usize];
+                if replace {
+                    slot.1 = r;
+                }
+                Arc::clone(&slot.0)
+            }
+            Entry::Vacant(e) => {
+                let held: Arc<str> = id.into();
+                e.insert((known.len() as u32, h));
+                known.push((Arc::clone(&held), r));
+                held
+            }
         }
-        let held: Arc<str> = id.into();
-        index.insert_unique(widen(h), (known.len() as u32, h), |&(_, h)| widen(h));
-        known.push((Arc::clone(&held), r));
-        held
     }
 
     /// The ref of a message, [`BLOCKED`] included.
@@ -240,10 +252,7 @@ impl MessageRefs {
     /// takes the ref unless it already has one (the inline part of
     /// state.json, read first, wins).
     pub fn add_logged(&mut self, r: &str, id: &str) {
-        let id = match self.place(id) {
-            Some(i) => Arc::clone(&self.known[i].0),
-            None => self.set(id, RefName::new(r)),
-        };
+        let id = self.learn(id, RefName::new(r), false);
         self.insert_ref(r, id);
     }
 
@@ -268,8 +277,10 @@ impl MessageRefs {
 
     fn set_number(&mut self, n: u32, id: Arc<str>) {
         let n = n as usize;
-        if self.by_number.len() <= n {
-            self.by_number.resize(n + 1, None);
+        // Refs come in number order, one more each time: pushed, not
+        // resized to, which costs a call per ref.
+        while self.by_number.len() <= n {
+            self.by_number.push(None);
         }
         if self.by_number[n].replace(id).is_none() {
             self.numbered += 1;
@@ -284,12 +295,11 @@ impl MessageRefs {
     /// Every ref with the id it names, in the order of the refs' text
     /// (which for five-digit refs is their number's).
     pub fn by_ref(&self) -> impl Iterator<Item = (RefName, &str)> {
-        let mut numbered = self
-            .by_number
-            .iter()
-            .enumerate()
-            .filter_map(|(n, id)| Some((RefName::numbered(n as u32), &**id.as_ref()?)))
-            .peekable();
+        let mut numbered = Numbered {
+            ids: self.by_number.iter().skip(1),
+            text: *b"m00000",
+        }
+        .peekable();
         let mut odd = self
             .by_odd
             .iter()
@@ -300,6 +310,23 @@ impl MessageRefs {
             (Some(_), _) => numbered.next(),
             (None, _) => odd.next(),
         })
+    }
+
+    /// The ids whose ref does not name them in return: hard-protected ones,
+    /// known but unnumbered, and the strays of a hand-edited map; in no
+    /// particular order.
+    pub fn unpaired(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.known
+            .iter()
+            .filter(|(id, r)| {
+                let back = match canonical_index(r) {
+                    Some(n) => self.by_number.get(n as usize).and_then(Option::as_ref),
+                    None => self.by_odd.get(r.as_str()),
+                };
+                // A ref that names its id back shares the id's one copy.
+                !back.is_some_and(|b| Arc::ptr_eq(b, id) || b == id)
+            })
+            .map(|(id, r)| (&**id, r.as_str()))
     }
 
     /// The last ref in the order of [`MessageRefs::by_ref`].
@@ -335,6 +362,39 @@ impl MessageRefs {
             .or(numbered)
             .or_else(|| self.by_odd.keys().rev().find_map(|r| ref_to_index(r)))
             .unwrap_or(0)
+    }
+}
+
+/// The five-digit refs in number order, each written by counting on from
+/// the one before rather than digit by digit: saving a long session's state
+/// walks them all.
+struct Numbered<'a, I: Iterator<Item = &'a Option<Arc<str>>>> {
+    /// The ids from number 1 on.
+    ids: I,
+    /// The ref of the last number walked.
+    text: [u8; 6],
+}
+
+impl<'a, I: Iterator<Item = &'a Option<Arc<str>>>> Iterator for Numbered<'a, I> {
+    type Item = (RefName, &'a str);
+
+    fn next(&mut self) -> Option<(RefName, &'a str)> {
+        loop {
+            let id = self.ids.next()?;
+            for d in self.text[1..].iter_mut().rev() {
+                if *d == b'9' {
+                    *d = b'0';
+                } else {
+                    *d += 1;
+                    break;
+                }
+            }
+            if let Some(id) = id {
+                let mut text = [0; INLINE];
+                text[..6].copy_from_slice(&self.text);
+                return Some((RefName(Repr::Short { len: 6, text }), id));
+            }
+        }
     }
 }
 
@@ -594,6 +654,16 @@ mod tests {
                 refs.highest_used(),
                 model.by_ref.keys().rev().find_map(|r| ref_to_index(r)).unwrap_or(0)
             );
+            let mut unpaired: Vec<(&str, &str)> = refs.unpaired().collect();
+            unpaired.sort_unstable();
+            let mut strays: Vec<(&str, &str)> = model
+                .by_raw
+                .iter()
+                .filter(|(id, r)| model.by_ref.get(*r) != Some(*id))
+                .map(|(id, r)| (id.as_str(), r.as_str()))
+                .collect();
+            strays.sort_unstable();
+            prop_assert_eq!(unpaired, strays);
             let back: MessageRefs = serde_json::from_str(&serde_json::to_string(&refs).unwrap()).unwrap();
             prop_assert_eq!(back, refs);
         }
