@@ -17,7 +17,7 @@ use crate::engine::model::exchange;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{CoreMessage, task_index};
 use crate::engine::model::protect::is_tool_protected;
-use crate::engine::model::refs::{BLOCKED, highest_used, index_to_ref};
+use crate::engine::model::refs::{BLOCKED, index_to_ref};
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::render_summary;
 use crate::engine::model::tokens;
@@ -178,7 +178,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
             errors = vec![format!(
                 "None of the {n} requested range(s) resolved: every ref is unknown to this session, and refs are never renumbered. Use refs shown in the current view. [diagnostics: highest ref {high}, unknown ranges {unknown}/{n}, {c} compression(s), {b} block(s)]",
                 n = input.ranges.len(),
-                high = index_to_ref(highest_used(&state.message_refs))
+                high = index_to_ref(state.message_refs.highest_used())
                     .unwrap_or_else(|| "none".into()),
                 c = state.stats.compression_count,
                 b = state.blocks.len(),

@@ -197,19 +197,9 @@ impl MessageRefs {
         self.place(id).is_some()
     }
 
-    /// Whether the ref `r` names a message.
-    pub fn has_ref(&self, r: &str) -> bool {
-        self.id_of(r).is_some()
-    }
-
     /// Whether the ref numbered `n` names a message.
     pub fn has_number(&self, n: u32) -> bool {
         self.by_number.get(n as usize).is_some_and(Option::is_some)
-    }
-
-    /// Messages known, blocked ones included.
-    pub fn ids(&self) -> usize {
-        self.known.len()
     }
 
     /// Refs that name a message.
@@ -508,7 +498,7 @@ mod tests {
         assert_eq!(refs.id_of("M3"), Some("odd"));
         assert_eq!(refs.id_of("m00003"), None);
         assert!(refs.has_number(2) && !refs.has_number(3) && !refs.has_number(500));
-        assert_eq!((refs.ids(), refs.refs()), (4, 3));
+        assert_eq!((refs.by_id().count(), refs.refs()), (4, 3));
         refs.insert("c", "m00007");
         assert_eq!(refs.refs(), 3, "a ref given again names its new message");
         assert_eq!(refs.id_of("m00007"), Some("c"));
@@ -634,7 +624,7 @@ mod tests {
                     }
                 }
             }
-            prop_assert_eq!((refs.ids(), refs.refs()), (model.by_raw.len(), model.by_ref.len()));
+            prop_assert_eq!((refs.by_id().count(), refs.refs()), (model.by_raw.len(), model.by_ref.len()));
             for (id, r) in &model.by_raw {
                 prop_assert_eq!(refs.get(id), Some(r.as_str()));
             }

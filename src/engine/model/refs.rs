@@ -5,7 +5,7 @@
 //! in their working memory; a ref that moved would point them at the wrong text.
 
 use super::message::CoreMessage;
-use super::state::MessageRefs;
+use super::state::{MessageRefs, RefName};
 use super::summary::SUMMARY_ID_PREFIX;
 
 /// The lowest and highest ref numbers.
@@ -19,17 +19,11 @@ pub const NUDGE_ID: &str = "noa_nudge";
 /// Id of the note that stands for messages the last resort left out.
 pub const OMITTED_ID: &str = "noa_omitted";
 
-/// `42` → `m00042`; `None` outside `1..=99999`. Written digit by digit: a
-/// first turn hands out a ref to every message.
+/// `42` → `m00042`; `None` outside `1..=99999`.
 pub fn index_to_ref(index: u32) -> Option<String> {
-    (MIN_REF..=MAX_REF).contains(&index).then(|| {
-        let mut r = String::with_capacity(6);
-        r.push('m');
-        for place in [10_000, 1_000, 100, 10, 1] {
-            r.push(char::from(b'0' + (index / place % 10) as u8));
-        }
-        r
-    })
+    (MIN_REF..=MAX_REF)
+        .contains(&index)
+        .then(|| RefName::numbered(index).to_string())
 }
 
 /// The number of a ref in its five-digit form (`m00042` → 42), and `None`
@@ -94,12 +88,6 @@ pub fn parse_boundary(s: &str) -> Option<Boundary> {
         return Some(Boundary::Message(r));
     }
     parse_block_id(s).map(Boundary::Block)
-}
-
-/// The highest ref number in use (0 when none); see
-/// [`MessageRefs::highest_used`].
-pub fn highest_used(refs: &MessageRefs) -> u32 {
-    refs.highest_used()
 }
 
 /// Whether a message is one noa put into the view itself (a summary, the

@@ -87,7 +87,7 @@ fn assignment_is_idempotent() {
     let mut refs = MessageRefs::default();
     assert_eq!(assign(&mut refs, &msgs, 1, no_protection).new, 2);
     let before = refs.clone();
-    let next = highest_used(&refs) + 1;
+    let next = refs.highest_used() + 1;
     assert_eq!(assign(&mut refs, &msgs, next, no_protection).new, 0);
     assert_eq!(refs, before);
 }
@@ -97,7 +97,7 @@ fn refs_survive_growth_around_them() {
     let mut refs = MessageRefs::default();
     assign(&mut refs, &[user("a")], 1, no_protection);
     let ra = refs.get("a").unwrap().to_string();
-    let next = highest_used(&refs) + 1;
+    let next = refs.highest_used() + 1;
     assign(
         &mut refs,
         &[user("x"), user("a"), user("y")],
@@ -118,7 +118,7 @@ fn blocked_messages_use_no_number() {
     });
     assert_eq!(refs.get("p"), Some(BLOCKED));
     assert_eq!(refs.get("a"), Some("m00001"));
-    assert!(!refs.has_ref(BLOCKED));
+    assert_eq!(refs.id_of(BLOCKED), None);
     assert!(!refs.by_ref().any(|(_, v)| v == "p"));
 }
 
@@ -138,7 +138,7 @@ fn synthetic_and_empty_ids_are_skipped() {
         1,
         no_protection,
     );
-    assert_eq!(refs.ids(), 1);
+    assert_eq!(refs.by_id().count(), 1);
     assert_eq!(refs.get("a"), Some("m00001"));
 }
 
@@ -163,8 +163,8 @@ fn highest_used_ignores_blocked() {
     ] {
         refs.insert(raw, r);
     }
-    assert_eq!(highest_used(&refs), 7);
-    assert_eq!(highest_used(&MessageRefs::default()), 0);
+    assert_eq!(refs.highest_used(), 7);
+    assert_eq!(MessageRefs::default().highest_used(), 0);
 }
 
 #[test]

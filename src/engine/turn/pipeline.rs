@@ -98,7 +98,7 @@ pub struct Projection {
 pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let (history, cfg) = (input.history, input.config);
     host::observe(&mut state.host, history);
-    let next = refs::highest_used(&state.message_refs) + 1;
+    let next = state.message_refs.highest_used() + 1;
     let assigned = refs::assign(&mut state.message_refs, history, next, |m| {
         hard_protected(m, cfg)
     });
@@ -383,7 +383,7 @@ fn hard_protected(m: &CoreMessage, cfg: &Config) -> bool {
 /// left unpaired by that (reasoning that led only into the call) goes too.
 pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) -> Vec<CoreMessage> {
     let mut state = state.clone();
-    let next = refs::highest_used(&state.message_refs) + 1;
+    let next = state.message_refs.highest_used() + 1;
     let assigned = refs::assign(&mut state.message_refs, history, next, |m| {
         hard_protected(m, cfg)
     });
