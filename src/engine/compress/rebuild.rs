@@ -276,7 +276,6 @@ fn replay_recorded(
     let seen = view_at(state, at);
     let parsed = parse_compress_args(at.args);
     let made = recorded_blocks(panel);
-    let ranges = replay_ranges(&made, &parsed.ranges, state);
     if let Some(first) = made.first() {
         state.next_block_id = state.next_block_id.max(first.number);
     }
@@ -295,7 +294,15 @@ fn replay_recorded(
         })
     };
     let asked = run(&parsed.ranges, false);
-    let from_spans = !made.is_empty() && !ranges.is_empty() && !remade(&asked, &made);
+    // The recorded spans are looked for only when the call as asked does
+    // not give the recorded blocks back: finding them walks every message
+    // the active blocks cover.
+    let ranges = if made.is_empty() || remade(&asked, &made) {
+        Vec::new()
+    } else {
+        replay_ranges(&made, &parsed.ranges, state)
+    };
+    let from_spans = !ranges.is_empty();
     let out = if from_spans {
         run(&ranges, true)
     } else {

@@ -60,15 +60,15 @@ pub fn snap(spans: &[(usize, usize)], start: usize, end: usize) -> (usize, usize
     (spans[start.min(last)].0, spans[end.min(last)].1)
 }
 
-/// Whether a user message appended to `before` (a list still being built)
-/// may be followed by `next` without that message landing inside an
+/// Whether a user message may be placed after a message of role `prev`
+/// (`None`: at the start) and before `next` without landing inside an
 /// exchange.
-pub fn is_boundary_after(before: &[CoreMessage], next: &CoreMessage) -> bool {
-    match before.last() {
+pub fn is_boundary(prev: Option<Role>, next: &CoreMessage) -> bool {
+    match prev {
         None => true,
         Some(prev) => {
             next.content_type != ContentType::ToolResult
-                && !(prev.role == Role::Assistant && next.role == Role::Assistant)
+                && !(prev == Role::Assistant && next.role == Role::Assistant)
         }
     }
 }
@@ -142,7 +142,7 @@ mod tests {
             user("u2"),
         ];
         assert_eq!(snap(&spans(&v), 1, 3), (1, 4));
-        let between = |i: usize| is_boundary_after(&v[..i], &v[i]);
+        let between = |i: usize| is_boundary(i.checked_sub(1).map(|p| v[p].role), &v[i]);
         assert!(!between(2));
         assert!(!between(3));
         assert!(!between(4));

@@ -12,7 +12,7 @@ use crate::engine::model::identity::{IdMap, IdSet};
 use serde_json::Value;
 
 use crate::engine::model::message::COMPRESS_TOOL;
-use crate::engine::model::message::{ContentType, CoreMessage, Edit};
+use crate::engine::model::message::{CoreMessage, Edit};
 use crate::engine::model::state::CompressionState;
 
 /// How many failed calls after the last success stay visible.
@@ -20,12 +20,21 @@ pub const KEEP_FAILED: usize = 2;
 /// Summaries in a kept call longer than this many characters are stubbed.
 pub const STUB_CHARS: usize = 200;
 
-/// Drops Compress calls (with their results) that no longer need to be seen,
-/// and stubs long summaries in the ones that stay.
-pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessage> {
-    let calls: Vec<&CoreMessage> = view.iter().filter(|m| m.is_compress_call()).collect();
+/// The call ids of the Compress exchanges that leave the view, out of the
+/// messages it would otherwise hold (in order): every call but the latest
+/// success and the failures after it. Decided on borrowed messages, so that
+/// a long session's spent calls, arguments and all, are never copied.
+pub fn spent_calls<'a>(
+    view: impl IntoIterator<Item = &'a CoreMessage>,
+    state: &CompressionState,
+) -> IdSet<'a> {
+    let calls: Vec<&str> = view
+        .into_iter()
+        .filter(|m| m.is_compress_call())
+        .map(|m| m.tool_call_id.as_str())
+        .collect();
     if calls.is_empty() {
-        return view;
+        return IdSet::default();
     }
     let block_of: IdMap<'_, bool> = state
         .blocks
@@ -36,37 +45,31 @@ pub fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> 
             *acc.entry(id).or_insert(false) |= active;
             acc
         });
-    let last_success = calls
-        .iter()
-        .rposition(|c| block_of.get(c.tool_call_id.as_str()) == Some(&true));
+    let last_success = calls.iter().rposition(|c| block_of.get(c) == Some(&true));
     let mut keep = IdSet::default();
     if let Some(i) = last_success {
-        keep.insert(calls[i].tool_call_id.as_str());
+        keep.insert(calls[i]);
     }
     let failed_after = calls
         .iter()
         .enumerate()
-        .filter(|(i, c)| {
-            last_success.is_none_or(|s| *i > s) && !block_of.contains_key(c.tool_call_id.as_str())
-        })
-        .map(|(_, c)| c.tool_call_id.as_str())
+        .filter(|(i, c)| last_success.is_none_or(|s| *i > s) && !block_of.contains_key(*c))
+        .map(|(_, c)| *c)
         .collect::<Vec<_>>();
     keep.extend(failed_after.iter().rev().take(KEEP_FAILED));
-    let hidden: IdSet<'_> = calls
-        .iter()
-        .map(|c| c.tool_call_id.as_str())
-        .filter(|id| !keep.contains(*id))
-        .collect();
-    let gone: Vec<bool> = view
-        .iter()
-        .map(|m| m.tool_name == COMPRESS_TOOL && hidden.contains(m.tool_call_id.as_str()))
-        .collect();
+    calls.into_iter().filter(|id| !keep.contains(id)).collect()
+}
+
+/// Whether `m` is half of an exchange in `spent` (see [`spent_calls`]).
+pub fn is_spent(m: &CoreMessage, spent: &IdSet) -> bool {
+    m.tool_name == COMPRESS_TOOL && spent.contains(m.tool_call_id.as_str())
+}
+
+/// Stubs long summaries in the Compress calls that stay in the view.
+pub fn stub_calls(view: Vec<CoreMessage>) -> Vec<CoreMessage> {
     view.into_iter()
-        .zip(gone)
-        .filter_map(|(m, gone)| (!gone).then_some(m))
         .map(|mut m| {
-            if m.content_type == ContentType::ToolCall
-                && m.tool_name == COMPRESS_TOOL
+            if m.is_compress_call()
                 && let Some(stubbed) = stub_summaries(&m.text)
             {
                 m.replace_text(stubbed, Edit::ArgsShortened);
@@ -117,6 +120,17 @@ fn stub_items(items: &mut [Value]) -> bool {
 mod tests {
     use super::*;
     use crate::engine::test_support::{block, ids, user};
+
+    /// Both steps, as a turn takes them: the spent exchanges left out, the
+    /// summaries of those kept stubbed.
+    fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessage> {
+        let spent = spent_calls(&view, state);
+        let kept: Vec<CoreMessage> = (view.iter())
+            .filter(|m| !is_spent(m, &spent))
+            .cloned()
+            .collect();
+        stub_calls(kept)
+    }
 
     fn args(summary: &str) -> String {
         serde_json::json!({"content": [{"startId": "m00001", "endId": "m00009", "summary": summary}]}).to_string()

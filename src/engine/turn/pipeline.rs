@@ -106,9 +106,15 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // Borrows the blocks for the rest of the turn, which changes only other
     // parts of the state.
     let covered = Coverage::of(&state.blocks);
-    let pruned = prune::prune_marked(history, state, &covered, Unworded::holding(input.cuts));
+    let pruned = prune::prune_marked(
+        history,
+        state,
+        &covered,
+        Unworded::holding(input.cuts),
+        |kept| hide::spent_calls(kept.iter().copied(), state),
+    );
     let (hidden, mut unworded) = (pruned.hidden, pruned.unworded);
-    let shown = hide::hide_compress_calls(pruned.view, state);
+    let shown = hide::stub_calls(pruned.view);
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
     let dropped_unpaired = before_pairing - view.len();

@@ -3,6 +3,7 @@
 
 use crate::engine::model::identity::{IdMap, IdSet};
 
+use super::hide;
 use super::sync::Coverage;
 use super::unworded::Unworded;
 use crate::engine::model::exchange;
@@ -20,7 +21,10 @@ use crate::engine::model::summary::render_summary;
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
     let covered = Coverage::of(&state.blocks);
-    prune_marked(view, state, &covered, Unworded::default()).view
+    prune_marked(view, state, &covered, Unworded::default(), |_| {
+        IdSet::default()
+    })
+    .view
 }
 
 /// What [`prune_marked`] gives.
@@ -36,27 +40,29 @@ pub struct Pruned<'a> {
 }
 
 /// [`prune`] with the turn's [`Coverage`] of `state`'s blocks, and a flag
-/// for each message of `view` (see [`Pruned`]). The messages kept are
+/// for each message of `view` (see [`Pruned`]). Of the messages kept, the
+/// Compress exchanges `spent` names, given them all in order, are left out
+/// (see [`hide::spent_calls`](super::hide::spent_calls)) and the others
 /// copied by `unworded`, which may hold tool results without their words.
+/// Summaries are placed as if the spent exchanges were still there, so the
+/// view is what hiding them from the whole view would leave.
 pub fn prune_marked<'a>(
     view: &'a [CoreMessage],
     state: &CompressionState,
     covered: &Coverage,
     mut unworded: Unworded<'a>,
+    spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
 ) -> Pruned<'a> {
-    if covered.is_empty() {
-        return Pruned {
-            view: view.iter().map(|m| unworded.copy(m)).collect(),
-            hidden: vec![false; view.len()],
-            unworded,
-        };
-    }
-    let shown = shown_anyway(view, covered);
+    let shown = if covered.is_empty() {
+        IdSet::default()
+    } else {
+        shown_anyway(view, covered)
+    };
 
     // Where each block's summary goes: how many messages were kept before
     // the first message it takes out.
     let mut anchor: Vec<Option<usize>> = vec![None; state.blocks.len()];
-    let mut kept: Vec<CoreMessage> = Vec::with_capacity(view.len());
+    let mut kept: Vec<&'a CoreMessage> = Vec::with_capacity(view.len());
     let mut hidden = Vec::with_capacity(view.len());
     let mut taken_at: IdMap<'_, usize> = IdMap::default();
     for m in view {
@@ -70,7 +76,7 @@ pub fn prune_marked<'a>(
                     taken_at.entry(m.id.as_str()).or_insert(kept.len());
                 }
             }
-            None => kept.push(unworded.copy(m)),
+            None => kept.push(m),
         }
         hidden.push(block.is_some());
     }
@@ -87,16 +93,23 @@ pub fn prune_marked<'a>(
         .filter_map(|(b, at)| Some((at?, block_number(&b.block_id), render_summary(b))))
         .collect();
     placed.sort_by_key(|(anchor, n, _)| (*anchor, *n));
+    let spent = spent(&kept);
     let mut out = Vec::with_capacity(kept.len() + placed.len());
     let mut pending = placed.into_iter().peekable();
+    let mut last = None;
     for (i, m) in kept.into_iter().enumerate() {
         while let Some((anchor, _, _)) = pending.peek() {
-            if *anchor > i || !exchange::is_boundary_after(&out, &m) {
+            if *anchor > i || !exchange::is_boundary(last, m) {
                 break;
             }
-            out.push(pending.next().expect("peeked").2);
+            let summary = pending.next().expect("peeked").2;
+            last = Some(summary.role);
+            out.push(summary);
         }
-        out.push(m);
+        last = Some(m.role);
+        if !hide::is_spent(m, &spent) {
+            out.push(unworded.copy(m));
+        }
     }
     out.extend(pending.map(|(_, _, s)| s));
     Pruned {

@@ -206,3 +206,27 @@ fn prune_is_idempotent() {
         assert_eq!(prune(&v, &st), once);
     }
 }
+
+#[test]
+fn spent_compress_exchanges_leave_without_moving_summaries() {
+    // b0 came of the call `cx` and was folded away since: the call is spent.
+    let mut b0 = block("b0", 1, &["gone"]);
+    (b0.compress_call_id, b0.active) = ("cx".into(), false);
+    let st = state_with(vec![b0, block("b1", 1, &["m2"])]);
+    let v = vec![
+        user("m1"),
+        call("c", "cx", COMPRESS_TOOL),
+        say("m2"),
+        say("m3"),
+    ];
+    let covered = Coverage::of(&st.blocks);
+    let out = prune_marked(&v, &st, &covered, Unworded::default(), |kept| {
+        hide::spent_calls(kept.iter().copied(), &st)
+    })
+    .view;
+    // The summary still waits for the end of the assistant run the spent
+    // call began, as it did when the call was hidden after pruning.
+    assert_eq!(ids(&out), ["m1", "m3", "noa_summary_b1"]);
+    let whole = prune(&v, &st);
+    assert_eq!(ids(&whole), ["m1", "c", "m3", "noa_summary_b1"]);
+}
