@@ -53,10 +53,16 @@ pub fn prune_marked<'a>(
     mut unworded: Unworded<'a>,
     spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
 ) -> Pruned<'a> {
+    // The first active block standing for each message, looked up once.
+    let firsts: Vec<Option<usize>> = if covered.is_empty() {
+        vec![None; view.len()]
+    } else {
+        view.iter().map(|m| covered.first_block(&m.id)).collect()
+    };
     let shown = if covered.is_empty() {
         IdSet::default()
     } else {
-        shown_anyway(view, covered)
+        shown_anyway(view, &firsts)
     };
 
     // Where each block's summary goes: how many messages were kept before
@@ -65,10 +71,8 @@ pub fn prune_marked<'a>(
     let mut kept: Vec<&'a CoreMessage> = Vec::with_capacity(view.len());
     let mut hidden = Vec::with_capacity(view.len());
     let mut taken_at: IdMap<'_, usize> = IdMap::default();
-    for m in view {
-        let block = covered
-            .first_block(&m.id)
-            .filter(|_| !shown.contains(m.id.as_str()));
+    for (m, first) in view.iter().zip(firsts) {
+        let block = first.filter(|_| !shown.contains(m.id.as_str()));
         match block {
             Some(b) => {
                 anchor[b].get_or_insert(kept.len());
@@ -120,14 +124,15 @@ pub fn prune_marked<'a>(
 }
 
 /// Covered messages that stay in view all the same: the task, reasoning of
-/// a visible action and half a Compress exchange.
-fn shown_anyway<'a>(view: &'a [CoreMessage], covered: &Coverage) -> IdSet<'a> {
+/// a visible action and half a Compress exchange. `firsts` holds, for each
+/// message of `view`, the first active block standing for it.
+fn shown_anyway<'a>(view: &'a [CoreMessage], firsts: &[Option<usize>]) -> IdSet<'a> {
     let mut shown = IdSet::default();
     if let Some(task) = task_index(view) {
         shown.insert(view[task].id.as_str());
     }
     let hidden =
-        |m: &CoreMessage, shown: &IdSet| covered.contains(&m.id) && !shown.contains(m.id.as_str());
+        |i: usize, shown: &IdSet| firsts[i].is_some() && !shown.contains(view[i].id.as_str());
     keep_reasoning_of_visible_actions(view, &mut shown, hidden);
     keep_compress_pairs_whole(view, &mut shown, hidden);
     shown
@@ -137,24 +142,25 @@ fn block_number(id: &str) -> u64 {
     id.trim_start_matches('b').parse().unwrap_or(u64::MAX)
 }
 
-/// Shows reasoning in an assistant run whose text or tool call stays visible.
+/// Shows reasoning in an assistant run whose text or tool call stays
+/// visible; `hidden` is asked of a message by its place in `view`.
 fn keep_reasoning_of_visible_actions<'a>(
     view: &'a [CoreMessage],
     shown: &mut IdSet<'a>,
-    hidden: impl Fn(&CoreMessage, &IdSet) -> bool,
+    hidden: impl Fn(usize, &IdSet) -> bool,
 ) {
     let spans = exchange::spans(view);
     let mut i = 0;
     while i < view.len() {
         let (start, end) = spans[i];
-        let run = &view[start..=end];
-        let acts_visible = run.iter().any(|m| {
+        let acts_visible = (start..=end).any(|j| {
+            let m = &view[j];
             m.role == Role::Assistant
                 && matches!(m.content_type, ContentType::Text | ContentType::ToolCall)
-                && !hidden(m, shown)
+                && !hidden(j, shown)
         });
         if acts_visible {
-            for m in run
+            for m in view[start..=end]
                 .iter()
                 .filter(|m| m.content_type == ContentType::Reasoning)
             {
@@ -171,23 +177,22 @@ fn keep_reasoning_of_visible_actions<'a>(
 fn keep_compress_pairs_whole<'a>(
     view: &'a [CoreMessage],
     shown: &mut IdSet<'a>,
-    hidden: impl Fn(&CoreMessage, &IdSet) -> bool,
+    hidden: impl Fn(usize, &IdSet) -> bool,
 ) {
-    let mut halves: IdMap<'_, Vec<&CoreMessage>> = IdMap::default();
-    for m in view
-        .iter()
-        .filter(|m| m.tool_name == COMPRESS_TOOL && !m.tool_call_id.is_empty())
-    {
-        halves.entry(m.tool_call_id.as_str()).or_default().push(m);
+    let mut halves: IdMap<'_, Vec<usize>> = IdMap::default();
+    for (i, m) in view.iter().enumerate() {
+        if m.tool_name == COMPRESS_TOOL && !m.tool_call_id.is_empty() {
+            halves.entry(m.tool_call_id.as_str()).or_default().push(i);
+        }
     }
-    for pair in halves
-        .values()
-        .filter(|h| h.iter().any(|m| m.content_type == ContentType::ToolCall))
-    {
-        let n = pair.iter().filter(|m| hidden(m, shown)).count();
+    for pair in halves.values().filter(|h| {
+        h.iter()
+            .any(|&i| view[i].content_type == ContentType::ToolCall)
+    }) {
+        let n = pair.iter().filter(|&&i| hidden(i, shown)).count();
         if n > 0 && n < pair.len() {
-            for m in pair {
-                shown.insert(m.id.as_str());
+            for &i in pair {
+                shown.insert(view[i].id.as_str());
             }
         }
     }
