@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::CoreMessage;
-use crate::engine::model::state::{Calibration, CompressionState};
+use crate::engine::model::state::{Block, Calibration, CompressionState};
 
 /// A prompt size the provider reported for one request of the transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,17 +226,24 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
         .filter(|m| m.is_compress_call())
         .map(|m| m.tool_call_id.as_str())
         .collect();
-    let earlier_ids: IdSet<'_> = earlier.iter().map(|m| m.id.as_str()).collect();
-    let reclaimed: usize = input
-        .state
-        .blocks
-        .iter()
+    let later_blocks: Vec<&Block> = (input.state.blocks.iter())
         .filter(|b| {
-            !b.compress_call_id.is_empty()
-                && !earlier_calls.contains(b.compress_call_id.as_str())
-                && b.direct_message_ids
-                    .iter()
-                    .any(|id| earlier_ids.contains(id.as_str()))
+            !b.compress_call_id.is_empty() && !earlier_calls.contains(b.compress_call_id.as_str())
+        })
+        .collect();
+    // Most turns have no such block: the ids before the record, which a
+    // long session has many of, are gathered only for those there are.
+    let earlier_ids: IdSet<'_> = if later_blocks.is_empty() {
+        IdSet::default()
+    } else {
+        earlier.iter().map(|m| m.id.as_str()).collect()
+    };
+    let reclaimed: usize = later_blocks
+        .into_iter()
+        .filter(|b| {
+            b.direct_message_ids
+                .iter()
+                .any(|id| earlier_ids.contains(id.as_str()))
         })
         .map(|b| {
             b.compressed_tokens
