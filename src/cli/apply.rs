@@ -234,5 +234,5 @@ fn find_call(history: &[CoreMessage], args: &ApplyArgs) -> Result<Call, CliError
         }));
     };
     // The model saw everything before the call (see `RecordedCall::cut`).
-    Ok((history[i].text.clone(), history[i].tool_call_id.clone(), i))
+    Ok((history[i].text.clone(), history[i].tool_call_id.to_string(), i))
 }

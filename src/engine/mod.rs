@@ -37,6 +37,7 @@ pub use model::identity::{ClusterCounter, IdHash, IdMap, IdSet, base_of, derive_
 pub use model::lineage;
 pub use model::message::COMPRESS_TOOL;
 pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};
+pub use model::name::Name;
 pub use model::refs::{BLOCKED, NUDGE_ID};
 pub use model::state::{
     AppliedCall, Block, CompressionState, HostState, MessageRefs, NudgeState, RefName,

@@ -52,7 +52,7 @@ impl<'a> ToolNames<'a> {
                 .find(|b| {
                     b.core.content_type == ContentType::ToolCall && b.core.tool_call_id == call_id
                 })
-                .map(|b| b.core.tool_name.clone())
+                .map(|b| b.core.tool_name.to_string())
         };
         self.named
             .get(call_id)

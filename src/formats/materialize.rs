@@ -262,7 +262,7 @@ fn claude_code_lines(
     for &(i, c) in &new_at {
         let n = seen.entry(c.id.as_str()).or_default();
         let key = match *n {
-            0 => c.id.clone(),
+            0 => c.id.to_string(),
             n => format!("{}#{n}", c.id),
         };
         *n += 1;

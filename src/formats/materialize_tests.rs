@@ -752,7 +752,7 @@ fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
     let texts_of = |from: &str, to: &str| -> Vec<String> {
         let a = cores.iter().position(|c| c.text.contains(from)).unwrap();
         let b = cores.iter().position(|c| c.text.contains(to)).unwrap();
-        cores[a..=b].iter().map(|c| c.id.clone()).collect()
+        cores[a..=b].iter().map(|c| c.id.to_string()).collect()
     };
     let block = |id: &str, call: &str, summary: &str, covers: Vec<String>| Block {
         block_id: id.into(),

@@ -555,7 +555,7 @@ pub fn read_after(
         .flat_map(|m| &mut m.blocks)
         .zip(bases)
     {
-        b.core.id = ids.next(base);
+        b.core.id = ids.next(base).into();
     }
     if let Some((at, tokens)) = patch {
         let target = prefix

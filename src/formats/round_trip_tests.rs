@@ -202,7 +202,7 @@ fn repeated_blocks_get_numbered_ids() {
         .unwrap()
         .cores()
         .into_iter()
-        .map(|c| c.id)
+        .map(|c| c.id.to_string())
         .collect();
     assert_eq!(ids[2], format!("{}_1", ids[0]));
 }

@@ -25,7 +25,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{self, Seek, Write};
 use std::path::PathBuf;
 
-use crate::engine::{ContentType, CoreMessage, Counted, Cut, KeptCut, Role, Tokenizer};
+use crate::engine::{ContentType, CoreMessage, Counted, Cut, KeptCut, Name, Role, Tokenizer};
 use crate::formats::{
     Block, BlockSource, Carry, CodexCarry, Format, HostMessage, Slot, Transcript,
 };
@@ -522,11 +522,11 @@ impl ReadCache {
             let n = r.u64()?;
             let mut blocks = sized(n, &r);
             for _ in 0..n {
-                let id = r.str()?.to_string();
+                let id = Name::new(r.str()?);
                 let role = role_of(r.u64()?)?;
                 let content_type = kind_of(r.u64()?)?;
-                let tool_name = r.str()?.to_string();
-                let tool_call_id = r.str()?.to_string();
+                let tool_name = Name::new(r.str()?);
+                let tool_call_id = Name::new(r.str()?);
                 let flags = r.u64()?;
                 let tokens = r.u64()?;
                 let text = r.str()?.to_string();

@@ -36,7 +36,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
     let (mut turns, mut blocks, mut peak) = (0, 0, 0);
     for (i, m) in t.messages.iter().enumerate() {
         for b in &m.blocks {
-            originals.insert(b.core.id.clone(), b.core.clone());
+            originals.insert(b.core.id.to_string(), b.core.clone());
             history.push(b.core.clone());
         }
         let ends_turn = t
@@ -114,8 +114,8 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
             role: Role::Tool,
             ..CoreMessage::tool_result(format!("r-{call_id}"), &call_id, "Compress", "▣ noa")
         };
-        originals.insert(call.id.clone(), call.clone());
-        originals.insert(result.id.clone(), result.clone());
+        originals.insert(call.id.to_string(), call.clone());
+        originals.insert(result.id.to_string(), result.clone());
         history.extend([call, result]);
     }
     assert!(turns >= 2000, "{turns}");

@@ -96,7 +96,7 @@ proptest! {
             let a = project(&mut taking, &turn(&kept));
             let b = project(&mut making, &turn(&IdMap::default()));
             let words = |v: &[noa::engine::CoreMessage]| -> Vec<(String, String)> {
-                v.iter().map(|m| (m.id.clone(), m.text.clone())).collect()
+                v.iter().map(|m| (m.id.to_string(), m.text.clone())).collect()
             };
             prop_assert_eq!(words(&a.view), words(&b.view), "at {} messages", n);
             prop_assert_eq!((a.tokens, a.measured), (b.tokens, b.measured));

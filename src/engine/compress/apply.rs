@@ -546,7 +546,7 @@ impl<'a> Builder<'a> {
         next_id: &mut u64,
     ) -> Block {
         let view = self.input.view;
-        let direct_ids: Vec<String> = direct.iter().map(|&i| view[i].id.clone()).collect();
+        let direct_ids: Vec<String> = direct.iter().map(|&i| view[i].id.to_string()).collect();
         let mut effective = direct_ids.clone();
         for b in &fold.absorbed {
             effective.extend(b.effective_message_ids.iter().cloned());

@@ -74,7 +74,7 @@ impl ArchiveFile {
                 Entry::Block(b) => Item::Block(Box::new(header(b))),
                 Entry::Message { reference, message } => Item::Message {
                     reference: reference.map(str::to_string),
-                    id: message.id.clone(),
+                    id: message.id.to_string(),
                 },
             })
             .collect();

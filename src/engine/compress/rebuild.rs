@@ -55,7 +55,7 @@ pub fn recorded_calls(history: &[CoreMessage]) -> Vec<RecordedCall> {
         }
         out.push(RecordedCall {
             cut: i,
-            call_id: m.tool_call_id.clone(),
+            call_id: m.tool_call_id.to_string(),
             args: m.text.clone(),
             panel: results.get(m.tool_call_id.as_str()).map(|p| p.to_string()),
         });

@@ -137,7 +137,7 @@ impl<'a> ClusterCounter<'a> {
     /// a ref tag a host echoed back; an opaque one by `payload`, its raw
     /// form (its `text` is only a stand-in).
     pub fn identify(&mut self, core: &mut CoreMessage, payload: impl FnOnce() -> String) {
-        core.id = self.next(Self::base(core, payload));
+        core.id = self.next(Self::base(core, payload)).into();
     }
 
     /// A block's id before repeats are told apart, as
@@ -212,7 +212,7 @@ mod tests {
             .map(|t| {
                 let mut m = block(t);
                 whole.identify(&mut m, String::new);
-                m.id
+                m.id.to_string()
             })
             .collect();
         for cut in 0..texts.len() {

@@ -4,6 +4,7 @@ use std::cell::OnceCell;
 
 use serde::{Deserialize, Serialize};
 
+use super::name::Name;
 use super::tokenizer::Tokenizer;
 
 /// The name of noa's own tool, the one the model compresses with. Its calls
@@ -94,7 +95,7 @@ pub enum Edit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoreMessage {
     /// Stable identity (`h_…` content hash, or a synthetic id such as `noa_nudge`).
-    pub id: String,
+    pub id: Name,
     /// Who produced it.
     pub role: Role,
     /// What kind of block it is.
@@ -102,9 +103,9 @@ pub struct CoreMessage {
     /// The block's text: prose, tool arguments, tool output or reasoning.
     pub text: String,
     /// Tool name for calls and results; empty otherwise.
-    pub tool_name: String,
+    pub tool_name: Name,
     /// Call id pairing a call with its result; empty otherwise.
-    pub tool_call_id: String,
+    pub tool_call_id: Name,
     /// True for blocks whose payload is not text a tag can be appended to
     /// (images, opaque provider items). Their `text` is a short stand-in used
     /// only for size estimates.
@@ -151,14 +152,14 @@ impl Eq for Counted {}
 
 impl CoreMessage {
     /// A text block with the given identity.
-    pub fn text(id: impl Into<String>, role: Role, text: impl Into<String>) -> Self {
+    pub fn text(id: impl Into<Name>, role: Role, text: impl Into<String>) -> Self {
         CoreMessage {
             id: id.into(),
             role,
             content_type: ContentType::Text,
             text: text.into(),
-            tool_name: String::new(),
-            tool_call_id: String::new(),
+            tool_name: Name::default(),
+            tool_call_id: Name::default(),
             opaque: false,
             edit: Edit::None,
             counted: Counted::default(),
@@ -167,9 +168,9 @@ impl CoreMessage {
 
     /// A tool call block.
     pub fn tool_call(
-        id: impl Into<String>,
-        call_id: impl Into<String>,
-        tool: impl Into<String>,
+        id: impl Into<Name>,
+        call_id: impl Into<Name>,
+        tool: impl Into<Name>,
         args: impl Into<String>,
     ) -> Self {
         CoreMessage {
@@ -187,9 +188,9 @@ impl CoreMessage {
 
     /// A tool result block.
     pub fn tool_result(
-        id: impl Into<String>,
-        call_id: impl Into<String>,
-        tool: impl Into<String>,
+        id: impl Into<Name>,
+        call_id: impl Into<Name>,
+        tool: impl Into<Name>,
         output: impl Into<String>,
     ) -> Self {
         CoreMessage {
@@ -206,14 +207,14 @@ impl CoreMessage {
     }
 
     /// A reasoning block.
-    pub fn reasoning(id: impl Into<String>, text: impl Into<String>) -> Self {
+    pub fn reasoning(id: impl Into<Name>, text: impl Into<String>) -> Self {
         CoreMessage {
             id: id.into(),
             role: Role::Assistant,
             content_type: ContentType::Reasoning,
             text: text.into(),
-            tool_name: String::new(),
-            tool_call_id: String::new(),
+            tool_name: Name::default(),
+            tool_call_id: Name::default(),
             opaque: false,
             edit: Edit::None,
             counted: Counted::default(),

@@ -3,6 +3,7 @@ pub mod exchange;
 pub mod identity;
 pub mod lineage;
 pub mod message;
+pub mod name;
 pub mod protect;
 pub mod ref_map;
 pub mod refs;

@@ -272,8 +272,8 @@ fn extend_protected(
     p.end_ref = r.to_string();
     p.count += 1;
     p.tokens += t;
-    if !m.tool_name.is_empty() && !p.tools.contains(&m.tool_name) {
-        p.tools.push(m.tool_name.clone());
+    if !m.tool_name.is_empty() && !p.tools.iter().any(|t| *t == m.tool_name) {
+        p.tools.push(m.tool_name.to_string());
     }
 }
 

@@ -116,7 +116,7 @@ fn reference(state: &CompressionState, id: &str) -> String {
 /// The class of a message that is in the view: truncated before protected
 /// before its kind.
 fn visible_class(m: &CoreMessage, state: &CompressionState, zone: &IdSet<'_>) -> Class {
-    if state.host.truncated.contains(&m.id)
+    if state.host.truncated.contains(m.id.as_str())
         || (m.content_type == ContentType::ToolResult && m.text.contains(MARKER))
     {
         Class::Truncated
@@ -193,7 +193,7 @@ impl Segment {
         block: String,
     ) -> Segment {
         Segment {
-            id: m.id.clone(),
+            id: m.id.to_string(),
             reference: reference(state, &m.id),
             class,
             tier,

@@ -93,18 +93,19 @@ pub fn window_from_error(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::model::name::Name;
     use crate::engine::model::message::COMPRESS_TOOL;
 
     fn msgs(roles: &[(&str, Role, ContentType, &str)]) -> Vec<CoreMessage> {
         roles
             .iter()
             .map(|(id, role, ct, tool)| CoreMessage {
-                id: id.to_string(),
+                id: Name::new(id),
                 role: *role,
                 content_type: *ct,
                 text: String::new(),
-                tool_name: tool.to_string(),
-                tool_call_id: String::new(),
+                tool_name: Name::new(tool),
+                tool_call_id: Name::default(),
                 opaque: false,
                 edit: Default::default(),
                 counted: Default::default(),

@@ -138,7 +138,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let cuts: Vec<(usize, usize, usize)> = cut
         .into_iter()
         .map(|(i, saved)| {
-            let made = state.host.truncated_at.get(&view[i].id).copied();
+            let made = state.host.truncated_at.get(view[i].id.as_str()).copied();
             (i, saved, made.unwrap_or(0))
         })
         .collect();
@@ -588,7 +588,7 @@ mod tests {
         let words = |p: &Projection| -> Vec<(String, String)> {
             p.view
                 .iter()
-                .map(|m| (m.id.clone(), m.text.clone()))
+                .map(|m| (m.id.to_string(), m.text.clone()))
                 .collect()
         };
 

@@ -140,7 +140,7 @@ pub fn cut_largest(
                 return done;
             }
             if let Some(saved) = cut_either(&mut view[i], keep, cfg, unworded) {
-                sticky.insert(view[i].id.clone());
+                sticky.insert(view[i].id.to_string());
                 done.add(saved);
             }
         }

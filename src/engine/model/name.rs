@@ -1,0 +1,268 @@
+//! Short texts that are copied far more often than they are written: message
+//! ids, call ids, tool names and refs.
+//!
+//! A turn holds every message of a long session at least twice (the
+//! transcript's blocks and the flat history), so a `String` per id and per
+//! tool name was an allocation, and a page of memory touched, for every copy.
+//! A [`Name`] of up to 22 bytes (every id noa derives, every ref, every tool
+//! name) is held inline in the 24 bytes a `String` takes; a longer one (a
+//! provider's call id) is shared, so its copies cost a count, not a copy.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde::de::{Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+/// The longest text held inline.
+const INLINE: usize = 22;
+
+/// A short text, inline or shared (see the module docs). Compares, orders
+/// and hashes as its text.
+#[derive(Clone)]
+pub struct Name(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    /// `len` bytes of UTF-8, padded with zeros.
+    Inline { len: u8, text: [u8; INLINE] },
+    Shared(Arc<str>),
+}
+
+impl Name {
+    /// `s`, inline when it fits.
+    pub fn new(s: &str) -> Name {
+        if s.len() > INLINE {
+            return Name(Repr::Shared(s.into()));
+        }
+        let mut text = [0; INLINE];
+        text[..s.len()].copy_from_slice(s.as_bytes());
+        Name(Repr::Inline {
+            len: s.len() as u8,
+            text,
+        })
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            // Checked again on every use, this cost more than the lookups
+            // names are made for.
+            // SAFETY: `Inline` is private to this type and made only by
+            // `new`, from a whole `&str`: its first `len` bytes are UTF-8.
+            Repr::Inline { len, text } => unsafe {
+                std::str::from_utf8_unchecked(&text[..*len as usize])
+            },
+            Repr::Shared(s) => s,
+        }
+    }
+}
+
+impl Default for Name {
+    fn default() -> Name {
+        Name::new("")
+    }
+}
+
+impl Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Name {
+        Name::new(s)
+    }
+}
+
+impl From<&String> for Name {
+    fn from(s: &String) -> Name {
+        Name::new(s)
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Name {
+        if s.len() > INLINE {
+            return Name(Repr::Shared(s.into()));
+        }
+        Name::new(&s)
+    }
+}
+
+impl From<&Name> for Name {
+    fn from(n: &Name) -> Name {
+        n.clone()
+    }
+}
+
+impl From<Name> for String {
+    fn from(n: Name) -> String {
+        n.as_str().to_string()
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Name {}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, other: &Name) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Name {
+    fn cmp(&self, other: &Name) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Hash for Name {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for Name {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<Name> for str {
+    fn eq(&self, other: &Name) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<Name> for &str {
+    fn eq(&self, other: &Name) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl PartialEq<Name> for String {
+    fn eq(&self, other: &Name) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Serialize for Name {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+        struct Text;
+        impl Visitor<'_> for Text {
+            type Value = Name;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            // Taken as `&str`, so a name short enough is never a `String` first.
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Name, E> {
+                Ok(Name::new(s))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Name, E> {
+                Ok(Name::from(s))
+            }
+        }
+        d.deserialize_str(Text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn short_names_are_inline_and_long_ones_shared() {
+        let short = Name::new("h_0123456789abcdef");
+        assert!(matches!(short.0, Repr::Inline { len: 18, .. }));
+        let long = Name::from("toolu_0116Hyi5v8ut7Ffb7d8qV1Sc".to_string());
+        let copy = long.clone();
+        match (&long.0, &copy.0) {
+            (Repr::Shared(a), Repr::Shared(b)) => assert!(Arc::ptr_eq(a, b)),
+            _ => panic!("a long name is shared"),
+        }
+        assert_eq!(Name::new(&"x".repeat(22)).len(), 22);
+        assert!(matches!(Name::new(&"x".repeat(23)).0, Repr::Shared(_)));
+        assert_eq!(std::mem::size_of::<Name>(), std::mem::size_of::<String>());
+    }
+
+    #[test]
+    fn a_name_is_its_text() {
+        let texts = ["", "m00001", "Read", "é∑ unicode ✓", &"long ".repeat(10)];
+        for t in texts {
+            let n = Name::new(t);
+            assert_eq!(n.as_str(), t);
+            assert_eq!(n, t);
+            assert_eq!(n.to_string(), t);
+            assert_eq!(format!("{n:?}"), format!("{t:?}"));
+            assert_eq!(String::from(n.clone()), t);
+        }
+        let mut by_name = HashMap::new();
+        by_name.insert(Name::new("call_1"), 1);
+        assert_eq!(by_name.get("call_1"), Some(&1));
+        assert!(Name::new("a") < Name::new("b"));
+    }
+
+    #[test]
+    fn names_travel_as_strings() {
+        let n: Name = serde_json::from_str("\"h_1\"").unwrap();
+        assert_eq!(n, "h_1");
+        let escaped: Name = serde_json::from_str("\"a\\nb\"").unwrap();
+        assert_eq!(escaped, "a\nb");
+        assert_eq!(serde_json::to_string(&n).unwrap(), "\"h_1\"");
+    }
+}
