@@ -1,5 +1,6 @@
 //! `noa apply`: a Compress call becomes blocks, archives, and a panel.
 
+use crate::engine::Name;
 use std::fs;
 use std::io::{Read, Write};
 
@@ -175,7 +176,7 @@ fn archives_elided(cx: &Context, answer: &Answer) -> bool {
     }
     let taken: IdSet<'_> = (answer.outcome.created.iter())
         .flat_map(|(b, _)| &b.direct_message_ids)
-        .map(String::as_str)
+        .map(Name::as_str)
         .collect();
     elided.any(|id| taken.contains(id))
 }
@@ -234,5 +235,9 @@ fn find_call(history: &[CoreMessage], args: &ApplyArgs) -> Result<Call, CliError
         }));
     };
     // The model saw everything before the call (see `RecordedCall::cut`).
-    Ok((history[i].text.clone(), history[i].tool_call_id.to_string(), i))
+    Ok((
+        history[i].text.clone(),
+        history[i].tool_call_id.to_string(),
+        i,
+    ))
 }

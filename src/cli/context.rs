@@ -6,6 +6,7 @@
 //! the transcript's recorded Compress calls rebuild. Commands then project
 //! through [`Context::project`], so each one sees the view the host sees.
 
+use crate::engine::Name;
 use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 
@@ -137,7 +138,7 @@ impl<'g> Context<'g> {
         }
         let folded: IdSet<'_> = (state.blocks.iter().filter(|b| b.active))
             .flat_map(|b| &b.effective_message_ids)
-            .map(String::as_str)
+            .map(Name::as_str)
             .collect();
         elided.all(|id| folded.contains(id))
     }

@@ -2,6 +2,7 @@
 
 use super::model::message::{CoreMessage, Role};
 use super::model::state::Block;
+use crate::engine::model::name::Name;
 
 /// An active block of `tier` covering `covers`, summary "summary of <id>".
 pub fn block(id: &str, tier: u8, covers: &[&str]) -> Block {
@@ -10,8 +11,8 @@ pub fn block(id: &str, tier: u8, covers: &[&str]) -> Block {
         tier,
         topic: String::new(),
         summary: format!("summary of {id}"),
-        direct_message_ids: covers.iter().map(|s| s.to_string()).collect(),
-        effective_message_ids: covers.iter().map(|s| s.to_string()).collect(),
+        direct_message_ids: covers.iter().map(|s| Name::new(s)).collect(),
+        effective_message_ids: covers.iter().map(|s| Name::new(s)).collect(),
         direct_block_ids: Vec::new(),
         archive_path: format!("/archive/tier{tier}/{id}.md"),
         archive_rel: format!("tier{tier}/{id}.md"),

@@ -743,18 +743,18 @@ fn two_compress_calls_log() -> String {
 fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
     use crate::engine::Config;
     use crate::engine::Sections;
-    use crate::engine::{Block, CompressionState};
+    use crate::engine::{Block, CompressionState, Name};
     use crate::engine::{TurnInput, project};
 
     let log = two_compress_calls_log();
     let t = load(&log, Format::ClaudeCode);
     let cores = t.cores();
-    let texts_of = |from: &str, to: &str| -> Vec<String> {
+    let texts_of = |from: &str, to: &str| -> Vec<Name> {
         let a = cores.iter().position(|c| c.text.contains(from)).unwrap();
         let b = cores.iter().position(|c| c.text.contains(to)).unwrap();
-        cores[a..=b].iter().map(|c| c.id.to_string()).collect()
+        cores[a..=b].iter().map(|c| c.id.clone()).collect()
     };
-    let block = |id: &str, call: &str, summary: &str, covers: Vec<String>| Block {
+    let block = |id: &str, call: &str, summary: &str, covers: Vec<Name>| Block {
         block_id: id.into(),
         tier: 1,
         topic: "done".into(),

@@ -1112,8 +1112,8 @@ mod tests {
             block_id: format!("b{n}"),
             tier: 1,
             summary: format!("summary {n}"),
-            direct_message_ids: vec![format!("h_{n}")],
-            effective_message_ids: vec![format!("h_{n}")],
+            direct_message_ids: vec![format!("h_{n}").into()],
+            effective_message_ids: vec![format!("h_{n}").into()],
             active: true,
             ..Block::default()
         }

@@ -7,6 +7,7 @@
 //! never exists without its originals on disk.
 
 use crate::engine::model::identity::{IdMap, IdSet};
+use crate::engine::model::name::Name;
 use std::collections::HashSet;
 
 use super::archive::{ArchiveFile, ArchiveInput, Entry};
@@ -107,7 +108,7 @@ impl ApplyOutcome {
         let absorbed: HashSet<&str> = self
             .created
             .iter()
-            .flat_map(|(b, _)| b.direct_block_ids.iter().map(String::as_str))
+            .flat_map(|(b, _)| b.direct_block_ids.iter().map(Name::as_str))
             .collect();
         for b in &mut state.blocks {
             if absorbed.contains(b.block_id.as_str()) {
@@ -342,11 +343,7 @@ impl<'a> Builder<'a> {
         }
         let block = self.block(s.range, summary, &direct, &fold, next_id);
         let archive = self.archive(s.start, slice, &direct, &fold, &block);
-        let taken: IdSet<'_> = block
-            .direct_message_ids
-            .iter()
-            .map(String::as_str)
-            .collect();
+        let taken: IdSet<'_> = block.direct_message_ids.iter().map(Name::as_str).collect();
         let partial =
             slice.iter().any(|m| {
                 self.resolver.summary_block(m).is_none()
@@ -546,7 +543,7 @@ impl<'a> Builder<'a> {
         next_id: &mut u64,
     ) -> Block {
         let view = self.input.view;
-        let direct_ids: Vec<String> = direct.iter().map(|&i| view[i].id.to_string()).collect();
+        let direct_ids: Vec<Name> = direct.iter().map(|&i| view[i].id.clone()).collect();
         let mut effective = direct_ids.clone();
         for b in &fold.absorbed {
             effective.extend(b.effective_message_ids.iter().cloned());
@@ -576,7 +573,11 @@ impl<'a> Builder<'a> {
             summary: summary.to_string(),
             direct_message_ids: direct_ids,
             effective_message_ids: effective,
-            direct_block_ids: fold.absorbed.iter().map(|b| b.block_id.clone()).collect(),
+            direct_block_ids: fold
+                .absorbed
+                .iter()
+                .map(|b| Name::new(&b.block_id))
+                .collect(),
             archive_path: format!("{}/{rel}", self.input.archive_root.trim_end_matches('/')),
             archive_rel: rel,
             compressed_tokens,

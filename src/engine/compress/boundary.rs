@@ -1,5 +1,6 @@
 //! Resolving the ends of a requested range against the view the model saw.
 
+use crate::engine::model::name::Name;
 use std::cell::OnceCell;
 
 use crate::engine::model::identity::{IdMap, IdSet};
@@ -203,7 +204,7 @@ impl<'a> Resolver<'a> {
 /// highest tier, and among equals the last in the state.
 fn owners<'a>(
     state: &'a CompressionState,
-    ids: impl Fn(&'a Block) -> &'a [String],
+    ids: impl Fn(&'a Block) -> &'a [Name],
 ) -> IdMap<'a, &'a Block> {
     let active = || state.blocks.iter().filter(|b| b.active);
     // Sized up front: the active blocks cover most of a long session.

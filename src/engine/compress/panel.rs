@@ -5,6 +5,7 @@
 //! what happened. The panel is kept short, since it sits in the view.
 
 use crate::engine::model::identity::{IdMap, IdSet};
+use crate::engine::model::name::Name;
 use std::fmt::Write;
 
 use serde::Serialize;
@@ -105,7 +106,7 @@ impl<'a> Ledger<'a> {
         let messages: usize = block
             .direct_message_ids
             .iter()
-            .map(String::as_str)
+            .map(Name::as_str)
             .filter(|id| !self.shown.contains(id) && counted.insert(id))
             .filter_map(|id| self.originals.get(id))
             .map(|m| (self.tokens)(m))

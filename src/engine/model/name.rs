@@ -29,7 +29,10 @@ pub struct Name(Repr);
 #[derive(Clone)]
 enum Repr {
     /// `len` bytes of UTF-8, padded with zeros.
-    Inline { len: u8, text: [u8; INLINE] },
+    Inline {
+        len: u8,
+        text: [u8; INLINE],
+    },
     Shared(Arc<str>),
 }
 
@@ -47,13 +50,28 @@ impl Name {
         })
     }
 
+    /// `text` inline, when it is ASCII short enough: a ref written digit by
+    /// digit, say.
+    pub fn from_ascii(text: &[u8]) -> Option<Name> {
+        if text.len() > INLINE || !text.is_ascii() {
+            return None;
+        }
+        let mut inline = [0; INLINE];
+        inline[..text.len()].copy_from_slice(text);
+        Some(Name(Repr::Inline {
+            len: text.len() as u8,
+            text: inline,
+        }))
+    }
+
     /// The text.
     pub fn as_str(&self) -> &str {
         match &self.0 {
             // Checked again on every use, this cost more than the lookups
             // names are made for.
             // SAFETY: `Inline` is private to this type and made only by
-            // `new`, from a whole `&str`: its first `len` bytes are UTF-8.
+            // `new`, from a whole `&str`, and by `from_ascii`, from ASCII:
+            // its first `len` bytes are UTF-8.
             Repr::Inline { len, text } => unsafe {
                 std::str::from_utf8_unchecked(&text[..*len as usize])
             },
@@ -238,6 +256,9 @@ mod tests {
         assert_eq!(Name::new(&"x".repeat(22)).len(), 22);
         assert!(matches!(Name::new(&"x".repeat(23)).0, Repr::Shared(_)));
         assert_eq!(std::mem::size_of::<Name>(), std::mem::size_of::<String>());
+        assert_eq!(Name::from_ascii(b"m00042").unwrap(), "m00042");
+        assert_eq!(Name::from_ascii("é".as_bytes()), None);
+        assert_eq!(Name::from_ascii(&[b'x'; 23]), None);
     }
 
     #[test]

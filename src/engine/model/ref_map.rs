@@ -1,9 +1,9 @@
 //! The ref map: message id → ref, and ref → message id.
 //!
 //! Every turn looks every message of the history up in it, and a warm turn
-//! loads it from refs.log, so it is laid out for a long session: each id is
-//! held once, shared by both directions; a ref is held inline, not as a
-//! string of its own; and the refs noa hands out (`m00001`–`m99999`) are
+//! loads it from refs.log, so it is laid out for a long session: ids and
+//! refs are [`Name`]s, inline rather than strings of their own (a long id is
+//! shared by both directions); and the refs noa hands out (`m00001`–`m99999`) are
 //! found by number in a list, where a tree of strings was searched. Refs in
 //! another form, which only a hand-edited map holds, keep a tree of their
 //! own, and the two directions stay independent, as a map read from an old
@@ -13,7 +13,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::BuildHasher;
 use std::ops::Deref;
-use std::sync::Arc;
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeStruct, Serializer};
@@ -23,63 +22,37 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
 use super::identity::IdHash;
+use super::name::Name;
 use super::refs::{BLOCKED, canonical_index, ref_to_index};
 
-/// A ref as the map holds it: inline when short (every ref noa hands out,
-/// and [`BLOCKED`]), on the heap when a hand-edited map holds a long one.
+/// A ref as the map holds it: a [`Name`], inline for every ref noa hands
+/// out and for [`BLOCKED`].
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct RefName(Repr);
-
-#[derive(Clone, PartialEq, Eq, Hash)]
-enum Repr {
-    /// `len` bytes of UTF-8, padded with zeros.
-    Short {
-        len: u8,
-        text: [u8; INLINE],
-    },
-    Long(Box<str>),
-}
-
-/// The longest ref held inline.
-const INLINE: usize = 22;
+pub struct RefName(Name);
 
 impl RefName {
     /// The ref `r` as the map holds it.
     pub fn new(r: &str) -> RefName {
-        if r.len() > INLINE {
-            return RefName(Repr::Long(r.into()));
-        }
-        let mut text = [0; INLINE];
-        text[..r.len()].copy_from_slice(r.as_bytes());
-        RefName(Repr::Short {
-            len: r.len() as u8,
-            text,
-        })
+        RefName(Name::new(r))
     }
 
     /// `m00042` for 42, written digit by digit.
     pub fn numbered(n: u32) -> RefName {
-        let mut text = [0; INLINE];
-        text[0] = b'm';
+        let mut text = *b"m00000";
         for (i, place) in [10_000, 1_000, 100, 10, 1].into_iter().enumerate() {
             text[i + 1] = b'0' + (n / place % 10) as u8;
         }
-        RefName(Repr::Short { len: 6, text })
+        RefName::digits(&text)
+    }
+
+    /// A ref written out as `m` and five digits.
+    fn digits(text: &[u8; 6]) -> RefName {
+        RefName(Name::from_ascii(text).expect("a ref is ASCII"))
     }
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        match &self.0 {
-            // Checked again on every use, this cost more than the lookups
-            // the map is for.
-            // SAFETY: `Short` is private to this type and made only by
-            // `new`, from a whole `&str`, and by `numbered`, from ASCII:
-            // its first `len` bytes are UTF-8.
-            Repr::Short { len, text } => unsafe {
-                std::str::from_utf8_unchecked(&text[..*len as usize])
-            },
-            Repr::Long(s) => s,
-        }
+        self.0.as_str()
     }
 }
 
@@ -108,16 +81,16 @@ pub struct MessageRefs {
     /// Every known message id with its ref (or [`BLOCKED`]), in the order
     /// learned: a turn looks the history up in about that order, so its
     /// lookups read this list front to back.
-    known: Vec<(Arc<str>, RefName)>,
+    known: Vec<(Name, RefName)>,
     /// Places in `known` by id, each with its id's hash: eight bytes a
     /// message, where a table of the ids and refs themselves spread a long
     /// session's map over more memory than the processor's caches hold.
     index: HashTable<(u32, u32)>,
     /// Ref number → message id, for refs in their five-digit form. Never
     /// longer than the highest such ref plus one.
-    by_number: Vec<Option<Arc<str>>>,
+    by_number: Vec<Option<Name>>,
     /// Refs in any other form → message id.
-    by_odd: BTreeMap<String, Arc<str>>,
+    by_odd: BTreeMap<String, Name>,
     /// Refs held in `by_number`.
     numbered: usize,
 }
@@ -146,13 +119,13 @@ impl MessageRefs {
     }
 
     /// Gives `id` the ref `r`, adding it when new; returns the id as held.
-    fn set(&mut self, id: &str, r: RefName) -> Arc<str> {
+    fn set(&mut self, id: &str, r: RefName) -> Name {
         self.learn(id, r, true)
     }
 
     /// Finds `id` with one probe, adding it with the ref `r` when new; one
     /// already known takes `r` only when `replace`. Returns the id as held.
-    fn learn(&mut self, id: &str, r: RefName, replace: bool) -> Arc<str> {
+    fn learn(&mut self, id: &str, r: RefName, replace: bool) -> Name {
         let h = hash32(id);
         let Self { known, index, .. } = self;
         let same = |&(i, kept): &(u32, u32)| kept == h && &*known[i as usize].0 == id;
@@ -162,12 +135,12 @@ impl MessageRefs {
                 if replace {
                     slot.1 = r;
                 }
-                Arc::clone(&slot.0)
+                slot.0.clone()
             }
             Entry::Vacant(e) => {
-                let held: Arc<str> = id.into();
+                let held = Name::new(id);
                 e.insert((known.len() as u32, h));
-                known.push((Arc::clone(&held), r));
+                known.push((held.clone(), r));
                 held
             }
         }
@@ -256,7 +229,7 @@ impl MessageRefs {
         self.insert_ref(r, id.into());
     }
 
-    fn insert_ref(&mut self, r: &str, id: Arc<str>) {
+    fn insert_ref(&mut self, r: &str, id: Name) {
         match canonical_index(r) {
             Some(n) => self.set_number(n, id),
             None => {
@@ -265,7 +238,7 @@ impl MessageRefs {
         }
     }
 
-    fn set_number(&mut self, n: u32, id: Arc<str>) {
+    fn set_number(&mut self, n: u32, id: Name) {
         let n = n as usize;
         // Refs come in number order, one more each time: pushed, not
         // resized to, which costs a call per ref.
@@ -313,8 +286,7 @@ impl MessageRefs {
                     Some(n) => self.by_number.get(n as usize).and_then(Option::as_ref),
                     None => self.by_odd.get(r.as_str()),
                 };
-                // A ref that names its id back shares the id's one copy.
-                !back.is_some_and(|b| Arc::ptr_eq(b, id) || b == id)
+                back.is_none_or(|b| b != id)
             })
             .map(|(id, r)| (&**id, r.as_str()))
     }
@@ -358,14 +330,14 @@ impl MessageRefs {
 /// The five-digit refs in number order, each written by counting on from
 /// the one before rather than digit by digit: saving a long session's state
 /// walks them all.
-struct Numbered<'a, I: Iterator<Item = &'a Option<Arc<str>>>> {
+struct Numbered<'a, I: Iterator<Item = &'a Option<Name>>> {
     /// The ids from number 1 on.
     ids: I,
     /// The ref of the last number walked.
     text: [u8; 6],
 }
 
-impl<'a, I: Iterator<Item = &'a Option<Arc<str>>>> Iterator for Numbered<'a, I> {
+impl<'a, I: Iterator<Item = &'a Option<Name>>> Iterator for Numbered<'a, I> {
     type Item = (RefName, &'a str);
 
     fn next(&mut self) -> Option<(RefName, &'a str)> {
@@ -380,9 +352,7 @@ impl<'a, I: Iterator<Item = &'a Option<Arc<str>>>> Iterator for Numbered<'a, I> 
                 }
             }
             if let Some(id) = id {
-                let mut text = [0; INLINE];
-                text[..6].copy_from_slice(&self.text);
-                return Some((RefName(Repr::Short { len: 6, text }), id));
+                return Some((RefName::digits(&self.text), id));
             }
         }
     }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 pub use super::ref_map::{MessageRefs, RefName};
 
+use super::name::Name;
 use serde::{Deserialize, Serialize};
 
 /// The state.json format version this build reads and writes.
@@ -86,13 +87,13 @@ pub struct Block {
     pub summary: String,
     /// Messages this block itself took out of the view.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub direct_message_ids: Vec<String>,
+    pub direct_message_ids: Vec<Name>,
     /// Every message this block stands for, including those of absorbed blocks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub effective_message_ids: Vec<String>,
+    pub effective_message_ids: Vec<Name>,
     /// Blocks this block absorbed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub direct_block_ids: Vec<String>,
+    pub direct_block_ids: Vec<Name>,
     /// Absolute path of the archive holding the originals.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub archive_path: String,

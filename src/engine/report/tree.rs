@@ -1,6 +1,7 @@
 //! The tier tree: which blocks absorbed which, for `noa inspect`.
 
 use crate::engine::model::identity::{IdMap, IdSet};
+use crate::engine::model::name::Name;
 
 use serde::Serialize;
 
@@ -39,7 +40,7 @@ pub fn tier_tree(blocks: &[Block]) -> Vec<TreeNode> {
     let by_id: IdMap<'_, &Block> = blocks.iter().map(|b| (b.block_id.as_str(), b)).collect();
     let absorbed: IdSet<'_> = blocks
         .iter()
-        .flat_map(|b| b.direct_block_ids.iter().map(String::as_str))
+        .flat_map(|b| b.direct_block_ids.iter().map(Name::as_str))
         .filter(|id| by_id.contains_key(id))
         .collect();
     let mut roots: Vec<&Block> = blocks

@@ -93,8 +93,8 @@ pub fn window_from_error(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::name::Name;
     use crate::engine::model::message::COMPRESS_TOOL;
+    use crate::engine::model::name::Name;
 
     fn msgs(roles: &[(&str, Role, ContentType, &str)]) -> Vec<CoreMessage> {
         roles

@@ -1,6 +1,7 @@
 //! Which blocks are live in this view.
 
 use crate::engine::model::identity::{IdMap, IdSet};
+use crate::engine::model::name::Name;
 use std::collections::hash_map::Entry;
 
 use crate::engine::model::message::CoreMessage;
@@ -15,7 +16,7 @@ pub fn sync_blocks(state: &mut CompressionState, history: &[CoreMessage], held: 
     let absorbed: IdSet<'_> = state
         .blocks
         .iter()
-        .flat_map(|b| b.direct_block_ids.iter().map(String::as_str))
+        .flat_map(|b| b.direct_block_ids.iter().map(Name::as_str))
         .collect();
     let active = present_blocks(&state.blocks, &absorbed, history);
     for (b, active) in state.blocks.iter_mut().zip(active) {
