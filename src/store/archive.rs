@@ -1,8 +1,11 @@
 //! Archive files: the originals a block replaced, written before the state
 //! that names them and read back for `noa inspect --archive`.
 
+use std::collections::BTreeSet;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use super::atomic;
 
 use super::state_file::{SessionDir, StoreError};
 use crate::engine::{ArchiveFile, Block, CompressionState, CoreMessage, IdMap};
@@ -70,7 +73,7 @@ impl SessionDir {
         let (mut written, mut bytes) = (Vec::new(), 0);
         for a in archives {
             let contents = a.render(originals);
-            match self.write(&a.rel, contents.as_bytes()) {
+            match self.write_unsynced(&a.rel, contents.as_bytes()) {
                 Ok(path) => written.push(path),
                 Err(e) => {
                     remove(&written);
@@ -78,6 +81,16 @@ impl SessionDir {
                 }
             }
             bytes += contents.len();
+        }
+        // Each file was synced as it was written; the folders they went
+        // into are synced once each, before the state names them.
+        let dirs: BTreeSet<&Path> = written.iter().map(|p| atomic::parent(p)).collect();
+        for dir in dirs {
+            if let Err(e) = atomic::sync_dir(dir) {
+                let e = StoreError::io(dir, e);
+                remove(&written);
+                return Err(e);
+            }
         }
         Ok((written, bytes))
     }

@@ -8,23 +8,38 @@ use std::path::Path;
 /// whole new one: a temp file beside it is written and synced, then renamed
 /// over the target, and the directory is synced so the rename survives a crash.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    replace_synced(path, bytes)?;
+    sync_dir(parent(path))
+}
+
+/// [`write_atomic`] but for the directory's sync, left to the caller: a
+/// batch of files in one directory (a call's archives) then syncs it once,
+/// not once a file.
+pub fn replace_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = parent(path).join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
+        fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Syncs a directory, so the renames into it survive a crash.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// The directory `path` is in.
+pub fn parent(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 #[cfg(test)]

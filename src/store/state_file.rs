@@ -11,7 +11,7 @@ use thiserror::Error;
 
 use serde::{Deserialize, Serialize};
 
-use super::atomic::write_atomic;
+use super::atomic;
 use super::map_log::{self, Extent, LogError, Logged};
 use super::read_cache::{Digest, digest};
 use crate::engine::{
@@ -803,6 +803,16 @@ impl SessionDir {
     /// the directory itself included, may be a symbolic link: a link
     /// planted there would send the originals, or the state, elsewhere.
     pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+        let at = self.write_unsynced(rel, bytes)?;
+        let dir = atomic::parent(&at);
+        atomic::sync_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+        Ok(at)
+    }
+
+    /// [`SessionDir::write`] but for syncing the directory the file lands
+    /// in, which the caller does once for a batch of files in it (see
+    /// [`atomic::replace_synced`]).
+    pub fn write_unsynced(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         let rel_path = Path::new(rel);
         if rel.is_empty()
             || !rel_path
@@ -828,7 +838,7 @@ impl SessionDir {
         if let Some(parent) = at.parent() {
             fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
         }
-        write_atomic(&at, bytes).map_err(|e| StoreError::io(&at, e))?;
+        atomic::replace_synced(&at, bytes).map_err(|e| StoreError::io(&at, e))?;
         Ok(at)
     }
 }
