@@ -25,7 +25,7 @@ mod reassemble;
 use serde_json::Value;
 
 use crate::engine::Recorded;
-use crate::engine::{ClusterCounter, CoreMessage, IdSet, base_of};
+use crate::engine::{ClusterCounter, CoreMessage, IdSet, Name, base_of};
 
 pub use detect::detect;
 pub use error::ReadError;
@@ -537,10 +537,10 @@ pub fn read_after(
     };
     // The new blocks' bases first: the prefix's ids are counted only where
     // they share one, not all indexed every turn.
-    let bases: Vec<String> = (tail.messages.iter().flat_map(|m| &m.blocks))
+    let bases: Vec<Name> = (tail.messages.iter().flat_map(|m| &m.blocks))
         .map(|b| ClusterCounter::base(&b.core, || b.raw.to_string()))
         .collect();
-    let wanted: IdSet<'_> = bases.iter().map(String::as_str).collect();
+    let wanted: IdSet<'_> = bases.iter().map(Name::as_str).collect();
     let mut ids = ClusterCounter::resume(
         prefix
             .messages
@@ -555,7 +555,7 @@ pub fn read_after(
         .flat_map(|m| &mut m.blocks)
         .zip(bases)
     {
-        b.core.id = ids.next(base).into();
+        b.core.id = ids.next(base);
     }
     if let Some((at, tokens)) = patch {
         let target = prefix

@@ -10,6 +10,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use sha2::{Digest, Sha256};
 
 use super::message::{ContentType, CoreMessage, Role};
+use super::name::Name;
 use super::tag;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -72,20 +73,19 @@ pub type IdMap<'a, V> = HashMap<&'a str, V, IdHash>;
 /// `h_` + the first 16 hex digits of sha256 over the block's role, content
 /// type, call id, tool name and text. `text` must already be tag-stripped:
 /// a tag in the hash would change the id every time the tag is re-rendered.
-pub fn derive_id(role: Role, ct: ContentType, text: &str, call_id: &str, tool: &str) -> String {
+pub fn derive_id(role: Role, ct: ContentType, text: &str, call_id: &str, tool: &str) -> Name {
     let mut h = Sha256::new();
     for part in [role.as_str(), ct.as_str(), call_id, tool, text] {
         h.update(part.as_bytes());
         h.update(b"|");
     }
     let digest = h.finalize();
-    let mut id = String::with_capacity(18);
-    id.push_str("h_");
-    for b in &digest[..8] {
-        id.push(char::from(HEX[usize::from(b >> 4)]));
-        id.push(char::from(HEX[usize::from(b & 15)]));
+    let mut id = *b"h_0000000000000000";
+    for (pair, b) in id[2..].chunks_exact_mut(2).zip(&digest[..8]) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 15)];
     }
-    id
+    Name::from_ascii(&id).expect("an id is ASCII")
 }
 
 /// Tells apart blocks that hash alike (the same command run twice gives the
@@ -99,7 +99,7 @@ pub struct ClusterCounter<'a> {
     earlier: HashMap<&'a str, usize, IdHash>,
     /// How often each base came so far, counting `earlier`, for the bases
     /// this pass met.
-    seen: HashMap<String, usize, IdHash>,
+    seen: HashMap<Name, usize, IdHash>,
 }
 
 impl<'a> ClusterCounter<'a> {
@@ -118,18 +118,17 @@ impl<'a> ClusterCounter<'a> {
     }
 
     /// The id for the next occurrence of `base`.
-    pub fn next(&mut self, base: String) -> String {
-        // Most bases are seen once: the key is copied only when new.
-        if let Some(n) = self.seen.get_mut(&base) {
+    pub fn next(&mut self, base: Name) -> Name {
+        if let Some(n) = self.seen.get_mut(base.as_str()) {
             let id = format!("{base}_{n}");
             *n += 1;
-            return id;
+            return id.into();
         }
         let n = self.earlier.get(base.as_str()).copied().unwrap_or(0);
         self.seen.insert(base.clone(), n + 1);
         match n {
             0 => base,
-            n => format!("{base}_{n}"),
+            n => format!("{base}_{n}").into(),
         }
     }
 
@@ -137,12 +136,12 @@ impl<'a> ClusterCounter<'a> {
     /// a ref tag a host echoed back; an opaque one by `payload`, its raw
     /// form (its `text` is only a stand-in).
     pub fn identify(&mut self, core: &mut CoreMessage, payload: impl FnOnce() -> String) {
-        core.id = self.next(Self::base(core, payload)).into();
+        core.id = self.next(Self::base(core, payload));
     }
 
     /// A block's id before repeats are told apart, as
     /// [`ClusterCounter::identify`] hashes it.
-    pub fn base(core: &CoreMessage, payload: impl FnOnce() -> String) -> String {
+    pub fn base(core: &CoreMessage, payload: impl FnOnce() -> String) -> Name {
         let raw;
         let hashed = if core.opaque {
             raw = payload();
