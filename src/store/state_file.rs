@@ -810,8 +810,8 @@ impl SessionDir {
     }
 
     /// [`SessionDir::write`] but for syncing the directory the file lands
-    /// in, which the caller does once for a batch of files in it (see
-    /// [`atomic::replace_synced`]).
+    /// in, which the caller does once for a batch of files in it: the file
+    /// itself is synced and renamed into place.
     pub fn write_unsynced(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         let rel_path = Path::new(rel);
         if rel.is_empty()

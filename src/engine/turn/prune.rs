@@ -42,8 +42,8 @@ pub struct Pruned<'a> {
 /// [`prune`] with the turn's [`Coverage`] of `state`'s blocks, and a flag
 /// for each message of `view` (see [`Pruned`]). Of the messages kept, the
 /// Compress exchanges `spent` names, given them all in order, are left out
-/// (see [`hide::spent_calls`](super::hide::spent_calls)) and the others
-/// copied by `unworded`, which may hold tool results without their words.
+/// (see [`hide::spent_calls`]) and the others copied by `unworded`, which
+/// may hold tool results without their words.
 /// Summaries are placed as if the spent exchanges were still there, so the
 /// view is what hiding them from the whole view would leave.
 pub fn prune_marked<'a>(
