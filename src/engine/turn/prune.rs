@@ -54,15 +54,12 @@ pub fn prune_marked<'a>(
     spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
 ) -> Pruned<'a> {
     // The first active block standing for each message, looked up once.
-    let firsts: Vec<Option<usize>> = if covered.is_empty() {
-        vec![None; view.len()]
+    let (firsts, shown) = if covered.is_empty() {
+        (vec![None; view.len()], IdSet::default())
     } else {
-        view.iter().map(|m| covered.first_block(&m.id)).collect()
-    };
-    let shown = if covered.is_empty() {
-        IdSet::default()
-    } else {
-        shown_anyway(view, &firsts)
+        let firsts: Vec<Option<usize>> = view.iter().map(|m| covered.first_block(&m.id)).collect();
+        let shown = shown_anyway(view, &firsts);
+        (firsts, shown)
     };
 
     // Where each block's summary goes: how many messages were kept before
