@@ -522,11 +522,11 @@ impl ReadCache {
             let n = r.u64()?;
             let mut blocks = sized(n, &r);
             for _ in 0..n {
-                let id = Name::new(r.str()?);
+                let id = r.name()?;
                 let role = role_of(r.u64()?)?;
                 let content_type = kind_of(r.u64()?)?;
-                let tool_name = Name::new(r.str()?);
-                let tool_call_id = Name::new(r.str()?);
+                let tool_name = r.name()?;
+                let tool_call_id = r.name()?;
                 let flags = r.u64()?;
                 let tokens = r.u64()?;
                 let text = r.str()?.to_string();
@@ -853,6 +853,14 @@ impl<'a> Reader<'a> {
         let n = usize::try_from(self.u64()?).ok()?;
         std::str::from_utf8(self.take(n)?).ok()
     }
+    /// A short text as a [`Name`]: the ids and tool names of every message,
+    /// ASCII as noa derives them, are checked as such, which costs less
+    /// than checking them as UTF-8.
+    fn name(&mut self) -> Option<Name> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        let bytes = self.take(n)?;
+        Name::from_ascii(bytes).or_else(|| std::str::from_utf8(bytes).ok().map(Name::new))
+    }
     fn list(&mut self) -> Option<Vec<String>> {
         (0..self.u64()?)
             .map(|_| self.str().map(str::to_string))
@@ -1022,16 +1030,35 @@ mod tests {
                 line: 1,
                 prompt_tokens: Some(0),
                 raw: Some("{}".into()),
-                blocks: vec![CachedBlock {
-                    core: CoreMessage::tool_result("h_1", "c1", "Read", "out"),
-                    tokens: 1,
-                    kept: true,
-                    raw: Some("\"out\"".into()),
-                    source: BlockSource {
-                        record: 0,
-                        slot: Slot::Part(2),
+                blocks: vec![
+                    CachedBlock {
+                        core: CoreMessage::tool_result("h_1", "c1", "Read", "out"),
+                        tokens: 1,
+                        kept: true,
+                        raw: Some("\"out\"".into()),
+                        source: BlockSource {
+                            record: 0,
+                            slot: Slot::Part(2),
+                        },
                     },
-                }],
+                    // A name past the inline length, one not ASCII, and a
+                    // block whose words were not kept.
+                    CachedBlock {
+                        core: CoreMessage::tool_call(
+                            "h_2",
+                            "toolu_0116Hyi5v8ut7Ffb7d8qV1Sc",
+                            "détail",
+                            "",
+                        ),
+                        tokens: 1,
+                        kept: false,
+                        raw: None,
+                        source: BlockSource {
+                            record: 0,
+                            slot: Slot::Part(3),
+                        },
+                    },
+                ],
             }],
             cuts: vec![(
                 "h_1".into(),

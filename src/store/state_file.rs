@@ -602,7 +602,7 @@ impl SessionDir {
         let mine =
             map_log::read_prefix(&path, log.bytes).map_err(|e| log_failure(&path, e, damaged))?;
         let text = std::str::from_utf8(&mine).map_err(|_| damaged("not UTF-8"))?;
-        let mut last = 0;
+        let mut last_ref = None;
         let mut count = 0;
         refs.reserve(log.count);
         for line in crate::formats::lines(text) {
@@ -611,8 +611,9 @@ impl SessionDir {
             };
             refs.add_logged(r, id);
             count += 1;
-            last = ref_number(r);
+            last_ref = Some(r);
         }
+        let last = last_ref.map_or(0, ref_number);
         let sum = digest(&mine);
         if count != log.count || last != log.last || log.digest.is_some_and(|d| d != sum) {
             return Err(damaged("not the log state.json was saved with"));
