@@ -84,7 +84,10 @@ pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogErr
     // end: a log rewritten in key order, with a few lines appended since,
     // sorts in about one pass, where inserting line by line searches the
     // tree each time.
-    let mut changes: Vec<(&str, Option<V>)> = Vec::new();
+    // Sized by the lines state.json names, within what the bytes can hold
+    // (a line is four bytes at least), so a damaged count cannot ask for
+    // more memory than the log takes.
+    let mut changes: Vec<(&str, Option<V>)> = Vec::with_capacity(extent.lines.min(text.len() / 4));
     for line in crate::formats::lines(text) {
         let bad = || LogError::Damaged("a line is not `+ key value` or `- key`");
         match split_at_space(line) {
@@ -310,6 +313,17 @@ mod tests {
         fs::write(&path, "+ a 1\n+ e 5\n").unwrap();
         assert!(matches!(
             read::<usize>(&path, second.extent),
+            Err(LogError::Damaged("not the log state.json was saved with"))
+        ));
+        // A count no log of these bytes could hold is damage, not a
+        // request for that much memory.
+        fs::write(&path, "+ a 1\n+ d 4\n").unwrap();
+        let huge = Extent {
+            lines: usize::MAX,
+            ..second.extent
+        };
+        assert!(matches!(
+            read::<usize>(&path, huge),
             Err(LogError::Damaged("not the log state.json was saved with"))
         ));
         fs::write(&path, "+ a 1\n* d 4\n").unwrap();

@@ -219,7 +219,9 @@ fn block_digest(b: &Block) -> u64 {
         out.extend_from_slice(&(s.len() as u64).to_le_bytes());
         out.extend_from_slice(s.as_bytes());
     }
-    let mut out = Vec::with_capacity(256 + summary.len());
+    // Sized for the lists too: an id is its length and some twenty bytes.
+    let ids = direct_message_ids.len() + effective_message_ids.len() + direct_block_ids.len();
+    let mut out = Vec::with_capacity(256 + topic.len() + summary.len() + 32 * ids);
     for s in [
         block_id,
         topic,
@@ -604,7 +606,9 @@ impl SessionDir {
         let text = std::str::from_utf8(&mine).map_err(|_| damaged("not UTF-8"))?;
         let mut last_ref = None;
         let mut count = 0;
-        refs.reserve(log.count);
+        // As many as state.json names, within what the bytes can hold (a
+        // line is `m` and a digit, a space, an id and a newline).
+        refs.reserve(log.count.min(text.len() / 5));
         for line in crate::formats::lines(text) {
             let Some((r, id)) = map_log::split_at_space(line) else {
                 return Err(damaged("a line is not `ref id`"));
@@ -1043,6 +1047,23 @@ mod tests {
             matches!(&err, StoreError::RefsLog { what, .. } if what == "not the log state.json was saved with"),
             "{err}"
         );
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_refs_count_no_log_could_hold_is_damage() {
+        let base = temp("refs-count");
+        let s = SessionDir::new(&base, "sess");
+        s.save(&with_refs(3)).unwrap();
+        let state = s.state_path();
+        let mut json: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&state).unwrap()).unwrap();
+        json["refsLog"]["count"] = usize::MAX.into();
+        fs::write(&state, json.to_string()).unwrap();
+        // Read as damage, where sizing the map by it would ask for more
+        // memory than there is.
+        let err = SessionDir::new(&base, "sess").load().unwrap_err();
+        assert!(matches!(err, StoreError::RefsLog { .. }), "{err}");
         fs::remove_dir_all(&base).unwrap();
     }
 

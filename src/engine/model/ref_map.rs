@@ -188,6 +188,7 @@ impl MessageRefs {
     /// Room for `more` ids.
     pub fn reserve(&mut self, more: usize) {
         self.known.reserve(more);
+        self.by_number.reserve(more);
         self.index.reserve(more, |&(_, h)| widen(h));
     }
 
