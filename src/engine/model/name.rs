@@ -9,7 +9,6 @@
 //! provider's call id) is shared, so its copies cost a count, not a copy.
 
 use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
@@ -21,8 +20,8 @@ use serde::{Deserialize, Serialize, Serializer};
 /// The longest text held inline.
 const INLINE: usize = 22;
 
-/// A short text, inline or shared (see the module docs). Compares, orders
-/// and hashes as its text.
+/// A short text, inline or shared (see the module docs). Compares and
+/// hashes as its text.
 #[derive(Clone)]
 pub struct Name(Repr);
 
@@ -93,12 +92,6 @@ impl Deref for Name {
     }
 }
 
-impl AsRef<str> for Name {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
 impl Borrow<str> for Name {
     fn borrow(&self) -> &str {
         self.as_str()
@@ -126,18 +119,6 @@ impl From<String> for Name {
     }
 }
 
-impl From<&Name> for Name {
-    fn from(n: &Name) -> Name {
-        n.clone()
-    }
-}
-
-impl From<Name> for String {
-    fn from(n: Name) -> String {
-        n.as_str().to_string()
-    }
-}
-
 impl PartialEq for Name {
     fn eq(&self, other: &Name) -> bool {
         self.as_str() == other.as_str()
@@ -145,18 +126,6 @@ impl PartialEq for Name {
 }
 
 impl Eq for Name {}
-
-impl PartialOrd for Name {
-    fn partial_cmp(&self, other: &Name) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Name {
-    fn cmp(&self, other: &Name) -> Ordering {
-        self.as_str().cmp(other.as_str())
-    }
-}
 
 impl Hash for Name {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -179,18 +148,6 @@ impl PartialEq<&str> for Name {
 impl PartialEq<String> for Name {
     fn eq(&self, other: &String) -> bool {
         self.as_str() == other
-    }
-}
-
-impl PartialEq<Name> for str {
-    fn eq(&self, other: &Name) -> bool {
-        self == other.as_str()
-    }
-}
-
-impl PartialEq<Name> for &str {
-    fn eq(&self, other: &Name) -> bool {
-        *self == other.as_str()
     }
 }
 
@@ -270,12 +227,10 @@ mod tests {
             assert_eq!(n, t);
             assert_eq!(n.to_string(), t);
             assert_eq!(format!("{n:?}"), format!("{t:?}"));
-            assert_eq!(String::from(n.clone()), t);
         }
         let mut by_name = HashMap::new();
         by_name.insert(Name::new("call_1"), 1);
         assert_eq!(by_name.get("call_1"), Some(&1));
-        assert!(Name::new("a") < Name::new("b"));
     }
 
     #[test]
