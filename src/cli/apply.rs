@@ -1,6 +1,5 @@
 //! `noa apply`: a Compress call becomes blocks, archives, and a panel.
 
-use crate::engine::Name;
 use std::fs;
 use std::io::{Read, Write};
 
@@ -13,7 +12,7 @@ use super::input::{load_for_turn, warn};
 use super::{CliError, Exit};
 use crate::engine::{
     self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage, IdMap,
-    IdSet,
+    IdSet, Name,
 };
 
 /// Runs `noa apply`.

@@ -6,7 +6,6 @@
 //! the transcript's recorded Compress calls rebuild. Commands then project
 //! through [`Context::project`], so each one sees the view the host sees.
 
-use crate::engine::Name;
 use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 
@@ -18,7 +17,7 @@ use super::settings::{self, Settings};
 use super::{CliError, clock};
 use crate::engine::{
     self, COMPRESS_TOOL, CompressionState, Config, ContentType, CoreMessage, IdMap, IdSet, KeptCut,
-    Projection, RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
+    Name, Projection, RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
 };
 use crate::formats::Transcript;
 use crate::store::{CacheSource, SessionDir, SessionLock};

@@ -1,8 +1,8 @@
 //! Builders shared by the engine's unit tests.
 
 use super::model::message::{CoreMessage, Role};
+use super::model::name::Name;
 use super::model::state::Block;
-use crate::engine::model::name::Name;
 
 /// An active block of `tier` covering `covers`, summary "summary of <id>".
 pub fn block(id: &str, tier: u8, covers: &[&str]) -> Block {

@@ -7,7 +7,6 @@
 //! never exists without its originals on disk.
 
 use crate::engine::model::identity::{IdMap, IdSet};
-use crate::engine::model::name::Name;
 use std::collections::HashSet;
 
 use super::archive::{ArchiveFile, ArchiveInput, Entry};
@@ -17,6 +16,7 @@ use crate::engine::model::config::Config;
 use crate::engine::model::exchange;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{CoreMessage, task_index};
+use crate::engine::model::name::Name;
 use crate::engine::model::protect::is_tool_protected;
 use crate::engine::model::refs::{BLOCKED, index_to_ref};
 use crate::engine::model::state::{Block, CompressionState};

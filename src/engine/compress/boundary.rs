@@ -1,11 +1,11 @@
 //! Resolving the ends of a requested range against the view the model saw.
 
-use crate::engine::model::name::Name;
 use std::cell::OnceCell;
 
 use crate::engine::model::identity::{IdMap, IdSet};
 
 use crate::engine::model::message::CoreMessage;
+use crate::engine::model::name::Name;
 use crate::engine::model::refs::{Boundary, parse_boundary};
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::{block_of_summary, summary_id};

@@ -5,13 +5,13 @@
 //! what happened. The panel is kept short, since it sits in the view.
 
 use crate::engine::model::identity::{IdMap, IdSet};
-use crate::engine::model::name::Name;
 use std::fmt::Write;
 
 use serde::Serialize;
 
 use super::apply::ApplyOutcome;
 use crate::engine::model::message::CoreMessage;
+use crate::engine::model::name::Name;
 use crate::engine::model::state::Block;
 use crate::engine::model::summary::render_summary;
 use crate::engine::model::tokens::format;

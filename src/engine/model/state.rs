@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-pub use super::ref_map::{MessageRefs, RefName};
+use serde::{Deserialize, Serialize};
 
 use super::name::Name;
-use serde::{Deserialize, Serialize};
+pub use super::ref_map::{MessageRefs, RefName};
 
 /// The state.json format version this build reads and writes.
 pub const STATE_VERSION: u32 = 4;

@@ -1,10 +1,10 @@
 //! The tier tree: which blocks absorbed which, for `noa inspect`.
 
 use crate::engine::model::identity::{IdMap, IdSet};
-use crate::engine::model::name::Name;
 
 use serde::Serialize;
 
+use crate::engine::model::name::Name;
 use crate::engine::model::refs::ref_to_index;
 use crate::engine::model::state::Block;
 

@@ -1,10 +1,10 @@
 //! Which blocks are live in this view.
 
 use crate::engine::model::identity::{IdMap, IdSet};
-use crate::engine::model::name::Name;
 use std::collections::hash_map::Entry;
 
 use crate::engine::model::message::CoreMessage;
+use crate::engine::model::name::Name;
 use crate::engine::model::refs::Held;
 use crate::engine::model::state::{Block, CompressionState};
 
