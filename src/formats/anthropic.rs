@@ -115,12 +115,8 @@ pub(crate) fn host_message(
         }
         _ => return None,
     };
-    Some(HostMessage {
-        raw: json!({ "role": role, "content": form }),
-        blocks,
-        line,
-        prompt_tokens: None,
-    })
+    let raw = json!({ "role": role, "content": form });
+    Some(HostMessage::read(raw, blocks, line))
 }
 
 /// Flattens one content block; `None` for blocks a request may not carry

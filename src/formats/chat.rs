@@ -74,12 +74,7 @@ fn host_message(
             raw: raw_content,
             source: source(Slot::Content),
         });
-        return Some(HostMessage {
-            raw: Value::Object(raw),
-            blocks,
-            line,
-            prompt_tokens: None,
-        });
+        return Some(HostMessage::read(Value::Object(raw), blocks, line));
     }
     if let Value::String(r) = take("reasoning_content") {
         blocks.push(Block {
@@ -154,12 +149,7 @@ fn host_message(
             source: source(Slot::ToolCall(i)),
         });
     }
-    Some(HostMessage {
-        raw: Value::Object(raw),
-        blocks,
-        line,
-        prompt_tokens: None,
-    })
+    Some(HostMessage::read(Value::Object(raw), blocks, line))
 }
 
 /// Writes one message from its original and the blocks the view keeps;

@@ -914,5 +914,6 @@ fn append_blocks(target: &mut HostMessage, more: HostMessage) {
     ) {
         a.extend(b.iter().cloned());
     }
+    target.blocks.reserve_exact(more.blocks.len());
     target.blocks.extend(more.blocks);
 }

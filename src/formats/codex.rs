@@ -464,12 +464,7 @@ fn host_message(
     } else if let Some(b) = blocks.first_mut() {
         b.raw = std::mem::replace(&mut item, json!({ "type": kind }));
     }
-    Some(HostMessage {
-        raw: item,
-        blocks,
-        line,
-        prompt_tokens: None,
-    })
+    Some(HostMessage::read(item, blocks, line))
 }
 
 /// Reasoning summaries and any plain reasoning text, joined.

@@ -195,6 +195,22 @@ pub struct HostMessage {
     pub prompt_tokens: Option<usize>,
 }
 
+impl HostMessage {
+    /// A message read from a log, its blocks in a list of their exact
+    /// length. A list grown by pushing has room for four, and most messages
+    /// have one or two: the spare room was a tenth of a large transcript's
+    /// memory once read.
+    fn read(raw: Value, mut blocks: Vec<Block>, line: usize) -> HostMessage {
+        blocks.shrink_to_fit();
+        HostMessage {
+            raw,
+            blocks,
+            line,
+            prompt_tokens: None,
+        }
+    }
+}
+
 /// One content block: its flat core and its own JSON.
 #[derive(Debug, Clone)]
 pub struct Block {
