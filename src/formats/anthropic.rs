@@ -92,7 +92,7 @@ pub(crate) fn host_message(
                 };
                 blocks.push(Block {
                     core: CoreMessage::text("", r, std::mem::take(s)),
-                    raw: json!({ "type": "text", "text": null }),
+                    raw: json!({ "type": "text", "text": null }).into(),
                     source: BlockSource {
                         record,
                         slot: Slot::Content,
@@ -196,7 +196,7 @@ fn block(
     keep_request_fields(&kind, &mut obj, moved);
     Some(Block {
         core,
-        raw: Value::Object(obj),
+        raw: Value::Object(obj).into(),
         source,
     })
 }
@@ -237,14 +237,14 @@ fn keep_request_fields(kind: &str, obj: &mut Map<String, Value>, moved: Option<&
 /// request never carries a null in these fields (reading drops them), so
 /// the null is always this one. Opaque blocks keep their JSON whole: their
 /// identity is hashed from it.
-pub(crate) fn words_key(b: &Block) -> Option<&'static str> {
+pub(crate) fn words_key(b: &Block, raw: &Value) -> Option<&'static str> {
     let key = match b.core.content_type {
         ContentType::Text => "text",
         ContentType::Reasoning => "thinking",
         ContentType::ToolResult => "content",
         ContentType::ToolCall => "input",
     };
-    (!b.core.opaque && b.raw.get(key).is_some_and(Value::is_null)).then_some(key)
+    (!b.core.opaque && raw.get(key).is_some_and(Value::is_null)).then_some(key)
 }
 
 /// The text of a tool result's content: a string, or its text parts joined.
@@ -267,12 +267,13 @@ pub(crate) fn rebuild(
     parts: &[(&Block, BlockEdit)],
     shown: &[CoreMessage],
 ) -> Value {
-    let role = msg.raw["role"].clone();
+    let raw = msg.raw.value();
+    let role = &raw["role"];
     let mut content = parts
         .iter()
         .zip(shown)
         .map(|((b, edit), c)| edit_block(b, edit, c));
-    if let (1, true) = (parts.len(), msg.raw["content"].is_string()) {
+    if let (1, true) = (parts.len(), raw["content"].is_string()) {
         let text = content.next().map_or(Value::Null, |mut b| b["text"].take());
         return json!({ "role": role, "content": text });
     }
@@ -282,8 +283,8 @@ pub(crate) fn rebuild(
 /// One kept block as the view writes it: its words put back from the view's
 /// core (as read, before this turn's tag), then edited.
 fn edit_block(b: &Block, edit: &BlockEdit, shown: &CoreMessage) -> Value {
-    let mut raw = b.raw.clone();
-    if let (Some(key), Value::Object(o)) = (words_key(b), &mut raw) {
+    let mut raw = b.raw.value();
+    if let (Some(key), Value::Object(o)) = (words_key(b, &raw), &mut raw) {
         let words = read_words(shown);
         let words = match key {
             // A call's input was an object; its text parses back to it.

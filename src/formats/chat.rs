@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use super::anthropic::ToolNames;
 use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted, read_words};
-use super::{Block, BlockSource, Format, HostMessage, Slot, take_string};
+use super::{Block, BlockSource, Format, HostMessage, RawJson, Slot, take_string};
 use crate::engine::{ContentType, CoreMessage, Role};
 
 const EXPECTED: &str =
@@ -71,7 +71,7 @@ fn host_message(
         };
         blocks.push(Block {
             core: CoreMessage::tool_result("", id, tools.get(id), text),
-            raw: raw_content,
+            raw: raw_content.into(),
             source: source(Slot::Content),
         });
         return Some(HostMessage::read(Value::Object(raw), blocks, line));
@@ -79,7 +79,7 @@ fn host_message(
     if let Value::String(r) = take("reasoning_content") {
         blocks.push(Block {
             core: CoreMessage::reasoning("", r),
-            raw: Value::Null,
+            raw: RawJson::default(),
             source: source(Slot::Reasoning),
         });
     }
@@ -87,7 +87,7 @@ fn host_message(
         Value::String(s) if !s.is_empty() => {
             blocks.push(Block {
                 core: CoreMessage::text("", role, s),
-                raw: Value::Null,
+                raw: RawJson::default(),
                 source: source(Slot::Content),
             });
         }
@@ -112,7 +112,7 @@ fn host_message(
                 };
                 blocks.push(Block {
                     core,
-                    raw: p,
+                    raw: p.into(),
                     source: source(Slot::Part(i)),
                 });
             }
@@ -145,7 +145,7 @@ fn host_message(
         tools.note(&id, &name);
         blocks.push(Block {
             core: CoreMessage::tool_call("", id, name, args),
-            raw: call,
+            raw: call.into(),
             source: source(Slot::ToolCall(i)),
         });
     }
@@ -159,7 +159,10 @@ pub(crate) fn rebuild(
     parts: &[(&Block, BlockEdit)],
     shown: &[CoreMessage],
 ) -> Value {
-    let mut out = msg.raw.as_object().cloned().unwrap_or_default();
+    let mut out = match msg.raw.value() {
+        Value::Object(o) => o,
+        _ => Map::new(),
+    };
     if msg
         .blocks
         .first()
@@ -225,7 +228,7 @@ pub(crate) fn rebuild(
 fn filled(b: &Block, shown: &CoreMessage) -> Value {
     let words = read_words(shown);
     let put = |at: &mut Value| *at = Value::String(words.to_string());
-    let mut raw = b.raw.clone();
+    let mut raw = b.raw.value();
     match (b.core.content_type, &mut raw) {
         _ if b.core.opaque => {}
         (ContentType::Reasoning | ContentType::Text, at @ Value::Null) => put(at),

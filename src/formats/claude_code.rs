@@ -908,11 +908,13 @@ fn choose_branch(
 
 /// Adds a later line's blocks to the message its response started.
 fn append_blocks(target: &mut HostMessage, more: HostMessage) {
+    let (mut raw, more_raw) = (target.raw.value(), more.raw.value());
     if let (Some(a), Some(b)) = (
-        target.raw["content"].as_array_mut(),
-        more.raw["content"].as_array(),
+        raw["content"].as_array_mut(),
+        more_raw["content"].as_array(),
     ) {
         a.extend(b.iter().cloned());
+        target.raw = raw.into();
     }
     target.blocks.reserve_exact(more.blocks.len());
     target.blocks.extend(more.blocks);

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::anthropic::ToolNames;
 use super::reassemble::{BlockEdit, Emitted, read_words};
 use super::{
-    BadLines, Block, BlockSource, Carry, CodexCarry, Format, HostMessage, ReadError, Slot,
+    BadLines, Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, ReadError, Slot,
     Transcript, jsonl, take_string,
 };
 use crate::engine::{ContentType, CoreMessage, Role};
@@ -389,7 +389,7 @@ fn host_message(
                 };
                 blocks.push(Block {
                     core,
-                    raw: part,
+                    raw: part.into(),
                     source: BlockSource {
                         record,
                         slot: Slot::Part(i),
@@ -401,7 +401,7 @@ fn host_message(
             let text = reasoning_text(&item);
             blocks.push(Block {
                 core: CoreMessage::reasoning("", text),
-                raw: Value::Null,
+                raw: RawJson::default(),
                 source: whole,
             });
         }
@@ -416,7 +416,7 @@ fn host_message(
             tools.note(&id, &name);
             blocks.push(Block {
                 core: CoreMessage::tool_call("", id, name, args),
-                raw: Value::Null,
+                raw: RawJson::default(),
                 source: whole,
             });
         }
@@ -428,7 +428,7 @@ fn host_message(
             };
             blocks.push(Block {
                 core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
-                raw: Value::Null,
+                raw: RawJson::default(),
                 source: whole,
             });
         }
@@ -440,7 +440,7 @@ fn host_message(
             };
             blocks.push(Block {
                 core,
-                raw: Value::Null,
+                raw: RawJson::default(),
                 source: whole,
             });
         }
@@ -452,7 +452,7 @@ fn host_message(
             };
             blocks.push(Block {
                 core,
-                raw: Value::Null,
+                raw: RawJson::default(),
                 source: whole,
             });
         }
@@ -462,7 +462,7 @@ fn host_message(
     if kind == "message" {
         item["content"] = Value::Array(Vec::new());
     } else if let Some(b) = blocks.first_mut() {
-        b.raw = std::mem::replace(&mut item, json!({ "type": kind }));
+        b.raw = std::mem::replace(&mut item, json!({ "type": kind })).into();
     }
     Some(HostMessage::read(item, blocks, line))
 }
@@ -485,8 +485,9 @@ pub(crate) fn rebuild(
     parts: &[(&Block, BlockEdit)],
     shown: &[CoreMessage],
 ) -> Value {
-    if msg.raw["type"] == "message" {
-        let mut item = msg.raw.clone();
+    let raw = msg.raw.value();
+    if raw["type"] == "message" {
+        let mut item = raw;
         let content: Vec<Value> = parts
             .iter()
             .zip(shown)
@@ -496,7 +497,7 @@ pub(crate) fn rebuild(
         return item;
     }
     let (Some((b, edit)), Some(c)) = (parts.first(), shown.first()) else {
-        return msg.raw.clone();
+        return raw;
     };
     let mut item = filled(b, c);
     match (item.as_object_mut(), b.core.content_type) {
@@ -522,7 +523,7 @@ pub(crate) fn rebuild(
 /// the view's core `shown` was read (see [`read_words`]): a message part's
 /// text, a call's arguments or input, a tool's output.
 fn filled(b: &Block, shown: &CoreMessage) -> Value {
-    let mut raw = b.raw.clone();
+    let mut raw = b.raw.value();
     let key = match (b.core.content_type, raw["type"].as_str()) {
         _ if b.core.opaque => return raw,
         (ContentType::Text, _) => "text",

@@ -74,7 +74,7 @@ pub(crate) fn lines_from<'t, T>(
     expected: &str,
     bad: BadLines,
     warn: &mut dyn FnMut(usize, String),
-    parse: impl Fn(usize, &'t str) -> serde_json::Result<T>,
+    mut parse: impl FnMut(usize, &'t str) -> serde_json::Result<T>,
 ) -> Result<Vec<T>, ReadError> {
     let mut out = Vec::new();
     let unterminated_last = !text.is_empty() && !text.ends_with('\n');

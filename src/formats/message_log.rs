@@ -33,6 +33,59 @@ impl MessageLog {
         Ok((records, warnings))
     }
 
+    /// The messages of a JSONL log, each built as soon as its line is
+    /// parsed and the line's JSON let go: the JSON of all the lines, which
+    /// takes more memory than the text it was parsed from, is never held at
+    /// once. The same transcript as [`MessageLog::parse`] and
+    /// [`MessageLog::messages_of`] give without the records, warnings in the
+    /// same order: bad lines first, then skipped records.
+    pub(crate) fn read_lines(
+        &self,
+        name: &str,
+        text: &str,
+        bad: BadLines,
+    ) -> Result<Transcript, ReadError> {
+        let mut warnings = Vec::new();
+        let mut skipped = Vec::new();
+        let mut messages = Vec::new();
+        let mut tools = ToolNames::default();
+        let mut build = |line, text| {
+            let mut value: Value = serde_json::from_str(text)?;
+            match (self.message)(&mut value, line, messages.len(), &mut tools) {
+                Some(m) => messages.push(m),
+                None => skipped.push(self.skipped_warning(name, line)),
+            }
+            Ok(())
+        };
+        let mut warn = |_, w| warnings.push(w);
+        jsonl::lines_from(name, text, 1, self.expected, bad, &mut warn, &mut build)?;
+        warnings.append(&mut skipped);
+        Ok(self.transcript(messages, Vec::new(), warnings))
+    }
+
+    fn skipped_warning(&self, name: &str, line: usize) -> String {
+        format!("{name}:{line}: {}; skipped", self.skipped)
+    }
+
+    /// A transcript of this format.
+    fn transcript(
+        &self,
+        messages: Vec<HostMessage>,
+        records: Vec<Value>,
+        warnings: Vec<String>,
+    ) -> Transcript {
+        Transcript {
+            format: self.format,
+            session_id: None,
+            parent_session: None,
+            messages,
+            warnings,
+            records,
+            preamble: Vec::new(),
+            carry: Default::default(),
+        }
+    }
+
     /// Reads the lines appended after a prefix an earlier turn read: `text`
     /// starts on line `first_line`, and `tools` names the prefix's calls so
     /// a result here can say which tool made it.
@@ -81,18 +134,9 @@ impl MessageLog {
                         originals.push(r.value);
                     }
                 }
-                None => warnings.push(format!("{name}:{}: {}; skipped", r.line, self.skipped)),
+                None => warnings.push(self.skipped_warning(name, r.line)),
             }
         }
-        Transcript {
-            format: self.format,
-            session_id: None,
-            parent_session: None,
-            messages,
-            warnings,
-            records: originals,
-            preamble: Vec::new(),
-            carry: Default::default(),
-        }
+        self.transcript(messages, originals, warnings)
     }
 }

@@ -20,6 +20,7 @@ mod jsonl;
 mod lean;
 mod materialize;
 mod message_log;
+mod raw_json;
 mod reassemble;
 
 use serde_json::Value;
@@ -31,6 +32,7 @@ pub use detect::detect;
 pub use error::ReadError;
 pub use jsonl::lines;
 pub use materialize::materialize;
+pub use raw_json::RawJson;
 pub use reassemble::reassemble;
 
 /// A transcript format noa reads.
@@ -184,7 +186,7 @@ pub struct CodexCarry {
 pub struct HostMessage {
     /// The message as its provider's request takes it: content blocks and
     /// every field the request accepts, no response metadata.
-    pub raw: Value,
+    pub raw: RawJson,
     /// Its content blocks, flattened.
     pub blocks: Vec<Block>,
     /// 1-based line of the log it starts on.
@@ -203,7 +205,7 @@ impl HostMessage {
     fn read(raw: Value, mut blocks: Vec<Block>, line: usize) -> HostMessage {
         blocks.shrink_to_fit();
         HostMessage {
-            raw,
+            raw: raw.into(),
             blocks,
             line,
             prompt_tokens: None,
@@ -217,7 +219,7 @@ pub struct Block {
     /// The flat form the engine works on, with its identity.
     pub core: CoreMessage,
     /// The block as the view format writes it.
-    pub raw: Value,
+    pub raw: RawJson,
     /// Where the block sits in [`Transcript::records`]: what
     /// [`materialize`] writes back when the block is kept.
     pub source: BlockSource,
@@ -413,9 +415,10 @@ enum Parsed {
         Vec<jsonl::Record>,
         Vec<String>,
     ),
-    /// A Claude Code log's messages, built as its lines are read: only
-    /// the records of the conversation are parsed whole (see [`read_owned`]).
-    ClaudeCode(Box<Transcript>),
+    /// A log's messages, built as its lines are read: a JSONL message log
+    /// read without its records, or a Claude Code log, of which only the
+    /// records of the conversation are parsed whole (see [`read_owned`]).
+    Built(Box<Transcript>),
     Codex(codex::Parsed),
 }
 
@@ -428,6 +431,9 @@ impl Parsed {
         keep_records: bool,
     ) -> Result<Parsed, ReadError> {
         let log = |log: &'static message_log::MessageLog| {
+            if !keep_records && !jsonl::is_document(text) {
+                return Ok(Parsed::Built(Box::new(log.read_lines(name, text, bad)?)));
+            }
             let (records, warnings) = log.parse(name, text, bad)?;
             Ok(Parsed::Log(log, records, warnings))
         };
@@ -435,7 +441,7 @@ impl Parsed {
             Format::Chat => log(&chat::LOG)?,
             Format::Anthropic => log(&anthropic::LOG)?,
             Format::ClaudeCode => {
-                Parsed::ClaudeCode(Box::new(claude_code::read(name, text, bad, keep_records)?))
+                Parsed::Built(Box::new(claude_code::read(name, text, bad, keep_records)?))
             }
             Format::Codex => Parsed::Codex(codex::parse(name, text, bad)?),
         })
@@ -449,7 +455,7 @@ impl Parsed {
                 let tools = anthropic::ToolNames::default();
                 log.messages_of(name, records, tools, (warnings, keep_records))
             }
-            Parsed::ClaudeCode(transcript) => *transcript,
+            Parsed::Built(transcript) => *transcript,
             Parsed::Codex((records, warnings)) => {
                 codex::from_records(name, records, warnings, keep_records)
             }
@@ -466,7 +472,7 @@ fn assign_ids(t: &mut Transcript) {
 
 fn identify(t: &mut Transcript, mut ids: ClusterCounter) {
     for b in t.messages.iter_mut().flat_map(|m| &mut m.blocks) {
-        ids.identify(&mut b.core, || b.raw.to_string());
+        ids.identify(&mut b.core, || b.raw.text().to_string());
     }
 }
 
@@ -554,7 +560,7 @@ pub fn read_after(
     // The new blocks' bases first: the prefix's ids are counted only where
     // they share one, not all indexed every turn.
     let bases: Vec<Name> = (tail.messages.iter().flat_map(|m| &m.blocks))
-        .map(|b| ClusterCounter::base(&b.core, || b.raw.to_string()))
+        .map(|b| ClusterCounter::base(&b.core, || b.raw.text().to_string()))
         .collect();
     let wanted: IdSet<'_> = bases.iter().map(Name::as_str).collect();
     let mut ids = ClusterCounter::resume(

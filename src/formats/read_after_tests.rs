@@ -171,3 +171,41 @@ fn a_rewind_into_the_prefix_is_read_whole() {
     let whole = read("s.jsonl", &(prefix + &on), None, BadLines::Fail).unwrap();
     same(&summary(&after), &summary(&whole), "going on");
 }
+
+#[test]
+fn a_log_built_a_line_at_a_time_reads_as_one_read_with_its_records() {
+    let chat = [
+        r#"{"role":"system","content":"be brief"}"#,
+        r#"{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"x"}}]}"#,
+        "{not json",
+        r#"{"kind":"note"}"#,
+        r#"{"role":"assistant","content":null,"reasoning_content":"hm","tool_calls":[{"id":"c1","type":"function","function":{"name":"Read","arguments":"{}"}},{"id":"c2","type":"function","function":{"name":"Grep","arguments":""}}]}"#,
+        "",
+        r#"{"role":"tool","tool_call_id":"c1","content":"out"}"#,
+        r#"{"role":"tool","tool_call_id":"c2","content":[{"type":"text","text":"a"}]}"#,
+        r#"{"role":"narrator","content":"?"}"#,
+    ];
+    let anthropic = [
+        r#"{"role":"user","content":"go"}"#,
+        r#"{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"tool_use","id":"t1","name":"Bash","input":{"cmd":"ls"}}]}"#,
+        "[1,",
+        r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x","is_error":true}]}"#,
+        r#"{"role":"system","content":"no"}"#,
+    ];
+    for (name, lines) in [
+        ("chat.jsonl", &chat[..]),
+        ("anthropic.jsonl", &anthropic[..]),
+    ] {
+        let text = lines.join("\n") + "\n";
+        let format = detect(name, &text).unwrap();
+        let with_records = read(name, &text, Some(format), BadLines::Skip).unwrap();
+        let built = read_owned(name, text.clone(), format, BadLines::Skip, false).unwrap();
+        assert!(built.records.is_empty());
+        assert!(built.warnings.len() >= 2, "{:?}", built.warnings);
+        same(&summary(&built), &summary(&with_records), name);
+        // A bad line stops both reads with the same error.
+        let whole = read(name, &text, Some(format), BadLines::Fail).unwrap_err();
+        let lines = read_owned(name, text, format, BadLines::Fail, false).unwrap_err();
+        assert_eq!(lines.to_string(), whole.to_string(), "{name}");
+    }
+}

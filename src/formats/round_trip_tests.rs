@@ -317,13 +317,13 @@ fn anthropic_shaped_words_are_held_once() {
     let t = read("t", text, Some(Format::ClaudeCode), BadLines::Fail).unwrap();
     let mut held_once = 0;
     for b in t.messages.iter().flat_map(|m| &m.blocks) {
-        let words_in_json = |k: &str| b.raw.get(k).is_some_and(|v| !v.is_null());
+        let words_in_json = |k: &str| b.raw.value().get(k).is_some_and(|v| !v.is_null());
         assert!(
             !words_in_json("text") && !words_in_json("thinking") && !words_in_json("input"),
             "words held twice: {}",
             b.raw
         );
-        if super::anthropic::words_key(b).is_some() {
+        if super::anthropic::words_key(b, &b.raw.value()).is_some() {
             held_once += 1;
         }
     }

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 
 use crate::engine::{ContentType, CoreMessage, Counted, Cut, KeptCut, Name, Role, Tokenizer};
 use crate::formats::{
-    Block, BlockSource, Carry, CodexCarry, Format, HostMessage, Slot, Transcript,
+    Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, Slot, Transcript,
 };
 
 use super::{SessionDir, StoreError};
@@ -200,13 +200,13 @@ pub fn fill_shown(t: &mut Transcript, raws: &[Unparsed], shown: &HashSet<&str>) 
         if !m.blocks.iter().any(|b| shown.contains(b.core.id.as_str())) {
             continue;
         }
-        let Ok(raw) = serde_json::from_str(raw) else {
+        let Some(raw) = RawJson::from_text(raw) else {
             return false;
         };
         m.raw = raw;
         for (bi, raw) in blocks {
-            match (m.blocks.get_mut(*bi), serde_json::from_str(raw)) {
-                (Some(b), Ok(raw)) => b.raw = raw,
+            match (m.blocks.get_mut(*bi), RawJson::from_text(raw)) {
+                (Some(b), Some(raw)) => b.raw = raw,
                 _ => return false,
             }
         }
@@ -301,8 +301,8 @@ impl CacheSource<'_> {
             // JSON is serialized only where its words are kept.
             let raw = match earlier {
                 _ if !kept.contains(&true) => None,
-                Some((_, raw, _)) => Some(Json::Text(raw)),
-                None => Some(Json::Value(&m.raw)),
+                Some((_, raw, _)) => Some(raw.as_str()),
+                None => Some(m.raw.text()),
             };
             e.message(
                 m.line as u64,
@@ -319,8 +319,8 @@ impl CacheSource<'_> {
                     Some((_, _, blocks)) => blocks
                         .iter()
                         .find(|(i, _)| *i == bi)
-                        .map(|(_, r)| Json::Text(r)),
-                    None => Some(Json::Value(&b.raw)),
+                        .map(|(_, r)| r.as_str()),
+                    None => Some(b.raw.text()),
                 };
                 e.block(core, kept, tokens as u64, raw, b.source)?;
             }
@@ -372,7 +372,7 @@ impl ReadCache {
                 };
                 blocks.push(Block {
                     core: core.without_text(),
-                    raw: serde_json::Value::Null,
+                    raw: RawJson::default(),
                     source: b.source,
                 });
                 history.push(core);
@@ -381,7 +381,7 @@ impl ReadCache {
                 raws.push((mi, raw, block_raws));
             }
             messages.push(HostMessage {
-                raw: serde_json::Value::Null,
+                raw: RawJson::default(),
                 blocks,
                 line: m.line as usize,
                 prompt_tokens: m.prompt_tokens.map(|n| n as usize),
@@ -412,20 +412,9 @@ impl ReadCache {
         let write = |e: &mut Encoder<Vec<u8>>| -> io::Result<()> {
             e.bytes(MAGIC)?;
             for m in &self.messages {
-                e.message(
-                    m.line,
-                    m.prompt_tokens,
-                    m.raw.as_deref().map(Json::Text),
-                    m.blocks.len(),
-                )?;
+                e.message(m.line, m.prompt_tokens, m.raw.as_deref(), m.blocks.len())?;
                 for b in &m.blocks {
-                    e.block(
-                        &b.core,
-                        b.kept,
-                        b.tokens,
-                        b.raw.as_deref().map(Json::Text),
-                        b.source,
-                    )?;
+                    e.block(&b.core, b.kept, b.tokens, b.raw.as_deref(), b.source)?;
                 }
             }
             Ok(())
@@ -651,19 +640,10 @@ struct Encoder<W> {
     /// Fields gather here and go to the checksum and the writer a chunk at
     /// a time: a cache is hundreds of thousands of small fields.
     buf: Vec<u8>,
-    /// Where JSON is serialized before its length is written.
-    scratch: Vec<u8>,
 }
 
 /// How many bytes [`Encoder`] gathers before it passes them on.
 const CHUNK: usize = 64 * 1024;
-
-/// JSON to write: text an earlier cache kept, or a value to serialize.
-#[derive(Clone, Copy)]
-enum Json<'a> {
-    Text(&'a str),
-    Value(&'a serde_json::Value),
-}
 
 impl<W: Write> Encoder<W> {
     fn new(out: W) -> Encoder<W> {
@@ -672,7 +652,6 @@ impl<W: Write> Encoder<W> {
             sum: Digest::default(),
             written: 0,
             buf: Vec::with_capacity(CHUNK),
-            scratch: Vec::new(),
         }
     }
 
@@ -708,24 +687,6 @@ impl<W: Write> Encoder<W> {
                 self.str(s)
             }
             None => self.bytes(&[0]),
-        }
-    }
-    /// Written as [`Encoder::opt`] writes text; a value is serialized into
-    /// the scratch buffer first, since its length comes before it.
-    fn json(&mut self, json: Option<Json>) -> io::Result<()> {
-        match json {
-            None => self.opt(None),
-            Some(Json::Text(s)) => self.opt(Some(s)),
-            Some(Json::Value(v)) => {
-                let mut scratch = std::mem::take(&mut self.scratch);
-                scratch.clear();
-                serde_json::to_writer(&mut scratch, v)?;
-                self.bytes(&[1])?;
-                self.u64(scratch.len() as u64)?;
-                self.bytes(&scratch)?;
-                self.scratch = scratch;
-                Ok(())
-            }
         }
     }
 
@@ -794,12 +755,12 @@ impl<W: Write> Encoder<W> {
         &mut self,
         line: u64,
         prompt_tokens: Option<u64>,
-        raw: Option<Json>,
+        raw: Option<&str>,
         blocks: usize,
     ) -> io::Result<()> {
         self.u64(line)?;
         self.u64(prompt_tokens.map_or(0, |n| n + 1))?;
-        self.json(raw)?;
+        self.opt(raw)?;
         self.u64(blocks as u64)
     }
 
@@ -809,7 +770,7 @@ impl<W: Write> Encoder<W> {
         c: &CoreMessage,
         kept: bool,
         tokens: u64,
-        raw: Option<Json>,
+        raw: Option<&str>,
         source: BlockSource,
     ) -> io::Result<()> {
         self.str(&c.id)?;
@@ -820,7 +781,7 @@ impl<W: Write> Encoder<W> {
         self.u64(u64::from(c.opaque) | u64::from(kept) << 1)?;
         self.u64(tokens)?;
         self.str(if kept { &c.text } else { "" })?;
-        self.json(raw)?;
+        self.opt(raw)?;
         self.u64(source.record as u64)?;
         let (slot, n) = slot_code(source.slot);
         self.u64(slot)?;

@@ -168,7 +168,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
         let turn_ends = t
             .messages
             .get(i + 1)
-            .is_none_or(|n| n.raw["role"] == "assistant");
+            .is_none_or(|n| n.raw.value()["role"] == "assistant");
         let awaits_model = history.last().is_some_and(|m| m.role != Role::Assistant);
         if !turn_ends || !awaits_model || rng.below(3) != 0 {
             continue;

@@ -42,7 +42,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
         let ends_turn = t
             .messages
             .get(i + 1)
-            .is_none_or(|n| n.raw["role"] == "assistant");
+            .is_none_or(|n| n.raw.value()["role"] == "assistant");
         if !ends_turn {
             continue;
         }
