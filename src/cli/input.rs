@@ -57,6 +57,9 @@ pub struct HowRead {
 /// directory. Stdin needs an explicit state dir and session: noa never
 /// guesses where originals are kept.
 pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
+    if let Some(loaded) = load_in_pieces(global, path, false)? {
+        return Ok(loaded);
+    }
     let (name, bytes) = read_input(global, path)?;
     let mut loaded = load_bytes(global, path, name, bytes, (false, false))?;
     // Only materialize writes records back.
@@ -85,6 +88,9 @@ pub fn load_for_turn(global: &Global, path: &Path) -> Result<Loaded, CliError> {
 /// Reads a transcript for a turn whole, its bytes marked for the read cache
 /// the turn leaves.
 pub fn load_whole(global: &Global, path: &Path) -> Result<Loaded, CliError> {
+    if let Some(loaded) = load_in_pieces(global, path, true)? {
+        return Ok(loaded);
+    }
     let (name, bytes) = read_input(global, path)?;
     let mut loaded = load_bytes(global, path, name, bytes, (true, false))?;
     loaded.transcript.records = Vec::new();
@@ -153,6 +159,118 @@ fn load_bytes(
         ..HowRead::default()
     };
     locate(global, path, &name, transcript, read)
+}
+
+/// How many bytes of a transcript read in pieces are read at a time.
+const PIECE: usize = 4 << 20;
+
+/// Reads a JSONL chat or Anthropic log a piece at a time (see
+/// [`formats::read_in_pieces`]), its bytes digested as they pass when
+/// `mark` asks for a read cache: the file's text is never held whole, so a
+/// first turn holds little more than the messages built from it. `None`
+/// when the log must be read whole: stdin, another format or a document, a
+/// file that cannot be opened, a NUL byte or bytes that are not UTF-8 (the
+/// whole read reports each of these with its place, or reads past them as
+/// `--skip-bad-lines` asks).
+fn load_in_pieces(global: &Global, path: &Path, mark: bool) -> Result<Option<Loaded>, CliError> {
+    if path.as_os_str() == "-" || path.is_dir() {
+        return Ok(None);
+    }
+    let Ok(file) = fs::File::open(path) else {
+        return Ok(None);
+    };
+    let name = path.display().to_string();
+    let size = file.metadata().map_or(0, |m| m.len() as usize);
+    let spinner = reading_spinner(global, &name, size);
+    let read = read_pieces(global, file, &name, (size, mark)).map_err(|e| match e {
+        PieceError::Read(e) => CliError::Read(e),
+        PieceError::Io(source) => CliError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    });
+    spinner.finish_and_clear();
+    let Some(pieces) = read? else {
+        return Ok(None);
+    };
+    let transcript = pieces.reader.finish();
+    hand_back_freed_memory();
+    let read = HowRead {
+        mark: pieces.mark,
+        ..HowRead::default()
+    };
+    locate(global, path, &name, transcript, read).map(Some)
+}
+
+enum PieceError {
+    Read(ReadError),
+    Io(io::Error),
+}
+
+/// A file read in pieces.
+struct Pieces {
+    reader: formats::PieceReader,
+    /// As [`HowRead::mark`].
+    mark: Option<(u64, u64, u64)>,
+}
+
+/// The pieces of `file` (of `size` bytes) read into a
+/// [`formats::PieceReader`], its bytes digested if `mark` asks for a read
+/// cache; `None` when it must be read whole.
+fn read_pieces(
+    global: &Global,
+    mut file: fs::File,
+    name: &str,
+    (size, mark): (usize, bool),
+) -> Result<Option<Pieces>, PieceError> {
+    let mut reader = None;
+    let mut buf = Vec::with_capacity(PIECE.min(size) + 1);
+    let (mut digest, mut length, mut lines, mut last) = (Digest::default(), 0, 0, None);
+    loop {
+        let read = (&mut file)
+            .take(PIECE as u64)
+            .read_to_end(&mut buf)
+            .map_err(PieceError::Io)?;
+        let whole = read < PIECE;
+        // A piece ends where a line does; a line longer than what is held
+        // is read on until it ends.
+        let end = match memchr::memrchr(b'\n', &buf) {
+            _ if whole => buf.len(),
+            Some(at) => at + 1,
+            None => continue,
+        };
+        let piece = &buf[..end];
+        if memchr::memchr(0, piece).is_some() {
+            return Ok(None);
+        }
+        let Ok(text) = std::str::from_utf8(piece) else {
+            return Ok(None);
+        };
+        let r = match &mut reader {
+            Some(r) => r,
+            None => {
+                let bad = bad_lines(global);
+                match formats::read_in_pieces(format(global.format), name, text, whole, bad) {
+                    Some(r) => reader.insert(r),
+                    None => return Ok(None),
+                }
+            }
+        };
+        r.read(text).map_err(PieceError::Read)?;
+        if mark {
+            digest.update(piece);
+        }
+        length += end as u64;
+        lines += newlines(piece);
+        last = piece.last().copied().or(last);
+        if whole {
+            break;
+        }
+        buf.drain(..end);
+    }
+    // A cache is left only of whole lines, as a whole read leaves one.
+    let mark = (mark && last == Some(b'\n')).then(|| (length, lines, digest.finish()));
+    Ok(reader.map(|reader| Pieces { reader, mark }))
 }
 
 /// Reads on from the session's read cache: `None` (read it whole) when

@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::{Format, ReadError};
 
 /// How many records detection looks at before giving up.
-const LOOKAHEAD: usize = 50;
+pub(crate) const LOOKAHEAD: usize = 50;
 
 /// Detects the format from the first records (or the first messages of a
 /// JSON array or `{"messages": [...]}` document).

@@ -34,33 +34,16 @@ impl MessageLog {
     }
 
     /// The messages of a JSONL log, each built as soon as its line is
-    /// parsed and the line's JSON let go: the JSON of all the lines, which
-    /// takes more memory than the text it was parsed from, is never held at
-    /// once. The same transcript as [`MessageLog::parse`] and
-    /// [`MessageLog::messages_of`] give without the records, warnings in the
-    /// same order: bad lines first, then skipped records.
+    /// parsed: see [`LineBuilder`].
     pub(crate) fn read_lines(
         &self,
         name: &str,
         text: &str,
         bad: BadLines,
     ) -> Result<Transcript, ReadError> {
-        let mut warnings = Vec::new();
-        let mut skipped = Vec::new();
-        let mut messages = Vec::new();
-        let mut tools = ToolNames::default();
-        let mut build = |line, text| {
-            let mut value: Value = serde_json::from_str(text)?;
-            match (self.message)(&mut value, line, messages.len(), &mut tools) {
-                Some(m) => messages.push(m),
-                None => skipped.push(self.skipped_warning(name, line)),
-            }
-            Ok(())
-        };
-        let mut warn = |_, w| warnings.push(w);
-        jsonl::lines_from(name, text, 1, self.expected, bad, &mut warn, &mut build)?;
-        warnings.append(&mut skipped);
-        Ok(self.transcript(messages, Vec::new(), warnings))
+        let mut built = LineBuilder::new(self);
+        built.read(name, text, 1, bad)?;
+        Ok(built.finish())
     }
 
     fn skipped_warning(&self, name: &str, line: usize) -> String {
@@ -138,5 +121,75 @@ impl MessageLog {
             }
         }
         self.transcript(messages, originals, warnings)
+    }
+}
+
+/// A JSONL log's messages, each built as soon as its line is parsed and
+/// the line's JSON let go: the JSON of all the lines, which takes more
+/// memory than the text it was parsed from, is never held at once. The log
+/// may come in pieces, each ending where a line does. It reads as
+/// [`MessageLog::parse`] and [`MessageLog::messages_of`] do without the
+/// records, warnings in the same order: bad lines first, then skipped
+/// records.
+pub(crate) struct LineBuilder<'a> {
+    log: &'a MessageLog,
+    messages: Vec<HostMessage>,
+    tools: ToolNames<'static>,
+    warnings: Vec<String>,
+    skipped: Vec<String>,
+}
+
+impl<'a> LineBuilder<'a> {
+    pub(crate) fn new(log: &'a MessageLog) -> LineBuilder<'a> {
+        LineBuilder {
+            log,
+            messages: Vec::new(),
+            tools: ToolNames::default(),
+            warnings: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
+
+    /// Builds the messages of `text`, which starts on line `first_line`.
+    pub(crate) fn read(
+        &mut self,
+        name: &str,
+        text: &str,
+        first_line: usize,
+        bad: BadLines,
+    ) -> Result<(), ReadError> {
+        let LineBuilder {
+            log,
+            messages,
+            tools,
+            warnings,
+            skipped,
+        } = self;
+        let mut build = |line, text| {
+            let mut value: Value = serde_json::from_str(text)?;
+            match (log.message)(&mut value, line, messages.len(), tools) {
+                Some(m) => messages.push(m),
+                None => skipped.push(log.skipped_warning(name, line)),
+            }
+            Ok(())
+        };
+        let mut warn = |_, w| warnings.push(w);
+        jsonl::lines_from(
+            name,
+            text,
+            first_line,
+            log.expected,
+            bad,
+            &mut warn,
+            &mut build,
+        )?;
+        Ok(())
+    }
+
+    /// The transcript of every piece read.
+    pub(crate) fn finish(mut self) -> Transcript {
+        self.warnings.append(&mut self.skipped);
+        self.log
+            .transcript(self.messages, Vec::new(), self.warnings)
     }
 }

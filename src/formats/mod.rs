@@ -408,6 +408,77 @@ pub fn read_owned(
     Ok(parsed.build(name, keep_records))
 }
 
+/// A JSONL chat or Anthropic log read a piece at a time, each piece ending
+/// where a line does: a turn never holds the whole file's text, only a
+/// piece of it and the messages built so far. It reads as [`read_owned`]
+/// reads the whole text without records.
+pub struct PieceReader {
+    built: message_log::LineBuilder<'static>,
+    format: Format,
+    name: String,
+    bad: BadLines,
+    next_line: usize,
+}
+
+/// A reader for a log that starts with `head` (whole lines, or the whole
+/// log when `whole`), `format` given or detected from `head`; `None` when
+/// the log must be read whole to read as [`read_owned`] reads it: another
+/// format, a JSON array or `{"messages": [...]}` document, a first line
+/// that is not a whole object (a document spread over lines), or a head too
+/// short to detect the format from.
+pub fn read_in_pieces(
+    format: Option<Format>,
+    name: &str,
+    head: &str,
+    whole: bool,
+    bad: BadLines,
+) -> Option<PieceReader> {
+    let mut records = jsonl::lines(head).filter(|l| !l.trim().is_empty());
+    let first = records.next()?;
+    let format = match format {
+        Some(f) => f,
+        // Detection looks at the first records: the head must hold them all.
+        None if whole || records.nth(detect::LOOKAHEAD - 1).is_some() => detect(name, head).ok()?,
+        None => return None,
+    };
+    let log = match format {
+        Format::Chat => &chat::LOG,
+        Format::Anthropic => &anthropic::LOG,
+        Format::ClaudeCode | Format::Codex => return None,
+    };
+    let one_line = serde_json::from_str::<Value>(first).is_ok_and(|v| v.is_object());
+    (one_line && !jsonl::is_document(head)).then(|| PieceReader {
+        built: message_log::LineBuilder::new(log),
+        format,
+        name: name.to_string(),
+        bad,
+        next_line: 1,
+    })
+}
+
+impl PieceReader {
+    /// The format being read.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Builds the messages of the next piece: whole lines, but for the last
+    /// piece, which ends where the log does.
+    pub fn read(&mut self, piece: &str) -> Result<(), ReadError> {
+        self.built
+            .read(&self.name, piece, self.next_line, self.bad)?;
+        self.next_line += memchr::memchr_iter(b'\n', piece.as_bytes()).count();
+        Ok(())
+    }
+
+    /// The transcript of every piece read, every block given its identity.
+    pub fn finish(self) -> Transcript {
+        let mut transcript = self.built.finish();
+        assign_ids(&mut transcript);
+        transcript
+    }
+}
+
 /// A transcript's lines parsed, its messages not built yet.
 enum Parsed {
     Log(

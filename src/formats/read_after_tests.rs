@@ -209,3 +209,79 @@ fn a_log_built_a_line_at_a_time_reads_as_one_read_with_its_records() {
         assert_eq!(lines.to_string(), whole.to_string(), "{name}");
     }
 }
+
+/// `text` read by a [`PieceReader`] in pieces that end at `ends`.
+fn in_pieces(
+    name: &str,
+    text: &str,
+    ends: &[usize],
+    bad: BadLines,
+) -> Result<Transcript, ReadError> {
+    let first = ends.first().map_or(text.len(), |&e| e);
+    let whole = first == text.len();
+    let mut reader =
+        read_in_pieces(None, name, &text[..first], whole, bad).expect("read in pieces");
+    let mut at = 0;
+    for &end in ends.iter().chain([&text.len()]) {
+        reader.read(&text[at..end])?;
+        at = end;
+    }
+    Ok(reader.finish())
+}
+
+#[test]
+fn a_log_read_in_pieces_reads_as_it_reads_whole() {
+    let lines: Vec<String> = (0..120)
+        .map(|i| match i % 6 {
+            0 => format!(r#"{{"role":"user","content":"step {}"}}"#, i % 7),
+            1 => format!(
+                r#"{{"role":"assistant","content":null,"tool_calls":[{{"id":"c{i}","type":"function","function":{{"name":"Read","arguments":"{{}}"}}}}]}}"#
+            ),
+            2 => format!(r#"{{"role":"tool","tool_call_id":"c{}","content":"output"}}"#, i - 1),
+            3 => r#"{"kind":"note"}"#.to_string(),
+            4 => String::new(),
+            _ => "{broken".to_string(),
+        })
+        .collect();
+    for (sep, end) in [("\n", "\n"), ("\r\n", "\r\n"), ("\n", "")] {
+        let text = lines.join(sep) + end;
+        let whole =
+            read_owned("c.jsonl", text.clone(), Format::Chat, BadLines::Skip, false).unwrap();
+        let ends: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
+        // The first piece holds enough records to detect the format from.
+        for step in [70, 1, 2, 7] {
+            let cut: Vec<usize> = ends.iter().copied().skip(69).step_by(step).collect();
+            let read = in_pieces("c.jsonl", &text, &cut, BadLines::Skip).unwrap();
+            same(
+                &summary(&read),
+                &summary(&whole),
+                &format!("pieces of {step} lines"),
+            );
+            // A bad line stops it with the error a whole read gives.
+            let want = read_owned("c.jsonl", text.clone(), Format::Chat, BadLines::Fail, false);
+            let got = in_pieces("c.jsonl", &text, &cut, BadLines::Fail);
+            assert_eq!(got.unwrap_err().to_string(), want.unwrap_err().to_string());
+        }
+    }
+}
+
+#[test]
+fn only_a_log_of_one_object_a_line_is_read_in_pieces() {
+    let line = r#"{"role":"user","content":"hi"}"#;
+    let many = format!("{line}\n").repeat(60);
+    assert!(read_in_pieces(None, "c.jsonl", &many, false, BadLines::Fail).is_some());
+    // Too few records to tell the format from, unless that is the whole log.
+    let few = format!("{line}\n").repeat(10);
+    assert!(read_in_pieces(None, "c.jsonl", &few, false, BadLines::Fail).is_none());
+    assert!(read_in_pieces(None, "c.jsonl", &few, true, BadLines::Fail).is_some());
+    assert!(read_in_pieces(Some(Format::Chat), "c.jsonl", &few, false, BadLines::Fail).is_some());
+    for whole_only in [
+        format!("[{line},\n{line}]\n"),
+        format!("{{\"messages\": [{line}]}}\n"),
+        format!("{{\n  \"role\": \"user\",\n  \"content\": \"hi\"\n}}\n{many}"),
+        (testdata("claude-code/short.jsonl").1),
+        (testdata("codex/rollout-plain.jsonl").1),
+    ] {
+        assert!(read_in_pieces(None, "x.jsonl", &whole_only, true, BadLines::Fail).is_none());
+    }
+}

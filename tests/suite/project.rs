@@ -395,3 +395,67 @@ fn blocks_are_written_when_made_and_a_lost_blocks_log_is_bad_input() {
     assert!(err.contains("rebuild TRANSCRIPT"), "{err}");
     assert_eq!(fs::read(session.join("state.json")).unwrap(), before);
 }
+
+/// `noa project` of `transcript` read from stdin, which is always read
+/// whole (a file of JSONL messages is read in pieces).
+fn project_stdin(
+    transcript: &[u8],
+    state: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_noa"))
+        .args(["project", "-", "--session", "s", "--state-dir"])
+        .arg(state)
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(transcript).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_chat_log_read_in_pieces_gives_what_a_whole_read_gives() {
+    let dir = TempDir::new();
+    // Over 8 MB, so a file is read in several pieces; CRLF line ends.
+    let mut lines = Vec::new();
+    for i in 0..900 {
+        let call = format!("c{i}");
+        lines.push(serde_json::json!({"role": "user", "content": format!("step {i}")}));
+        lines.push(
+            serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": call, "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+            ]}),
+        );
+        let output = format!("line {i} ").repeat(800 + i % 13 * 50);
+        lines.push(serde_json::json!({"role": "tool", "tool_call_id": call, "content": output}));
+    }
+    let mut lines: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let log = lines.join("\r\n") + "\r\n";
+    assert!(log.len() > 8 << 20, "{}", log.len());
+    let file = dir.path().join("chat.jsonl");
+    fs::write(&file, &log).unwrap();
+    let limit = ["--limit", "64000"];
+    let (_, pieces) = project(&file, &dir.path().join("a"), &limit);
+    let whole = project_stdin(log.as_bytes(), &dir.path().join("b"), &limit);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    assert!(!pieces.stdout.is_empty());
+    assert_eq!(pieces.stdout, whole.stdout);
+
+    // A bad line past the first pieces stops both reads at its place.
+    lines[2500] = r#"{"role": "user", "content": oops}"#.to_string();
+    let log = lines.join("\n") + "\n";
+    fs::write(&file, &log).unwrap();
+    let pieces = noa(dir.path(), &["project", file.to_str().unwrap()]);
+    let whole = project_stdin(log.as_bytes(), &dir.path().join("b"), &[]);
+    assert_eq!(pieces.status.code(), Some(2));
+    assert_eq!(whole.status.code(), Some(2));
+    let said = stderr(&pieces).replace(file.to_str().unwrap(), "<stdin>");
+    assert!(said.contains("<stdin>:2501:"), "{said}");
+    assert_eq!(said, stderr(&whole));
+}
