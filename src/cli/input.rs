@@ -164,11 +164,11 @@ fn load_bytes(
 /// How many bytes of a transcript read in pieces are read at a time.
 const PIECE: usize = 4 << 20;
 
-/// Reads a JSONL chat or Anthropic log a piece at a time (see
+/// Reads a JSONL chat, Anthropic or Claude Code log a piece at a time (see
 /// [`formats::read_in_pieces`]), its bytes digested as they pass when
-/// `mark` asks for a read cache: the file's text is never held whole, so a
-/// first turn holds little more than the messages built from it. `None`
-/// when the log must be read whole: stdin, another format or a document, a
+/// `mark` asks for a read cache: the file's text and the messages built
+/// from it are never all held at once. `None` when the log must be read
+/// whole: stdin, a Codex rollout or a document, a
 /// file that cannot be opened, a NUL byte or bytes that are not UTF-8 (the
 /// whole read reports each of these with its place, or reads past them as
 /// `--skip-bad-lines` asks).
@@ -195,6 +195,7 @@ fn load_in_pieces(global: &Global, path: &Path, mark: bool) -> Result<Option<Loa
     };
     let transcript = pieces.reader.finish();
     hand_back_freed_memory();
+    let transcript = transcript?;
     let read = HowRead {
         mark: pieces.mark,
         ..HowRead::default()
@@ -224,9 +225,13 @@ fn read_pieces(
     (size, mark): (usize, bool),
 ) -> Result<Option<Pieces>, PieceError> {
     let mut reader = None;
-    let mut buf = Vec::with_capacity(PIECE.min(size) + 1);
+    let mut buf = Vec::new();
     let (mut digest, mut length, mut lines, mut last) = (Digest::default(), 0, 0, None);
     loop {
+        // Room for the next piece and no more: a Claude Code log's pieces
+        // are held as read.
+        let left = size.saturating_sub(length as usize);
+        buf.reserve_exact(PIECE.min(left) + 1);
         let read = (&mut file)
             .take(PIECE as u64)
             .read_to_end(&mut buf)
@@ -239,34 +244,34 @@ fn read_pieces(
             Some(at) => at + 1,
             None => continue,
         };
-        let piece = &buf[..end];
-        if memchr::memchr(0, piece).is_some() {
+        let rest = buf.split_off(end);
+        let piece = std::mem::replace(&mut buf, rest);
+        if memchr::memchr(0, &piece).is_some() {
             return Ok(None);
         }
-        let Ok(text) = std::str::from_utf8(piece) else {
+        if mark {
+            digest.update(&piece);
+        }
+        length += end as u64;
+        lines += newlines(&piece);
+        last = piece.last().copied().or(last);
+        let Ok(text) = String::from_utf8(piece) else {
             return Ok(None);
         };
         let r = match &mut reader {
             Some(r) => r,
             None => {
                 let bad = bad_lines(global);
-                match formats::read_in_pieces(format(global.format), name, text, whole, bad) {
+                match formats::read_in_pieces(format(global.format), name, &text, whole, bad) {
                     Some(r) => reader.insert(r),
                     None => return Ok(None),
                 }
             }
         };
         r.read(text).map_err(PieceError::Read)?;
-        if mark {
-            digest.update(piece);
-        }
-        length += end as u64;
-        lines += newlines(piece);
-        last = piece.last().copied().or(last);
         if whole {
             break;
         }
-        buf.drain(..end);
     }
     // A cache is left only of whole lines, as a whole read leaves one.
     let mark = (mark && last == Some(b'\n')).then(|| (length, lines, digest.finish()));

@@ -242,8 +242,76 @@ pub(crate) fn read(
     bad: BadLines,
     keep_records: bool,
 ) -> Result<Transcript, ReadError> {
+    read_pieces(name, &mut [Cow::Borrowed(text)], bad, keep_records)
+}
+
+/// [`read`] of a log held in pieces, each ending where a line does: a piece
+/// is let go once the records chosen from it are built, so the log's text
+/// and all the messages built from it are never held at once.
+pub(crate) fn read_pieces(
+    name: &str,
+    pieces: &mut [Cow<'_, str>],
+    bad: BadLines,
+    keep_records: bool,
+) -> Result<Transcript, ReadError> {
     let mut warnings: Vec<(usize, String)> = Vec::new();
-    let lines = lean_lines(name, text, 1, bad, &mut |line, w| warnings.push((line, w)))?;
+    let plan = plan(name, pieces, bad, &mut warnings)?;
+    let mut build = Builder::new((name, keep_records, bad), ToolNames::default());
+    let mut held = 0;
+    for step in plan.steps {
+        while held < step.piece {
+            pieces[held] = Cow::Borrowed("");
+            held += 1;
+        }
+        let text = &pieces[step.piece][step.at.clone()];
+        build.add(step.line, text, step.assistant, &mut warnings)?;
+    }
+    let built = build.finish();
+    let carry = Carry {
+        responses: sorted(built.by_message_id.keys().cloned()),
+        ..plan.carry
+    };
+    Ok(finish(
+        plan.session,
+        (built.messages, built.originals),
+        warnings,
+        carry,
+    ))
+}
+
+/// What reading a log lean decides: the records to build, the session, and
+/// what reading on needs (all but the responses, which building finds).
+struct Plan {
+    steps: Vec<Step>,
+    session: (Option<String>, Option<String>),
+    carry: Carry,
+}
+
+/// A chosen record: where its text is among the pieces, and its line.
+struct Step {
+    piece: usize,
+    at: std::ops::Range<usize>,
+    line: usize,
+    assistant: bool,
+}
+
+/// Reads every line of the pieces lean and chooses the conversation.
+fn plan(
+    name: &str,
+    pieces: &[Cow<'_, str>],
+    bad: BadLines,
+    warnings: &mut Vec<(usize, String)>,
+) -> Result<Plan, ReadError> {
+    let mut lines = Vec::new();
+    // Where each piece's lines start among `lines`.
+    let mut starts = Vec::with_capacity(pieces.len());
+    let mut first_line = 1;
+    for piece in pieces {
+        starts.push(lines.len());
+        let mut warn = |line, w| warnings.push((line, w));
+        lines.extend(lean_lines(name, piece, first_line, bad, &mut warn)?);
+        first_line += memchr::memchr_iter(b'\n', piece.as_bytes()).count();
+    }
     let session_id = lines
         .iter()
         .find_map(|l| l.head.session.as_deref())
@@ -289,7 +357,7 @@ pub(crate) fn read(
         .iter()
         .enumerate()
         .skip(start)
-        .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, &mut warnings))
+        .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, warnings))
         .collect();
     let chosen = choose_branch(&turns, &parents, &boundaries);
     let carry = Carry {
@@ -304,23 +372,23 @@ pub(crate) fn read(
         ..joining_point(&lines, &turns)
     };
     let steps = turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
-    let build = (name, keep_records, bad);
-    let built = build_messages(
-        build,
-        steps.map(|(t, _)| t),
-        ToolNames::default(),
-        &mut warnings,
-    )?;
-    let carry = Carry {
-        responses: sorted(built.by_message_id.keys().cloned()),
-        ..carry
-    };
-    Ok(finish(
-        (session_id, parent_session),
-        (built.messages, built.originals),
-        warnings,
+    let steps = steps
+        .map(|(t, _)| {
+            let piece = starts.partition_point(|&s| s <= t.index) - 1;
+            let start = t.text.as_ptr() as usize - pieces[piece].as_ptr() as usize;
+            Step {
+                piece,
+                at: start..start + t.text.len(),
+                line: t.line,
+                assistant: t.assistant,
+            }
+        })
+        .collect();
+    Ok(Plan {
+        steps,
+        session: (session_id, parent_session),
         carry,
-    ))
+    })
 }
 
 /// The messages of the records the model saw, in order: each record parsed
@@ -328,45 +396,65 @@ pub(crate) fn read(
 /// response merged into one message, each response's recorded prompt size
 /// kept. A record the lean read took but a whole parse rejects (a string
 /// with an unpaired surrogate escape) is a bad line as `bad` says.
-fn build_messages<'a>(
-    (name, keep, bad): (&str, bool, BadLines),
-    turns: impl Iterator<Item = &'a Turn<'a>>,
-    mut tools: ToolNames,
-    warnings: &mut Vec<(usize, String)>,
-) -> Result<Built, ReadError> {
-    let mut built = Built::default();
-    for t in turns {
+struct Builder<'n, 't> {
+    name: &'n str,
+    keep: bool,
+    bad: BadLines,
+    tools: ToolNames<'t>,
+    built: Built,
+}
+
+impl<'n, 't> Builder<'n, 't> {
+    fn new((name, keep, bad): (&'n str, bool, BadLines), tools: ToolNames<'t>) -> Self {
+        Builder {
+            name,
+            keep,
+            bad,
+            tools,
+            built: Built::default(),
+        }
+    }
+
+    /// Builds the record on `line`, whose text is `text`.
+    fn add(
+        &mut self,
+        line: usize,
+        text: &str,
+        assistant: bool,
+        warnings: &mut Vec<(usize, String)>,
+    ) -> Result<(), ReadError> {
+        let (name, built) = (self.name, &mut self.built);
         // Only the message is built: the other fields (a tool's output again
         // in `toolUseResult`, bookkeeping) are passed over, unless the record
         // is kept whole.
-        let parsed = match keep {
-            true => serde_json::from_str::<Value>(t.text)
+        let parsed = match self.keep {
+            true => serde_json::from_str::<Value>(text)
                 .map(|v| (v.get("message").cloned().unwrap_or_default(), Some(v))),
-            false => serde_json::from_str::<MessageOnly>(t.text).map(|r| (r.message, None)),
+            false => serde_json::from_str::<MessageOnly>(text).map(|r| (r.message, None)),
         };
         let (mut message, record) = match parsed {
             Ok(parsed) => parsed,
             Err(err) => {
-                let e = ReadError::syntax(name, t.line, t.text, &err, EXPECTED, false);
-                match bad {
-                    BadLines::Fail => return Err(e),
+                let e = ReadError::syntax(name, line, text, &err, EXPECTED, false);
+                return match self.bad {
+                    BadLines::Fail => Err(e),
                     BadLines::Skip => {
-                        warnings.push((t.line, format!("skipped bad line: {e}")));
-                        continue;
+                        warnings.push((line, format!("skipped bad line: {e}")));
+                        Ok(())
                     }
-                }
+                };
             }
         };
         let message = &mut message;
         let id = message
             .get("id")
             .and_then(Value::as_str)
-            .filter(|_| t.assistant)
+            .filter(|_| assistant)
             .map(str::to_string);
-        let prompt_tokens = t.assistant.then(|| prompt_size(message)).flatten();
-        let Some(m) = host_message(message, t.line, built.kept, &mut tools) else {
-            warnings.push((t.line, no_content(name, t.line)));
-            continue;
+        let prompt_tokens = assistant.then(|| prompt_size(message)).flatten();
+        let Some(m) = host_message(message, line, built.kept, &mut self.tools) else {
+            warnings.push((line, no_content(name, line)));
+            return Ok(());
         };
         built.kept += 1;
         match id.as_ref().and_then(|id| built.by_message_id.get(id)) {
@@ -379,9 +467,13 @@ fn build_messages<'a>(
             }
         }
         built.originals.extend(record);
+        Ok(())
     }
-    built.messages.retain(|m| !m.blocks.is_empty());
-    Ok(built)
+
+    fn finish(mut self) -> Built {
+        self.built.messages.retain(|m| !m.blocks.is_empty());
+        self.built
+    }
 }
 
 /// A record read for its message alone.
@@ -655,11 +747,13 @@ pub(crate) fn read_after(
     if !chosen_turns().all(|(t, _)| takes(t)) {
         return None;
     }
-    let steps = chosen_turns().map(|(t, _)| t);
-    let built = match build_messages((name, true, bad), steps, tools, &mut warnings) {
-        Ok(b) => b,
-        Err(e) => return Some(Err(e)),
-    };
+    let mut build = Builder::new((name, true, bad), tools);
+    for (t, _) in chosen_turns() {
+        if let Err(e) = build.add(t.line, t.text, t.assistant, &mut warnings) {
+            return Some(Err(e));
+        }
+    }
+    let built = build.finish();
     let joined = match turns.last() {
         Some(_) => joining_point(&lines, &turns),
         None => {

@@ -23,6 +23,8 @@ mod message_log;
 mod raw_json;
 mod reassemble;
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::engine::Recorded;
@@ -408,24 +410,33 @@ pub fn read_owned(
     Ok(parsed.build(name, keep_records))
 }
 
-/// A JSONL chat or Anthropic log read a piece at a time, each piece ending
-/// where a line does: a turn never holds the whole file's text, only a
-/// piece of it and the messages built so far. It reads as [`read_owned`]
-/// reads the whole text without records.
+/// A JSONL log read a piece at a time, each piece ending where a line does:
+/// a turn never holds the file's text and all the messages built from it
+/// at once. It reads as [`read_owned`] reads the whole text without records.
 pub struct PieceReader {
-    built: message_log::LineBuilder<'static>,
+    pieces: Pieces,
     format: Format,
     name: String,
     bad: BadLines,
     next_line: usize,
 }
 
+enum Pieces {
+    /// A chat or Anthropic log: each piece's messages built as it comes,
+    /// and the piece let go.
+    Built(message_log::LineBuilder<'static>),
+    /// A Claude Code log: its lines are all read lean before any record is
+    /// chosen, so the pieces are held until then, and each let go once the
+    /// records chosen from it are built.
+    Held(Vec<Cow<'static, str>>),
+}
+
 /// A reader for a log that starts with `head` (whole lines, or the whole
 /// log when `whole`), `format` given or detected from `head`; `None` when
-/// the log must be read whole to read as [`read_owned`] reads it: another
-/// format, a JSON array or `{"messages": [...]}` document, a first line
-/// that is not a whole object (a document spread over lines), or a head too
-/// short to detect the format from.
+/// the log must be read whole to read as [`read_owned`] reads it: a Codex
+/// rollout, a JSON array or `{"messages": [...]}` document, a message log
+/// whose first line is not a whole object (a document spread over lines),
+/// or a head too short to detect the format from.
 pub fn read_in_pieces(
     format: Option<Format>,
     name: &str,
@@ -434,21 +445,31 @@ pub fn read_in_pieces(
     bad: BadLines,
 ) -> Option<PieceReader> {
     let mut records = jsonl::lines(head).filter(|l| !l.trim().is_empty());
-    let first = records.next()?;
+    let first = records.next();
     let format = match format {
         Some(f) => f,
         // Detection looks at the first records: the head must hold them all.
         None if whole || records.nth(detect::LOOKAHEAD - 1).is_some() => detect(name, head).ok()?,
         None => return None,
     };
-    let log = match format {
-        Format::Chat => &chat::LOG,
-        Format::Anthropic => &anthropic::LOG,
-        Format::ClaudeCode | Format::Codex => return None,
+    let pieces = match format {
+        Format::Chat | Format::Anthropic => {
+            let log = match format {
+                Format::Chat => &chat::LOG,
+                _ => &anthropic::LOG,
+            };
+            let one_line = first
+                .is_some_and(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v.is_object()));
+            if !one_line || jsonl::is_document(head) {
+                return None;
+            }
+            Pieces::Built(message_log::LineBuilder::new(log))
+        }
+        Format::ClaudeCode => Pieces::Held(Vec::new()),
+        Format::Codex => return None,
     };
-    let one_line = serde_json::from_str::<Value>(first).is_ok_and(|v| v.is_object());
-    (one_line && !jsonl::is_document(head)).then(|| PieceReader {
-        built: message_log::LineBuilder::new(log),
+    Some(PieceReader {
+        pieces,
         format,
         name: name.to_string(),
         bad,
@@ -462,20 +483,28 @@ impl PieceReader {
         self.format
     }
 
-    /// Builds the messages of the next piece: whole lines, but for the last
-    /// piece, which ends where the log does.
-    pub fn read(&mut self, piece: &str) -> Result<(), ReadError> {
-        self.built
-            .read(&self.name, piece, self.next_line, self.bad)?;
-        self.next_line += memchr::memchr_iter(b'\n', piece.as_bytes()).count();
+    /// Reads the next piece: whole lines, but for the last piece, which
+    /// ends where the log does.
+    pub fn read(&mut self, piece: String) -> Result<(), ReadError> {
+        let lines = memchr::memchr_iter(b'\n', piece.as_bytes()).count();
+        match &mut self.pieces {
+            Pieces::Built(built) => built.read(&self.name, &piece, self.next_line, self.bad)?,
+            Pieces::Held(held) => held.push(Cow::Owned(piece)),
+        }
+        self.next_line += lines;
         Ok(())
     }
 
     /// The transcript of every piece read, every block given its identity.
-    pub fn finish(self) -> Transcript {
-        let mut transcript = self.built.finish();
+    pub fn finish(self) -> Result<Transcript, ReadError> {
+        let mut transcript = match self.pieces {
+            Pieces::Built(built) => built.finish(),
+            Pieces::Held(mut held) => {
+                claude_code::read_pieces(&self.name, &mut held, self.bad, false)?
+            }
+        };
         assign_ids(&mut transcript);
-        transcript
+        Ok(transcript)
     }
 }
 
