@@ -436,6 +436,11 @@ fn history_of(loaded: &mut Loaded) -> Vec<CoreMessage> {
             .cuts
             .retain(|(id, _)| !new.contains(id.as_str()));
     }
+    // A first turn has no prefix: the cores read are the history as they
+    // stand, not copied into another list.
+    if history.is_empty() {
+        return read;
+    }
     history.extend(read);
     history
 }

@@ -283,15 +283,20 @@ impl Transcript {
     /// identities and kinds, which is all the writers read of them, and the
     /// history is the one copy of the text.
     pub fn take_cores(&mut self, skip: usize) -> Vec<CoreMessage> {
-        self.messages
-            .iter_mut()
-            .flat_map(|m| m.blocks.iter_mut())
-            .skip(skip)
-            .map(|b| CoreMessage {
-                text: std::mem::take(&mut b.core.text),
-                ..b.core.clone()
-            })
-            .collect()
+        let blocks: usize = self.messages.iter().map(|m| m.blocks.len()).sum();
+        // Sized once: the history of a long session is its largest list.
+        let mut cores = Vec::with_capacity(blocks.saturating_sub(skip));
+        cores.extend(
+            self.messages
+                .iter_mut()
+                .flat_map(|m| m.blocks.iter_mut())
+                .skip(skip)
+                .map(|b| CoreMessage {
+                    text: std::mem::take(&mut b.core.text),
+                    ..b.core.clone()
+                }),
+        );
+        cores
     }
 }
 

@@ -275,8 +275,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         let refs = &state.message_refs;
         omitted = truncate::omit(&mut view, left, last_target, cfg, |gone| {
             omitted_note(gone, refs)
-        })
-        .len();
+        });
     }
     unworded.word_all(&mut view);
     let cuts = unworded
@@ -355,7 +354,7 @@ fn nudge_of<'a>(
 
 /// The note that stands where the last resort left messages out: how many,
 /// which refs, and that the transcript still holds them.
-fn omitted_note(gone: &[CoreMessage], refs: &MessageRefs) -> CoreMessage {
+fn omitted_note(gone: &[&CoreMessage], refs: &MessageRefs) -> CoreMessage {
     let refs: Vec<&str> = gone.iter().filter_map(|m| refs.usable(&m.id)).collect();
     let span = match (refs.first(), refs.last()) {
         (Some(a), Some(b)) if a != b => format!(" ({a}–{b})"),

@@ -151,18 +151,19 @@ pub fn cut_largest(
 /// The last step of the last resort, when even cutting every output does
 /// not bring the view (estimate `estimate`) down to `target`: leave out the
 /// oldest whole exchanges after the task, putting a note in their place
-/// that says what is missing and where it is. The view stays a valid
-/// request: exchanges go whole, and the task, block summaries and the last
-/// exchange stay. Returns what was left out, oldest first.
+/// that says what is missing and where it is (`note` is given what goes,
+/// oldest first). The view stays a valid request: exchanges go whole, and
+/// the task, block summaries and the last exchange stay. Returns how many
+/// messages were left out; they are dropped where they stand, so a session
+/// far over its window is not copied to leave it out.
 pub fn omit(
     view: &mut Vec<CoreMessage>,
     estimate: usize,
     target: usize,
     cfg: &Config,
-    note: impl Fn(&[CoreMessage]) -> CoreMessage,
-) -> Vec<CoreMessage> {
+    note: impl Fn(&[&CoreMessage]) -> CoreMessage,
+) -> usize {
     let mut left = estimate;
-    let mut omitted = Vec::new();
     let spans = crate::engine::model::exchange::spans(view);
     // The task (the first user message) and whatever precedes it stay, and
     // so do block summaries: they are what the model consolidates next.
@@ -179,18 +180,20 @@ pub fn omit(
         }
         at = end + 1;
     }
-    if let Some(place) = gone.iter().position(|&g| g) {
-        let all = std::mem::take(view);
-        for (i, m) in all.into_iter().enumerate() {
-            if gone[i] {
-                omitted.push(m);
-            } else {
-                view.push(m);
-            }
-        }
-        view.insert(place, note(&omitted));
-    }
-    omitted
+    let Some(place) = gone.iter().position(|&g| g) else {
+        return 0;
+    };
+    let omitted: Vec<&CoreMessage> = view
+        .iter()
+        .zip(&gone)
+        .filter(|(_, g)| **g)
+        .map(|(m, _)| m)
+        .collect();
+    let (count, note) = (omitted.len(), note(&omitted));
+    let mut gone = gone.into_iter();
+    view.retain(|_| !gone.next().unwrap_or(false));
+    view.insert(place, note);
+    count
 }
 
 /// Cuts one result to `keep` characters at each end; `None` when it is too
@@ -596,8 +599,13 @@ mod tests {
         v[recent].text = "y".repeat(40_000);
         let estimate: usize = v.iter().map(|m| cfg.count(&m.text)).sum();
         let mut sticky = BTreeSet::new();
-        let note = |gone: &[CoreMessage]| {
-            CoreMessage::text("note", Role::User, format!("{} left out", gone.len()))
+        let note = |gone: &[&CoreMessage]| {
+            let first = &gone[0].id;
+            CoreMessage::text(
+                "note",
+                Role::User,
+                format!("{} left out from {first}", gone.len()),
+            )
         };
         let cut = cut_largest(
             &mut v,
@@ -610,10 +618,10 @@ mod tests {
         assert_eq!(cut.count, 1, "the recent output is cut");
         assert!(sticky.contains("t9"));
         let omitted = omit(&mut v, estimate - cut.saved, 8_000, &cfg, note);
-        assert!(!omitted.is_empty());
+        assert!(omitted > 0);
         assert_eq!(v[0].id, "task");
-        assert_eq!(v[1].text, format!("{} left out", omitted.len()));
-        assert_eq!(omitted[0].id, "c0", "oldest first, whole exchanges");
+        // Oldest first, whole exchanges.
+        assert_eq!(v[1].text, format!("{omitted} left out from c0"));
         assert!(v.iter().map(|m| cfg.count(&m.text)).sum::<usize>() <= 8_000 + 100);
         assert_eq!(v.last().unwrap().id, "a9");
     }
