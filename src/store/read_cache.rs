@@ -22,7 +22,7 @@
 //! messages ended. A turn that folds words away writes the file anew.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{self, Seek, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
 use crate::engine::{ContentType, CoreMessage, Counted, Cut, KeptCut, Name, Role, Tokenizer};
@@ -438,20 +438,28 @@ impl ReadCache {
 
     /// The cache from its bytes; `None` when they are not a cache this
     /// version of noa wrote whole.
+    #[cfg(test)]
     pub fn decode(bytes: &[u8]) -> Option<ReadCache> {
-        let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
-        let (_, at) = body.split_at_checked(body.len().checked_sub(8)?)?;
-        let at = usize::try_from(u64::from_le_bytes(at.try_into().ok()?)).ok()?;
-        let (listed, trailer) = body.split_at_checked(at)?;
-        // The checksum is taken through the messages first: where they end
-        // is where a turn that appends takes it on from.
-        let mut through = Digest::default();
-        through.update(listed);
-        let mut whole = through.clone();
-        whole.update(trailer);
-        if whole.finish() != u64::from_le_bytes(sum.try_into().ok()?) {
-            return None;
-        }
+        ReadCache::read_from(io::Cursor::new(bytes))
+    }
+
+    /// The cache read from `file`; `None` when it is not a cache this
+    /// version of noa wrote whole. The trailer is read first; the messages
+    /// then a chunk at a time, so a cache that holds a long session's words
+    /// is never held whole beside the messages decoded from it. The
+    /// checksum is checked once all is read, and nothing is returned
+    /// unless it holds.
+    fn read_from(mut file: impl Read + Seek) -> Option<ReadCache> {
+        let len = file.seek(SeekFrom::End(0)).ok()?;
+        let mut last = [0u8; 16];
+        file.seek(SeekFrom::Start(len.checked_sub(16)?)).ok()?;
+        file.read_exact(&mut last).ok()?;
+        let [at, sum] = [&last[..8], &last[8..]]
+            .map(|b| u64::from_le_bytes(b.try_into().expect("eight bytes")));
+        // The trailer runs from `at` to the checksum, `at` itself included.
+        let mut trailer = vec![0u8; usize::try_from((len - 8).checked_sub(at)?).ok()?];
+        file.seek(SeekFrom::Start(at)).ok()?;
+        file.read_exact(&mut trailer).ok()?;
         let mut r = Reader(trailer.get(..trailer.len().checked_sub(8)?)?);
         if r.str()? != env!("CARGO_PKG_VERSION") {
             return None;
@@ -498,10 +506,14 @@ impl ReadCache {
         if !r.0.is_empty() {
             return None;
         }
-        let mut r = Reader(listed.strip_prefix(MAGIC)?);
+        file.rewind().ok()?;
+        let mut r = Chunks::new(file.take(at));
+        if r.take(MAGIC.len())? != MAGIC {
+            return None;
+        }
         // Sized up front: a count cannot promise more items than bytes left.
-        fn sized<T>(n: u64, r: &Reader) -> Vec<T> {
-            Vec::with_capacity(usize::try_from(n).unwrap_or(usize::MAX).min(r.0.len()))
+        fn sized<T>(n: u64, r: &impl Fields) -> Vec<T> {
+            Vec::with_capacity(usize::try_from(n).unwrap_or(usize::MAX).min(r.left()))
         }
         let mut messages = sized(n, &r);
         for _ in 0..n {
@@ -545,14 +557,25 @@ impl ReadCache {
                 blocks,
             });
         }
+        if r.left() != 0 {
+            return None;
+        }
+        // The checksum is taken through the messages first: where they end
+        // is where a turn that appends takes it on from.
+        let through = r.sum;
+        let mut whole = through.clone();
+        whole.update(&trailer);
+        if whole.finish() != sum {
+            return None;
+        }
         let end = CacheEnd {
-            at: at as u64,
+            at,
             sum: through,
             messages: messages.len(),
-            len: bytes.len() as u64,
+            len,
             tokenizer,
         };
-        r.0.is_empty().then_some(ReadCache {
+        Some(ReadCache {
             format,
             tokenizer,
             length,
@@ -577,7 +600,7 @@ impl SessionDir {
 
     /// The session's read cache, if there is one that decodes.
     pub fn load_read_cache(&self) -> Option<ReadCache> {
-        ReadCache::decode(&std::fs::read(self.read_cache_path()).ok()?)
+        ReadCache::read_from(std::fs::File::open(self.read_cache_path()).ok()?)
     }
 
     /// Appends to the read cache what follows `end`, which it was read
@@ -799,18 +822,20 @@ impl<W: Write> Encoder<W> {
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+/// Fields read back as [`Encoder`] wrote them, from wherever `take`
+/// finds the bytes.
+trait Fields {
+    /// The next `n` bytes; `None` past the end.
+    fn take(&mut self, n: usize) -> Option<&[u8]>;
+    /// How many bytes are left.
+    fn left(&self) -> usize;
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
+    #[inline(always)]
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
-    fn str(&mut self) -> Option<&'a str> {
+    #[inline]
+    fn str(&mut self) -> Option<&str> {
         let n = usize::try_from(self.u64()?).ok()?;
         std::str::from_utf8(self.take(n)?).ok()
     }
@@ -834,6 +859,86 @@ impl<'a> Reader<'a> {
             _ => None,
         }
     }
+}
+
+/// Fields of a trailer held in memory.
+struct Reader<'a>(&'a [u8]);
+
+impl Fields for Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+    fn left(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// How many bytes [`Chunks`] reads at a time.
+const READ_CHUNK: usize = 1 << 20;
+
+/// Fields of a stream read a chunk at a time, every chunk through the
+/// checksum as it comes.
+struct Chunks<R> {
+    src: io::Take<R>,
+    buf: Vec<u8>,
+    /// Where the next field starts in `buf`.
+    at: usize,
+    sum: Digest,
+}
+
+impl<R: Read> Chunks<R> {
+    fn new(src: io::Take<R>) -> Chunks<R> {
+        Chunks {
+            src,
+            buf: Vec::new(),
+            at: 0,
+            sum: Digest::default(),
+        }
+    }
+
+    /// Reads on until at least `n` bytes are held past `at`; kept out of
+    /// `take`, which runs for every field, so that it stays small.
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self, n: usize) -> Option<()> {
+        // A length no bytes left could hold is damage, not a request for
+        // that much memory.
+        if n > self.left() {
+            return None;
+        }
+        self.buf.drain(..self.at);
+        self.at = 0;
+        let have = self.buf.len();
+        let limit = usize::try_from(self.src.limit()).unwrap_or(usize::MAX);
+        let want = n.max(READ_CHUNK).min(have.saturating_add(limit));
+        self.buf.reserve_exact(want - have);
+        let src = &mut self.src;
+        src.take((want - have) as u64)
+            .read_to_end(&mut self.buf)
+            .ok()?;
+        self.sum.update(&self.buf[have..]);
+        (self.buf.len() >= n).then_some(())
+    }
+}
+
+impl<R: Read> Fields for Chunks<R> {
+    #[inline(always)]
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.buf.len() - self.at < n {
+            self.refill(n)?;
+        }
+        let field = &self.buf[self.at..self.at + n];
+        self.at += n;
+        Some(field)
+    }
+    fn left(&self) -> usize {
+        self.buf.len() - self.at + usize::try_from(self.src.limit()).unwrap_or(usize::MAX)
+    }
+}
+
+impl Reader<'_> {
     /// The turn's cuts, on the cache's counter.
     fn cuts(&mut self, tokenizer: Tokenizer) -> Option<Vec<(String, KeptCut)>> {
         (0..self.u64()?)
@@ -1055,6 +1160,23 @@ mod tests {
         assert_eq!(ReadCache::decode(&bytes[..bytes.len() - 1]), None);
         assert_eq!(ReadCache::decode(&[bytes.as_slice(), b"x"].concat()), None);
         assert_eq!(ReadCache::decode(b"state"), None);
+        // A byte changed anywhere, in the messages or the trailer, is damage.
+        for at in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x20;
+            assert_eq!(ReadCache::decode(&damaged), None, "byte {at}");
+        }
+        // Messages past what one read takes in, words longer than it
+        // included, are read a chunk at a time to the same cache.
+        let mut large = cache.clone();
+        let message = large.messages[0].clone();
+        large.messages = (0..3_000).map(|_| message.clone()).collect();
+        large.messages[1_500].blocks[0].core.text = "words ".repeat(READ_CHUNK / 2);
+        let bytes = large.encode();
+        assert!(bytes.len() > 3 * READ_CHUNK, "{}", bytes.len());
+        let mut decoded = ReadCache::decode(&bytes).unwrap();
+        decoded.end = CacheEnd::default();
+        assert_eq!(decoded, large);
     }
 }
 
