@@ -260,7 +260,7 @@ impl<'g> Context<'g> {
                 recorded: &self.transcript().recorded(),
                 sections: &self.settings.sections,
                 force_nudge: turn.force_nudge,
-                keep_all: false,
+                for_call: false,
                 cuts: &self.kept_cuts(),
             },
         )

@@ -796,7 +796,7 @@ fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
             recorded: &[],
             sections: &Sections::default(),
             force_nudge: false,
-            keep_all: true,
+            for_call: false,
             cuts: &IdMap::default(),
         },
     )

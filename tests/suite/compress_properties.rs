@@ -49,7 +49,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
                 recorded: &[],
                 sections: &Sections::default(),
                 force_nudge: false,
-                keep_all: false,
+                for_call: false,
                 cuts: &IdMap::default(),
             },
         );
@@ -183,7 +183,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 recorded: &[],
                 sections: &sections,
                 force_nudge: false,
-                keep_all: false,
+                for_call: false,
                 cuts: &IdMap::default(),
             },
         );
@@ -258,7 +258,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
             recorded: &[],
             sections: &sections,
             force_nudge: false,
-            keep_all: false,
+            for_call: false,
             cuts: &IdMap::default(),
         },
     );

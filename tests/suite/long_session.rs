@@ -56,7 +56,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
                 recorded: &[],
                 sections: &sections,
                 force_nudge: false,
-                keep_all: false,
+                for_call: false,
                 cuts: &IdMap::default(),
             },
         );

@@ -26,7 +26,7 @@ fn view(text: &str, state: &mut CompressionState) -> Vec<Value> {
             recorded: &[],
             sections: &Sections::default(),
             force_nudge: false,
-            keep_all: false,
+            for_call: false,
             cuts: &IdMap::default(),
         },
     );
@@ -89,7 +89,7 @@ proptest! {
                 recorded: &[],
                 sections: &sections,
                 force_nudge: false,
-                keep_all: false,
+                for_call: false,
                 cuts,
             };
             let kept: IdMap<'_, KeptCut> = cuts.iter().map(|(id, c)| (id.as_str(), *c)).collect();

@@ -154,7 +154,7 @@ fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
             recorded: input.recorded,
             sections: input.sections,
             force_nudge: false,
-            keep_all: true,
+            for_call: true,
             cuts: input.cuts,
         },
     )

@@ -208,7 +208,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             recorded: input.recorded,
             sections: &sections,
             force_nudge: false,
-            keep_all: true,
+            for_call: true,
             cuts: &IdMap::default(),
         },
     );

@@ -46,10 +46,14 @@ pub struct TurnInput<'a> {
     pub sections: &'a Sections,
     /// Nudge this turn whatever the pacing says: the host's "compact now".
     pub force_nudge: bool,
-    /// Keep every message in the view, over the window or not: the view a
-    /// Compress call is resolved against must hold whatever the nudge
-    /// offered, even what the request itself had to leave out.
-    pub keep_all: bool,
+    /// A view a Compress call is resolved against (or a rebuild takes its
+    /// refs from), not one that goes out. It keeps every message, over the
+    /// window or not: it must hold whatever the nudge offered, even what
+    /// the request itself had to leave out. And its tool results get no
+    /// words: a call reads the view's ids, refs and counts, and the
+    /// originals for what it archives, so copying every output of a long
+    /// session into the view only held the words twice.
+    pub for_call: bool,
     /// Cuts of tool results an earlier turn made ([`Projection::cuts`]),
     /// by id, when the history they were made of is unchanged: each is taken
     /// back if it still fits, rather than made again from the whole output.
@@ -271,13 +275,15 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         rec
     };
     let mut omitted = 0;
-    if over(left) && !input.keep_all {
+    if over(left) && !input.for_call {
         let refs = &state.message_refs;
         omitted = truncate::omit(&mut view, left, last_target, cfg, |gone| {
             omitted_note(gone, refs)
         });
     }
-    unworded.word_all(&mut view);
+    if !input.for_call {
+        unworded.word_all(&mut view);
+    }
     let cuts = unworded
         .made()
         .map(|(id, cut)| (id.to_string(), cut))
@@ -472,7 +478,7 @@ mod tests {
             recorded: &[],
             sections: &SECTIONS,
             force_nudge: false,
-            keep_all: false,
+            for_call: false,
             cuts: &NONE,
         }
     }
@@ -534,7 +540,7 @@ mod tests {
                 recorded: &[],
                 sections: &SECTIONS,
                 force_nudge: true,
-                keep_all: false,
+                for_call: false,
                 cuts: &IdMap::default(),
             };
             project(&mut CompressionState::new("s"), &input)
@@ -565,6 +571,45 @@ mod tests {
             checked > 0,
             "no size landed between the line and the window"
         );
+    }
+
+    #[test]
+    fn a_view_for_a_call_counts_as_the_request_and_holds_no_output() {
+        let cfg = Config::for_window(20_000);
+        let h = large(0);
+        let request = TurnInput {
+            config: &cfg,
+            ..turn(&h)
+        };
+        let st = CompressionState::new("s");
+        let (mut a, mut b) = (st.clone(), st);
+        let sent = project(&mut a, &request);
+        let call = project(
+            &mut b,
+            &TurnInput {
+                for_call: true,
+                ..request
+            },
+        );
+        // Cut to fit, nothing left out: the two views hold the same messages.
+        assert!(sent.truncation.count > 0 && sent.omitted == 0);
+        assert_eq!(
+            (call.tokens, call.measured, call.truncation.count),
+            (sent.tokens, sent.measured, sent.truncation.count)
+        );
+        assert_eq!(call.cuts, sent.cuts);
+        assert_eq!(call.hidden, sent.hidden);
+        assert_eq!(call.view.len(), sent.view.len());
+        for (c, s) in call.view.iter().zip(&sent.view) {
+            assert_eq!(c.id, s.id);
+            assert_eq!(cfg.tokens(c), cfg.tokens(s), "{}", s.id);
+            match s.content_type {
+                ContentType::ToolResult => assert!(c.text.is_empty(), "{}", s.id),
+                _ => assert_eq!(c.text, s.text),
+            }
+        }
+        assert_eq!(a.message_refs, b.message_refs);
+        assert_eq!(a.token_snapshot, b.token_snapshot);
     }
 
     #[test]
