@@ -21,6 +21,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::read_cache::Digest;
+use crate::engine::Name;
 
 /// How much of a log a state.json stands on. The digest tells a log
 /// rewritten since (a crash between the log and state.json) from the one
@@ -35,12 +36,16 @@ pub struct Extent {
     pub digest: u64,
 }
 
-/// A log as this process last read or wrote it: its extent, the map its
-/// lines make, and the digest of its bytes so far, to go on from.
+/// A log as this process last read or wrote it: its extent, the entries
+/// its lines leave, and the digest of its bytes so far, to go on from.
 #[derive(Debug, Clone)]
 pub struct Logged<V> {
     pub extent: Extent,
-    pub map: BTreeMap<String, V>,
+    /// The map's entries in key order: what the next save tells the
+    /// changes from. Keys are `Name`s, inline for every ref and id, so
+    /// keeping them beside the map the state is given costs one list, where
+    /// a copy of the map cost an allocation an entry.
+    pub entries: Vec<(Name, V)>,
     pub sum: Digest,
 }
 
@@ -75,9 +80,12 @@ pub fn append_after(path: &Path, keep: u64, bytes: &[u8]) -> io::Result<()> {
     f.sync_data()
 }
 
-/// The map the first `extent.bytes` of the log at `path` make; `Err` says
-/// what is wrong with the log.
-pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogError> {
+/// The map the first `extent.bytes` of the log at `path` make, and the log
+/// as read; `Err` says what is wrong with the log.
+pub fn read<V: FromStr + Copy>(
+    path: &Path,
+    extent: Extent,
+) -> Result<(BTreeMap<String, V>, Logged<V>), LogError> {
     let mine = read_prefix(path, extent.bytes)?;
     let text = std::str::from_utf8(&mine).map_err(|_| LogError::Damaged("not UTF-8"))?;
     // The lines are gathered first and the map built in one pass at the
@@ -111,16 +119,24 @@ pub fn read<V: FromStr>(path: &Path, extent: Extent) -> Result<Logged<V>, LogErr
             _ => latest.push(change),
         }
     }
-    let map: BTreeMap<String, V> = latest
+    let entries: Vec<(Name, V)> = latest
         .into_iter()
-        .filter_map(|(key, value)| Some((key.to_string(), value?)))
+        .filter_map(|(key, value)| Some((Name::new(key), value?)))
         .collect();
     let mut sum = Digest::default();
     sum.update(&mine);
     if lines != extent.lines || sum.finish() != extent.digest {
         return Err(LogError::Damaged("not the log state.json was saved with"));
     }
-    Ok(Logged { extent, map, sum })
+    let map = entries.iter().map(|(k, v)| (k.as_str().to_owned(), *v)).collect();
+    Ok((
+        map,
+        Logged {
+            extent,
+            entries,
+            sum,
+        },
+    ))
 }
 
 /// `split_once(' ')` for the short lines of the logs: a plain byte scan,
@@ -153,16 +169,16 @@ where
     V: Display + PartialEq,
 {
     let on_disk = |l: &Logged<V>| fs::metadata(path).is_ok_and(|m| m.len() >= l.extent.bytes);
-    let Some(mut logged) = logged.filter(on_disk) else {
-        let map = current.map(|(k, v)| (k.to_string(), v)).collect();
-        return written_afresh(map, rewrite);
+    let Some(logged) = logged.filter(on_disk) else {
+        let entries = current.map(|(k, v)| (Name::new(k), v)).collect();
+        return written_afresh(entries, rewrite);
     };
-    // Both sides are in key order: one merge walk finds the changes.
+    // Both sides are in key order: one merge walk finds the changes, and
+    // what `current` holds is the log's entries after them.
     let mut changes = String::new();
     let mut lines = 0;
-    let mut sets: Vec<(String, V)> = Vec::new();
-    let mut removes: Vec<String> = Vec::new();
-    let mut old = logged.map.iter().peekable();
+    let mut entries = Vec::with_capacity(logged.entries.len());
+    let mut old = logged.entries.into_iter().peekable();
     let mut current = current.peekable();
     loop {
         let order = match (old.peek(), current.peek()) {
@@ -171,55 +187,56 @@ where
             (None, Some(_)) => Ordering::Greater,
             (Some((ok, _)), Some((ck, _))) => ok.as_str().cmp(ck),
         };
-        let (key, value) = match order {
+        match order {
             Ordering::Less => {
                 let (k, _) = old.next().expect("peeked");
                 let _ = writeln!(changes, "- {k}");
-                removes.push(k.clone());
                 lines += 1;
-                continue;
             }
-            Ordering::Greater => current.next().expect("peeked"),
-            Ordering::Equal => {
-                let (_, was) = old.next().expect("peeked");
+            Ordering::Greater => {
                 let (k, v) = current.next().expect("peeked");
-                if *was == v {
-                    continue;
-                }
-                (k, v)
+                let _ = writeln!(changes, "+ {k} {v}");
+                lines += 1;
+                entries.push((Name::new(k), v));
             }
-        };
-        let _ = writeln!(changes, "+ {key} {value}");
-        sets.push((key.to_string(), value));
-        lines += 1;
+            Ordering::Equal => {
+                let (name, was) = old.next().expect("peeked");
+                let (k, v) = current.next().expect("peeked");
+                if was != v {
+                    let _ = writeln!(changes, "+ {k} {v}");
+                    lines += 1;
+                }
+                entries.push((name, v));
+            }
+        }
     }
-    for k in removes {
-        logged.map.remove(&k);
-    }
-    logged.map.extend(sets);
     let total = logged.extent.lines + lines;
-    if total > COMPACT_FLOOR && total > 2 * logged.map.len() {
-        return written_afresh(logged.map, rewrite);
+    if total > COMPACT_FLOOR && total > 2 * entries.len() {
+        return written_afresh(entries, rewrite);
     }
-    logged.sum.update(changes.as_bytes());
+    let mut sum = logged.sum;
+    sum.update(changes.as_bytes());
     if lines > 0 {
         append_after(path, logged.extent.bytes, changes.as_bytes())?;
     }
-    logged.extent = Extent {
-        bytes: logged.extent.bytes + changes.len() as u64,
-        lines: total,
-        digest: logged.sum.finish(),
-    };
-    Ok(logged)
+    Ok(Logged {
+        extent: Extent {
+            bytes: logged.extent.bytes + changes.len() as u64,
+            lines: total,
+            digest: sum.finish(),
+        },
+        entries,
+        sum,
+    })
 }
 
-/// The whole map written as a new log.
+/// The entries written as a new log.
 fn written_afresh<V: Display>(
-    map: BTreeMap<String, V>,
+    entries: Vec<(Name, V)>,
     rewrite: impl FnOnce(&[u8]) -> io::Result<()>,
 ) -> io::Result<Logged<V>> {
     let mut text = String::new();
-    for (k, v) in &map {
+    for (k, v) in &entries {
         let _ = writeln!(text, "+ {k} {v}");
     }
     rewrite(text.as_bytes())?;
@@ -228,10 +245,10 @@ fn written_afresh<V: Display>(
     Ok(Logged {
         extent: Extent {
             bytes: text.len() as u64,
-            lines: map.len(),
+            lines: entries.len(),
             digest: sum.finish(),
         },
-        map,
+        entries,
         sum,
     })
 }
@@ -246,6 +263,14 @@ mod tests {
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    fn map_of(logged: &Logged<usize>) -> BTreeMap<String, usize> {
+        logged
+            .entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect()
     }
 
     fn save(
@@ -269,17 +294,20 @@ mod tests {
         let mut map: BTreeMap<String, usize> = (1..=5).map(|i| (format!("m{i}"), i)).collect();
         let first = save(&path, None, &map);
         let len = fs::metadata(&path).unwrap().len();
-        assert_eq!(read::<usize>(&path, first.extent).unwrap().map, map);
+        assert_eq!(read::<usize>(&path, first.extent).unwrap().0, map);
         map.remove("m2");
         map.insert("m3".into(), 30);
         map.insert("m9".into(), 9);
         let second = save(&path, Some(first.clone()), &map);
         let text = fs::read_to_string(&path).unwrap();
         assert_eq!(&text[len as usize..], "- m2\n+ m3 30\n+ m9 9\n");
-        assert_eq!(read::<usize>(&path, second.extent).unwrap().map, map);
-        assert_eq!(second.map, map);
+        assert_eq!(read::<usize>(&path, second.extent).unwrap().0, map);
+        assert_eq!(map_of(&second), map);
         // The older extent still reads the older map.
-        assert_eq!(read::<usize>(&path, first.extent).unwrap().map, first.map);
+        assert_eq!(
+            read::<usize>(&path, first.extent).unwrap().0,
+            map_of(&first)
+        );
         // Nothing changed: nothing written.
         let third = save(&path, Some(second.clone()), &map);
         assert_eq!(third.extent, second.extent);
@@ -299,11 +327,11 @@ mod tests {
             .unwrap()
             .write_all(b"+ b 2\n+ c")
             .unwrap();
-        assert_eq!(read::<usize>(&path, first.extent).unwrap().map, map);
+        assert_eq!(read::<usize>(&path, first.extent).unwrap().0, map);
         map.insert("d".into(), 4);
         let second = save(&path, Some(first), &map);
         assert_eq!(fs::read_to_string(&path).unwrap(), "+ a 1\n+ d 4\n");
-        assert_eq!(read::<usize>(&path, second.extent).unwrap().map, map);
+        assert_eq!(read::<usize>(&path, second.extent).unwrap().0, map);
         fs::write(&path, "+ a 1\n").unwrap();
         assert!(matches!(
             read::<usize>(&path, second.extent),
@@ -348,7 +376,7 @@ mod tests {
         map.retain(|_, v| *v < 100);
         logged = save(&path, Some(logged), &map);
         assert_eq!(logged.extent.lines, 100, "rewritten with what is left");
-        assert_eq!(read::<usize>(&path, logged.extent).unwrap().map, map);
+        assert_eq!(read::<usize>(&path, logged.extent).unwrap().0, map);
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -363,9 +391,10 @@ mod tests {
             lines: 8,
             digest: crate::store::read_cache::digest(text.as_bytes()),
         };
-        let logged = read::<usize>(&path, extent).unwrap();
-        let got: Vec<(&str, usize)> = logged.map.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let (map, logged) = read::<usize>(&path, extent).unwrap();
+        let got: Vec<(&str, usize)> = map.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(got, [("m0", 5), ("m1", 4), ("m2", 9)]);
+        assert_eq!(map_of(&logged), map);
         let _ = fs::remove_dir_all(&dir);
     }
 }

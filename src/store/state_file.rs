@@ -473,20 +473,15 @@ impl SessionDir {
         };
         self.blocks_logged.replace(blocks_logged);
         if let Some(extent) = tokens {
-            let logged = self.read_map_log(TOKENS_LOG, extent)?;
-            state.token_snapshot = logged.map.clone();
+            let (map, logged) = self.read_map_log(TOKENS_LOG, extent)?;
+            state.token_snapshot = map;
             self.tokens_logged.replace(Some(logged));
         }
         if let Some(extent) = truncated {
-            let logged = self.read_map_log(TRUNCATED_LOG, extent)?;
+            let (map, logged) = self.read_map_log(TRUNCATED_LOG, extent)?;
             let host = &mut state.host;
-            host.truncated = logged.map.keys().cloned().collect();
-            host.truncated_at = logged
-                .map
-                .iter()
-                .filter(|(_, n)| **n != 0)
-                .map(|(k, n)| (k.clone(), *n))
-                .collect();
+            host.truncated = map.keys().cloned().collect();
+            host.truncated_at = map.into_iter().filter(|(_, n)| *n != 0).collect();
             self.truncated_logged.replace(Some(logged));
         }
         let logged = match log {
@@ -563,8 +558,12 @@ impl SessionDir {
         Ok((blocks, BlocksLogged { log, latest, sum }))
     }
 
-    /// The map the first bytes of the log `name` make.
-    fn read_map_log(&self, name: &str, extent: Extent) -> Result<Logged<usize>, StoreError> {
+    /// The map the first bytes of the log `name` make, and the log as read.
+    fn read_map_log(
+        &self,
+        name: &str,
+        extent: Extent,
+    ) -> Result<(BTreeMap<String, usize>, Logged<usize>), StoreError> {
         let path = self.dir.join(name);
         map_log::read(&path, extent).map_err(|e| {
             log_failure(&path, e, |what| StoreError::Log {
