@@ -128,7 +128,10 @@ pub fn read<V: FromStr + Copy>(
     if lines != extent.lines || sum.finish() != extent.digest {
         return Err(LogError::Damaged("not the log state.json was saved with"));
     }
-    let map = entries.iter().map(|(k, v)| (k.as_str().to_owned(), *v)).collect();
+    let map = entries
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), *v))
+        .collect();
     Ok((
         map,
         Logged {
