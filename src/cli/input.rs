@@ -182,24 +182,27 @@ fn load_in_pieces(global: &Global, path: &Path, mark: bool) -> Result<Option<Loa
     let name = path.display().to_string();
     let size = file.metadata().map_or(0, |m| m.len() as usize);
     let spinner = reading_spinner(global, &name, size);
-    let read = read_pieces(global, file, &name, (size, mark)).map_err(|e| match e {
+    // A Claude Code log's messages are built by `finish`, once every piece
+    // is in: the spinner stays until then.
+    let read = read_pieces(global, file, &name, (size, mark))
+        .map(|pieces| pieces.map(|p| (p.reader.finish(), p.mark)));
+    spinner.finish_and_clear();
+    let read = read.map_err(|e| match e {
         PieceError::Read(e) => CliError::Read(e),
         PieceError::Io(source) => CliError::Io {
             path: path.to_path_buf(),
             source,
         },
-    });
-    spinner.finish_and_clear();
-    let Some(pieces) = read? else {
+    })?;
+    let Some((transcript, mark)) = read else {
         return Ok(None);
     };
-    let transcript = pieces.reader.finish();
     hand_back_freed_memory();
-    let transcript = transcript?;
     let read = HowRead {
-        mark: pieces.mark,
+        mark,
         ..HowRead::default()
     };
+    let transcript = transcript?;
     locate(global, path, &name, transcript, read).map(Some)
 }
 
