@@ -49,6 +49,51 @@ pub(crate) fn from_records(
     rollout.finish(ToolNames::default()).0
 }
 
+/// A rollout read a piece at a time, each piece ending where a line does:
+/// its lines are parsed and taken in, and the piece let go. It reads as
+/// [`parse`] and [`from_records`] read the whole text without records.
+pub(crate) struct RolloutPieces {
+    rollout: Rollout,
+    bad_lines: Vec<String>,
+}
+
+impl RolloutPieces {
+    pub(crate) fn new() -> RolloutPieces {
+        let mut rollout = Rollout::new(&CodexCarry::default(), Vec::new());
+        rollout.keep_records = false;
+        RolloutPieces {
+            rollout,
+            bad_lines: Vec::new(),
+        }
+    }
+
+    /// Takes in the lines of `text`, which starts on line `first_line`.
+    pub(crate) fn read(
+        &mut self,
+        name: &str,
+        text: &str,
+        first_line: usize,
+        bad: BadLines,
+    ) -> Result<(), ReadError> {
+        let bad_lines = &mut self.bad_lines;
+        let records = jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut |_, w| {
+            bad_lines.push(w)
+        })?;
+        for r in records {
+            self.rollout.take(name, r);
+        }
+        Ok(())
+    }
+
+    /// The transcript of every piece read: bad lines warn first, as they
+    /// do in a whole read.
+    pub(crate) fn finish(mut self) -> Transcript {
+        self.bad_lines.append(&mut self.rollout.warnings);
+        self.rollout.warnings = self.bad_lines;
+        self.rollout.finish(ToolNames::default()).0
+    }
+}
+
 /// Reads the lines appended after a prefix read earlier, `carry` what its
 /// read left, `has_session` whether it named its session. Besides the new
 /// messages, a prompt size the new lines record for a response the prefix

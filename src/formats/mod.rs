@@ -434,14 +434,17 @@ enum Pieces {
     /// chosen, so the pieces are held until then, and each let go once the
     /// records chosen from it are built.
     Held(Vec<Cow<'static, str>>),
+    /// A Codex rollout: each piece's lines parsed and taken in, and the
+    /// piece let go.
+    Rollout(codex::RolloutPieces),
 }
 
 /// A reader for a log that starts with `head` (whole lines, or the whole
 /// log when `whole`), `format` given or detected from `head`; `None` when
-/// the log must be read whole to read as [`read_owned`] reads it: a Codex
-/// rollout, a JSON array or `{"messages": [...]}` document, a message log
-/// whose first line is not a whole object (a document spread over lines),
-/// or a head too short to detect the format from.
+/// the log must be read whole to read as [`read_owned`] reads it: a JSON
+/// array or `{"messages": [...]}` document, a message log whose first line
+/// is not a whole object (a document spread over lines), or a head too
+/// short to detect the format from.
 pub fn read_in_pieces(
     format: Option<Format>,
     name: &str,
@@ -471,7 +474,7 @@ pub fn read_in_pieces(
             Pieces::Built(message_log::LineBuilder::new(log))
         }
         Format::ClaudeCode => Pieces::Held(Vec::new()),
-        Format::Codex => return None,
+        Format::Codex => Pieces::Rollout(codex::RolloutPieces::new()),
     };
     Some(PieceReader {
         pieces,
@@ -495,6 +498,9 @@ impl PieceReader {
         match &mut self.pieces {
             Pieces::Built(built) => built.read(&self.name, &piece, self.next_line, self.bad)?,
             Pieces::Held(held) => held.push(Cow::Owned(piece)),
+            Pieces::Rollout(rollout) => {
+                rollout.read(&self.name, &piece, self.next_line, self.bad)?
+            }
         }
         self.next_line += lines;
         Ok(())
@@ -507,6 +513,7 @@ impl PieceReader {
             Pieces::Held(mut held) => {
                 claude_code::read_pieces(&self.name, &mut held, self.bad, false)?
             }
+            Pieces::Rollout(rollout) => rollout.finish(),
         };
         assign_ids(&mut transcript);
         Ok(transcript)

@@ -281,18 +281,21 @@ fn only_a_log_of_one_object_a_line_is_read_in_pieces() {
         format!("[{line},\n{line}]\n"),
         format!("{{\"messages\": [{line}]}}\n"),
         format!("{{\n  \"role\": \"user\",\n  \"content\": \"hi\"\n}}\n{many}"),
-        (testdata("codex/rollout-plain.jsonl").1),
     ] {
         assert!(read_in_pieces(None, "x.jsonl", &whole_only, true, BadLines::Fail).is_none());
     }
-    let claude_code = testdata("claude-code/short.jsonl").1;
-    assert!(read_in_pieces(None, "s.jsonl", &claude_code, true, BadLines::Fail).is_some());
+    for rel in ["claude-code/short.jsonl", "codex/rollout-plain.jsonl"] {
+        let text = testdata(rel).1;
+        assert!(read_in_pieces(None, rel, &text, true, BadLines::Fail).is_some());
+    }
 }
 
 #[test]
-fn real_claude_code_logs_read_in_pieces_read_as_they_read_whole() {
+fn real_logs_read_in_pieces_read_as_they_read_whole() {
     for (rel, steps) in [
-        ("claude-code/short.jsonl", &[1, 2, 5][..]),
+        ("codex/rollout-plain.jsonl", &[1, 3, 50][..]),
+        ("codex/rollout-with-remote-compaction.jsonl", &[2, 13, 300]),
+        ("claude-code/short.jsonl", &[1, 2, 5]),
         ("claude-code/tool-heavy.jsonl", &[1, 3, 17]),
         ("claude-code/spawns-subagents.jsonl", &[1, 7, 40]),
         ("claude-code/long-session-with-compaction.jsonl", &[9, 200]),
@@ -300,13 +303,8 @@ fn real_claude_code_logs_read_in_pieces_read_as_they_read_whole() {
         ("claude-code-edge/representative-messages.jsonl", &[1, 3]),
     ] {
         let (name, text) = testdata(rel);
-        let whole = read_owned(
-            &name,
-            text.clone(),
-            Format::ClaudeCode,
-            BadLines::Fail,
-            false,
-        );
+        let format = detect(&name, &text).unwrap();
+        let whole = read_owned(&name, text.clone(), format, BadLines::Fail, false);
         let whole = summary(&whole.unwrap());
         let ends: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
         for &step in steps {
@@ -319,20 +317,26 @@ fn real_claude_code_logs_read_in_pieces_read_as_they_read_whole() {
             );
         }
     }
-    // A line no record can be made of stops it where a whole read stops.
-    let (name, text) = testdata("claude-code/tool-heavy.jsonl");
-    let mut lines: Vec<&str> = text.lines().collect();
-    lines[30] = "{\"type\": \"user\", oops}";
-    let text = lines.join("\n") + "\n";
-    let ends: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
-    let cut: Vec<usize> = ends.iter().copied().step_by(4).collect();
-    for bad in [BadLines::Fail, BadLines::Skip] {
-        let whole = read_owned(&name, text.clone(), Format::ClaudeCode, bad, false);
-        let read = in_pieces(&name, &text, &cut, bad);
-        match (read, whole) {
-            (Ok(read), Ok(whole)) => same(&summary(&read), &summary(&whole), "skipped"),
-            (Err(read), Err(whole)) => assert_eq!(read.to_string(), whole.to_string()),
-            (read, whole) => panic!("{:?} against {:?}", read.err(), whole.err()),
+    // A line no record can be made of stops it where a whole read stops,
+    // or is skipped as a whole read skips it.
+    for (rel, format) in [
+        ("claude-code/tool-heavy.jsonl", Format::ClaudeCode),
+        ("codex/rollout-plain.jsonl", Format::Codex),
+    ] {
+        let (name, text) = testdata(rel);
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[30] = "{\"type\": \"user\", oops}";
+        let text = lines.join("\n") + "\n";
+        let ends: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
+        let cut: Vec<usize> = ends.iter().copied().step_by(4).collect();
+        for bad in [BadLines::Fail, BadLines::Skip] {
+            let whole = read_owned(&name, text.clone(), format, bad, false);
+            let read = in_pieces(&name, &text, &cut, bad);
+            match (read, whole) {
+                (Ok(read), Ok(whole)) => same(&summary(&read), &summary(&whole), rel),
+                (Err(read), Err(whole)) => assert_eq!(read.to_string(), whole.to_string()),
+                (read, whole) => panic!("{:?} against {:?}", read.err(), whole.err()),
+            }
         }
     }
 }
