@@ -420,7 +420,6 @@ pub fn read_owned(
 /// at once. It reads as [`read_owned`] reads the whole text without records.
 pub struct PieceReader {
     pieces: Pieces,
-    format: Format,
     name: String,
     bad: BadLines,
     next_line: usize,
@@ -478,7 +477,6 @@ pub fn read_in_pieces(
     };
     Some(PieceReader {
         pieces,
-        format,
         name: name.to_string(),
         bad,
         next_line: 1,
@@ -486,11 +484,6 @@ pub fn read_in_pieces(
 }
 
 impl PieceReader {
-    /// The format being read.
-    pub fn format(&self) -> Format {
-        self.format
-    }
-
     /// Reads the next piece: whole lines, but for the last piece, which
     /// ends where the log does.
     pub fn read(&mut self, piece: String) -> Result<(), ReadError> {
