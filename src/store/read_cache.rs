@@ -934,7 +934,8 @@ impl<R: Read> Fields for Chunks<R> {
         Some(field)
     }
     fn left(&self) -> usize {
-        self.buf.len() - self.at + usize::try_from(self.src.limit()).unwrap_or(usize::MAX)
+        let limit = usize::try_from(self.src.limit()).unwrap_or(usize::MAX);
+        (self.buf.len() - self.at).saturating_add(limit)
     }
 }
 
