@@ -11,7 +11,6 @@
 
 use std::fmt;
 
-use serde::de::IgnoredAny;
 use serde_json::Value;
 
 /// JSON kept as the compact text `serde_json` writes for it (the same text
@@ -22,8 +21,10 @@ pub struct RawJson(Box<str>);
 impl RawJson {
     /// JSON text checked to parse: `None` when it does not (the read cache
     /// keeps JSON as text, and a cache noa did not write may hold anything).
+    /// Checked by parsing it as [`RawJson::value`] will, nesting limit
+    /// included, so that a text taken here always gives its value.
     pub fn from_text(text: &str) -> Option<RawJson> {
-        serde_json::from_str::<IgnoredAny>(text).ok()?;
+        serde_json::from_str::<Value>(text).ok()?;
         Some(match text {
             "null" => RawJson::default(),
             _ => RawJson(text.into()),
@@ -107,7 +108,8 @@ mod tests {
 
     #[test]
     fn text_that_is_not_json_is_refused() {
-        for bad in ["", "{", "{\"a\":}", "nul", "[1,]", "{} {}"] {
+        let deep = "[".repeat(200) + &"]".repeat(200);
+        for bad in ["", "{", "{\"a\":}", "nul", "[1,]", "{} {}", &deep] {
             assert_eq!(RawJson::from_text(bad), None, "{bad:?}");
         }
     }
