@@ -147,7 +147,7 @@ fn load_bytes(
     // drops the text as soon as its lines are parsed.
     let mark = digest
         .filter(|_| decoded.is_empty() && text.ends_with('\n') && formats::resumable(format, &text))
-        .map(|d| (text.len() as u64, newlines(text.as_bytes()), d));
+        .map(|d| (text.len() as u64, formats::newlines(&text) as u64, d));
     let spinner = reading_spinner(global, &name, text.len());
     let transcript = formats::read_owned(&name, text, format, bad, keep_records);
     spinner.finish_and_clear();
@@ -229,7 +229,7 @@ fn read_pieces(
 ) -> Result<Option<Pieces>, PieceError> {
     let mut reader = None;
     let mut buf = Vec::new();
-    let (mut digest, mut length, mut lines, mut last) = (Digest::default(), 0, 0, None);
+    let (mut digest, mut length, mut last) = (Digest::default(), 0, None);
     loop {
         // Room for the next piece and no more: a Claude Code log's pieces
         // are held as read.
@@ -256,7 +256,6 @@ fn read_pieces(
             digest.update(&piece);
         }
         length += end as u64;
-        lines += newlines(&piece);
         last = piece.last().copied().or(last);
         let Ok(text) = String::from_utf8(piece) else {
             return Ok(None);
@@ -276,9 +275,13 @@ fn read_pieces(
             break;
         }
     }
+    let Some(reader) = reader else {
+        return Ok(None);
+    };
     // A cache is left only of whole lines, as a whole read leaves one.
-    let mark = (mark && last == Some(b'\n')).then(|| (length, lines, digest.finish()));
-    Ok(reader.map(|reader| Pieces { reader, mark }))
+    let mark =
+        (mark && last == Some(b'\n')).then(|| (length, reader.lines() as u64, digest.finish()));
+    Ok(Some(Pieces { reader, mark }))
 }
 
 /// Reads on from the session's read cache: `None` (read it whole) when
@@ -362,7 +365,7 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
         return Ok(None);
     }
     let length = cache.length + tail.len() as u64;
-    let lines = cache.lines + newlines(tail.as_bytes());
+    let lines = cache.lines + formats::newlines(&tail) as u64;
     let first_line = cache.lines as usize + 1;
     let end = cache.end.clone();
     let warm = cache.into_transcript();
@@ -389,11 +392,6 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     };
     let loaded = locate(global, path, &name, read_on.transcript, read)?;
     Ok((loaded.session.dir == session.dir).then_some(loaded))
-}
-
-/// How many lines end in `bytes`, counted at memory speed.
-fn newlines(bytes: &[u8]) -> u64 {
-    memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
 /// How much of a log's start is looked at to find its session before

@@ -306,15 +306,15 @@ fn plan(
     // Where each piece's lines start among `lines`.
     let mut starts = Vec::with_capacity(pieces.len());
     let mut first_line = 1;
+    let newlines: Vec<usize> = pieces.iter().map(|p| jsonl::newlines(p)).collect();
     // Sized once: a line read lean is a few hundred bytes, and a long log's
     // list grown by doubling would copy them all again.
-    let newlines = |p: &str| memchr::memchr_iter(b'\n', p.as_bytes()).count();
-    lines.reserve_exact(pieces.iter().map(|p| newlines(p) + 1).sum());
-    for piece in pieces {
+    lines.reserve_exact(newlines.iter().map(|n| n + 1).sum());
+    for (piece, n) in pieces.iter().zip(newlines) {
         starts.push(lines.len());
         let mut warn = |line, w| warnings.push((line, w));
         lines.extend(lean_lines(name, piece, first_line, bad, &mut warn)?);
-        first_line += newlines(piece);
+        first_line += n;
     }
     let session_id = lines
         .iter()

@@ -32,7 +32,7 @@ use crate::engine::{ClusterCounter, CoreMessage, IdSet, Name, base_of};
 
 pub use detect::detect;
 pub use error::ReadError;
-pub use jsonl::lines;
+pub use jsonl::{lines, newlines};
 pub use materialize::materialize;
 pub use raw_json::RawJson;
 pub use reassemble::reassemble;
@@ -487,7 +487,7 @@ impl PieceReader {
     /// Reads the next piece: whole lines, but for the last piece, which
     /// ends where the log does.
     pub fn read(&mut self, piece: String) -> Result<(), ReadError> {
-        let lines = memchr::memchr_iter(b'\n', piece.as_bytes()).count();
+        let lines = newlines(&piece);
         match &mut self.pieces {
             Pieces::Built(built) => built.read(&self.name, &piece, self.next_line, self.bad)?,
             Pieces::Held(held) => held.push(Cow::Owned(piece)),
@@ -497,6 +497,11 @@ impl PieceReader {
         }
         self.next_line += lines;
         Ok(())
+    }
+
+    /// How many lines the pieces read so far end.
+    pub fn lines(&self) -> usize {
+        self.next_line - 1
     }
 
     /// The transcript of every piece read, every block given its identity.
