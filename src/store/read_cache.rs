@@ -34,8 +34,8 @@ use super::{SessionDir, StoreError};
 
 /// The layout's version: 2 since a block's JSON holds a null where its
 /// core holds the words, 3 since the header trails the messages, 4 since
-/// the trailer ends with the turn's cuts.
-const MAGIC: &[u8] = b"noa read cache 4\n";
+/// the trailer ends with the turn's cuts, 5 since it counts the blocks.
+const MAGIC: &[u8] = b"noa read cache 5\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
@@ -122,9 +122,11 @@ impl Digest {
     }
 }
 
-/// What one turn read of a transcript.
+/// What one turn read of a transcript, its messages decoded into `M`: as
+/// the cache keeps them, or straight into what a warm turn works on
+/// ([`Warm`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReadCache {
+pub struct ReadCache<M = Vec<CachedMessage>> {
     /// The format it was read as.
     pub format: Format,
     /// The counter the token figures were taken with.
@@ -142,7 +144,7 @@ pub struct ReadCache {
     /// Warnings the read gave.
     pub warnings: Vec<String>,
     /// The messages read, in order.
-    pub messages: Vec<CachedMessage>,
+    pub messages: M,
     /// What reading on after them needs to know.
     pub carry: Carry,
     /// The cuts of tool results the last turn made, by message id: the
@@ -337,56 +339,137 @@ impl CacheSource<'_> {
             self.mark,
             (t.session_id.as_deref(), t.parent_session.as_deref()),
             (&t.warnings, &t.carry),
-            t.messages.len(),
+            (
+                t.messages.len(),
+                t.messages.iter().map(|m| m.blocks.len()).sum(),
+            ),
         )?;
         e.cuts(self.cuts, self.tokenizer)?;
         e.finish(at)
     }
 }
 
-impl ReadCache {
-    /// The transcript and flat history the cache stands for. Blocks whose
-    /// words were not kept come back with empty text and their count, and
-    /// are marked by place: a view that would show one cannot be served
-    /// from the cache. The JSON the view is written from stays unparsed
-    /// until [`fill_shown`] is told which messages the view shows. The
-    /// transcript holds no records (a warm read serves the view, never
-    /// `materialize`).
-    pub fn into_transcript(self) -> Warm {
-        let blocks = self.messages.iter().map(|m| m.blocks.len()).sum();
-        let mut history = Vec::with_capacity(blocks);
-        let mut elided = Vec::with_capacity(blocks);
-        let mut raws = Vec::new();
-        let mut messages = Vec::with_capacity(self.messages.len());
-        for (mi, m) in self.messages.into_iter().enumerate() {
-            let mut blocks = Vec::with_capacity(m.blocks.len());
-            let mut block_raws = Vec::new();
-            for (bi, b) in m.blocks.into_iter().enumerate() {
-                if b.kept {
-                    block_raws.extend(b.raw.map(|r| (bi, r)));
-                }
-                elided.push(!b.kept);
-                let core = CoreMessage {
-                    counted: Counted::known(self.tokenizer, b.tokens as usize),
-                    ..b.core
-                };
-                blocks.push(Block {
-                    core: core.without_text(),
-                    raw: RawJson::default(),
-                    source: b.source,
-                });
-                history.push(core);
-            }
-            if let Some(raw) = m.raw {
-                raws.push((mi, raw, block_raws));
-            }
-            messages.push(HostMessage {
-                raw: RawJson::default(),
-                blocks,
-                line: m.line as usize,
-                prompt_tokens: m.prompt_tokens.map(|n| n as usize),
-            });
+/// Where a cache's messages are decoded to, a block at a time: a warm turn
+/// builds what it works on as the blocks are read ([`WarmMessages`]), so the
+/// cache's own form of a long session is never held beside it.
+pub trait Decode: Sized {
+    /// Room for `messages` messages of `blocks` blocks in all.
+    fn with_capacity(messages: usize, blocks: usize) -> Self;
+    /// One message, before its `blocks` blocks.
+    fn message(
+        &mut self,
+        line: u64,
+        prompt_tokens: Option<u64>,
+        raw: Option<String>,
+        blocks: usize,
+    );
+    /// One block of the last message, its count taken with `tokenizer`.
+    fn block(&mut self, block: CachedBlock, tokenizer: Tokenizer);
+}
+
+impl Decode for Vec<CachedMessage> {
+    fn with_capacity(messages: usize, _: usize) -> Self {
+        Vec::with_capacity(messages)
+    }
+    fn message(
+        &mut self,
+        line: u64,
+        prompt_tokens: Option<u64>,
+        raw: Option<String>,
+        blocks: usize,
+    ) {
+        self.push(CachedMessage {
+            line,
+            prompt_tokens,
+            raw,
+            blocks: Vec::with_capacity(blocks),
+        });
+    }
+    fn block(&mut self, block: CachedBlock, _: Tokenizer) {
+        if let Some(m) = self.last_mut() {
+            m.blocks.push(block);
         }
+    }
+}
+
+/// The cached messages as a warm turn works on them: host messages whose
+/// blocks hold no words, the flat history beside them, and the JSON of what
+/// may still be shown, unparsed. [`ReadCache::into_transcript`] makes them
+/// a [`Warm`] transcript.
+pub struct WarmMessages {
+    messages: Vec<HostMessage>,
+    history: Vec<CoreMessage>,
+    elided: Vec<bool>,
+    raws: Vec<Unparsed>,
+}
+
+impl Decode for WarmMessages {
+    fn with_capacity(messages: usize, blocks: usize) -> Self {
+        WarmMessages {
+            messages: Vec::with_capacity(messages),
+            history: Vec::with_capacity(blocks),
+            elided: Vec::with_capacity(blocks),
+            raws: Vec::new(),
+        }
+    }
+    fn message(
+        &mut self,
+        line: u64,
+        prompt_tokens: Option<u64>,
+        raw: Option<String>,
+        blocks: usize,
+    ) {
+        if let Some(raw) = raw {
+            self.raws.push((self.messages.len(), raw, Vec::new()));
+        }
+        self.messages.push(HostMessage {
+            raw: RawJson::default(),
+            blocks: Vec::with_capacity(blocks),
+            line: line as usize,
+            prompt_tokens: prompt_tokens.map(|n| n as usize),
+        });
+    }
+    /// Blocks whose words were not kept come back with empty text and their
+    /// count, and are marked by place: a view that would show one cannot be
+    /// served from the cache.
+    fn block(&mut self, b: CachedBlock, tokenizer: Tokenizer) {
+        let (mi, Some(m)) = (
+            self.messages.len().wrapping_sub(1),
+            self.messages.last_mut(),
+        ) else {
+            return;
+        };
+        if let (true, Some(raw), Some(kept)) =
+            (b.kept, b.raw, self.raws.last_mut().filter(|r| r.0 == mi))
+        {
+            kept.2.push((m.blocks.len(), raw));
+        }
+        self.elided.push(!b.kept);
+        let core = CoreMessage {
+            counted: Counted::known(tokenizer, b.tokens as usize),
+            ..b.core
+        };
+        m.blocks.push(Block {
+            core: core.without_text(),
+            raw: RawJson::default(),
+            source: b.source,
+        });
+        self.history.push(core);
+    }
+}
+
+impl ReadCache<WarmMessages> {
+    /// The transcript and flat history the cache stands for. The JSON the
+    /// view is written from stays unparsed until [`fill_shown`] is told
+    /// which messages the view shows. The transcript holds no records (a
+    /// warm read serves the view, never `materialize`).
+    pub fn into_transcript(self) -> Warm {
+        let WarmMessages {
+            messages,
+            history,
+            elided,
+            raws,
+        } = self.messages;
         let transcript = Transcript {
             format: self.format,
             session_id: self.session_id,
@@ -405,9 +488,11 @@ impl ReadCache {
             cuts: self.cuts,
         }
     }
+}
 
+#[cfg(test)]
+impl ReadCache {
     /// The cache as bytes, as [`CacheSource::write_to`] writes them.
-    #[cfg(test)]
     fn encode(&self) -> Vec<u8> {
         let write = |e: &mut Encoder<Vec<u8>>| -> io::Result<()> {
             e.bytes(MAGIC)?;
@@ -428,7 +513,10 @@ impl ReadCache {
             (self.length, self.lines, self.digest),
             (self.session_id.as_deref(), self.parent_session.as_deref()),
             (&self.warnings, &self.carry),
-            self.messages.len(),
+            (
+                self.messages.len(),
+                self.messages.iter().map(|m| m.blocks.len()).sum(),
+            ),
         )
         .expect("writing to memory");
         e.cuts(&self.cuts, self.tokenizer)
@@ -438,18 +526,19 @@ impl ReadCache {
 
     /// The cache from its bytes; `None` when they are not a cache this
     /// version of noa wrote whole.
-    #[cfg(test)]
     pub fn decode(bytes: &[u8]) -> Option<ReadCache> {
         ReadCache::read_from(io::Cursor::new(bytes))
     }
+}
 
+impl<M: Decode> ReadCache<M> {
     /// The cache read from `file`; `None` when it is not a cache this
     /// version of noa wrote whole. The trailer is read first; the messages
     /// then a chunk at a time, so a cache that holds a long session's words
     /// is never held whole beside the messages decoded from it. The
     /// checksum is checked once all is read, and nothing is returned
     /// unless it holds.
-    fn read_from(mut file: impl Read + Seek) -> Option<ReadCache> {
+    fn read_from(mut file: impl Read + Seek) -> Option<ReadCache<M>> {
         let len = file.seek(SeekFrom::End(0)).ok()?;
         let mut last = [0u8; 16];
         file.seek(SeekFrom::Start(len.checked_sub(16)?)).ok()?;
@@ -501,7 +590,7 @@ impl ReadCache {
                 }
             },
         };
-        let n = r.u64()?;
+        let (n, blocks) = (r.u64()?, r.u64()?);
         let cuts = r.cuts(tokenizer)?;
         if !r.0.is_empty() {
             return None;
@@ -512,16 +601,16 @@ impl ReadCache {
             return None;
         }
         // Sized up front: a count cannot promise more items than bytes left.
-        fn sized<T>(n: u64, r: &impl Fields) -> Vec<T> {
-            Vec::with_capacity(usize::try_from(n).unwrap_or(usize::MAX).min(r.left()))
-        }
-        let mut messages = sized(n, &r);
+        let room = |n: u64, r: &Chunks<_>| usize::try_from(n).unwrap_or(usize::MAX).min(r.left());
+        let mut messages = M::with_capacity(room(n, &r), room(blocks, &r));
+        let mut decoded = 0u64;
         for _ in 0..n {
             let line = r.u64()?;
             let prompt_tokens = r.u64()?.checked_sub(1);
             let raw = r.opt()?;
             let n = r.u64()?;
-            let mut blocks = sized(n, &r);
+            messages.message(line, prompt_tokens, raw, room(n, &r));
+            decoded += n;
             for _ in 0..n {
                 let id = r.name()?;
                 let role = role_of(r.u64()?)?;
@@ -534,7 +623,7 @@ impl ReadCache {
                 let raw = r.opt()?;
                 let record = usize::try_from(r.u64()?).ok()?;
                 let slot = slot_of(r.u64()?, r.u64()?)?;
-                blocks.push(CachedBlock {
+                let block = CachedBlock {
                     core: CoreMessage {
                         id,
                         role,
@@ -548,14 +637,12 @@ impl ReadCache {
                     kept: flags & 2 != 0,
                     raw,
                     source: BlockSource { record, slot },
-                });
+                };
+                messages.block(block, tokenizer);
             }
-            messages.push(CachedMessage {
-                line,
-                prompt_tokens,
-                raw,
-                blocks,
-            });
+        }
+        if decoded != blocks {
+            return None;
         }
         if r.left() != 0 {
             return None;
@@ -571,7 +658,7 @@ impl ReadCache {
         let end = CacheEnd {
             at,
             sum: through,
-            messages: messages.len(),
+            messages: usize::try_from(n).ok()?,
             len,
             tokenizer,
         };
@@ -599,7 +686,7 @@ impl SessionDir {
     }
 
     /// The session's read cache, if there is one that decodes.
-    pub fn load_read_cache(&self) -> Option<ReadCache> {
+    pub fn load_read_cache(&self) -> Option<ReadCache<WarmMessages>> {
         ReadCache::read_from(std::fs::File::open(self.read_cache_path()).ok()?)
     }
 
@@ -722,7 +809,7 @@ impl<W: Write> Encoder<W> {
         (length, lines, digest): (u64, u64, u64),
         (session_id, parent_session): (Option<&str>, Option<&str>),
         (warnings, c): (&[String], &Carry),
-        messages: usize,
+        (messages, blocks): (usize, usize),
     ) -> io::Result<()> {
         self.str(env!("CARGO_PKG_VERSION"))?;
         self.str(format.name())?;
@@ -751,7 +838,8 @@ impl<W: Write> Encoder<W> {
             }
             None => self.u64(0)?,
         }
-        self.u64(messages as u64)
+        self.u64(messages as u64)?;
+        self.u64(blocks as u64)
     }
 
     /// The turn's cuts on the cache's counter, `tokenizer`: how many, then
