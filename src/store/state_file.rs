@@ -516,7 +516,13 @@ impl SessionDir {
         let mut latest: Latest = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
         let mut lines = 0;
-        for (i, line) in mine.split(|&b| b == b'\n').enumerate() {
+        // A long session's blocks name every message it folded: the lines
+        // are found at memory speed, not a byte at a time.
+        let ends = memchr::memchr_iter(b'\n', &mine).chain([mine.len()]);
+        let mut start = 0;
+        for (i, end) in ends.enumerate() {
+            let line = &mine[start..end];
+            start = end + 1;
             if line.is_empty() {
                 continue;
             }
