@@ -355,14 +355,8 @@ impl CacheSource<'_> {
 pub trait Decode: Sized {
     /// Room for `messages` messages of `blocks` blocks in all.
     fn with_capacity(messages: usize, blocks: usize) -> Self;
-    /// One message, before its `blocks` blocks.
-    fn message(
-        &mut self,
-        line: u64,
-        prompt_tokens: Option<u64>,
-        raw: Option<String>,
-        blocks: usize,
-    );
+    /// One message, its blocks still to come: `blocks` of them.
+    fn message(&mut self, message: CachedMessage, blocks: usize);
     /// One block of the last message, its count taken with `tokenizer`.
     fn block(&mut self, block: CachedBlock, tokenizer: Tokenizer);
 }
@@ -371,19 +365,9 @@ impl Decode for Vec<CachedMessage> {
     fn with_capacity(messages: usize, _: usize) -> Self {
         Vec::with_capacity(messages)
     }
-    fn message(
-        &mut self,
-        line: u64,
-        prompt_tokens: Option<u64>,
-        raw: Option<String>,
-        blocks: usize,
-    ) {
-        self.push(CachedMessage {
-            line,
-            prompt_tokens,
-            raw,
-            blocks: Vec::with_capacity(blocks),
-        });
+    fn message(&mut self, mut message: CachedMessage, blocks: usize) {
+        message.blocks.reserve_exact(blocks);
+        self.push(message);
     }
     fn block(&mut self, block: CachedBlock, _: Tokenizer) {
         if let Some(m) = self.last_mut() {
@@ -412,21 +396,15 @@ impl Decode for WarmMessages {
             raws: Vec::new(),
         }
     }
-    fn message(
-        &mut self,
-        line: u64,
-        prompt_tokens: Option<u64>,
-        raw: Option<String>,
-        blocks: usize,
-    ) {
-        if let Some(raw) = raw {
+    fn message(&mut self, m: CachedMessage, blocks: usize) {
+        if let Some(raw) = m.raw {
             self.raws.push((self.messages.len(), raw, Vec::new()));
         }
         self.messages.push(HostMessage {
             raw: RawJson::default(),
             blocks: Vec::with_capacity(blocks),
-            line: line as usize,
-            prompt_tokens: prompt_tokens.map(|n| n as usize),
+            line: m.line as usize,
+            prompt_tokens: m.prompt_tokens.map(|n| n as usize),
         });
     }
     /// Blocks whose words were not kept come back with empty text and their
@@ -609,7 +587,13 @@ impl<M: Decode> ReadCache<M> {
             let prompt_tokens = r.u64()?.checked_sub(1);
             let raw = r.opt()?;
             let n = r.u64()?;
-            messages.message(line, prompt_tokens, raw, room(n, &r));
+            let head = CachedMessage {
+                line,
+                prompt_tokens,
+                raw,
+                blocks: Vec::new(),
+            };
+            messages.message(head, room(n, &r));
             decoded += n;
             for _ in 0..n {
                 let id = r.name()?;
