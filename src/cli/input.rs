@@ -8,7 +8,7 @@ use super::CliError;
 use super::args::{FormatArg, Global};
 use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
-use crate::store::{Digest, SessionDir};
+use crate::store::{Digest, ReadCache, SessionDir, WarmMessages};
 
 /// A transcript read from a file or stdin, with where its session lives.
 pub struct Loaded {
@@ -325,42 +325,68 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
         return Ok(None);
     };
     let (session, _) = session_dir(global, path, &session_id, parent.as_deref());
-    let Some(cache) = session
-        .state_path()
-        .exists()
-        .then(|| session.load_read_cache())
-        .flatten()
-        .filter(|c| format(global.format).is_none_or(|f| f == c.format))
-    else {
-        return Ok(None);
-    };
-    // The prefix, through its digest; then what follows it.
-    if file.rewind().is_err() {
+    if !session.state_path().exists() {
         return Ok(None);
     }
+    // The prefix is streamed through its digest on a thread of its own
+    // while the cache's messages are decoded: for a long session the two
+    // take about as long, and the digest only says whether the messages
+    // decoded are used.
+    std::thread::scope(|s| {
+        let digesting = |length| s.spawn(move || digest_prefix(file, length));
+        let Some((cache, digested)) = session
+            .load_read_cache(digesting)
+            .filter(|(c, _)| format(global.format).is_none_or(|f| f == c.format))
+        else {
+            return Ok(None);
+        };
+        let Some((file, digest)) = digested.join().ok().flatten() else {
+            return Ok(None);
+        };
+        if digest.finish() != cache.digest {
+            return Ok(None);
+        }
+        read_on(global, path, &name, &session, cache, file, digest)
+    })
+}
+
+/// The digest of the first `length` bytes of `file`, and the file just past
+/// them; `None` when it is shorter or cannot be read.
+fn digest_prefix(mut file: fs::File, length: u64) -> Option<(fs::File, Digest)> {
+    file.rewind().ok()?;
     let mut digest = Digest::default();
     let mut buf = vec![0u8; 1 << 20];
-    let mut left = cache.length;
+    let mut left = length;
     while left > 0 {
         let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         let n = match file.read(&mut buf[..want]) {
-            Ok(0) | Err(_) => return Ok(None),
+            Ok(0) | Err(_) => return None,
             Ok(n) => n,
         };
         digest.update(&buf[..n]);
         left -= n as u64;
     }
-    drop(buf);
-    if digest.finish() != cache.digest {
-        return Ok(None);
-    }
+    Some((file, digest))
+}
+
+/// The transcript read on from `cache` past its unchanged prefix: `file`
+/// stands just after it, and `digest` has taken it in.
+fn read_on(
+    global: &Global,
+    path: &Path,
+    name: &str,
+    session: &SessionDir,
+    cache: ReadCache<WarmMessages>,
+    mut file: fs::File,
+    mut digest: Digest,
+) -> Result<Option<Loaded>, CliError> {
     let mut tail = Vec::new();
     if file.read_to_end(&mut tail).is_err() || (!tail.is_empty() && !tail.ends_with(b"\n")) {
         return Ok(None);
     }
     digest.update(&tail);
     let bad = bad_lines(global);
-    let (tail, decoded) = formats::decode(&name, tail, bad)?;
+    let (tail, decoded) = formats::decode(name, tail, bad)?;
     if !decoded.is_empty() {
         return Ok(None);
     }
@@ -369,7 +395,7 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     let first_line = cache.lines as usize + 1;
     let end = cache.end.clone();
     let warm = cache.into_transcript();
-    let Some(read_on) = formats::read_after(&name, &tail, first_line, warm.transcript, bad) else {
+    let Some(read_on) = formats::read_after(name, &tail, first_line, warm.transcript, bad) else {
         return Ok(None);
     };
     let read_on = read_on?;
@@ -390,7 +416,7 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
         appendable,
         cuts,
     };
-    let loaded = locate(global, path, &name, read_on.transcript, read)?;
+    let loaded = locate(global, path, name, read_on.transcript, read)?;
     Ok((loaded.session.dir == session.dir).then_some(loaded))
 }
 

@@ -505,18 +505,23 @@ impl ReadCache {
     /// The cache from its bytes; `None` when they are not a cache this
     /// version of noa wrote whole.
     pub fn decode(bytes: &[u8]) -> Option<ReadCache> {
-        ReadCache::read_from(io::Cursor::new(bytes))
+        ReadCache::read_from(io::Cursor::new(bytes), |_| ()).map(|(cache, ())| cache)
     }
 }
 
 impl<M: Decode> ReadCache<M> {
-    /// The cache read from `file`; `None` when it is not a cache this
-    /// version of noa wrote whole. The trailer is read first; the messages
-    /// then a chunk at a time, so a cache that holds a long session's words
-    /// is never held whole beside the messages decoded from it. The
-    /// checksum is checked once all is read, and nothing is returned
-    /// unless it holds.
-    fn read_from(mut file: impl Read + Seek) -> Option<ReadCache<M>> {
+    /// The cache read from `file`, with what `read` made of the length of
+    /// the transcript it says was read; `None` when it is not a cache this
+    /// version of noa wrote whole. The trailer is read first, and `read`
+    /// called then, so the caller can check the transcript while the
+    /// messages are decoded; the messages then a chunk at a time, so a
+    /// cache that holds a long session's words is never held whole beside
+    /// the messages decoded from it. The checksum is checked once all is
+    /// read, and nothing is returned unless it holds.
+    fn read_from<T>(
+        mut file: impl Read + Seek,
+        read: impl FnOnce(u64) -> T,
+    ) -> Option<(ReadCache<M>, T)> {
         let len = file.seek(SeekFrom::End(0)).ok()?;
         let mut last = [0u8; 16];
         file.seek(SeekFrom::Start(len.checked_sub(16)?)).ok()?;
@@ -573,6 +578,7 @@ impl<M: Decode> ReadCache<M> {
         if !r.0.is_empty() {
             return None;
         }
+        let made = read(length);
         file.rewind().ok()?;
         let mut r = Chunks::new(file.take(at));
         if r.take(MAGIC.len())? != MAGIC {
@@ -646,7 +652,7 @@ impl<M: Decode> ReadCache<M> {
             len,
             tokenizer,
         };
-        Some(ReadCache {
+        let cache = ReadCache {
             format,
             tokenizer,
             length,
@@ -659,7 +665,8 @@ impl<M: Decode> ReadCache<M> {
             carry,
             cuts,
             end,
-        })
+        };
+        Some((cache, made))
     }
 }
 
@@ -669,9 +676,14 @@ impl SessionDir {
         self.dir.join(FILE)
     }
 
-    /// The session's read cache, if there is one that decodes.
-    pub fn load_read_cache(&self) -> Option<ReadCache<WarmMessages>> {
-        ReadCache::read_from(std::fs::File::open(self.read_cache_path()).ok()?)
+    /// The session's read cache, if there is one that decodes, with what
+    /// `read` made of the length of transcript it says was read: called
+    /// before its messages are decoded (see [`ReadCache::read_from`]).
+    pub fn load_read_cache<T>(
+        &self,
+        read: impl FnOnce(u64) -> T,
+    ) -> Option<(ReadCache<WarmMessages>, T)> {
+        ReadCache::read_from(std::fs::File::open(self.read_cache_path()).ok()?, read)
     }
 
     /// Appends to the read cache what follows `end`, which it was read
