@@ -31,7 +31,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     // words.
     let mut cx = Context::open(
         global,
-        load_for_turn(global, &args.transcript)?,
+        load_for_turn(global, &args.transcript, None)?,
         Access::Read,
     )?;
     // A call that is not there is a usage error before anything is touched.

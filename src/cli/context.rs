@@ -6,6 +6,7 @@
 //! the transcript's recorded Compress calls rebuild. Commands then project
 //! through [`Context::project`], so each one sees the view the host sees.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 
@@ -20,7 +21,7 @@ use crate::engine::{
     Name, Projection, RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
 };
 use crate::formats::Transcript;
-use crate::store::{CacheSource, SessionDir, SessionLock};
+use crate::store::{CacheSource, SessionDir, SessionLock, StoreError};
 
 /// Whether a command writes the session (and so takes its lock first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,9 @@ pub struct Context<'g> {
     pub history: Vec<CoreMessage>,
     access: Access,
     lock: Option<SessionLock>,
+    /// The state loaded while the transcript was read (see
+    /// [`Early`](super::input::Early)), for [`Context::state`] to take once.
+    early_state: Cell<Option<Result<Option<CompressionState>, StoreError>>>,
 }
 
 /// What one projection asks beyond the defaults.
@@ -69,6 +73,7 @@ impl<'g> Context<'g> {
     pub fn open(global: &'g Global, mut loaded: Loaded, access: Access) -> Result<Self, CliError> {
         let settings = settings::load(global, Some(&loaded.path))?;
         let history = history_of(&mut loaded);
+        let early = loaded.early.take();
         let mut cx = Context {
             global,
             loaded,
@@ -76,7 +81,21 @@ impl<'g> Context<'g> {
             history,
             access: Access::Read,
             lock: None,
+            early_state: Cell::new(None),
         };
+        if let Some(early) = early {
+            match early.lock {
+                Some(Ok(lock)) if access == Access::Write => {
+                    cx.lock = Some(lock);
+                    cx.access = Access::Write;
+                }
+                Some(Err(e)) if access == Access::Write => return Err(e.into()),
+                _ => {}
+            }
+            // Loaded under the lock a writing command holds, or, for a
+            // reading one, as it would have loaded it.
+            cx.early_state.set(early.state);
+        }
         if access == Access::Write {
             cx.lock()?;
         }
@@ -282,7 +301,11 @@ impl<'g> Context<'g> {
     /// saved with its archives when the command writes.
     pub fn state(&self) -> Result<CompressionState, CliError> {
         let session = self.session();
-        if let Some(state) = session.load()? {
+        let loaded = match self.early_state.take() {
+            Some(early) => early?,
+            None => session.load()?,
+        };
+        if let Some(state) = loaded {
             check_belongs(&self.loaded, &state)?;
             self.report_unknown_calls(&state);
             return Ok(state);

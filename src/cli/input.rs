@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use super::CliError;
 use super::args::{FormatArg, Global};
+use super::context::Access;
 use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
-use crate::store::{Digest, ReadCache, SessionDir, WarmMessages};
+use crate::store::{Digest, ReadCache, SessionDir, SessionLock, StoreError, WarmMessages};
 
 /// A transcript read from a file or stdin, with where its session lives.
 pub struct Loaded {
@@ -25,6 +26,31 @@ pub struct Loaded {
     pub parents: Vec<String>,
     /// How the transcript was read, for the read cache.
     pub read: HowRead,
+    /// What a turn read on from the read cache found of its session while
+    /// the cache was decoded, when it was asked to look.
+    pub early: Option<Early>,
+}
+
+/// The session's lock and state, taken on a thread of their own while a
+/// warm turn decodes the read cache: loading a long session's state takes
+/// about as long as decoding its cache. The state is loaded under the lock
+/// when the command writes, as [`Context::open`](super::context::Context::open)
+/// would take it, so it is the state the command may change.
+pub struct Early {
+    /// The lock, when the command writes: taken, or why not.
+    pub lock: Option<Result<SessionLock, StoreError>>,
+    /// The state on disk; `None` when it was not loaded (the lock failed).
+    pub state: Option<Result<Option<CompressionState>, StoreError>>,
+}
+
+/// Takes what [`Early`] holds for `session`.
+fn early(session: SessionDir, access: Access) -> (SessionDir, Early) {
+    let lock = (access == Access::Write).then(|| SessionLock::acquire(&session.dir));
+    let state = match &lock {
+        Some(Err(_)) => None,
+        _ => Some(session.load()),
+    };
+    (session, Early { lock, state })
 }
 
 /// How a transcript was read: whole, or on from an earlier turn's read
@@ -75,10 +101,17 @@ pub fn load_with_records(global: &Global, path: &Path) -> Result<Loaded, CliErro
 
 /// Reads a transcript for a turn: on from the session's read cache when the
 /// cache is there and its prefix is unchanged, else whole. Either way the
-/// bytes are marked so the turn can leave a cache for the next one.
-pub fn load_for_turn(global: &Global, path: &Path) -> Result<Loaded, CliError> {
+/// bytes are marked so the turn can leave a cache for the next one. With
+/// `early`, a turn read on from the cache takes the session's lock (for
+/// [`Access::Write`]) and loads its state while it decodes the cache (see
+/// [`Early`]).
+pub fn load_for_turn(
+    global: &Global,
+    path: &Path,
+    early: Option<Access>,
+) -> Result<Loaded, CliError> {
     if path.as_os_str() != "-"
-        && let Some(loaded) = load_warm(global, path)?
+        && let Some(loaded) = load_warm(global, path, early)?
     {
         return Ok(loaded);
     }
@@ -290,7 +323,11 @@ fn read_pieces(
 /// lines, and checked against the one the whole log names once read. The
 /// prefix is only streamed through its digest; what is kept in memory is
 /// what was appended.
-fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
+fn load_warm(
+    global: &Global,
+    path: &Path,
+    access: Option<Access>,
+) -> Result<Option<Loaded>, CliError> {
     // Whatever goes wrong reading here, the whole read says it properly.
     let name = path.display().to_string();
     let Ok(mut file) = fs::File::open(path).and_then(|f| {
@@ -333,6 +370,10 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
     // take about as long, and the digest only says whether the messages
     // decoded are used.
     std::thread::scope(|s| {
+        let taking = access.map(|a| {
+            let session = session.clone();
+            s.spawn(move || early(session, a))
+        });
         let digesting = |length| s.spawn(move || digest_prefix(file, length));
         let Some((cache, digested)) = session
             .load_read_cache(digesting)
@@ -346,7 +387,16 @@ fn load_warm(global: &Global, path: &Path) -> Result<Option<Loaded>, CliError> {
         if digest.finish() != cache.digest {
             return Ok(None);
         }
-        read_on(global, path, &name, &session, cache, file, digest)
+        let Some(mut loaded) = read_on(global, path, &name, &session, cache, file, digest)? else {
+            return Ok(None);
+        };
+        // The same directory (read_on checks it), and the handle that
+        // loaded its state remembers the logs the save appends to.
+        if let Some((session, early)) = taking.and_then(|t| t.join().ok()) {
+            loaded.session = session;
+            loaded.early = Some(early);
+        }
+        Ok(Some(loaded))
     })
 }
 
@@ -481,6 +531,7 @@ fn locate(
         base,
         parents,
         read,
+        early: None,
     })
 }
 

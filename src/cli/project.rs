@@ -18,7 +18,8 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     } else {
         Access::Write
     };
-    let mut cx = Context::open(global, load_for_turn(global, &args.transcript)?, access)?;
+    let loaded = load_for_turn(global, &args.transcript, Some(access))?;
+    let mut cx = Context::open(global, loaded, access)?;
     let learned = args.overflow_error.as_deref().map(window_from_error);
     let unread_window = matches!(learned, Some(None))
         .then(|| "--overflow-error names no window size; the window stays as it was".to_string());

@@ -648,3 +648,72 @@ fn a_cache_counted_by_another_tokenizer_gives_the_turn_a_whole_read_gives() {
         assert_eq!(read, "cache", "{end} messages");
     }
 }
+
+/// A warm turn loads the state while it decodes the read cache, but only
+/// once it holds the session's lock: what another writer saved while the
+/// turn waited for the lock is the state the turn starts from.
+#[test]
+fn a_warm_turn_starts_from_the_state_a_writer_left_while_it_waited() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    fs::write(
+        dir.join("t.jsonl"),
+        synth::jsonl(&synth::chat_session(14, 20)),
+    )
+    .unwrap();
+    turn(dir, Shape::Chat, "first");
+    let session = dir.join("st/t");
+    copy_dir(&session, &dir.join("before"));
+    // The state the other writer leaves: the window an overflow error
+    // named, which every later turn keeps.
+    let err = "This model's maximum context length is 16384 tokens. However, your messages resulted in 20000 tokens.";
+    let learned = noa(
+        dir,
+        &[
+            "project",
+            "t.jsonl",
+            "--state-dir",
+            "st",
+            "--overflow-error",
+            err,
+        ],
+    );
+    assert!(learned.status.success());
+    copy_dir(&session, &dir.join("learned"));
+    let put = |from: &str| {
+        for e in fs::read_dir(dir.join(from)).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() && e.file_name() != "read-cache.bin" {
+                fs::copy(e.path(), session.join(e.file_name())).unwrap();
+            }
+        }
+    };
+    put("before");
+
+    let lock = fs::File::open(session.join(".lock")).unwrap();
+    lock.lock().unwrap();
+    let turn = std::process::Command::new(env!("CARGO_BIN_EXE_noa"))
+        .args([
+            "project",
+            "t.jsonl",
+            "--state-dir",
+            "st",
+            "--report",
+            "json",
+        ])
+        .current_dir(dir)
+        .env_remove("NOA_STATE_DIR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    put("learned");
+    drop(lock);
+    let out = turn.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    assert_eq!(report["read"], "cache", "{report}");
+    assert_eq!(report["limit"], 16384, "{report}");
+}
