@@ -28,10 +28,11 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     let mut watch = clock::Stopwatch::start();
     // Read on from the read cache the last turn left, when it serves: a
     // call names messages that turn's view showed, and the cache kept their
-    // words.
+    // words. The session's lock and state are taken while the cache is
+    // decoded; the command says it writes once it has found its call.
     let mut cx = Context::open(
         global,
-        load_for_turn(global, &args.transcript, None)?,
+        load_for_turn(global, &args.transcript, Some(Access::Write))?,
         Access::Read,
     )?;
     // A call that is not there is a usage error before anything is touched.

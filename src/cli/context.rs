@@ -85,15 +85,14 @@ impl<'g> Context<'g> {
         };
         if let Some(early) = early {
             match early.lock {
-                Some(Ok(lock)) if access == Access::Write => {
-                    cx.lock = Some(lock);
-                    cx.access = Access::Write;
-                }
+                // Held from here on: by a writing command, or by one that
+                // says it writes once it has checked its input (`apply`).
+                Some(Ok(lock)) => cx.lock = Some(lock),
                 Some(Err(e)) if access == Access::Write => return Err(e.into()),
                 _ => {}
             }
-            // Loaded under the lock a writing command holds, or, for a
-            // reading one, as it would have loaded it.
+            // Loaded under the lock, or, for a reading command, as it would
+            // have loaded it.
             cx.early_state.set(early.state);
         }
         if access == Access::Write {
@@ -109,8 +108,8 @@ impl<'g> Context<'g> {
         if self.lock.is_none() {
             self.loaded.session.create()?;
             self.lock = Some(SessionLock::acquire(&self.loaded.session.dir)?);
-            self.access = Access::Write;
         }
+        self.access = Access::Write;
         Ok(())
     }
 
