@@ -577,13 +577,59 @@ impl Parsed {
 
 /// Gives every block its content-hash identity, counting repeats in order.
 fn assign_ids(t: &mut Transcript) {
-    identify(t, ClusterCounter::default());
+    let bases = bases(&mut t.messages);
+    let mut ids = ClusterCounter::default();
+    for (b, base) in t.messages.iter_mut().flat_map(|m| &mut m.blocks).zip(bases) {
+        b.core.id = ids.next(base);
+    }
 }
 
-fn identify(t: &mut Transcript, mut ids: ClusterCounter) {
-    for b in t.messages.iter_mut().flat_map(|m| &mut m.blocks) {
-        ids.identify(&mut b.core, || b.raw.text().to_string());
+/// Each block's id before repeats are told apart
+/// ([`ClusterCounter::base`]), in order. A long transcript's blocks are
+/// hashed on as many threads as the machine offers (up to four), each
+/// taking a run of messages with about as many bytes as the others: sha256
+/// over every word read was a tenth of a first turn.
+fn bases(messages: &mut [HostMessage]) -> Vec<Name> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    bases_on(messages, threads)
+}
+
+/// [`bases`] on at most `threads` threads.
+fn bases_on(messages: &mut [HostMessage], threads: usize) -> Vec<Name> {
+    fn run(messages: &[HostMessage]) -> Vec<Name> {
+        (messages.iter().flat_map(|m| &m.blocks))
+            .map(|b| ClusterCounter::base(&b.core, || b.raw.text().to_string()))
+            .collect()
     }
+    // Bytes a block costs to hash, about: its words, and a little for the rest.
+    let size = |m: &HostMessage| -> usize { m.blocks.iter().map(|b| b.core.text.len() + 64).sum() };
+    let total: usize = messages.iter().map(size).sum();
+    if threads < 2 || total < 1 << 20 {
+        return run(messages);
+    }
+    let mut runs = Vec::with_capacity(threads);
+    let mut rest = messages;
+    for _ in 1..threads {
+        let (mut at, mut bytes) = (0, 0);
+        while at < rest.len() && bytes < total / threads {
+            bytes += size(&rest[at]);
+            at += 1;
+        }
+        let (run, after) = rest.split_at_mut(at);
+        runs.push(run);
+        rest = after;
+    }
+    runs.push(rest);
+    std::thread::scope(|s| {
+        let hashing: Vec<_> = runs
+            .into_iter()
+            .map(|messages| s.spawn(move || run(messages)))
+            .collect();
+        hashing
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }
 
 /// The format and the session a log's first lines name: its session id

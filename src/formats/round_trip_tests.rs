@@ -409,3 +409,40 @@ fn a_codex_rollout_writes_edited_words_from_the_view() {
     assert!(words > 3, "{words}");
     assert!(!written.contains(&t.cores()[output].text));
 }
+
+/// Ids hashed on several threads are the ids one thread gives: each run of
+/// messages is hashed whole and the runs come back in order, repeats
+/// numbered across them.
+#[test]
+fn ids_hashed_on_threads_are_the_ids_one_thread_gives() {
+    // Over a megabyte of words, with repeats that land in different runs.
+    let text: String = (0..3_000)
+        .map(|i| {
+            let words = format!("output {} ", i % 40).repeat(60);
+            let line =
+                json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": words});
+            format!("{line}\n")
+        })
+        .collect();
+    let t = read("t", &text, None, BadLines::Fail).unwrap();
+    let ids = |t: &super::Transcript| -> Vec<String> {
+        (t.messages.iter().flat_map(|m| &m.blocks))
+            .map(|b| b.core.id.to_string())
+            .collect()
+    };
+    let mut again = t.clone();
+    let one = super::bases_on(&mut again.messages, 1);
+    for threads in [2, 3, 4] {
+        assert_eq!(
+            super::bases_on(&mut again.messages, threads),
+            one,
+            "{threads} threads"
+        );
+    }
+    // Repeats are numbered in order, on the bases the threads gave.
+    assert!(
+        ids(&t).iter().any(|id| id.ends_with("_74")),
+        "{:?}",
+        &ids(&t)[..3]
+    );
+}

@@ -132,15 +132,10 @@ impl<'a> ClusterCounter<'a> {
         }
     }
 
-    /// Gives the next block of a pass its id. A text block is hashed without
+    /// A block's id before repeats are told apart, which
+    /// [`ClusterCounter::next`] then numbers. A text block is hashed without
     /// a ref tag a host echoed back; an opaque one by `payload`, its raw
     /// form (its `text` is only a stand-in).
-    pub fn identify(&mut self, core: &mut CoreMessage, payload: impl FnOnce() -> String) {
-        core.id = self.next(Self::base(core, payload));
-    }
-
-    /// A block's id before repeats are told apart, as
-    /// [`ClusterCounter::identify`] hashes it.
     pub fn base(core: &CoreMessage, payload: impl FnOnce() -> String) -> Name {
         let raw;
         let hashed = if core.opaque {
@@ -209,17 +204,16 @@ mod tests {
         let ids: Vec<String> = texts
             .iter()
             .map(|t| {
-                let mut m = block(t);
-                whole.identify(&mut m, String::new);
-                m.id.to_string()
+                whole
+                    .next(ClusterCounter::base(&block(t), String::new))
+                    .to_string()
             })
             .collect();
         for cut in 0..texts.len() {
             let mut resumed = ClusterCounter::resume(ids[..cut].iter().map(String::as_str));
             for (t, id) in texts[cut..].iter().zip(&ids[cut..]) {
-                let mut m = block(t);
-                resumed.identify(&mut m, String::new);
-                assert_eq!(&m.id, id, "cut at {cut}");
+                let got = resumed.next(ClusterCounter::base(&block(t), String::new));
+                assert_eq!(&got, id, "cut at {cut}");
             }
         }
     }
