@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::atomic;
 
-use super::state_file::{SessionDir, StoreError};
+use super::state_file::{SessionDir, StoreError, write_under};
 use crate::engine::{ArchiveFile, Block, CompressionState, CoreMessage, IdMap};
 
 impl SessionDir {
@@ -65,22 +65,60 @@ impl SessionDir {
         }
     }
 
+    /// Renders and writes the archives, on as many threads as the machine
+    /// offers (up to four), each taking every so-many-th one: rendering a
+    /// long session's originals and syncing each file was most of a large
+    /// `apply`. On the first failure (the earliest archive's, whichever
+    /// thread met it) every archive written is removed again.
     fn write_archives<'a>(
         &self,
         archives: impl IntoIterator<Item = &'a ArchiveFile>,
         originals: &IdMap<'_, &CoreMessage>,
     ) -> Result<(Vec<PathBuf>, usize), StoreError> {
-        let (mut written, mut bytes) = (Vec::new(), 0);
-        for a in archives {
-            let contents = a.render(originals);
-            match self.write_unsynced(&a.rel, contents.as_bytes()) {
-                Ok(path) => written.push(path),
-                Err(e) => {
-                    remove(&written);
-                    return Err(e);
+        let archives: Vec<&ArchiveFile> = archives.into_iter().collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get().min(4))
+            .min(archives.len())
+            .max(1);
+        let dir = self.dir.as_path();
+        // Each share: what it wrote, its bytes, and the first archive it
+        // failed at with why.
+        let share = |k: usize| {
+            let (mut written, mut bytes) = (Vec::new(), 0);
+            for (i, a) in archives.iter().enumerate().skip(k).step_by(threads) {
+                let contents = a.render(originals);
+                match write_under(dir, &a.rel, contents.as_bytes()) {
+                    Ok(path) => written.push(path),
+                    Err(e) => return (written, bytes, Some((i, e))),
                 }
+                bytes += contents.len();
             }
-            bytes += contents.len();
+            (written, bytes, None)
+        };
+        let shares: Vec<_> = if threads == 1 {
+            vec![share(0)]
+        } else {
+            std::thread::scope(|s| {
+                let writing: Vec<_> = (0..threads).map(|k| s.spawn(move || share(k))).collect();
+                writing
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            })
+        };
+        let (mut written, mut bytes, mut failed) = (Vec::new(), 0, None);
+        for (w, b, f) in shares {
+            written.extend(w);
+            bytes += b;
+            if let Some((i, e)) = f
+                && failed.as_ref().is_none_or(|(j, _)| i < *j)
+            {
+                failed = Some((i, e));
+            }
+        }
+        if let Some((_, e)) = failed {
+            remove(&written);
+            return Err(e);
         }
         // Each file was synced as it was written; the folders they went
         // into are synced once each, before the state names them.
@@ -157,6 +195,46 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, StoreError::Io { .. }), "{err}");
         assert!(!s.dir.join("tier1/b1_m00001-m00002.md").exists());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// Archives are written on several threads where the machine has them:
+    /// one that cannot be written takes every other back with it, whichever
+    /// thread wrote them, and the error is the earliest archive's.
+    #[test]
+    fn a_failed_archive_among_many_takes_them_all_back() {
+        let base = temp("many");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        // Files where two archives' folders must go.
+        fs::write(s.dir.join("t5"), "in the way").unwrap();
+        fs::write(s.dir.join("t9"), "in the way").unwrap();
+        let archives: Vec<ArchiveFile> = (0..12)
+            .map(|i| match i {
+                5 | 9 => file(&format!("t{i}/b{i}.md")),
+                _ => file(&format!("tier1/b{i}.md")),
+            })
+            .collect();
+        let m = CoreMessage::text("m1", Role::User, "the original");
+        let err = s
+            .commit(&archives, &originals(&m), &CompressionState::new("sess"))
+            .unwrap_err();
+        assert!(err.to_string().contains("t5"), "{err}");
+        assert!(!s.state_path().exists());
+        let left: Vec<_> = fs::read_dir(s.dir.join("tier1"))
+            .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+        // With nothing in the way, all twelve are written, then the state.
+        fs::remove_file(s.dir.join("t5")).unwrap();
+        fs::remove_file(s.dir.join("t9")).unwrap();
+        let bytes = s
+            .commit(&archives, &originals(&m), &CompressionState::new("sess"))
+            .unwrap();
+        let one = archives[0].render(&originals(&m)).len();
+        assert_eq!(bytes, 12 * one);
+        assert!(s.dir.join("tier1/b11.md").exists() && s.dir.join("t9/b9.md").exists());
+        assert!(s.state_path().exists());
         fs::remove_dir_all(&base).unwrap();
     }
 

@@ -823,34 +823,41 @@ impl SessionDir {
     /// in, which the caller does once for a batch of files in it: the file
     /// itself is synced and renamed into place.
     pub fn write_unsynced(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
-        let rel_path = Path::new(rel);
-        if rel.is_empty()
-            || !rel_path
-                .components()
-                .all(|c| matches!(c, std::path::Component::Normal(_)))
-        {
-            return Err(StoreError::Outside {
-                path: rel_path.to_path_buf(),
-            });
-        }
-        let mut at = self.dir.clone();
-        let check = |p: &Path| match fs::symlink_metadata(p) {
-            Ok(m) if m.file_type().is_symlink() => Err(StoreError::Link {
-                path: p.to_path_buf(),
-            }),
-            _ => Ok(()),
-        };
-        check(&at)?;
-        for c in rel_path.components() {
-            at.push(c);
-            check(&at)?;
-        }
-        if let Some(parent) = at.parent() {
-            fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
-        }
-        atomic::replace_synced(&at, bytes).map_err(|e| StoreError::io(&at, e))?;
-        Ok(at)
+        write_under(&self.dir, rel, bytes)
     }
+}
+
+/// [`SessionDir::write_unsynced`] under the session directory `dir`: a
+/// function of the path alone, so archives can be written from several
+/// threads.
+pub(super) fn write_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+    let rel_path = Path::new(rel);
+    if rel.is_empty()
+        || !rel_path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+    {
+        return Err(StoreError::Outside {
+            path: rel_path.to_path_buf(),
+        });
+    }
+    let mut at = dir.to_path_buf();
+    let check = |p: &Path| match fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => Err(StoreError::Link {
+            path: p.to_path_buf(),
+        }),
+        _ => Ok(()),
+    };
+    check(&at)?;
+    for c in rel_path.components() {
+        at.push(c);
+        check(&at)?;
+    }
+    if let Some(parent) = at.parent() {
+        fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
+    }
+    atomic::replace_synced(&at, bytes).map_err(|e| StoreError::io(&at, e))?;
+    Ok(at)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The flat message every transcript format projects into.
 
-use std::cell::OnceCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -123,22 +123,49 @@ pub struct CoreMessage {
 /// A memo, not content: it never makes two messages unequal, and every
 /// change of the text through [`CoreMessage::append_tag`] or
 /// [`CoreMessage::replace_text`] forgets it.
-#[derive(Debug, Clone, Default)]
-pub struct Counted(OnceCell<(Tokenizer, u32)>);
+///
+/// Held in one atomic word (the counter above the count, 0 for none), so
+/// messages can be read from several threads at once, archives rendered
+/// and ids hashed side by side; a relaxed load or store of a word costs
+/// what a plain one does. Two threads counting the same message store the
+/// same figure.
+#[derive(Debug, Default)]
+pub struct Counted(AtomicU64);
 
 impl Counted {
     /// A count already known, say from a cache of an earlier turn.
     pub fn known(tokenizer: Tokenizer, tokens: usize) -> Counted {
-        Counted(OnceCell::from((tokenizer, tokens as u32)))
+        Counted(AtomicU64::new(Self::word(tokenizer, tokens)))
+    }
+
+    fn word(tokenizer: Tokenizer, tokens: usize) -> u64 {
+        let counter = match tokenizer {
+            Tokenizer::Estimate => 1,
+            Tokenizer::O200k => 2,
+            Tokenizer::Cl100k => 3,
+        };
+        (counter << 32) | u64::from(tokens as u32)
     }
 
     /// The count by `tokenizer`, taken with `count` the first time.
     pub fn get_or(&self, tokenizer: Tokenizer, count: impl FnOnce() -> usize) -> usize {
-        match self.0.get() {
-            Some(&(t, n)) if t == tokenizer => n as usize,
-            Some(_) => count(),
-            None => self.0.get_or_init(|| (tokenizer, count() as u32)).1 as usize,
+        let kept = self.0.load(Ordering::Relaxed);
+        if kept == 0 {
+            let n = count();
+            self.0.store(Self::word(tokenizer, n), Ordering::Relaxed);
+            return n as u32 as usize;
         }
+        if kept >> 32 == Self::word(tokenizer, 0) >> 32 {
+            (kept & u64::from(u32::MAX)) as usize
+        } else {
+            count()
+        }
+    }
+}
+
+impl Clone for Counted {
+    fn clone(&self) -> Counted {
+        Counted(AtomicU64::new(self.0.load(Ordering::Relaxed)))
     }
 }
 
