@@ -1,6 +1,8 @@
 //! Logs of one request message per record: chat and Anthropic messages,
 //! as JSONL, one JSON array or a `{"messages": [...]}` document.
 
+use std::sync::mpsc;
+
 use serde_json::Value;
 
 use super::anthropic::ToolNames;
@@ -186,10 +188,128 @@ impl<'a> LineBuilder<'a> {
         Ok(())
     }
 
+    /// Builds the messages of a piece [`parse_piece`] parsed.
+    fn build(&mut self, name: &str, (values, bad_lines): ParsedPiece) {
+        self.warnings.extend(bad_lines);
+        for (line, mut value) in values {
+            match (self.log.message)(&mut value, line, self.messages.len(), &mut self.tools) {
+                Some(m) => self.messages.push(m),
+                None => self.skipped.push(self.log.skipped_warning(name, line)),
+            }
+        }
+    }
+
     /// The transcript of every piece read.
     pub(crate) fn finish(mut self) -> Transcript {
         self.warnings.append(&mut self.skipped);
         self.log
             .transcript(self.messages, Vec::new(), self.warnings)
+    }
+}
+
+/// A piece's lines as JSON, each with its line number, and the warnings
+/// for the bad lines skipped.
+type ParsedPiece = (Vec<(usize, Value)>, Vec<String>);
+
+/// The lines of `text`, which starts on line `first_line`, parsed as
+/// [`LineBuilder::read`] parses them.
+fn parse_piece(
+    name: &str,
+    text: &str,
+    first_line: usize,
+    expected: &str,
+    bad: BadLines,
+) -> Result<ParsedPiece, ReadError> {
+    let mut bad_lines = Vec::new();
+    let mut warn = |_, w| bad_lines.push(w);
+    let values = jsonl::lines_from(
+        name,
+        text,
+        first_line,
+        expected,
+        bad,
+        &mut warn,
+        |line, text| serde_json::from_str(text).map(|v| (line, v)),
+    )?;
+    Ok((values, bad_lines))
+}
+
+/// A chat or Anthropic log read in pieces, each piece's lines parsed on a
+/// thread of its own while the messages of the piece before are built:
+/// parsing every line into JSON was about as long as building the
+/// messages from it, and a first turn of a long session waited for both
+/// one after the other. One parsed piece waits at most, so the JSON of
+/// two pieces is held at a time.
+pub(crate) struct PipedBuilder {
+    built: LineBuilder<'static>,
+    name: String,
+    to_parse: Option<mpsc::SyncSender<(String, usize)>>,
+    parsed: mpsc::Receiver<Result<ParsedPiece, ReadError>>,
+    /// Pieces handed to the parser and not built yet.
+    waiting: usize,
+}
+
+impl PipedBuilder {
+    pub(crate) fn new(log: &'static MessageLog, name: &str, bad: BadLines) -> PipedBuilder {
+        let (to_parse, pieces) = mpsc::sync_channel::<(String, usize)>(1);
+        let (done, parsed) = mpsc::sync_channel(1);
+        let (at, expected) = (name.to_string(), log.expected);
+        // Detached: it ends when the pieces stop coming, and a reader
+        // dropped on an error lets it go.
+        std::thread::spawn(move || {
+            for (piece, first_line) in pieces {
+                let parsed = parse_piece(&at, &piece, first_line, expected, bad);
+                drop(piece);
+                let stop = parsed.is_err();
+                if done.send(parsed).is_err() || stop {
+                    break;
+                }
+            }
+        });
+        PipedBuilder {
+            built: LineBuilder::new(log),
+            name: name.to_string(),
+            to_parse: Some(to_parse),
+            parsed,
+            waiting: 0,
+        }
+    }
+
+    /// Hands `piece` (starting on line `first_line`) to the parser, and
+    /// builds the pieces before it as they come parsed.
+    pub(crate) fn read(&mut self, piece: String, first_line: usize) -> Result<(), ReadError> {
+        match &self.to_parse {
+            Some(to) if to.send((piece, first_line)).is_ok() => self.waiting += 1,
+            // The parser stopped at a bad line: the pieces it parsed before,
+            // then why.
+            _ => {
+                self.to_parse = None;
+                while self.waiting > 0 {
+                    self.build_next()?;
+                }
+            }
+        }
+        while self.waiting > 1 {
+            self.build_next()?;
+        }
+        Ok(())
+    }
+
+    fn build_next(&mut self) -> Result<(), ReadError> {
+        let Ok(parsed) = self.parsed.recv() else {
+            panic!("the parser of a log's pieces ended without saying why");
+        };
+        self.waiting -= 1;
+        self.built.build(&self.name, parsed?);
+        Ok(())
+    }
+
+    /// The transcript of every piece read, once the last is built.
+    pub(crate) fn finish(mut self) -> Result<Transcript, ReadError> {
+        self.to_parse = None;
+        while self.waiting > 0 {
+            self.build_next()?;
+        }
+        Ok(self.built.finish())
     }
 }

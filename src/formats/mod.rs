@@ -426,9 +426,9 @@ pub struct PieceReader {
 }
 
 enum Pieces {
-    /// A chat or Anthropic log: each piece's messages built as it comes,
-    /// and the piece let go.
-    Built(message_log::LineBuilder<'static>),
+    /// A chat or Anthropic log: each piece parsed as it comes, and its
+    /// messages built while the next is parsed.
+    Built(message_log::PipedBuilder),
     /// A Claude Code log: its lines are all read lean before any record is
     /// chosen, so the pieces are held until then, and each let go once the
     /// records chosen from it are built.
@@ -470,7 +470,7 @@ pub fn read_in_pieces(
             if !one_line || jsonl::is_document(head) {
                 return None;
             }
-            Pieces::Built(message_log::LineBuilder::new(log))
+            Pieces::Built(message_log::PipedBuilder::new(log, name, bad))
         }
         Format::ClaudeCode => Pieces::Held(Vec::new()),
         Format::Codex => Pieces::Rollout(codex::RolloutPieces::new()),
@@ -489,7 +489,7 @@ impl PieceReader {
     pub fn read(&mut self, piece: String) -> Result<(), ReadError> {
         let lines = newlines(&piece);
         match &mut self.pieces {
-            Pieces::Built(built) => built.read(&self.name, &piece, self.next_line, self.bad)?,
+            Pieces::Built(built) => built.read(piece, self.next_line)?,
             Pieces::Held(held) => held.push(Cow::Owned(piece)),
             Pieces::Rollout(rollout) => {
                 rollout.read(&self.name, &piece, self.next_line, self.bad)?
@@ -507,7 +507,7 @@ impl PieceReader {
     /// The transcript of every piece read, every block given its identity.
     pub fn finish(self) -> Result<Transcript, ReadError> {
         let mut transcript = match self.pieces {
-            Pieces::Built(built) => built.finish(),
+            Pieces::Built(built) => built.finish()?,
             Pieces::Held(mut held) => {
                 claude_code::read_pieces(&self.name, &mut held, self.bad, false)?
             }
