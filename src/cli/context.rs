@@ -21,7 +21,7 @@ use crate::engine::{
     Name, Projection, RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
 };
 use crate::formats::Transcript;
-use crate::store::{CacheSource, SessionDir, SessionLock, StoreError};
+use crate::store::{CacheDraft, CacheSource, SessionDir, SessionLock, StoreError};
 
 /// Whether a command writes the session (and so takes its lock first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,6 +238,72 @@ impl<'g> Context<'g> {
             }
             _ => Ok(self.session().save_read_cache(&source)?),
         }
+    }
+
+    /// Projects a turn that can hide nothing, writing the read cache's
+    /// messages on a thread of their own meanwhile: a transcript read whole
+    /// with no block in the state (a first turn) keeps every word in the
+    /// cache, so what the cache holds does not wait for the projection.
+    /// `None` for a turn that must project first ([`Context::project`]
+    /// and then [`Context::save_read_cache`]); else the projection and the
+    /// cache's draft, for [`Context::finish_read_cache`].
+    pub fn project_drafting(
+        &self,
+        state: &mut CompressionState,
+        turn: Turn,
+    ) -> Option<(Projection, Result<CacheDraft, StoreError>)> {
+        let mark = self.loaded.read.mark;
+        let drafts = self.access == Access::Write
+            && !self.warm()
+            && mark.is_some()
+            && state.blocks.is_empty()
+            && self.loaded.read.elided.is_empty();
+        let (mark, true) = (mark?, drafts) else {
+            return None;
+        };
+        let tokenizer = self.config(state).tokenizer;
+        let (transcript, history) = (&self.loaded.transcript, &self.history[..]);
+        let dir = self.loaded.session.dir.as_path();
+        Some(std::thread::scope(|s| {
+            let drafting = s.spawn(move || {
+                let source = CacheSource {
+                    transcript,
+                    history,
+                    tokenizer,
+                    mark,
+                    keep: &|_, _| true,
+                    unparsed: &[],
+                    cuts: &[],
+                };
+                source.draft(dir)
+            });
+            let p = self.project(state, turn);
+            let draft = drafting
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            (p, draft)
+        }))
+    }
+
+    /// Puts the cache [`Context::project_drafting`] drafted in place, with
+    /// the turn's `cuts` in its trailer.
+    pub fn finish_read_cache(
+        &self,
+        draft: Result<CacheDraft, StoreError>,
+        state: &CompressionState,
+        cuts: &[(String, KeptCut)],
+    ) -> Result<(), CliError> {
+        let mark = self.loaded.read.mark.unwrap_or_default();
+        let source = CacheSource {
+            transcript: self.transcript(),
+            history: &self.history,
+            tokenizer: self.config(state).tokenizer,
+            mark,
+            keep: &|_, _| true,
+            unparsed: &[],
+            cuts,
+        };
+        Ok(source.finish_draft(draft?)?)
     }
 
     /// Ends a command that is done with the transcript: the session lock

@@ -34,7 +34,10 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         input_tokens: args.input_tokens.and_then(|f| f.0),
         force_nudge: args.nudge,
     };
-    let p = project_turn(&mut cx, &mut state, turn, learn)?;
+    let (p, draft) = match cx.project_drafting(&mut state, turn) {
+        Some((p, draft)) => (p, Some(draft)),
+        None => (project_turn(&mut cx, &mut state, turn, learn)?, None),
+    };
     let (t, session, settings) = (cx.transcript(), cx.session(), &cx.settings);
     let to = args.to.map_or(t.format.view_format(), view_format);
     let mut warnings = t.warnings.clone();
@@ -61,8 +64,11 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         session.save(&state)?;
         // The cache only saves work: a turn that cannot leave one still
         // goes out, and the next reads whatever cache it finds with care.
-        if let Err(e) = cx.save_read_cache(&state, &p.hidden, &p.view, &p.cuts, CacheWrite::Append)
-        {
+        let cached = match draft {
+            Some(draft) => cx.finish_read_cache(draft, &state, &p.cuts),
+            None => cx.save_read_cache(&state, &p.hidden, &p.view, &p.cuts, CacheWrite::Append),
+        };
+        if let Err(e) = cached {
             warnings.push(format!("the read cache was not saved: {e}"));
         }
     }

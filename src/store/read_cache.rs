@@ -723,10 +723,48 @@ impl SessionDir {
 
     /// Replaces the read cache: a temp file renamed over it, not synced.
     pub fn save_read_cache(&self, source: &CacheSource) -> Result<(), StoreError> {
-        let path = self.read_cache_path();
-        let tmp = self.dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
-        let result = std::fs::File::create(&tmp)
-            .and_then(|f| source.write_to(io::BufWriter::with_capacity(1 << 16, f)))
+        source.finish_draft(source.draft(&self.dir)?)
+    }
+}
+
+/// A new read cache in its temp file, its messages written and its trailer
+/// not yet: see [`CacheSource::draft`].
+pub struct CacheDraft {
+    out: Encoder<io::BufWriter<std::fs::File>>,
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl CacheSource<'_> {
+    /// Writes a new read cache's messages to a temp file in the session
+    /// directory `dir`. A turn that can hide nothing (a first turn, with
+    /// no blocks) keeps every word, so it writes them while it projects;
+    /// [`CacheSource::finish_draft`] adds the trailer, with the turn's
+    /// cuts, once it is done.
+    pub fn draft(&self, dir: &std::path::Path) -> Result<CacheDraft, StoreError> {
+        let path = dir.join(FILE);
+        let tmp = dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
+        let written = std::fs::File::create(&tmp).and_then(|f| {
+            let mut e = Encoder::new(io::BufWriter::with_capacity(1 << 16, f));
+            e.bytes(MAGIC)?;
+            self.messages(&mut e, 0)?;
+            Ok(e)
+        });
+        match written {
+            Ok(out) => Ok(CacheDraft { out, tmp, path }),
+            Err(source) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(StoreError::Io { path, source })
+            }
+        }
+    }
+
+    /// Ends `draft` with this source's trailer and puts it in place of the
+    /// cache, not synced.
+    pub fn finish_draft(&self, draft: CacheDraft) -> Result<(), StoreError> {
+        let CacheDraft { out, tmp, path } = draft;
+        let result = self
+            .trailer(out)
             .and_then(|w| w.into_inner().map_err(io::IntoInnerError::into_error))
             .and_then(|_| std::fs::rename(&tmp, &path));
         result.map_err(|source| {

@@ -484,6 +484,14 @@ fn a_cache_that_cannot_be_written_costs_a_warning_not_the_turn() {
     assert!(out.status.success());
     assert!(!out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("the read cache was not saved"));
+    // The cache is written beside the projection on such a turn (no blocks
+    // yet): its temp file goes with it.
+    let left: Vec<_> = fs::read_dir(dir.join("st/t"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     assert_eq!(project(dir, "st", Shape::Chat).report["read"], "whole");
 }
 
