@@ -261,6 +261,30 @@ fn a_claude_code_record_only_a_whole_parse_rejects_is_a_bad_line() {
         "{:?}",
         t.warnings
     );
+    // The records are parsed a batch ahead of the messages built: one far
+    // into the log stops it at its own line all the same.
+    let mut long: Vec<String> = (0..1_500)
+        .map(|i| {
+            let (kind, parent) = if i % 2 == 0 {
+                ("user", i)
+            } else {
+                ("assistant", i)
+            };
+            let parent = (parent > 0).then(|| format!("r{}", parent - 1));
+            record(
+                &format!("r{i}"),
+                parent.as_deref(),
+                kind,
+                &format!("step {i}"),
+            )
+        })
+        .collect();
+    long[1_201] = record("r1201", Some("r1200"), "assistant", "bad \\ud800 escape");
+    let long = long.join("\n") + "\n";
+    let err = read("t", &long, Some(Format::ClaudeCode), BadLines::Fail).unwrap_err();
+    assert!(err.to_string().contains("t:1202:"), "{err}");
+    let t = read("t", &long, Some(Format::ClaudeCode), BadLines::Skip).unwrap();
+    assert_eq!(t.cores().len(), 1_499);
 }
 
 #[test]
