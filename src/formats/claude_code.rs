@@ -11,7 +11,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::mpsc;
 
 use crate::engine::{ContentType, IdHash, IdMap, IdSet};
 
@@ -234,8 +233,7 @@ fn lean_lines<'t>(
 /// from a prefix ([`read_after`]) warns as one read whole does.
 ///
 /// Every line is read lean first; only the chosen records are then parsed
-/// whole, a batch ahead of the messages built from them on a thread of its
-/// own, each let go once its message is built; with
+/// whole, one at a time, each let go once its message is built; with
 /// `keep_records` they are kept as the transcript's records (only
 /// `materialize` writes them back).
 pub(crate) fn read(
@@ -248,7 +246,7 @@ pub(crate) fn read(
 }
 
 /// [`read`] of a log held in pieces, each ending where a line does: a piece
-/// is let go once the records chosen from it are parsed, so the log's text
+/// is let go once the records chosen from it are built, so the log's text
 /// and all the messages built from it are never held at once.
 pub(crate) fn read_pieces(
     name: &str,
@@ -257,50 +255,24 @@ pub(crate) fn read_pieces(
     keep_records: bool,
 ) -> Result<Transcript, ReadError> {
     let mut warnings: Vec<(usize, String)> = Vec::new();
-    let Plan {
-        steps,
-        session,
-        carry,
-    } = plan(name, pieces, bad, &mut warnings)?;
+    let plan = plan(name, pieces, bad, &mut warnings)?;
     let mut build = Builder::new((name, keep_records, bad), ToolNames::default());
-    // The records are parsed on a thread of their own, a batch ahead of the
-    // messages built from them, each piece let go once its records are
-    // parsed: parsing a record was about as long as building its message.
-    std::thread::scope(|s| {
-        let (to_build, parsed) = mpsc::sync_channel(2);
-        s.spawn(move || {
-            let mut held = 0;
-            for batch in steps.chunks(512) {
-                let mut records = Vec::with_capacity(batch.len());
-                for step in batch {
-                    while held < step.piece {
-                        pieces[held] = Cow::Borrowed("");
-                        held += 1;
-                    }
-                    let text = &pieces[step.piece][step.at.clone()];
-                    let record = parse_record(name, keep_records, step.line, text);
-                    records.push((step.line, step.assistant, record));
-                }
-                // The builder stopped at a bad line.
-                if to_build.send(records).is_err() {
-                    return;
-                }
-            }
-        });
-        for records in parsed {
-            for (line, assistant, record) in records {
-                build.add_parsed(line, record, assistant, &mut warnings)?;
-            }
+    let mut held = 0;
+    for step in plan.steps {
+        while held < step.piece {
+            pieces[held] = Cow::Borrowed("");
+            held += 1;
         }
-        Ok::<_, ReadError>(())
-    })?;
+        let text = &pieces[step.piece][step.at.clone()];
+        build.add(step.line, text, step.assistant, &mut warnings)?;
+    }
     let built = build.finish();
     let carry = Carry {
         responses: sorted(built.by_message_id.keys().cloned()),
-        ..carry
+        ..plan.carry
     };
     Ok(finish(
-        session,
+        plan.session,
         (built.messages, built.originals),
         warnings,
         carry,
@@ -455,22 +427,19 @@ impl<'n, 't> Builder<'n, 't> {
         assistant: bool,
         warnings: &mut Vec<(usize, String)>,
     ) -> Result<(), ReadError> {
-        let parsed = parse_record(self.name, self.keep, line, text);
-        self.add_parsed(line, parsed, assistant, warnings)
-    }
-
-    /// Builds the record on `line` from what [`parse_record`] made of it.
-    fn add_parsed(
-        &mut self,
-        line: usize,
-        parsed: Result<ParsedRecord, ReadError>,
-        assistant: bool,
-        warnings: &mut Vec<(usize, String)>,
-    ) -> Result<(), ReadError> {
         let (name, built) = (self.name, &mut self.built);
+        // Only the message is built: the other fields (a tool's output again
+        // in `toolUseResult`, bookkeeping) are passed over, unless the record
+        // is kept whole.
+        let parsed = match self.keep {
+            true => serde_json::from_str::<Value>(text)
+                .map(|v| (v.get("message").cloned().unwrap_or_default(), Some(v))),
+            false => serde_json::from_str::<MessageOnly>(text).map(|r| (r.message, None)),
+        };
         let (mut message, record) = match parsed {
             Ok(parsed) => parsed,
-            Err(e) => {
+            Err(err) => {
+                let e = ReadError::syntax(name, line, text, &err, EXPECTED, false);
                 return match self.bad {
                     BadLines::Fail => Err(e),
                     BadLines::Skip => {
@@ -509,26 +478,6 @@ impl<'n, 't> Builder<'n, 't> {
         self.built.messages.retain(|m| !m.blocks.is_empty());
         self.built
     }
-}
-
-/// A record's message, and the record whole when it is kept.
-type ParsedRecord = (Value, Option<Value>);
-
-/// The record on `line`, whose text is `text`: only its message is parsed
-/// whole, the other fields (a tool's output again in `toolUseResult`,
-/// bookkeeping) passed over, unless the record is kept (`keep`).
-fn parse_record(
-    name: &str,
-    keep: bool,
-    line: usize,
-    text: &str,
-) -> Result<ParsedRecord, ReadError> {
-    let parsed = match keep {
-        true => serde_json::from_str::<Value>(text)
-            .map(|v| (v.get("message").cloned().unwrap_or_default(), Some(v))),
-        false => serde_json::from_str::<MessageOnly>(text).map(|r| (r.message, None)),
-    };
-    parsed.map_err(|err| ReadError::syntax(name, line, text, &err, EXPECTED, false))
 }
 
 /// A record read for its message alone.

@@ -261,8 +261,7 @@ fn a_claude_code_record_only_a_whole_parse_rejects_is_a_bad_line() {
         "{:?}",
         t.warnings
     );
-    // The records are parsed a batch ahead of the messages built: one far
-    // into the log stops it at its own line all the same.
+    // One far into the log stops it at its own line all the same.
     let mut long: Vec<String> = (0..1_500)
         .map(|i| {
             let (kind, parent) = if i % 2 == 0 {
