@@ -677,8 +677,9 @@ impl SessionDir {
     }
 
     /// The session's read cache, if there is one that decodes, with what
-    /// `read` made of the length of transcript it says was read: called
-    /// before its messages are decoded (see [`ReadCache::read_from`]).
+    /// `read` made of the length of transcript it says was read: called as
+    /// soon as the trailer is read, before the messages are decoded, so the
+    /// caller can check the transcript meanwhile.
     pub fn load_read_cache<T>(
         &self,
         read: impl FnOnce(u64) -> T,
