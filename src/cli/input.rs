@@ -261,6 +261,7 @@ fn read_pieces(
     (size, mark): (usize, bool),
 ) -> Result<Option<Pieces>, PieceError> {
     let mut reader = None;
+    let mut failed = None;
     let mut buf = Vec::new();
     let (mut digest, mut length, mut last) = (Digest::default(), 0, None);
     loop {
@@ -303,10 +304,19 @@ fn read_pieces(
                 }
             }
         };
-        r.read(text).map_err(PieceError::Read)?;
+        // After a bad line the rest is only looked through for a NUL byte
+        // or bytes that are not UTF-8: a whole read reports those first.
+        if failed.is_none()
+            && let Err(e) = r.read(text)
+        {
+            failed = Some(e);
+        }
         if whole {
             break;
         }
+    }
+    if let Some(e) = failed {
+        return Err(PieceError::Read(e));
     }
     let Some(reader) = reader else {
         return Ok(None);

@@ -346,6 +346,76 @@ fn what_a_user_gets_wrong_is_exit_2_with_the_place() {
     }
 }
 
+/// A log named as a file is read in pieces of a few megabytes: one with a
+/// bad line early and a NUL byte or bytes that are not UTF-8 further on
+/// gets the error a whole read of the same bytes gives (from stdin), the
+/// NUL or the encoding first.
+#[test]
+fn a_log_read_in_pieces_reports_what_a_whole_read_reports() {
+    let dir = TempDir::new();
+    let line = |i: usize| {
+        let role = if i.is_multiple_of(2) {
+            "user"
+        } else {
+            "assistant"
+        };
+        let words = format!("message {i} {}", "word ".repeat(400));
+        format!("{}\n", serde_json::json!({"role": role, "content": words}))
+    };
+    // About 12 MB: the bad line in the first piece, the damage two pieces on.
+    let lines: Vec<String> = (0..6_000).map(line).collect();
+    for (name, damage) in [("nul.jsonl", &b"\0"[..]), ("latin.jsonl", &b"\xff\xfe"[..])] {
+        let mut bytes = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            match i {
+                100 => bytes.extend_from_slice(b"{\"role\": \"user\", \"content\": \"cut\n"),
+                5_500 => {
+                    bytes.extend_from_slice(&l.as_bytes()[..30]);
+                    bytes.extend_from_slice(damage);
+                    bytes.extend_from_slice(&l.as_bytes()[30..]);
+                }
+                _ => bytes.extend_from_slice(l.as_bytes()),
+            }
+        }
+        let path = dir.path().join(name);
+        fs::write(&path, &bytes).unwrap();
+        let whole = std::process::Command::new(env!("CARGO_BIN_EXE_noa"))
+            .args([
+                "project",
+                "-",
+                "--dry-run",
+                "--format",
+                "chat",
+                "--report",
+                "json",
+            ])
+            .args(["--state-dir", "st", "--session", "s"])
+            .current_dir(dir.path())
+            .stdin(fs::File::open(&path).unwrap())
+            .output()
+            .unwrap();
+        let named = noa(
+            dir.path(),
+            &[
+                "project",
+                name,
+                "--dry-run",
+                "--format",
+                "chat",
+                "--report",
+                "json",
+            ],
+        );
+        assert_eq!(named.status.code(), Some(2), "{name}");
+        let code = |out: &std::process::Output| -> Value {
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            serde_json::from_str::<Value>(err.lines().last().unwrap()).unwrap()["code"].clone()
+        };
+        assert_eq!(code(&named), code(&whole), "{name}");
+        assert_ne!(code(&named), "noa::bad_json", "{name}");
+    }
+}
+
 #[test]
 fn a_lost_refs_log_is_bad_input_and_nothing_is_written() {
     let dir = TempDir::new();
