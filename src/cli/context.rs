@@ -18,7 +18,8 @@ use super::settings::{self, Settings};
 use super::{CliError, clock};
 use crate::engine::{
     self, COMPRESS_TOOL, CompressionState, Config, ContentType, CoreMessage, IdMap, IdSet, KeptCut,
-    Name, Projection, RebuildInput, Rebuilt, TurnInput, block_count, lineage, recorded_calls,
+    Name, Projection, RebuildInput, Rebuilt, Tokenizer, TurnInput, block_count, lineage,
+    recorded_calls,
 };
 use crate::formats::Transcript;
 use crate::store::{CacheDraft, CacheSource, SessionDir, SessionLock, StoreError};
@@ -252,31 +253,18 @@ impl<'g> Context<'g> {
         state: &mut CompressionState,
         turn: Turn,
     ) -> Option<(Projection, Result<CacheDraft, StoreError>)> {
-        let mark = self.loaded.read.mark;
-        let drafts = self.access == Access::Write
-            && !self.warm()
-            && mark.is_some()
-            && state.blocks.is_empty()
-            && self.loaded.read.elided.is_empty();
-        let (mark, true) = (mark?, drafts) else {
-            return None;
-        };
+        let mark = self.loaded.read.mark.filter(|_| {
+            self.access == Access::Write
+                && !self.warm()
+                && state.blocks.is_empty()
+                && self.loaded.read.elided.is_empty()
+        })?;
         let tokenizer = self.config(state).tokenizer;
         let (transcript, history) = (&self.loaded.transcript, &self.history[..]);
         let dir = self.loaded.session.dir.as_path();
         Some(std::thread::scope(|s| {
-            let drafting = s.spawn(move || {
-                let source = CacheSource {
-                    transcript,
-                    history,
-                    tokenizer,
-                    mark,
-                    keep: &|_, _| true,
-                    unparsed: &[],
-                    cuts: &[],
-                };
-                source.draft(dir)
-            });
+            let drafting =
+                s.spawn(move || every_word(transcript, history, (tokenizer, mark), &[]).draft(dir));
             let p = self.project(state, turn);
             let draft = drafting
                 .join()
@@ -294,15 +282,8 @@ impl<'g> Context<'g> {
         cuts: &[(String, KeptCut)],
     ) -> Result<(), CliError> {
         let mark = self.loaded.read.mark.unwrap_or_default();
-        let source = CacheSource {
-            transcript: self.transcript(),
-            history: &self.history,
-            tokenizer: self.config(state).tokenizer,
-            mark,
-            keep: &|_, _| true,
-            unparsed: &[],
-            cuts,
-        };
+        let tokenizer = self.config(state).tokenizer;
+        let source = every_word(self.transcript(), &self.history, (tokenizer, mark), cuts);
         Ok(source.finish_draft(draft?)?)
     }
 
@@ -507,6 +488,28 @@ impl<'g> Context<'g> {
                 if unknown.len() > 1 { ", …" } else { "" },
             );
         }
+    }
+}
+
+/// A read cache of a transcript read whole that keeps every word: what a
+/// turn that can hide nothing leaves (see [`Context::project_drafting`]).
+fn every_word<'a>(
+    transcript: &'a Transcript,
+    history: &'a [CoreMessage],
+    (tokenizer, mark): (Tokenizer, (u64, u64, u64)),
+    cuts: &'a [(String, KeptCut)],
+) -> CacheSource<'a> {
+    fn keep(_: usize, _: &CoreMessage) -> bool {
+        true
+    }
+    CacheSource {
+        transcript,
+        history,
+        tokenizer,
+        mark,
+        keep: &keep,
+        unparsed: &[],
+        cuts,
     }
 }
 

@@ -160,42 +160,38 @@ impl<'a> LineBuilder<'a> {
         first_line: usize,
         bad: BadLines,
     ) -> Result<(), ReadError> {
-        let LineBuilder {
-            log,
-            messages,
-            tools,
-            warnings,
-            skipped,
-        } = self;
-        let mut build = |line, text| {
-            let mut value: Value = serde_json::from_str(text)?;
-            match (log.message)(&mut value, line, messages.len(), tools) {
-                Some(m) => messages.push(m),
-                None => skipped.push(log.skipped_warning(name, line)),
-            }
-            Ok(())
-        };
-        let mut warn = |_, w| warnings.push(w);
-        jsonl::lines_from(
+        // Bad lines warn here; what is skipped warns after them (`finish`).
+        let mut bad_lines = Vec::new();
+        let expected = self.log.expected;
+        let read = jsonl::lines_from(
             name,
             text,
             first_line,
-            log.expected,
+            expected,
             bad,
-            &mut warn,
-            &mut build,
-        )?;
-        Ok(())
+            &mut |_, w| bad_lines.push(w),
+            |line, text| {
+                self.add(name, line, serde_json::from_str(text)?);
+                Ok(())
+            },
+        );
+        self.warnings.append(&mut bad_lines);
+        read.map(drop)
     }
 
     /// Builds the messages of a piece [`parse_piece`] parsed.
     fn build(&mut self, name: &str, (values, bad_lines): ParsedPiece) {
         self.warnings.extend(bad_lines);
-        for (line, mut value) in values {
-            match (self.log.message)(&mut value, line, self.messages.len(), &mut self.tools) {
-                Some(m) => self.messages.push(m),
-                None => self.skipped.push(self.log.skipped_warning(name, line)),
-            }
+        for (line, value) in values {
+            self.add(name, line, value);
+        }
+    }
+
+    /// Builds the message of the record on `line`, or warns it was skipped.
+    fn add(&mut self, name: &str, line: usize, mut value: Value) {
+        match (self.log.message)(&mut value, line, self.messages.len(), &mut self.tools) {
+            Some(m) => self.messages.push(m),
+            None => self.skipped.push(self.log.skipped_warning(name, line)),
         }
     }
 
@@ -242,7 +238,6 @@ fn parse_piece(
 /// two pieces is held at a time.
 pub(crate) struct PipedBuilder {
     built: LineBuilder<'static>,
-    name: String,
     to_parse: Option<mpsc::SyncSender<(String, usize)>>,
     parsed: mpsc::Receiver<Result<ParsedPiece, ReadError>>,
     /// Pieces handed to the parser and not built yet.
@@ -268,7 +263,6 @@ impl PipedBuilder {
         });
         PipedBuilder {
             built: LineBuilder::new(log),
-            name: name.to_string(),
             to_parse: Some(to_parse),
             parsed,
             waiting: 0,
@@ -277,7 +271,12 @@ impl PipedBuilder {
 
     /// Hands `piece` (starting on line `first_line`) to the parser, and
     /// builds the pieces before it as they come parsed.
-    pub(crate) fn read(&mut self, piece: String, first_line: usize) -> Result<(), ReadError> {
+    pub(crate) fn read(
+        &mut self,
+        name: &str,
+        piece: String,
+        first_line: usize,
+    ) -> Result<(), ReadError> {
         match &self.to_parse {
             Some(to) if to.send((piece, first_line)).is_ok() => self.waiting += 1,
             // The parser stopped at a bad line: the pieces it parsed before,
@@ -285,30 +284,30 @@ impl PipedBuilder {
             _ => {
                 self.to_parse = None;
                 while self.waiting > 0 {
-                    self.build_next()?;
+                    self.build_next(name)?;
                 }
             }
         }
         while self.waiting > 1 {
-            self.build_next()?;
+            self.build_next(name)?;
         }
         Ok(())
     }
 
-    fn build_next(&mut self) -> Result<(), ReadError> {
+    fn build_next(&mut self, name: &str) -> Result<(), ReadError> {
         let Ok(parsed) = self.parsed.recv() else {
             panic!("the parser of a log's pieces ended without saying why");
         };
         self.waiting -= 1;
-        self.built.build(&self.name, parsed?);
+        self.built.build(name, parsed?);
         Ok(())
     }
 
     /// The transcript of every piece read, once the last is built.
-    pub(crate) fn finish(mut self) -> Result<Transcript, ReadError> {
+    pub(crate) fn finish(mut self, name: &str) -> Result<Transcript, ReadError> {
         self.to_parse = None;
         while self.waiting > 0 {
-            self.build_next()?;
+            self.build_next(name)?;
         }
         Ok(self.built.finish())
     }

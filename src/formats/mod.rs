@@ -489,7 +489,7 @@ impl PieceReader {
     pub fn read(&mut self, piece: String) -> Result<(), ReadError> {
         let lines = newlines(&piece);
         match &mut self.pieces {
-            Pieces::Built(built) => built.read(piece, self.next_line)?,
+            Pieces::Built(built) => built.read(&self.name, piece, self.next_line)?,
             Pieces::Held(held) => held.push(Cow::Owned(piece)),
             Pieces::Rollout(rollout) => {
                 rollout.read(&self.name, &piece, self.next_line, self.bad)?
@@ -507,7 +507,7 @@ impl PieceReader {
     /// The transcript of every piece read, every block given its identity.
     pub fn finish(self) -> Result<Transcript, ReadError> {
         let mut transcript = match self.pieces {
-            Pieces::Built(built) => built.finish()?,
+            Pieces::Built(built) => built.finish(&self.name)?,
             Pieces::Held(mut held) => {
                 claude_code::read_pieces(&self.name, &mut held, self.bad, false)?
             }
@@ -577,7 +577,7 @@ impl Parsed {
 
 /// Gives every block its content-hash identity, counting repeats in order.
 fn assign_ids(t: &mut Transcript) {
-    let bases = bases(&mut t.messages);
+    let bases = bases(&t.messages);
     let mut ids = ClusterCounter::default();
     for (b, base) in t.messages.iter_mut().flat_map(|m| &mut m.blocks).zip(bases) {
         b.core.id = ids.next(base);
@@ -589,13 +589,13 @@ fn assign_ids(t: &mut Transcript) {
 /// hashed on as many threads as the machine offers (up to four), each
 /// taking a run of messages with about as many bytes as the others: sha256
 /// over every word read was a tenth of a first turn.
-fn bases(messages: &mut [HostMessage]) -> Vec<Name> {
+fn bases(messages: &[HostMessage]) -> Vec<Name> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     bases_on(messages, threads)
 }
 
 /// [`bases`] on at most `threads` threads.
-fn bases_on(messages: &mut [HostMessage], threads: usize) -> Vec<Name> {
+fn bases_on(messages: &[HostMessage], threads: usize) -> Vec<Name> {
     fn run(messages: &[HostMessage]) -> Vec<Name> {
         (messages.iter().flat_map(|m| &m.blocks))
             .map(|b| ClusterCounter::base(&b.core, || b.raw.text().to_string()))
@@ -615,7 +615,7 @@ fn bases_on(messages: &mut [HostMessage], threads: usize) -> Vec<Name> {
             bytes += size(&rest[at]);
             at += 1;
         }
-        let (run, after) = rest.split_at_mut(at);
+        let (run, after) = rest.split_at(at);
         runs.push(run);
         rest = after;
     }

@@ -453,11 +453,10 @@ fn ids_hashed_on_threads_are_the_ids_one_thread_gives() {
             .map(|b| b.core.id.to_string())
             .collect()
     };
-    let mut again = t.clone();
-    let one = super::bases_on(&mut again.messages, 1);
+    let one = super::bases_on(&t.messages, 1);
     for threads in [2, 3, 4] {
         assert_eq!(
-            super::bases_on(&mut again.messages, threads),
+            super::bases_on(&t.messages, threads),
             one,
             "{threads} threads"
         );

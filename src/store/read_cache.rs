@@ -266,11 +266,18 @@ pub struct CacheSource<'a> {
 
 impl CacheSource<'_> {
     /// Writes the cache to `out`, one message at a time.
+    #[cfg(test)]
     pub fn write_to<W: Write>(&self, out: W) -> io::Result<W> {
+        self.trailer(self.begin(out)?)
+    }
+
+    /// Writes the start of a new cache to `out`: its messages, all but the
+    /// trailer.
+    fn begin<W: Write>(&self, out: W) -> io::Result<Encoder<W>> {
         let mut e = Encoder::new(out);
         e.bytes(MAGIC)?;
         self.messages(&mut e, 0)?;
-        self.trailer(e)
+        Ok(e)
     }
 
     /// Writes what follows `end` in the file it was read from: the messages
@@ -745,12 +752,8 @@ impl CacheSource<'_> {
     pub fn draft(&self, dir: &std::path::Path) -> Result<CacheDraft, StoreError> {
         let path = dir.join(FILE);
         let tmp = dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
-        let written = std::fs::File::create(&tmp).and_then(|f| {
-            let mut e = Encoder::new(io::BufWriter::with_capacity(1 << 16, f));
-            e.bytes(MAGIC)?;
-            self.messages(&mut e, 0)?;
-            Ok(e)
-        });
+        let written = std::fs::File::create(&tmp)
+            .and_then(|f| self.begin(io::BufWriter::with_capacity(1 << 16, f)));
         match written {
             Ok(out) => Ok(CacheDraft { out, tmp, path }),
             Err(source) => {
