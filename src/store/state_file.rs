@@ -16,6 +16,7 @@ use super::map_log::{self, Extent, LogError, Logged};
 use super::read_cache::{Digest, digest};
 use crate::engine::{
     Block, CompressionState, HostState, MessageRefs, NudgeState, RefName, STATE_VERSION, Stats,
+    canonical_index,
 };
 
 /// Why the store could not do what was asked.
@@ -154,6 +155,8 @@ pub struct SessionDir {
     /// always known), so a save appends what is new instead of writing
     /// every ref again.
     logged: Cell<Option<RefsLog>>,
+    /// The digest of those bytes, to go on from when a save appends.
+    refs_sum: RefCell<Option<Digest>>,
     /// The blocks log as this process last read or wrote it, with a
     /// digest of each block's latest line, so a save appends only the
     /// blocks made or changed since.
@@ -369,6 +372,7 @@ impl SessionDir {
             dir: base.join(session),
             session: session.to_string(),
             logged: Cell::new(None),
+            refs_sum: RefCell::new(None),
             blocks_logged: RefCell::new(None),
             tokens_logged: RefCell::new(None),
             truncated_logged: RefCell::new(None),
@@ -382,6 +386,7 @@ impl SessionDir {
             dir: base.join(parent).join("subagents").join(agent),
             session: agent.to_string(),
             logged: Cell::new(None),
+            refs_sum: RefCell::new(None),
             blocks_logged: RefCell::new(None),
             tokens_logged: RefCell::new(None),
             truncated_logged: RefCell::new(None),
@@ -487,10 +492,12 @@ impl SessionDir {
         let logged = match log {
             Some(log) => {
                 let sum = self.read_refs_log(&mut state.message_refs, log)?;
-                Some(RefsLog {
-                    digest: Some(sum),
+                let logged = RefsLog {
+                    digest: Some(sum.finish()),
                     ..log
-                })
+                };
+                self.refs_sum.replace(Some(sum));
+                Some(logged)
             }
             None => None,
         };
@@ -598,9 +605,10 @@ impl SessionDir {
         .map_err(|e| StoreError::io(&path, e))
     }
 
-    /// Fills the ref map from the first bytes of refs.log the state names;
-    /// returns their digest.
-    fn read_refs_log(&self, refs: &mut MessageRefs, log: RefsLog) -> Result<u64, StoreError> {
+    /// Fills the ref map from the first bytes of refs.log the state names,
+    /// settling it on them when it lays out as they do; returns their
+    /// digest, to go on from.
+    fn read_refs_log(&self, refs: &mut MessageRefs, log: RefsLog) -> Result<Digest, StoreError> {
         let path = self.dir.join(REFS_LOG);
         let damaged = |what: &str| StoreError::RefsLog {
             path: path.clone(),
@@ -611,6 +619,9 @@ impl SessionDir {
         let text = std::str::from_utf8(&mine).map_err(|_| damaged("not UTF-8"))?;
         let mut last_ref = None;
         let mut count = 0;
+        // Whether the map's refs lay out as these bytes: every line a
+        // numbered ref after the one before, nothing between the lines.
+        let (mut in_order, mut previous, mut laid) = (true, 0, 0);
         // As many as state.json names, within what the bytes can hold (a
         // line is `m` and a digit, a space, an id and a newline).
         refs.reserve(log.count.min(text.len() / 5));
@@ -619,13 +630,23 @@ impl SessionDir {
                 return Err(damaged("a line is not `ref id`"));
             };
             refs.add_logged(r, id);
+            match canonical_index(r) {
+                Some(n) if n > previous => previous = n,
+                _ => in_order = false,
+            }
+            laid += r.len() + id.len() + 2;
             count += 1;
             last_ref = Some(r);
         }
         let last = last_ref.map_or(0, ref_number);
-        let sum = digest(&mine);
-        if count != log.count || last != log.last || log.digest.is_some_and(|d| d != sum) {
+        let mut sum = Digest::default();
+        sum.update(&mine);
+        let finished = sum.finish();
+        if count != log.count || last != log.last || log.digest.is_some_and(|d| d != finished) {
             return Err(damaged("not the log state.json was saved with"));
+        }
+        if in_order && laid == mine.len() && refs.refs() == count {
+            refs.settle(finished);
         }
         Ok(sum)
     }
@@ -783,28 +804,41 @@ impl SessionDir {
         let line = |(r, id): (RefName, &str)| format!("{r} {id}\n");
         let last = refs.last_ref().map_or(0, |r| ref_number(&r));
         if let Some(log) = self.logged.get()
-            && let Some((new, mut d)) = newer_than(refs, log)
             && fs::metadata(&path).is_ok_and(|m| m.len() >= log.bytes)
         {
-            let new: String = new.map(line).collect();
-            map_log::append_after(&path, log.bytes, new.as_bytes())
-                .map_err(|e| StoreError::io(&path, e))?;
-            d.update(new.as_bytes());
-            return Ok(RefsLog {
-                bytes: log.bytes + new.len() as u64,
-                count: refs.refs(),
-                last,
-                digest: Some(d.finish()),
+            // A map settled on the log this process read or wrote hands
+            // over what is new at once; any other is laid out again to see.
+            let settled = self.refs_sum.borrow().clone().and_then(|d| {
+                let new = refs.settled_after(log.digest?, log.last)?;
+                Some((new.map(line).collect::<String>(), d))
             });
+            let newer = || newer_than(refs, log).map(|(new, d)| (new.map(line).collect(), d));
+            if let Some((new, mut d)) = settled.or_else(newer) {
+                map_log::append_after(&path, log.bytes, new.as_bytes())
+                    .map_err(|e| StoreError::io(&path, e))?;
+                d.update(new.as_bytes());
+                let written = RefsLog {
+                    bytes: log.bytes + new.len() as u64,
+                    count: refs.refs(),
+                    last,
+                    digest: Some(d.finish()),
+                };
+                self.refs_sum.replace(Some(d));
+                return Ok(written);
+            }
         }
         let all: String = refs.by_ref().map(line).collect();
         self.write(REFS_LOG, all.as_bytes())?;
-        Ok(RefsLog {
+        let mut d = Digest::default();
+        d.update(all.as_bytes());
+        let written = RefsLog {
             bytes: all.len() as u64,
             count: refs.refs(),
             last,
-            digest: Some(digest(all.as_bytes())),
-        })
+            digest: Some(d.finish()),
+        };
+        self.refs_sum.replace(Some(d));
+        Ok(written)
     }
 
     /// Writes `rel` (e.g. `tier1/b1_m00002-m00005.md`) under the session
@@ -897,6 +931,58 @@ mod tests {
             [TOKENS_LOG, TRUNCATED_LOG].map(|f| fs::read(s.dir.join(f)).unwrap())
         );
         assert_eq!(SessionDir::new(&base, "sess").load().unwrap(), Some(st));
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// The refs log a save leaves is the map laid out, whether the map
+    /// was settled on the log it loaded (appended to without laying out
+    /// the rest again) or not (a log whose lines are not in ref order).
+    #[test]
+    fn the_refs_log_is_the_map_after_every_save() {
+        let base = temp("refs-log");
+        let laid = |refs: &MessageRefs| -> String {
+            refs.by_ref().map(|(r, id)| format!("{r} {id}\n")).collect()
+        };
+        let mut st = CompressionState::new("sess");
+        for n in 1..=5 {
+            st.message_refs.insert_numbered(&format!("h_{n}"), n);
+        }
+        SessionDir::new(&base, "sess").save(&st).unwrap();
+        let s = SessionDir::new(&base, "sess");
+        let mut loaded = s.load().unwrap().unwrap();
+        loaded.message_refs.insert_numbered("h_6", 6);
+        loaded.message_refs.block("h_p");
+        s.save(&loaded).unwrap();
+        assert_eq!(
+            fs::read_to_string(s.dir.join(REFS_LOG)).unwrap(),
+            laid(&loaded.message_refs)
+        );
+        // A second save by the same process goes on from there.
+        loaded.message_refs.insert_numbered("h_7", 7);
+        s.save(&loaded).unwrap();
+        assert_eq!(
+            fs::read_to_string(s.dir.join(REFS_LOG)).unwrap(),
+            laid(&loaded.message_refs)
+        );
+        let again = SessionDir::new(&base, "sess").load().unwrap().unwrap();
+        assert_eq!(again.message_refs, loaded.message_refs);
+        // A ref given again below the log's end: the log is laid out anew.
+        let s = SessionDir::new(&base, "sess");
+        let mut loaded = s.load().unwrap().unwrap();
+        loaded.message_refs.insert_numbered("h_new", 3);
+        s.save(&loaded).unwrap();
+        assert_eq!(
+            fs::read_to_string(s.dir.join(REFS_LOG)).unwrap(),
+            laid(&loaded.message_refs)
+        );
+        assert_eq!(
+            SessionDir::new(&base, "sess")
+                .load()
+                .unwrap()
+                .unwrap()
+                .message_refs,
+            loaded.message_refs
+        );
         fs::remove_dir_all(&base).unwrap();
     }
 

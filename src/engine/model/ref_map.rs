@@ -38,11 +38,7 @@ impl RefName {
 
     /// `m00042` for 42, written digit by digit.
     pub fn numbered(n: u32) -> RefName {
-        let mut text = *b"m00000";
-        for (i, place) in [10_000, 1_000, 100, 10, 1].into_iter().enumerate() {
-            text[i + 1] = b'0' + (n / place % 10) as u8;
-        }
-        RefName::digits(&text)
+        RefName::digits(&numbered_text(n))
     }
 
     /// A ref written out as `m` and five digits.
@@ -75,6 +71,15 @@ impl fmt::Debug for RefName {
     }
 }
 
+/// `m00042` for 42, as bytes.
+fn numbered_text(n: u32) -> [u8; 6] {
+    let mut text = *b"m00000";
+    for (i, place) in [10_000, 1_000, 100, 10, 1].into_iter().enumerate() {
+        text[i + 1] = b'0' + (n / place % 10) as u8;
+    }
+    text
+}
+
 /// Both directions of the ref map.
 #[derive(Clone, Default)]
 pub struct MessageRefs {
@@ -93,6 +98,22 @@ pub struct MessageRefs {
     by_odd: BTreeMap<String, Name>,
     /// Refs held in `by_number`.
     numbered: usize,
+    /// The log of refs this map was last found to lay out as, if any.
+    settled: Option<Settled>,
+    /// Places in `known` whose ref may not name them back: every id learned
+    /// unpaired or learned again, and every id a ref was taken from. The
+    /// rest are paired, so the few unpaired ones are found without walking
+    /// the map.
+    loose: Vec<u32>,
+}
+
+/// A map found to lay out as a log of refs (see [`MessageRefs::settle`]).
+#[derive(Clone, Copy)]
+struct Settled {
+    /// The log's digest, as its keeper names it.
+    log: u64,
+    /// Every ref numbered up to this one is as it was then.
+    through: u32,
 }
 
 /// An id's hash, in the 32 bits the index keeps.
@@ -119,18 +140,26 @@ impl MessageRefs {
     }
 
     /// Gives `id` the ref `r`, adding it when new; returns the id as held.
-    fn set(&mut self, id: &str, r: RefName) -> Name {
-        self.learn(id, r, true)
+    /// `paired` when the caller then has `r` name the id.
+    fn set(&mut self, id: &str, r: RefName, paired: bool) -> Name {
+        self.learn(id, r, true, paired)
     }
 
     /// Finds `id` with one probe, adding it with the ref `r` when new; one
-    /// already known takes `r` only when `replace`. Returns the id as held.
-    fn learn(&mut self, id: &str, r: RefName, replace: bool) -> Name {
+    /// already known takes `r` only when `replace`. `paired` when the caller
+    /// then has `r` name the id. Returns the id as held.
+    fn learn(&mut self, id: &str, r: RefName, replace: bool, paired: bool) -> Name {
         let h = hash32(id);
-        let Self { known, index, .. } = self;
+        let Self {
+            known,
+            index,
+            loose,
+            ..
+        } = self;
         let same = |&(i, kept): &(u32, u32)| kept == h && &*known[i as usize].0 == id;
         match index.entry(widen(h), same, |&(_, h)| widen(h)) {
             Entry::Occupied(e) => {
+                loose.push(e.get().0);
                 let slot = &mut known[e.get().0 as usize];
                 if replace {
                     slot.1 = r;
@@ -139,10 +168,24 @@ impl MessageRefs {
             }
             Entry::Vacant(e) => {
                 let held = Name::new(id);
+                if !paired {
+                    loose.push(known.len() as u32);
+                }
                 e.insert((known.len() as u32, h));
                 known.push((held.clone(), r));
                 held
             }
+        }
+    }
+
+    /// The ref of a message, [`BLOCKED`] included, with its place among
+    /// the ids known, looked for at `guess` first: a history looked up in
+    /// the order its refs were handed out finds each one just after the
+    /// one before, without hashing it.
+    pub fn get_near(&self, id: &str, guess: usize) -> Option<(&str, usize)> {
+        match self.known.get(guess) {
+            Some((known, r)) if &**known == id => Some((r.as_str(), guess)),
+            _ => self.place(id).map(|i| (self.known[i].1.as_str(), i)),
         }
     }
 
@@ -195,7 +238,7 @@ impl MessageRefs {
     /// Gives message `id` the ref `r`, both ways; a hard-protected one
     /// ([`BLOCKED`]) is known by id only.
     pub fn insert(&mut self, id: &str, r: &str) {
-        let id = self.set(id, RefName::new(r));
+        let id = self.set(id, RefName::new(r), r != BLOCKED);
         if r != BLOCKED {
             self.insert_ref(r, id);
         }
@@ -203,26 +246,26 @@ impl MessageRefs {
 
     /// Gives message `id` the ref numbered `n`, both ways.
     pub fn insert_numbered(&mut self, id: &str, n: u32) {
-        let id = self.set(id, RefName::numbered(n));
+        let id = self.set(id, RefName::numbered(n), true);
         self.set_number(n, id);
     }
 
     /// Marks message `id` hard-protected: known, with no number.
     pub fn block(&mut self, id: &str) {
-        self.set(id, RefName::new(BLOCKED));
+        self.set(id, RefName::new(BLOCKED), false);
     }
 
     /// One `ref id` line of refs.log: the ref names the id, and the id
     /// takes the ref unless it already has one (the inline part of
     /// state.json, read first, wins).
     pub fn add_logged(&mut self, r: &str, id: &str) {
-        let id = self.learn(id, RefName::new(r), false);
+        let id = self.learn(id, RefName::new(r), false, true);
         self.insert_ref(r, id);
     }
 
     /// One direction only, as a hand-edited map may hold it: id → ref.
     pub fn insert_id_only(&mut self, id: &str, r: &str) {
-        self.set(id, RefName::new(r));
+        self.set(id, RefName::new(r), false);
     }
 
     /// One direction only, as a hand-edited map may hold it: ref → id.
@@ -234,21 +277,63 @@ impl MessageRefs {
         match canonical_index(r) {
             Some(n) => self.set_number(n, id),
             None => {
-                self.by_odd.insert(r.to_string(), id);
+                // Refs in another form sort among the numbered ones.
+                self.settled = None;
+                if let Some(old) = self.by_odd.insert(r.to_string(), id) {
+                    self.loosen(&old);
+                }
             }
         }
     }
 
     fn set_number(&mut self, n: u32, id: Name) {
+        if let Some(s) = &mut self.settled {
+            s.through = s.through.min(n.saturating_sub(1));
+        }
         let n = n as usize;
         // Refs come in number order, one more each time: pushed, not
         // resized to, which costs a call per ref.
         while self.by_number.len() <= n {
             self.by_number.push(None);
         }
-        if self.by_number[n].replace(id).is_none() {
-            self.numbered += 1;
+        match self.by_number[n].replace(id) {
+            None => self.numbered += 1,
+            Some(old) => self.loosen(&old),
         }
+    }
+
+    /// Notes that a ref was taken from `id`, which may be left unpaired.
+    fn loosen(&mut self, id: &str) {
+        if let Some(i) = self.place(id) {
+            self.loose.push(i as u32);
+        }
+    }
+
+    /// Marks the map as laid out, ref by ref in [`MessageRefs::by_ref`]'s
+    /// order, as the log its keeper knows by the digest `log`: the caller
+    /// has checked that it does. Refs numbered later keep the mark; one
+    /// given or taken again at a number keeps it only below that number.
+    pub fn settle(&mut self, log: u64) {
+        self.settled = self.by_odd.is_empty().then_some(Settled {
+            log,
+            through: u32::MAX,
+        });
+    }
+
+    /// The refs numbered above `last`, in number order, when the map was
+    /// settled on the log `log` and every ref numbered up to `last` is as it
+    /// was then: what a save appends to that log, found without laying out
+    /// the refs before it again.
+    pub fn settled_after(
+        &self,
+        log: u64,
+        last: u32,
+    ) -> Option<impl Iterator<Item = (RefName, &str)>> {
+        let settled = self.settled?;
+        (settled.log == log && settled.through >= last).then(|| Numbered {
+            ids: self.by_number.iter().skip(last as usize + 1),
+            text: numbered_text(last),
+        })
     }
 
     /// Every id with its ref, in no particular order.
@@ -280,8 +365,12 @@ impl MessageRefs {
     /// known but unnumbered, and the strays of a hand-edited map; in no
     /// particular order.
     pub fn unpaired(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.known
-            .iter()
+        let mut loose = self.loose.clone();
+        loose.sort_unstable();
+        loose.dedup();
+        loose
+            .into_iter()
+            .map(|i| &self.known[i as usize])
             .filter(|(id, r)| {
                 let back = match canonical_index(r) {
                     Some(n) => self.by_number.get(n as usize).and_then(Option::as_ref),
@@ -535,6 +624,8 @@ mod tests {
         Logged(String, String),
         IdOnly(String, String),
         RefOnly(String, String),
+        /// Settles the map on a log numbered up to this.
+        Settle(u32),
     }
 
     fn op() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -552,17 +643,24 @@ mod tests {
             (id, r.clone()).prop_map(|(i, r)| Op::Logged(i, r)),
             (id, r.clone()).prop_map(|(i, r)| Op::IdOnly(i, r)),
             (id, r).prop_map(|(i, r)| Op::RefOnly(i, r)),
+            (0u32..45).prop_map(Op::Settle),
         ]
     }
 
     proptest::proptest! {
         #[test]
         fn behaves_as_the_two_maps_it_stands_for(ops in proptest::collection::vec(op(), 0..60)) {
-            use proptest::prop_assert_eq;
+            use proptest::{prop_assert, prop_assert_eq};
             let mut refs = MessageRefs::default();
             let mut model = Model::default();
+            // The refs as the map was last settled, and the log's last number.
+            let mut settled: Option<(BTreeMap<String, String>, u32)> = None;
             for op in &ops {
                 match op.clone() {
+                    Op::Settle(last) => {
+                        refs.settle(7);
+                        settled = Some((model.by_ref.clone(), last));
+                    }
                     Op::Insert(id, r) => {
                         refs.insert(&id, &r);
                         if r != BLOCKED {
@@ -615,6 +713,29 @@ mod tests {
                 refs.highest_used(),
                 model.by_ref.keys().rev().find_map(|r| ref_to_index(r)).unwrap_or(0)
             );
+            // Handed over only when every ref up to the log's last is as
+            // it was, and then exactly the refs after it.
+            if let Some((then, last)) = settled {
+                prop_assert!(refs.settled_after(8, last).is_none());
+                let upto = |m: &BTreeMap<String, String>| -> Vec<(String, String)> {
+                    m.iter()
+                        .filter(|(r, _)| canonical_index(r).is_some_and(|n| n <= last))
+                        .map(|(r, id)| (r.clone(), id.clone()))
+                        .collect()
+                };
+                if let Some(after) = refs.settled_after(7, last) {
+                    prop_assert_eq!(upto(&then), upto(&model.by_ref));
+                    let after: Vec<(String, String)> =
+                        after.map(|(r, id)| (r.to_string(), id.to_string())).collect();
+                    let expected: Vec<(String, String)> = model
+                        .by_ref
+                        .iter()
+                        .filter(|(r, _)| canonical_index(r).is_some_and(|n| n > last))
+                        .map(|(r, id)| (r.clone(), id.clone()))
+                        .collect();
+                    prop_assert_eq!(after, expected);
+                }
+            }
             let mut unpaired: Vec<(&str, &str)> = refs.unpaired().collect();
             unpaired.sort_unstable();
             let mut strays: Vec<(&str, &str)> = model
@@ -628,6 +749,34 @@ mod tests {
             let back: MessageRefs = serde_json::from_str(&serde_json::to_string(&refs).unwrap()).unwrap();
             prop_assert_eq!(back, refs);
         }
+    }
+
+    #[test]
+    fn a_settled_map_hands_over_what_came_after_its_log() {
+        let mut refs = MessageRefs::default();
+        refs.insert_numbered("a", 1);
+        refs.insert_numbered("b", 2);
+        refs.settle(9);
+        refs.insert_numbered("c", 3);
+        refs.block("p");
+        let after = |refs: &MessageRefs, log, last| {
+            refs.settled_after(log, last)
+                .map(|new| new.map(|(r, id)| format!("{r} {id}")).collect::<Vec<_>>())
+        };
+        assert_eq!(after(&refs, 9, 2), Some(vec!["m00003 c".to_string()]));
+        assert_eq!(after(&refs, 8, 2), None, "another log");
+        // m00003 came after the log: one that ends there is not this one.
+        assert_eq!(after(&refs, 9, 3), None);
+        // A ref given again at or below the log's last: laid out again.
+        refs.insert_numbered("d", 2);
+        assert_eq!(after(&refs, 9, 2), None);
+        assert_eq!(
+            after(&refs, 9, 1),
+            Some(vec!["m00002 d".into(), "m00003 c".into()])
+        );
+        refs.insert("e", "x7");
+        assert_eq!(after(&refs, 9, 1), None, "a ref in another form");
+        assert_eq!(MessageRefs::default().settled_after(9, 0).map(|_| ()), None);
     }
 
     #[test]

@@ -170,8 +170,11 @@ pub fn assign(
     if refs.is_empty() {
         refs.reserve(messages.len());
     }
+    // Where the next message is likely known: just after the one before.
+    let mut guess = 0;
     for m in messages {
-        if let Some(r) = refs.get(&m.id) {
+        if let Some((r, at)) = refs.get_near(&m.id, guess) {
+            guess = at + 1;
             if r != BLOCKED {
                 done.held.add(r);
             }
