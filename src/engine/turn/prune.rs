@@ -57,7 +57,7 @@ pub fn prune_marked<'a>(
     let (firsts, shown) = if covered.is_empty() {
         (vec![None; view.len()], IdSet::default())
     } else {
-        let firsts: Vec<Option<usize>> = view.iter().map(|m| covered.first_block(&m.id)).collect();
+        let firsts = covered.firsts(view);
         let shown = shown_anyway(view, &firsts);
         (firsts, shown)
     };

@@ -70,8 +70,11 @@ fn present_blocks(blocks: &[Block], absorbed: &IdSet, history: &[CoreMessage]) -
 #[derive(Debug, Default)]
 pub struct Coverage<'a> {
     /// Each covered message, with the first active block (its index in the
-    /// state's blocks) that stands for it.
-    first: IdMap<'a, usize>,
+    /// state's blocks) that stands for it and its place in `order`.
+    first: IdMap<'a, (usize, usize)>,
+    /// The same, in the order taken in: a block at a time, each in its own
+    /// order, which is about the order of the history.
+    order: Vec<(&'a str, usize)>,
     /// Later blocks standing for a message an earlier one stands for too:
     /// rare (blocks that came back to life over the same messages), and
     /// each still needs its place in the view.
@@ -82,23 +85,45 @@ impl<'a> Coverage<'a> {
     /// The coverage of the active `blocks`.
     pub fn of(blocks: &'a [Block]) -> Coverage<'a> {
         let active = || blocks.iter().enumerate().filter(|(_, b)| b.active);
-        let mut first = IdMap::with_capacity_and_hasher(
-            active().map(|(_, b)| b.effective_message_ids.len()).sum(),
-            Default::default(),
-        );
+        let ids = active().map(|(_, b)| b.effective_message_ids.len()).sum();
+        let mut first = IdMap::with_capacity_and_hasher(ids, Default::default());
+        let mut order = Vec::with_capacity(ids);
         let mut more = Vec::new();
         for (i, b) in active() {
             for id in &b.effective_message_ids {
                 match first.entry(id.as_str()) {
                     Entry::Vacant(slot) => {
-                        slot.insert(i);
+                        slot.insert((i, order.len()));
+                        order.push((id.as_str(), i));
                     }
-                    Entry::Occupied(slot) if *slot.get() != i => more.push((id.as_str(), i)),
+                    Entry::Occupied(slot) if slot.get().0 != i => more.push((id.as_str(), i)),
                     Entry::Occupied(_) => {}
                 }
             }
         }
-        Coverage { first, more }
+        Coverage { first, order, more }
+    }
+
+    /// The first active block standing for each message of `history`,
+    /// each looked for first just after the one before among the covered:
+    /// blocks take their messages in the history's order, so most are
+    /// found without hashing.
+    pub fn firsts(&self, history: &[CoreMessage]) -> Vec<Option<usize>> {
+        let mut guess = 0;
+        history
+            .iter()
+            .map(|m| match self.order.get(guess) {
+                Some(&(id, b)) if id == m.id.as_str() => {
+                    guess += 1;
+                    Some(b)
+                }
+                _ => {
+                    let (b, at) = *self.first.get(m.id.as_str())?;
+                    guess = at + 1;
+                    Some(b)
+                }
+            })
+            .collect()
     }
 
     /// Whether no active block stands for anything.
@@ -109,11 +134,6 @@ impl<'a> Coverage<'a> {
     /// Whether an active block stands for the message `id`.
     pub fn contains(&self, id: &str) -> bool {
         self.first.contains_key(id)
-    }
-
-    /// The first active block standing for `id`.
-    pub fn first_block(&self, id: &str) -> Option<usize> {
-        self.first.get(id).copied()
     }
 
     /// The later blocks standing for a message, with its id.
