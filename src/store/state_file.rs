@@ -15,8 +15,8 @@ use super::atomic;
 use super::map_log::{self, Extent, LogError, Logged};
 use super::read_cache::{Digest, digest};
 use crate::engine::{
-    Block, CompressionState, HostState, MessageRefs, NudgeState, RefName, STATE_VERSION, Stats,
-    canonical_index,
+    Block, CompressionState, HostState, MAX_REF, MessageRefs, NudgeState, RefName, STATE_VERSION,
+    Stats, canonical_index,
 };
 
 /// Why the store could not do what was asked.
@@ -624,7 +624,7 @@ impl SessionDir {
         let (mut in_order, mut previous, mut laid) = (true, 0, 0);
         // As many as state.json names, within what the bytes can hold (a
         // line is `m` and a digit, a space, an id and a newline).
-        refs.reserve(log.count.min(text.len() / 5));
+        refs.reserve(log.count.min(text.len() / 5), log.last.min(MAX_REF));
         for line in crate::formats::lines(text) {
             let Some((r, id)) = map_log::split_at_space(line) else {
                 return Err(damaged("a line is not `ref id`"));

@@ -228,10 +228,13 @@ impl MessageRefs {
         self.known.is_empty()
     }
 
-    /// Room for `more` ids.
-    pub fn reserve(&mut self, more: usize) {
+    /// Room for `more` ids, and for refs numbered up to `highest`: the
+    /// list by number is as long as its highest number, and one grown past
+    /// its room is copied whole.
+    pub fn reserve(&mut self, more: usize, highest: u32) {
         self.known.reserve(more);
-        self.by_number.reserve(more);
+        let numbers = (highest as usize + 1).saturating_sub(self.by_number.len());
+        self.by_number.reserve(numbers);
         self.index.reserve(more, |&(_, h)| widen(h));
     }
 

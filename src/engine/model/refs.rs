@@ -168,7 +168,8 @@ pub fn assign(
     let mut done = Assigned::default();
     // A first turn numbers every message: the map is sized once.
     if refs.is_empty() {
-        refs.reserve(messages.len());
+        let highest = cursor as usize - 1 + messages.len();
+        refs.reserve(messages.len(), highest.min(MAX_REF as usize) as u32);
     }
     // Where the next message is likely known: just after the one before.
     let mut guess = 0;
