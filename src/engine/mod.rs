@@ -38,7 +38,7 @@ pub use model::lineage;
 pub use model::message::COMPRESS_TOOL;
 pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};
 pub use model::name::Name;
-pub use model::refs::{BLOCKED, MAX_REF, NUDGE_ID, canonical_index};
+pub use model::refs::{BLOCKED, MAX_REF, NUDGE_ID};
 pub use model::state::{
     AppliedCall, Block, CompressionState, HostState, MessageRefs, NudgeState, RefName,
     STATE_VERSION, Stats,

@@ -16,7 +16,7 @@ use super::map_log::{self, Extent, LogError, Logged};
 use super::read_cache::{Digest, digest};
 use crate::engine::{
     Block, CompressionState, HostState, MAX_REF, MessageRefs, NudgeState, RefName, STATE_VERSION,
-    Stats, canonical_index,
+    Stats,
 };
 
 /// Why the store could not do what was asked.
@@ -629,8 +629,7 @@ impl SessionDir {
             let Some((r, id)) = map_log::split_at_space(line) else {
                 return Err(damaged("a line is not `ref id`"));
             };
-            refs.add_logged(r, id);
-            match canonical_index(r) {
+            match refs.add_logged(r, id) {
                 Some(n) if n > previous => previous = n,
                 _ => in_order = false,
             }

@@ -260,10 +260,17 @@ impl MessageRefs {
 
     /// One `ref id` line of refs.log: the ref names the id, and the id
     /// takes the ref unless it already has one (the inline part of
-    /// state.json, read first, wins).
-    pub fn add_logged(&mut self, r: &str, id: &str) {
+    /// state.json, read first, wins). Returns the ref's number when it is
+    /// in its five-digit form.
+    #[inline]
+    pub fn add_logged(&mut self, r: &str, id: &str) -> Option<u32> {
         let id = self.learn(id, RefName::new(r), false, true);
-        self.insert_ref(r, id);
+        let n = canonical_index(r);
+        match n {
+            Some(n) => self.set_number(n, id),
+            None => self.insert_ref(r, id),
+        }
+        n
     }
 
     /// One direction only, as a hand-edited map may hold it: id → ref.
