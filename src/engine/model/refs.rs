@@ -137,11 +137,14 @@ impl Held {
         }
     }
 
+    /// The list grows to the highest number held, not to every number
+    /// there could be: a rebuild fills one per replayed call.
     fn add_number(&mut self, n: u32) {
-        if self.numbered.is_empty() {
-            self.numbered = vec![false; MAX_REF as usize + 1];
+        let n = n as usize;
+        if n >= self.numbered.len() {
+            self.numbered.resize(n + 1, false);
         }
-        self.numbered[n as usize] = true;
+        self.numbered[n] = true;
     }
 
     /// Whether a message of the history holds the ref `r`.
