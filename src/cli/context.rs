@@ -13,7 +13,7 @@ use std::io::{IsTerminal, Write};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::args::Global;
-use super::input::{Loaded, check_belongs, load_whole};
+use super::input::{Loaded, check_belongs, hand_back_at_once, load_whole};
 use super::settings::{self, Settings};
 use super::{CliError, clock};
 use crate::engine::{
@@ -262,6 +262,7 @@ impl<'g> Context<'g> {
         let tokenizer = self.config(state).tokenizer;
         let (transcript, history) = (&self.loaded.transcript, &self.history[..]);
         let dir = self.loaded.session.dir.as_path();
+        hand_back_at_once();
         Some(std::thread::scope(|s| {
             let drafting =
                 s.spawn(move || every_word(transcript, history, (tokenizer, mark), &[]).draft(dir));

@@ -151,22 +151,32 @@ fn read_input(global: &Global, path: &Path) -> Result<(String, Vec<u8>), CliErro
 }
 
 /// Hands the pages of what reading let go (the transcript's text above all)
-/// back to the system, and from then on what the turn frees as soon as it
-/// is freed. The allocator keeps freed pages for later use (for a second,
-/// longer than a turn), and what a turn builds next is small allocations
-/// that do not reuse them: a Claude Code first turn at 10K messages peaked
-/// at 109 MB without the first, 85 MB with it; the chat 99K first turn,
-/// whose peak comes while it projects, at 282–288 MB without the second,
-/// 265–268 MB with it, in the same time. Only here, after a cold read:
-/// purging at once while a log is parsed, or on a warm turn, costs more
-/// time in system calls than it saves in memory.
+/// back to the system. The allocator keeps freed pages for later use (for a
+/// second, longer than a turn), and what a turn builds next is small
+/// allocations that do not reuse them: a Claude Code first turn at 10K
+/// messages peaked at 109 MB without this, 85 MB with it. It is called too
+/// as each piece of a Claude Code log is let go while the rest is built
+/// (4 MB each, kept beside the messages otherwise): the 99K first turn then
+/// peaks at 269 MB where it peaked at 294–311 MB, in the same time.
+/// Purging every freed page at once instead (mimalloc's purge delay at 0)
+/// saved as much but cost a rebuild or a warm turn up to twice the system
+/// time.
 fn hand_back_freed_memory() {
-    // SAFETY: takes no pointers; it only walks the allocator's own pages
-    // and sets one of its options.
-    unsafe {
-        libmimalloc_sys::mi_collect(true);
-        libmimalloc_sys::mi_option_set(PURGE_DELAY, 0);
-    }
+    // SAFETY: takes no pointers; it only walks the allocator's own pages.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// From here on, what the process frees goes back to the system at once
+/// rather than a second later. For a first turn's one projection of a
+/// whole history, which cuts thousands of outputs and builds a view of
+/// what is left: the chat 99K first turn peaks at 265–268 MB with it,
+/// 282–288 MB without, in the same time. Not for a rebuild or a warm turn,
+/// which free and allocate again call after call: a 9,000-turn rebuild
+/// made 241K page faults with it where it made 24K.
+pub(super) fn hand_back_at_once() {
+    // SAFETY: takes no pointers; it only sets one of the allocator's
+    // options.
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 0) }
 }
 
 /// mimalloc's `mi_option_purge_delay` (milliseconds a freed page is kept
@@ -233,7 +243,7 @@ fn load_in_pieces(global: &Global, path: &Path, mark: bool) -> Result<Option<Loa
     // A Claude Code log's messages are built by `finish`, once every piece
     // is in: the spinner stays until then.
     let read = read_pieces(global, file, &name, (size, mark))
-        .map(|pieces| pieces.map(|p| (p.reader.finish(), p.mark)));
+        .map(|pieces| pieces.map(|p| (p.reader.finish(&hand_back_freed_memory), p.mark)));
     spinner.finish_and_clear();
     let read = read.map_err(|e| match e {
         PieceError::Read(e) => CliError::Read(e),

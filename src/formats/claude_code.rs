@@ -242,17 +242,19 @@ pub(crate) fn read(
     bad: BadLines,
     keep_records: bool,
 ) -> Result<Transcript, ReadError> {
-    read_pieces(name, &mut [Cow::Borrowed(text)], bad, keep_records)
+    read_pieces(name, &mut [Cow::Borrowed(text)], bad, keep_records, &|| {})
 }
 
 /// [`read`] of a log held in pieces, each ending where a line does: a piece
 /// is let go once the records chosen from it are built, so the log's text
-/// and all the messages built from it are never held at once.
+/// and all the messages built from it are never held at once; `let_go` is
+/// called after each.
 pub(crate) fn read_pieces(
     name: &str,
     pieces: &mut [Cow<'_, str>],
     bad: BadLines,
     keep_records: bool,
+    let_go: &dyn Fn(),
 ) -> Result<Transcript, ReadError> {
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let plan = plan(name, pieces, bad, &mut warnings)?;
@@ -262,6 +264,7 @@ pub(crate) fn read_pieces(
         while held < step.piece {
             pieces[held] = Cow::Borrowed("");
             held += 1;
+            let_go();
         }
         let text = &pieces[step.piece][step.at.clone()];
         build.add(step.line, text, step.assistant, &mut warnings)?;

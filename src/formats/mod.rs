@@ -505,11 +505,14 @@ impl PieceReader {
     }
 
     /// The transcript of every piece read, every block given its identity.
-    pub fn finish(self) -> Result<Transcript, ReadError> {
+    /// `let_go` is called each time a held piece is let go (a Claude Code
+    /// log's), so the caller can hand its pages back while the rest is
+    /// built.
+    pub fn finish(self, let_go: &dyn Fn()) -> Result<Transcript, ReadError> {
         let mut transcript = match self.pieces {
             Pieces::Built(built) => built.finish(&self.name)?,
             Pieces::Held(mut held) => {
-                claude_code::read_pieces(&self.name, &mut held, self.bad, false)?
+                claude_code::read_pieces(&self.name, &mut held, self.bad, false, let_go)?
             }
             Pieces::Rollout(rollout) => rollout.finish(),
         };

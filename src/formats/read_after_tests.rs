@@ -228,7 +228,7 @@ fn in_pieces(
         reader.read(text[at..end].to_string())?;
         at = end;
     }
-    reader.finish()
+    reader.finish(&|| {})
 }
 
 #[test]
