@@ -156,11 +156,9 @@ fn read_input(global: &Global, path: &Path) -> Result<(String, Vec<u8>), CliErro
 /// allocations that do not reuse them: a Claude Code first turn at 10K
 /// messages peaked at 109 MB without this, 85 MB with it. It is called too
 /// as each piece of a Claude Code log is let go while the rest is built
-/// (4 MB each, kept beside the messages otherwise): the 99K first turn then
-/// peaks at 269 MB where it peaked at 294–311 MB, in the same time.
-/// Purging every freed page at once instead (mimalloc's purge delay at 0)
-/// saved as much but cost a rebuild or a warm turn up to twice the system
-/// time.
+/// (4 MB each, kept beside the messages otherwise): with
+/// [`hand_back_at_once`] after it, the 99K first turn peaks at 269 MB where
+/// it peaked at 294–311 MB.
 fn hand_back_freed_memory() {
     // SAFETY: takes no pointers; it only walks the allocator's own pages.
     unsafe { libmimalloc_sys::mi_collect(true) }
@@ -170,7 +168,8 @@ fn hand_back_freed_memory() {
 /// rather than a second later. For a first turn's one projection of a
 /// whole history, which cuts thousands of outputs and builds a view of
 /// what is left: the chat 99K first turn peaks at 265–268 MB with it,
-/// 282–288 MB without, in the same time. Not for a rebuild or a warm turn,
+/// 282–288 MB without, in the same time (the Claude Code one spends about
+/// a tenth more, in system calls). Not for a rebuild or a warm turn,
 /// which free and allocate again call after call: a 9,000-turn rebuild
 /// made 241K page faults with it where it made 24K.
 pub(super) fn hand_back_at_once() {
