@@ -1,6 +1,6 @@
 //! state.json: reading it strictly, writing it atomically.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
@@ -152,11 +152,10 @@ pub struct SessionDir {
     /// The session id (the directory's name).
     pub session: String,
     /// The refs log as this process last read or wrote it (its digest
-    /// always known), so a save appends what is new instead of writing
-    /// every ref again.
-    logged: Cell<Option<RefsLog>>,
-    /// The digest of those bytes, to go on from when a save appends.
-    refs_sum: RefCell<Option<Digest>>,
+    /// always known), with the digest of its bytes to go on from, so a save
+    /// appends what is new instead of writing every ref again. Both are
+    /// taken on once state.json names the log.
+    logged: RefCell<Option<(RefsLog, Digest)>>,
     /// The blocks log as this process last read or wrote it, with a
     /// digest of each block's latest line, so a save appends only the
     /// blocks made or changed since.
@@ -371,8 +370,7 @@ impl SessionDir {
         SessionDir {
             dir: base.join(session),
             session: session.to_string(),
-            logged: Cell::new(None),
-            refs_sum: RefCell::new(None),
+            logged: RefCell::new(None),
             blocks_logged: RefCell::new(None),
             tokens_logged: RefCell::new(None),
             truncated_logged: RefCell::new(None),
@@ -385,8 +383,7 @@ impl SessionDir {
         SessionDir {
             dir: base.join(parent).join("subagents").join(agent),
             session: agent.to_string(),
-            logged: Cell::new(None),
-            refs_sum: RefCell::new(None),
+            logged: RefCell::new(None),
             blocks_logged: RefCell::new(None),
             tokens_logged: RefCell::new(None),
             truncated_logged: RefCell::new(None),
@@ -492,16 +489,15 @@ impl SessionDir {
         let logged = match log {
             Some(log) => {
                 let sum = self.read_refs_log(&mut state.message_refs, log)?;
-                let logged = RefsLog {
+                let log = RefsLog {
                     digest: Some(sum.finish()),
                     ..log
                 };
-                self.refs_sum.replace(Some(sum));
-                Some(logged)
+                Some((log, sum))
             }
             None => None,
         };
-        self.logged.set(logged);
+        self.logged.replace(logged);
         Ok(Some(state))
     }
 
@@ -657,7 +653,7 @@ impl SessionDir {
     /// state again.
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
         let path = self.state_path();
-        let log = self.write_refs_log(&state.message_refs)?;
+        let (log, sum) = self.write_refs_log(&state.message_refs)?;
         let blocks_logged = self.write_blocks(&state.blocks)?;
         let tokens_logged = self.write_map_log(
             TOKENS_LOG,
@@ -711,7 +707,7 @@ impl SessionDir {
             serde_json::to_vec_pretty(&disk).map_err(|e| StoreError::io(&path, e.into()))?;
         bytes.push(b'\n');
         self.write("state.json", &bytes)?;
-        self.logged.set(Some(log));
+        self.logged.replace(Some((log, sum)));
         self.blocks_logged.replace(blocks_logged);
         self.tokens_logged.replace(Some(tokens_logged));
         self.truncated_logged.replace(Some(truncated_logged));
@@ -798,18 +794,18 @@ impl SessionDir {
     /// read that log when it loaded the state); when this process knows
     /// nothing of the log, or the map is not that log plus newer refs, the
     /// whole log is written afresh.
-    fn write_refs_log(&self, refs: &MessageRefs) -> Result<RefsLog, StoreError> {
+    fn write_refs_log(&self, refs: &MessageRefs) -> Result<(RefsLog, Digest), StoreError> {
         let path = self.dir.join(REFS_LOG);
         let line = |(r, id): (RefName, &str)| format!("{r} {id}\n");
         let last = refs.last_ref().map_or(0, |r| ref_number(&r));
-        if let Some(log) = self.logged.get()
+        if let Some((log, sum)) = self.logged.borrow().clone()
             && fs::metadata(&path).is_ok_and(|m| m.len() >= log.bytes)
         {
             // A map settled on the log this process read or wrote hands
             // over what is new at once; any other is laid out again to see.
-            let settled = self.refs_sum.borrow().clone().and_then(|d| {
-                let new = refs.settled_after(log.digest?, log.last)?;
-                Some((new.map(line).collect::<String>(), d))
+            let settled = log.digest.and_then(|at| {
+                let new = refs.settled_after(at, log.last)?;
+                Some((new.map(line).collect::<String>(), sum))
             });
             let newer = || newer_than(refs, log).map(|(new, d)| (new.map(line).collect(), d));
             if let Some((new, mut d)) = settled.or_else(newer) {
@@ -822,8 +818,7 @@ impl SessionDir {
                     last,
                     digest: Some(d.finish()),
                 };
-                self.refs_sum.replace(Some(d));
-                return Ok(written);
+                return Ok((written, d));
             }
         }
         let all: String = refs.by_ref().map(line).collect();
@@ -836,8 +831,7 @@ impl SessionDir {
             last,
             digest: Some(d.finish()),
         };
-        self.refs_sum.replace(Some(d));
-        Ok(written)
+        Ok((written, d))
     }
 
     /// Writes `rel` (e.g. `tier1/b1_m00002-m00005.md`) under the session
@@ -982,6 +976,32 @@ mod tests {
                 .message_refs,
             loaded.message_refs
         );
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A save whose state.json could not be written (the disk full)
+    /// leaves the refs it appended behind the state's end: the next save
+    /// by the same process goes on from the log state.json names, not from
+    /// what the failed one appended.
+    #[test]
+    fn a_save_after_a_failed_one_goes_on_from_the_state_on_disk() {
+        let base = temp("refs-retry");
+        let mut st = CompressionState::new("sess");
+        st.message_refs.insert_numbered("h_1", 1);
+        SessionDir::new(&base, "sess").save(&st).unwrap();
+        let s = SessionDir::new(&base, "sess");
+        let mut loaded = s.load().unwrap().unwrap();
+        loaded.message_refs.insert_numbered("h_2", 2);
+        let tmp = s
+            .dir
+            .join(format!(".state.json.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink("/dev/full", &tmp).unwrap();
+        assert!(s.save(&loaded).is_err());
+        assert!(!tmp.exists(), "the failed write cleans up after itself");
+        loaded.message_refs.insert_numbered("h_3", 3);
+        s.save(&loaded).unwrap();
+        let again = SessionDir::new(&base, "sess").load().unwrap().unwrap();
+        assert_eq!(again.message_refs, loaded.message_refs);
         fs::remove_dir_all(&base).unwrap();
     }
 
