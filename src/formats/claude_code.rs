@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::engine::{ContentType, IdHash, IdMap, IdSet};
 
@@ -254,21 +255,53 @@ pub(crate) fn read_pieces(
     pieces: &mut [Cow<'_, str>],
     bad: BadLines,
     keep_records: bool,
-    let_go: &dyn Fn(),
+    let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let plan = plan(name, pieces, bad, &mut warnings)?;
     let mut build = Builder::new((name, keep_records, bad), ToolNames::default());
-    let mut held = 0;
-    for step in plan.steps {
-        while held < step.piece {
-            pieces[held] = Cow::Borrowed("");
-            held += 1;
-            let_go();
+    // The records of the later pieces are parsed on a thread of their own
+    // while this one builds the earlier ones, then taken in order.
+    let split = later_half(&plan.steps);
+    let (early, late) = plan.steps.split_at(split);
+    let at = late.first().map_or(pieces.len(), |s| s.piece);
+    let (early_pieces, late_pieces) = pieces.split_at_mut(at);
+    let stop = AtomicBool::new(false);
+    let parse_late = || {
+        let mut parsed = Vec::with_capacity(late.len());
+        let mut tools = ToolNames::default();
+        walk(late_pieces, late, at, let_go, |step, text| {
+            let record = parse_record(
+                (name, keep_records),
+                (step.line, step.assistant),
+                text,
+                &mut tools,
+            );
+            let failed = record.is_err() && bad == BadLines::Fail;
+            parsed.push((step.line, record));
+            !failed && !stop.load(Ordering::Relaxed)
+        });
+        parsed
+    };
+    std::thread::scope(|s| {
+        let late = (!late.is_empty()).then(|| s.spawn(parse_late));
+        let mut failed = None;
+        walk(early_pieces, early, 0, let_go, |step, text| {
+            failed = build
+                .add(step.line, text, step.assistant, &mut warnings)
+                .err();
+            failed.is_none()
+        });
+        if let Some(e) = failed {
+            stop.store(true, Ordering::Relaxed);
+            return Err(e);
         }
-        let text = &pieces[step.piece][step.at.clone()];
-        build.add(step.line, text, step.assistant, &mut warnings)?;
-    }
+        let late = late.map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        for (line, record) in late.into_iter().flatten() {
+            build.take_from_elsewhere(line, record, &mut warnings)?;
+        }
+        Ok(())
+    })?;
     let built = build.finish();
     let carry = Carry {
         responses: sorted(built.by_message_id.keys().cloned()),
@@ -280,6 +313,52 @@ pub(crate) fn read_pieces(
         warnings,
         carry,
     ))
+}
+
+/// Where the steps of a log held in several pieces are split between two
+/// threads: at the first step of the piece holding the middle of the
+/// chosen records' bytes, so each half lets go of pieces of its own. All
+/// of them (no split) for a log in one piece.
+fn later_half(steps: &[Step]) -> usize {
+    let total: usize = steps.iter().map(|s| s.at.len()).sum();
+    let mut bytes = 0;
+    let Some(middle) = steps.iter().position(|s| {
+        bytes += s.at.len();
+        bytes >= total / 2
+    }) else {
+        return steps.len();
+    };
+    let piece = steps[middle].piece;
+    match steps.partition_point(|s| s.piece < piece) {
+        0 => steps.len(),
+        at => at,
+    }
+}
+
+/// Calls `each` with the steps in order and their text among `pieces` (the
+/// first of which is piece `first`), letting go of each piece once the
+/// steps are past it, and of the rest at the end; stops when `each` says
+/// so.
+fn walk(
+    pieces: &mut [Cow<'_, str>],
+    steps: &[Step],
+    first: usize,
+    let_go: &(dyn Fn() + Sync),
+    mut each: impl FnMut(&Step, &str) -> bool,
+) {
+    let mut held = 0;
+    for step in steps {
+        while held < step.piece - first {
+            pieces[held] = Cow::Borrowed("");
+            held += 1;
+            let_go();
+        }
+        if !each(step, &pieces[step.piece - first][step.at.clone()]) {
+            return;
+        }
+    }
+    pieces.iter_mut().for_each(|p| *p = Cow::Borrowed(""));
+    let_go();
 }
 
 /// What reading a log lean decides: the records to build, the session, and
@@ -326,7 +405,8 @@ fn plan(
 
     // Parent links of every record, so chains that pass through progress or
     // system records can be followed.
-    let mut parents: IdMap<'_, Option<&str>> = IdMap::default();
+    let mut parents: IdMap<'_, Option<&str>> =
+        IdMap::with_capacity_and_hasher(lines.len(), IdHash::default());
     let mut boundaries: IdSet<'_> = IdSet::default();
     let mut last_boundary = None;
     for (i, l) in lines.iter().enumerate() {
@@ -430,19 +510,35 @@ impl<'n, 't> Builder<'n, 't> {
         assistant: bool,
         warnings: &mut Vec<(usize, String)>,
     ) -> Result<(), ReadError> {
-        let (name, built) = (self.name, &mut self.built);
-        // Only the message is built: the other fields (a tool's output again
-        // in `toolUseResult`, bookkeeping) are passed over, unless the record
-        // is kept whole.
-        let parsed = match self.keep {
-            true => serde_json::from_str::<Value>(text)
-                .map(|v| (v.get("message").cloned().unwrap_or_default(), Some(v))),
-            false => serde_json::from_str::<MessageOnly>(text).map(|r| (r.message, None)),
-        };
-        let (mut message, record) = match parsed {
-            Ok(parsed) => parsed,
-            Err(err) => {
-                let e = ReadError::syntax(name, line, text, &err, EXPECTED, false);
+        let record = parse_record(
+            (self.name, self.keep),
+            (line, assistant),
+            text,
+            &mut self.tools,
+        );
+        self.take(line, record, warnings)
+    }
+
+    /// Takes in a record [`parse_record`] gave with the tool names of the
+    /// records before it: it is kept as the next record, and the lines of
+    /// one response become one message.
+    fn take(
+        &mut self,
+        line: usize,
+        record: Result<Option<Record>, ReadError>,
+        warnings: &mut Vec<(usize, String)>,
+    ) -> Result<(), ReadError> {
+        let Record {
+            mut message,
+            response,
+            original,
+        } = match record {
+            Ok(Some(record)) => record,
+            Ok(None) => {
+                warnings.push((line, no_content(self.name, line)));
+                return Ok(());
+            }
+            Err(e) => {
                 return match self.bad {
                     BadLines::Fail => Err(e),
                     BadLines::Skip => {
@@ -452,35 +548,94 @@ impl<'n, 't> Builder<'n, 't> {
                 };
             }
         };
-        let message = &mut message;
-        let id = message
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|_| assistant)
-            .map(str::to_string);
-        let prompt_tokens = assistant.then(|| prompt_size(message)).flatten();
-        let Some(m) = host_message(message, line, built.kept, &mut self.tools) else {
-            warnings.push((line, no_content(name, line)));
-            return Ok(());
-        };
+        let built = &mut self.built;
+        for b in &mut message.blocks {
+            b.source.record = built.kept;
+        }
         built.kept += 1;
-        match id.as_ref().and_then(|id| built.by_message_id.get(id)) {
-            Some(&at) => append_blocks(&mut built.messages[at], m),
+        match response.as_ref().and_then(|id| built.by_message_id.get(id)) {
+            Some(&at) => append_blocks(&mut built.messages[at], message),
             None => {
-                if let Some(id) = id {
+                if let Some(id) = response {
                     built.by_message_id.insert(id, built.messages.len());
                 }
-                built.messages.push(HostMessage { prompt_tokens, ..m });
+                built.messages.push(message);
             }
         }
-        built.originals.extend(record);
+        built.originals.extend(original);
         Ok(())
+    }
+
+    /// [`Builder::take`] of a record parsed without the records before
+    /// it: its results are named from the calls before them, as
+    /// [`parse_record`] names them in order.
+    fn take_from_elsewhere(
+        &mut self,
+        line: usize,
+        mut record: Result<Option<Record>, ReadError>,
+        warnings: &mut Vec<(usize, String)>,
+    ) -> Result<(), ReadError> {
+        if let Ok(Some(r)) = &mut record {
+            for b in &mut r.message.blocks {
+                let core = &mut b.core;
+                match core.content_type {
+                    ContentType::ToolCall => self.tools.note(&core.tool_call_id, &core.tool_name),
+                    ContentType::ToolResult => {
+                        core.tool_name = self.tools.get(&core.tool_call_id).into();
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.take(line, record, warnings)
     }
 
     fn finish(mut self) -> Built {
         self.built.messages.retain(|m| !m.blocks.is_empty());
         self.built
     }
+}
+
+/// A chosen record's message, built on its own.
+struct Record {
+    /// The message, its response's prompt size kept.
+    message: HostMessage,
+    /// A response's `message.id`: the log's other lines of it join it.
+    response: Option<String>,
+    /// The record whole, when kept.
+    original: Option<Value>,
+}
+
+/// Parses the chosen record `text`, on `line`, and builds its message:
+/// `None` when it has none a request could carry. Only the message is
+/// parsed: the other fields (a tool's output again in `toolUseResult`,
+/// bookkeeping) are passed over, unless the record is kept whole. A result
+/// is named from `tools`, the calls noted before it.
+fn parse_record(
+    (name, keep): (&str, bool),
+    (line, assistant): (usize, bool),
+    text: &str,
+    tools: &mut ToolNames,
+) -> Result<Option<Record>, ReadError> {
+    let parsed = match keep {
+        true => serde_json::from_str::<Value>(text)
+            .map(|v| (v.get("message").cloned().unwrap_or_default(), Some(v))),
+        false => serde_json::from_str::<MessageOnly>(text).map(|r| (r.message, None)),
+    };
+    let (mut message, original) =
+        parsed.map_err(|err| ReadError::syntax(name, line, text, &err, EXPECTED, false))?;
+    let message = &mut message;
+    let response = message
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|_| assistant)
+        .map(str::to_string);
+    let prompt_tokens = assistant.then(|| prompt_size(message)).flatten();
+    Ok(host_message(message, line, 0, tools).map(|m| Record {
+        message: HostMessage { prompt_tokens, ..m },
+        response,
+        original,
+    }))
 }
 
 /// A record read for its message alone.
@@ -686,7 +841,8 @@ pub(crate) fn read_after(
         Ok(l) => l,
         Err(e) => return Some(Err(e)),
     };
-    let mut parents: IdMap<'_, Option<&str>> = IdMap::default();
+    let mut parents: IdMap<'_, Option<&str>> =
+        IdMap::with_capacity_and_hasher(lines.len(), IdHash::default());
     for l in &lines {
         let h = &l.head;
         if !h.object {
@@ -956,39 +1112,41 @@ fn choose_branch(
     let Some(leaf) = turns.len().checked_sub(1) else {
         return chosen;
     };
-    let position: IdMap<'_, usize> = turns
-        .iter()
-        .enumerate()
-        .filter_map(|(i, t)| Some((t.uuid?, i)))
-        .collect();
-    let mut on_path: IdSet<'_> = IdSet::default();
+    // Sized for the whole log: the path is most of it, and a table grown
+    // by doubling hashes every id again at each step.
+    let mut position: IdMap<'_, usize> =
+        IdMap::with_capacity_and_hasher(turns.len(), IdHash::default());
+    position.extend(
+        turns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| Some((t.uuid?, i))),
+    );
+    let mut on_path: IdSet<'_> = IdSet::with_capacity_and_hasher(turns.len(), IdHash::default());
     let mut i = leaf;
     'walk: loop {
         chosen[i] = true;
         on_path.extend(turns[i].uuid);
         let mut parent = turns[i].parent;
         // Follow the chain through records that are not turns.
-        loop {
-            match parent {
-                Some(p) if boundaries.contains(p) => break 'walk,
-                Some(p) if on_path.contains(p) => break 'walk,
-                Some(p) if position.contains_key(p) => {
-                    i = position[p];
-                    continue 'walk;
-                }
-                Some(p) if parents.contains_key(p) => {
-                    on_path.insert(p);
-                    parent = parents[p];
-                }
-                _ => {
-                    if i == 0 || chosen[i - 1] {
-                        break 'walk;
-                    }
-                    i -= 1;
-                    continue 'walk;
-                }
+        while let Some(p) = parent {
+            if boundaries.contains(p) || on_path.contains(p) {
+                break 'walk;
             }
+            if let Some(&at) = position.get(p) {
+                i = at;
+                continue 'walk;
+            }
+            let Some(&up) = parents.get(p) else {
+                break;
+            };
+            on_path.insert(p);
+            parent = up;
         }
+        if i == 0 || chosen[i - 1] {
+            break 'walk;
+        }
+        i -= 1;
     }
     // Side branches of the same exchanges.
     let message_ids: IdSet<'_> = turns

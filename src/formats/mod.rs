@@ -508,7 +508,7 @@ impl PieceReader {
     /// `let_go` is called each time a held piece is let go (a Claude Code
     /// log's), so the caller can hand its pages back while the rest is
     /// built.
-    pub fn finish(self, let_go: &dyn Fn()) -> Result<Transcript, ReadError> {
+    pub fn finish(self, let_go: &(dyn Fn() + Sync)) -> Result<Transcript, ReadError> {
         let mut transcript = match self.pieces {
             Pieces::Built(built) => built.finish(&self.name)?,
             Pieces::Held(mut held) => {

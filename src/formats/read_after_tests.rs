@@ -340,3 +340,41 @@ fn real_logs_read_in_pieces_read_as_they_read_whole() {
         }
     }
 }
+
+/// A Claude Code log held in pieces is built on two threads, the later
+/// pieces' records parsed without the earlier ones: a record only a whole
+/// parse rejects (an unpaired surrogate escape), early, late or both,
+/// stops it or is skipped as a whole read does, and the results of the
+/// later half are named from calls made in the earlier.
+#[test]
+fn a_claude_code_log_built_on_two_threads_reads_as_it_reads_whole() {
+    let (name, text) = testdata("claude-code/tool-heavy.jsonl");
+    let spoil = |at: &[usize]| -> String {
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        for &i in at {
+            lines[i - 1] = lines[i - 1].replacen(r#""text":""#, r#""text":"\ud800 "#, 1);
+        }
+        lines.join("\n") + "\n"
+    };
+    for at in [&[][..], &[12], &[27], &[39], &[12, 27]] {
+        let text = spoil(at);
+        let ends: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
+        for step in [1, 2, 3] {
+            let cut: Vec<usize> = ends.iter().copied().step_by(step).collect();
+            for bad in [BadLines::Fail, BadLines::Skip] {
+                let whole = read_owned(&name, text.clone(), Format::ClaudeCode, bad, false);
+                let read = in_pieces(&name, &text, &cut, bad);
+                let what = format!("bad lines {at:?}, pieces of {step} lines, {bad:?}");
+                let spoilt = bad == BadLines::Fail && !at.is_empty();
+                assert_eq!(whole.is_err(), spoilt, "{what}");
+                match (read, whole) {
+                    (Ok(read), Ok(whole)) => same(&summary(&read), &summary(&whole), &what),
+                    (Err(read), Err(whole)) => {
+                        assert_eq!(read.to_string(), whole.to_string(), "{what}")
+                    }
+                    (read, whole) => panic!("{what}: {:?} against {:?}", read.err(), whole.err()),
+                }
+            }
+        }
+    }
+}
