@@ -10,8 +10,11 @@
 //! before it is summarised by the `isCompactSummary` record after it.
 
 use std::borrow::Cow;
+use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
 
 use crate::engine::{ContentType, IdHash, IdMap, IdSet};
 
@@ -257,8 +260,139 @@ pub(crate) fn read_pieces(
     keep_records: bool,
     let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
+    let mut scanned = Scanned::default();
+    let mut first_line = 1;
+    for piece in pieces.iter() {
+        scanned.piece(name, piece, first_line, bad);
+        first_line += jsonl::newlines(piece);
+    }
     let mut warnings: Vec<(usize, String)> = Vec::new();
-    let plan = plan(name, pieces, bad, &mut warnings)?;
+    let plan = plan(name, scanned, &mut warnings)?;
+    build(name, pieces, plan, warnings, (bad, keep_records), let_go)
+}
+
+/// A Claude Code log read a piece at a time: each piece is read lean on a
+/// thread of its own as it comes, while the file's next piece is read; the
+/// records are chosen and built once every piece is in, as [`read_pieces`]
+/// does.
+pub(crate) struct PieceScan {
+    name: String,
+    bad: BadLines,
+    send: Option<mpsc::Sender<(String, usize)>>,
+    scanning: Option<thread::JoinHandle<Scan>>,
+    /// Set when the log is let go unfinished (read whole after all).
+    stop: Arc<AtomicBool>,
+}
+
+/// What the scanning thread gives back: the pieces, and what it chose.
+type Scan = (Vec<String>, Result<Plan, ReadError>, Vec<(usize, String)>);
+
+impl PieceScan {
+    pub(crate) fn new(name: &str, bad: BadLines) -> PieceScan {
+        let (send, receive) = mpsc::channel::<(String, usize)>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (scan_name, stopped) = (name.to_string(), Arc::clone(&stop));
+        let scanning = thread::spawn(move || {
+            let kept = Kept::default();
+            let mut scanned = Scanned::default();
+            for (piece, first_line) in receive {
+                if stopped.load(Ordering::Relaxed) {
+                    return (Vec::new(), Ok(Plan::default()), Vec::new());
+                }
+                scanned.piece(&scan_name, kept.keep(piece), first_line, bad);
+            }
+            let mut warnings = Vec::new();
+            let plan = plan(&scan_name, scanned, &mut warnings);
+            (kept.into_pieces(), plan, warnings)
+        });
+        PieceScan {
+            name: name.to_string(),
+            bad,
+            send: Some(send),
+            scanning: Some(scanning),
+            stop,
+        }
+    }
+
+    /// Reads the next piece, whose first line is `first_line`.
+    pub(crate) fn read(&self, piece: String, first_line: usize) {
+        if let Some(send) = &self.send {
+            // Only a thread that panicked has hung up: `finish` says so.
+            let _ = send.send((piece, first_line));
+        }
+    }
+
+    /// The transcript of every piece read; `let_go` is called each time a
+    /// piece is let go.
+    pub(crate) fn finish(mut self, let_go: &(dyn Fn() + Sync)) -> Result<Transcript, ReadError> {
+        self.send = None;
+        let scanning = self.scanning.take().expect("a scan is finished once");
+        let (pieces, plan, warnings) = scanning
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let mut pieces: Vec<Cow<'_, str>> = pieces.into_iter().map(Cow::Owned).collect();
+        let (name, bad) = (self.name.as_str(), self.bad);
+        build(name, &mut pieces, plan?, warnings, (bad, false), let_go)
+    }
+}
+
+impl Drop for PieceScan {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Pieces kept as they come, each where it was put, so the lines read from
+/// one borrow it while later ones are added.
+struct Kept {
+    /// Chunk `k` has room for `FIRST << k` pieces, made when first needed.
+    chunks: [OnceCell<Box<[OnceCell<String>]>>; 32],
+    len: Cell<usize>,
+}
+
+impl Default for Kept {
+    fn default() -> Kept {
+        Kept {
+            chunks: [const { OnceCell::new() }; 32],
+            len: Cell::new(0),
+        }
+    }
+}
+
+impl Kept {
+    const FIRST: usize = 16;
+
+    /// Keeps the next piece.
+    fn keep(&self, piece: String) -> &str {
+        let i = self.len.get();
+        self.len.set(i + 1);
+        let chunk = (i / Self::FIRST + 1).ilog2() as usize;
+        let at = i - Self::FIRST * ((1 << chunk) - 1);
+        let cells = self.chunks[chunk]
+            .get_or_init(|| (0..Self::FIRST << chunk).map(|_| OnceCell::new()).collect());
+        cells[at].get_or_init(|| piece)
+    }
+
+    /// The pieces, in the order they were kept.
+    fn into_pieces(self) -> Vec<String> {
+        (self.chunks.into_iter())
+            .filter_map(OnceCell::into_inner)
+            .flat_map(|cells| cells.into_vec())
+            .filter_map(OnceCell::into_inner)
+            .collect()
+    }
+}
+
+/// Builds the records `plan` chose among `pieces`, letting go of each piece
+/// once its records are built.
+fn build(
+    name: &str,
+    pieces: &mut [Cow<'_, str>],
+    plan: Plan,
+    mut warnings: Vec<(usize, String)>,
+    (bad, keep_records): (BadLines, bool),
+    let_go: &(dyn Fn() + Sync),
+) -> Result<Transcript, ReadError> {
     let mut build = Builder::new((name, keep_records, bad), ToolNames::default());
     // The records of the later pieces are parsed on a thread of their own
     // while this one builds the earlier ones, then taken in order.
@@ -363,6 +497,7 @@ fn walk(
 
 /// What reading a log lean decides: the records to build, the session, and
 /// what reading on needs (all but the responses, which building finds).
+#[derive(Default)]
 struct Plan {
     steps: Vec<Step>,
     session: (Option<String>, Option<String>),
@@ -377,26 +512,61 @@ struct Step {
     assistant: bool,
 }
 
-/// Reads every line of the pieces lean and chooses the conversation.
+/// The lines of a log read lean a piece at a time, as the pieces come.
+#[derive(Default)]
+struct Scanned<'s> {
+    /// Each piece's text, and its lines.
+    pieces: Vec<(&'s str, Vec<Line<'s>>)>,
+    warnings: Vec<(usize, String)>,
+    /// The first bad line, when bad lines stop the read: no piece after it
+    /// is read.
+    failed: Option<ReadError>,
+}
+
+impl<'s> Scanned<'s> {
+    /// Reads the piece `text`, whose first line is `first_line`, lean.
+    fn piece(&mut self, name: &str, text: &'s str, first_line: usize, bad: BadLines) {
+        let mut lines = Vec::new();
+        if self.failed.is_none() {
+            let warnings = &mut self.warnings;
+            let mut warn = |line, w| warnings.push((line, w));
+            match lean_lines(name, text, first_line, bad, &mut warn) {
+                Ok(read) => lines = read,
+                Err(e) => self.failed = Some(e),
+            }
+        }
+        // Held until every piece is in: without the room a list grown by
+        // doubling leaves.
+        lines.shrink_to_fit();
+        self.pieces.push((text, lines));
+    }
+}
+
+/// Chooses the conversation among the lines of every piece.
 fn plan(
     name: &str,
-    pieces: &[Cow<'_, str>],
-    bad: BadLines,
+    scanned: Scanned<'_>,
     warnings: &mut Vec<(usize, String)>,
 ) -> Result<Plan, ReadError> {
-    let mut lines = Vec::new();
-    // Where each piece's lines start among `lines`.
-    let mut starts = Vec::with_capacity(pieces.len());
-    let mut first_line = 1;
-    let newlines: Vec<usize> = pieces.iter().map(|p| jsonl::newlines(p)).collect();
+    let Scanned {
+        pieces,
+        warnings: read,
+        failed,
+    } = scanned;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    warnings.extend(read);
     // Sized once: a line read lean is a few hundred bytes, and a long log's
     // list grown by doubling would copy them all again.
-    lines.reserve_exact(newlines.iter().map(|n| n + 1).sum());
-    for (piece, n) in pieces.iter().zip(newlines) {
+    let mut lines = Vec::with_capacity(pieces.iter().map(|(_, l)| l.len()).sum());
+    // Each piece's text, and where its lines start among `lines`.
+    let mut texts = Vec::with_capacity(pieces.len());
+    let mut starts = Vec::with_capacity(pieces.len());
+    for (text, read) in pieces {
+        texts.push(text);
         starts.push(lines.len());
-        let mut warn = |line, w| warnings.push((line, w));
-        lines.extend(lean_lines(name, piece, first_line, bad, &mut warn)?);
-        first_line += n;
+        lines.extend(read);
     }
     let session_id = lines
         .iter()
@@ -462,7 +632,7 @@ fn plan(
     let steps = steps
         .map(|(t, _)| {
             let piece = starts.partition_point(|&s| s <= t.index) - 1;
-            let start = t.text.as_ptr() as usize - pieces[piece].as_ptr() as usize;
+            let start = t.text.as_ptr() as usize - texts[piece].as_ptr() as usize;
             Step {
                 piece,
                 at: start..start + t.text.len(),
@@ -1177,4 +1347,21 @@ fn append_blocks(target: &mut HostMessage, more: HostMessage) {
     }
     target.blocks.reserve_exact(more.blocks.len());
     target.blocks.extend(more.blocks);
+}
+
+#[cfg(test)]
+mod kept_tests {
+    use super::Kept;
+
+    #[test]
+    fn pieces_stay_where_they_were_kept_and_come_back_in_order() {
+        let kept = Kept::default();
+        let texts: Vec<String> = (0..1_000).map(|i| format!("piece {i}\n")).collect();
+        let held: Vec<&str> = texts.iter().map(|t| kept.keep(t.clone())).collect();
+        // Every earlier piece is still there, unmoved, as later ones come.
+        for (h, t) in held.iter().zip(&texts) {
+            assert_eq!(h, t);
+        }
+        assert_eq!(kept.into_pieces(), texts);
+    }
 }

@@ -23,8 +23,6 @@ mod message_log;
 mod raw_json;
 mod reassemble;
 
-use std::borrow::Cow;
-
 use serde_json::Value;
 
 use crate::engine::Recorded;
@@ -432,7 +430,7 @@ enum Pieces {
     /// A Claude Code log: its lines are all read lean before any record is
     /// chosen, so the pieces are held until then, and each let go once the
     /// records chosen from it are built.
-    Held(Vec<Cow<'static, str>>),
+    Scanned(claude_code::PieceScan),
     /// A Codex rollout: each piece's lines parsed and taken in, and the
     /// piece let go.
     Rollout(codex::RolloutPieces),
@@ -472,7 +470,7 @@ pub fn read_in_pieces(
             }
             Pieces::Built(message_log::PipedBuilder::new(log, name, bad))
         }
-        Format::ClaudeCode => Pieces::Held(Vec::new()),
+        Format::ClaudeCode => Pieces::Scanned(claude_code::PieceScan::new(name, bad)),
         Format::Codex => Pieces::Rollout(codex::RolloutPieces::new()),
     };
     Some(PieceReader {
@@ -490,7 +488,7 @@ impl PieceReader {
         let lines = newlines(&piece);
         match &mut self.pieces {
             Pieces::Built(built) => built.read(&self.name, piece, self.next_line)?,
-            Pieces::Held(held) => held.push(Cow::Owned(piece)),
+            Pieces::Scanned(scan) => scan.read(piece, self.next_line),
             Pieces::Rollout(rollout) => {
                 rollout.read(&self.name, &piece, self.next_line, self.bad)?
             }
@@ -511,9 +509,7 @@ impl PieceReader {
     pub fn finish(self, let_go: &(dyn Fn() + Sync)) -> Result<Transcript, ReadError> {
         let mut transcript = match self.pieces {
             Pieces::Built(built) => built.finish(&self.name)?,
-            Pieces::Held(mut held) => {
-                claude_code::read_pieces(&self.name, &mut held, self.bad, false, let_go)?
-            }
+            Pieces::Scanned(scan) => scan.finish(let_go)?,
             Pieces::Rollout(rollout) => rollout.finish(),
         };
         assign_ids(&mut transcript);
