@@ -246,19 +246,28 @@ pub(crate) fn read(
     bad: BadLines,
     keep_records: bool,
 ) -> Result<Transcript, ReadError> {
-    read_pieces(name, &mut [Cow::Borrowed(text)], bad, keep_records, &|| {})
+    read_pieces(
+        name,
+        &mut [Cow::Borrowed(text)],
+        bad,
+        keep_records,
+        &|| {},
+        false,
+    )
 }
 
 /// [`read`] of a log held in pieces, each ending where a line does: a piece
 /// is let go once the records chosen from it are built, so the log's text
 /// and all the messages built from it are never held at once; `let_go` is
-/// called after each.
+/// called after each. With `two_threads`, the records are built on two
+/// (see [`build`]).
 pub(crate) fn read_pieces(
     name: &str,
     pieces: &mut [Cow<'_, str>],
     bad: BadLines,
     keep_records: bool,
     let_go: &(dyn Fn() + Sync),
+    two_threads: bool,
 ) -> Result<Transcript, ReadError> {
     let mut scanned = Scanned::default();
     let mut first_line = 1;
@@ -268,20 +277,42 @@ pub(crate) fn read_pieces(
     }
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let plan = plan(name, scanned, &mut warnings)?;
-    build(name, pieces, plan, warnings, (bad, keep_records), let_go)
+    build(
+        name,
+        pieces,
+        plan,
+        warnings,
+        (bad, keep_records, two_threads),
+        let_go,
+    )
 }
 
-/// A Claude Code log read a piece at a time: each piece is read lean on a
-/// thread of its own as it comes, while the file's next piece is read; the
-/// records are chosen and built once every piece is in, as [`read_pieces`]
-/// does.
+/// The size of log from which it is read on two threads (see
+/// [`PieceScan`] and [`build`]). A thread's allocator keeps pages of its
+/// own, a few megabytes whatever the log: an 18 MB log peaked at 41 MB on
+/// two threads where it peaks at 36 on one, no faster.
+pub(crate) const TWO_THREADS_FROM: usize = 32 << 20;
+
+/// A Claude Code log read a piece at a time. Once [`TWO_THREADS_FROM`]
+/// bytes are in, each piece is read lean on a thread of its own as it
+/// comes, while the file's next piece is read; the records are chosen and
+/// built once every piece is in, as [`read_pieces`] does.
 pub(crate) struct PieceScan {
     name: String,
     bad: BadLines,
-    send: Option<mpsc::Sender<(String, usize)>>,
-    scanning: Option<thread::JoinHandle<Scan>>,
+    /// Pieces read while the log is short, with their first lines.
+    held: Vec<(String, usize)>,
+    bytes: usize,
+    two_threads_from: usize,
+    scanning: Option<Scanning>,
     /// Set when the log is let go unfinished (read whole after all).
     stop: Arc<AtomicBool>,
+}
+
+/// The thread a long log's pieces go to as they come.
+struct Scanning {
+    send: mpsc::Sender<(String, usize)>,
+    done: thread::JoinHandle<Scan>,
 }
 
 /// What the scanning thread gives back: the pieces, and what it chose.
@@ -289,51 +320,85 @@ type Scan = (Vec<String>, Result<Plan, ReadError>, Vec<(usize, String)>);
 
 impl PieceScan {
     pub(crate) fn new(name: &str, bad: BadLines) -> PieceScan {
-        let (send, receive) = mpsc::channel::<(String, usize)>();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (scan_name, stopped) = (name.to_string(), Arc::clone(&stop));
-        let scanning = thread::spawn(move || {
-            let kept = Kept::default();
-            let mut scanned = Scanned::default();
-            for (piece, first_line) in receive {
-                if stopped.load(Ordering::Relaxed) {
-                    return (Vec::new(), Ok(Plan::default()), Vec::new());
-                }
-                scanned.piece(&scan_name, kept.keep(piece), first_line, bad);
-            }
-            let mut warnings = Vec::new();
-            let plan = plan(&scan_name, scanned, &mut warnings);
-            (kept.into_pieces(), plan, warnings)
-        });
         PieceScan {
             name: name.to_string(),
             bad,
-            send: Some(send),
-            scanning: Some(scanning),
-            stop,
+            held: Vec::new(),
+            bytes: 0,
+            two_threads_from: TWO_THREADS_FROM,
+            scanning: None,
+            stop: Arc::new(AtomicBool::new(false)),
         }
     }
 
+    /// Reads a log of any size on two threads, as a long one is.
+    pub(crate) fn on_two_threads(&mut self) {
+        self.two_threads_from = 0;
+    }
+
     /// Reads the next piece, whose first line is `first_line`.
-    pub(crate) fn read(&self, piece: String, first_line: usize) {
-        if let Some(send) = &self.send {
+    pub(crate) fn read(&mut self, piece: String, first_line: usize) {
+        self.bytes += piece.len();
+        self.held.push((piece, first_line));
+        if self.bytes < self.two_threads_from {
+            return;
+        }
+        let scanning = self.scanning.get_or_insert_with(|| {
+            let (send, receive) = mpsc::channel();
+            let (name, stop) = (self.name.clone(), Arc::clone(&self.stop));
+            let bad = self.bad;
+            let done = thread::spawn(move || scan(&name, bad, &receive, &stop));
+            Scanning { send, done }
+        });
+        for held in self.held.drain(..) {
             // Only a thread that panicked has hung up: `finish` says so.
-            let _ = send.send((piece, first_line));
+            let _ = scanning.send.send(held);
         }
     }
 
     /// The transcript of every piece read; `let_go` is called each time a
     /// piece is let go.
     pub(crate) fn finish(mut self, let_go: &(dyn Fn() + Sync)) -> Result<Transcript, ReadError> {
-        self.send = None;
-        let scanning = self.scanning.take().expect("a scan is finished once");
-        let (pieces, plan, warnings) = scanning
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let (name, bad) = (self.name.clone(), self.bad);
+        let two_threads = self.bytes >= self.two_threads_from;
+        let Some(Scanning { send, done }) = self.scanning.take() else {
+            let mut pieces: Vec<Cow<'_, str>> =
+                self.held.drain(..).map(|(p, _)| Cow::Owned(p)).collect();
+            return read_pieces(&name, &mut pieces, bad, false, let_go, two_threads);
+        };
+        drop(send);
+        let (pieces, plan, warnings) = done.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         let mut pieces: Vec<Cow<'_, str>> = pieces.into_iter().map(Cow::Owned).collect();
-        let (name, bad) = (self.name.as_str(), self.bad);
-        build(name, &mut pieces, plan?, warnings, (bad, false), let_go)
+        build(
+            &name,
+            &mut pieces,
+            plan?,
+            warnings,
+            (bad, false, two_threads),
+            let_go,
+        )
     }
+}
+
+/// Reads the pieces `receive` gives lean as they come, then chooses the
+/// conversation: the scanning thread of a [`PieceScan`].
+fn scan(
+    name: &str,
+    bad: BadLines,
+    receive: &mpsc::Receiver<(String, usize)>,
+    stop: &AtomicBool,
+) -> Scan {
+    let kept = Kept::default();
+    let mut scanned = Scanned::default();
+    for (piece, first_line) in receive {
+        if stop.load(Ordering::Relaxed) {
+            return (Vec::new(), Ok(Plan::default()), Vec::new());
+        }
+        scanned.piece(name, kept.keep(piece), first_line, bad);
+    }
+    let mut warnings = Vec::new();
+    let plan = plan(name, scanned, &mut warnings);
+    (kept.into_pieces(), plan, warnings)
 }
 
 impl Drop for PieceScan {
@@ -384,19 +449,22 @@ impl Kept {
 }
 
 /// Builds the records `plan` chose among `pieces`, letting go of each piece
-/// once its records are built.
+/// once its records are built. With `two_threads`, the later pieces'
+/// records are parsed on a thread of their own while this one builds the
+/// earlier ones, then taken in order.
 fn build(
     name: &str,
     pieces: &mut [Cow<'_, str>],
     plan: Plan,
     mut warnings: Vec<(usize, String)>,
-    (bad, keep_records): (BadLines, bool),
+    (bad, keep_records, two_threads): (BadLines, bool, bool),
     let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
     let mut build = Builder::new((name, keep_records, bad), ToolNames::default());
-    // The records of the later pieces are parsed on a thread of their own
-    // while this one builds the earlier ones, then taken in order.
-    let split = later_half(&plan.steps);
+    let split = match two_threads {
+        true => later_half(&plan.steps),
+        false => plan.steps.len(),
+    };
     let (early, late) = plan.steps.split_at(split);
     let at = late.first().map_or(pieces.len(), |s| s.piece);
     let (early_pieces, late_pieces) = pieces.split_at_mut(at);

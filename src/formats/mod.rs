@@ -497,6 +497,14 @@ impl PieceReader {
         Ok(())
     }
 
+    /// Reads a log of any size on as many threads as a long one is read
+    /// on (a Claude Code log's).
+    pub fn on_two_threads(&mut self) {
+        if let Pieces::Scanned(scan) = &mut self.pieces {
+            scan.on_two_threads();
+        }
+    }
+
     /// How many lines the pieces read so far end.
     pub fn lines(&self) -> usize {
         self.next_line - 1

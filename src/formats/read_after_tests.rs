@@ -210,12 +210,35 @@ fn a_log_built_a_line_at_a_time_reads_as_one_read_with_its_records() {
     }
 }
 
-/// `text` read by a [`PieceReader`] in pieces that end at `ends`.
+/// `text` read by a [`PieceReader`] in pieces that end at `ends`, as a
+/// short log is read and as a long one is (on two threads): both read
+/// alike.
 fn in_pieces(
     name: &str,
     text: &str,
     ends: &[usize],
     bad: BadLines,
+) -> Result<Transcript, ReadError> {
+    let one = in_pieces_on(name, text, ends, bad, false);
+    let two = in_pieces_on(name, text, ends, bad, true);
+    match (&one, &two) {
+        (Ok(one), Ok(two)) => same(&summary(two), &summary(one), "on two threads"),
+        (Err(one), Err(two)) => assert_eq!(two.to_string(), one.to_string()),
+        _ => panic!(
+            "{:?} on one thread, {:?} on two",
+            one.as_ref().err(),
+            two.as_ref().err()
+        ),
+    }
+    two
+}
+
+fn in_pieces_on(
+    name: &str,
+    text: &str,
+    ends: &[usize],
+    bad: BadLines,
+    two_threads: bool,
 ) -> Result<Transcript, ReadError> {
     let first = ends.first().map_or(text.len(), |&e| e);
     let whole = first == text.len();
@@ -223,6 +246,9 @@ fn in_pieces(
     let format = (!whole).then(|| detect(name, text).unwrap());
     let mut reader =
         read_in_pieces(format, name, &text[..first], whole, bad).expect("read in pieces");
+    if two_threads {
+        reader.on_two_threads();
+    }
     let mut at = 0;
     for &end in ends.iter().chain([&text.len()]) {
         reader.read(text[at..end].to_string())?;
