@@ -415,7 +415,11 @@ fn load_warm(
         else {
             return Ok(None);
         };
-        let Some((file, digest)) = digested.join().ok().flatten() else {
+        // A helper's panic is a bug, and goes on as this thread's would.
+        let digested = digested
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let Some((file, digest)) = digested else {
             return Ok(None);
         };
         if digest.finish() != cache.digest {
@@ -426,7 +430,8 @@ fn load_warm(
         };
         // The same directory (read_on checks it), and the handle that
         // loaded its state remembers the logs the save appends to.
-        if let Some((session, early)) = taking.and_then(|t| t.join().ok()) {
+        let taken = taking.map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        if let Some((session, early)) = taken {
             loaded.session = session;
             loaded.early = Some(early);
         }
