@@ -291,7 +291,7 @@ pub(crate) fn read_pieces(
 /// [`PieceScan`] and [`build`]). A thread's allocator keeps pages of its
 /// own, a few megabytes whatever the log: an 18 MB log peaked at 41 MB on
 /// two threads where it peaks at 36 on one, no faster.
-pub(crate) const TWO_THREADS_FROM: usize = 32 << 20;
+const TWO_THREADS_FROM: usize = 32 << 20;
 
 /// A Claude Code log read a piece at a time. Once [`TWO_THREADS_FROM`]
 /// bytes are in, each piece is read lean on a thread of its own as it
@@ -360,11 +360,11 @@ impl PieceScan {
     /// piece is let go.
     pub(crate) fn finish(mut self, let_go: &(dyn Fn() + Sync)) -> Result<Transcript, ReadError> {
         let (name, bad) = (self.name.clone(), self.bad);
-        let two_threads = self.bytes >= self.two_threads_from;
+        // A log long enough for two threads has its scanning thread.
         let Some(Scanning { send, done }) = self.scanning.take() else {
             let mut pieces: Vec<Cow<'_, str>> =
                 self.held.drain(..).map(|(p, _)| Cow::Owned(p)).collect();
-            return read_pieces(&name, &mut pieces, bad, false, let_go, two_threads);
+            return read_pieces(&name, &mut pieces, bad, false, let_go, false);
         };
         drop(send);
         let (pieces, plan, warnings) = done.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
@@ -374,7 +374,7 @@ impl PieceScan {
             &mut pieces,
             plan?,
             warnings,
-            (bad, false, two_threads),
+            (bad, false, true),
             let_go,
         )
     }
