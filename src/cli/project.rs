@@ -9,7 +9,7 @@ use super::context::{Access, CacheWrite, Context, Turn};
 use super::input::{emit, load_for_turn, warn};
 use super::{CliError, Exit};
 use crate::engine::{CompressionState, Projection, tokens, window_from_error};
-use crate::formats::{ViewFormat, reassemble};
+use crate::formats::{ViewFormat, reassemble_among};
 
 /// Runs `noa project`.
 pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
@@ -52,7 +52,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     }
     let config = cx.config(&state);
     let history = &cx.history;
-    let (messages, conversion_warnings) = reassemble(t, &p.view, to);
+    let (messages, conversion_warnings) = reassemble_among(t, &p.view, to, &p.hidden);
     warnings.extend(conversion_warnings);
 
     let mut bytes = Vec::new();

@@ -33,7 +33,7 @@ pub use error::ReadError;
 pub use jsonl::{lines, newlines};
 pub use materialize::materialize;
 pub use raw_json::RawJson;
-pub use reassemble::reassemble;
+pub use reassemble::{reassemble, reassemble_among};
 
 /// A transcript format noa reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

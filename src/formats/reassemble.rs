@@ -143,22 +143,40 @@ pub fn reassemble(
     view: &[CoreMessage],
     to: ViewFormat,
 ) -> (Vec<Value>, Vec<String>) {
+    reassemble_among(t, view, to, &[])
+}
+
+/// [`reassemble`], told which of the transcript's blocks the view leaves
+/// out: `hidden` marks them by place among all its blocks, as the flat
+/// history lays them out (a projection's [`hidden`]). A long session's view
+/// is a small part of its transcript, and the blocks folded away are passed
+/// over without their ids being looked up.
+///
+/// [`hidden`]: crate::engine::Projection::hidden
+pub fn reassemble_among(
+    t: &Transcript,
+    view: &[CoreMessage],
+    to: ViewFormat,
+    hidden: &[bool],
+) -> (Vec<Value>, Vec<String>) {
     let native = to == t.format.view_format();
-    // Where each shown message came from. Only the view's ids are indexed:
-    // a long session's view is a small part of its transcript.
+    // Where each shown message came from. Only the view's ids are indexed.
     let shown: IdSet = view.iter().map(|m| m.id.as_str()).collect();
-    let index: IdMap<(usize, usize)> = t
-        .messages
-        .iter()
-        .enumerate()
-        .flat_map(|(mi, m)| {
-            m.blocks
-                .iter()
-                .enumerate()
-                .map(move |(bi, b)| (b.core.id.as_str(), (mi, bi)))
-        })
-        .filter(|(id, _)| shown.contains(id))
-        .collect();
+    let mut index: IdMap<(usize, usize)> = IdMap::default();
+    let mut flat = 0;
+    for (mi, m) in t.messages.iter().enumerate() {
+        let from = flat;
+        flat += m.blocks.len();
+        if hidden.get(from..flat).is_some_and(|h| !h.contains(&false)) {
+            continue;
+        }
+        for (bi, b) in m.blocks.iter().enumerate() {
+            let id = b.core.id.as_str();
+            if hidden.get(from + bi) != Some(&true) && shown.contains(id) {
+                index.insert(id, (mi, bi));
+            }
+        }
+    }
     let mut out = Emitted::default();
     let mut i = 0;
     while i < view.len() {

@@ -4,7 +4,7 @@
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use super::{BadLines, Format, ViewFormat, read, reassemble};
+use super::{BadLines, Format, ViewFormat, read, reassemble, reassemble_among};
 use crate::engine::{ContentType, CoreMessage, Edit};
 
 fn round_trip(text: &str, format: Format) -> Vec<Value> {
@@ -467,4 +467,52 @@ fn ids_hashed_on_threads_are_the_ids_one_thread_gives() {
         "{:?}",
         &ids(&t)[..3]
     );
+}
+
+/// Told which blocks the view leaves out, the writer passes them over
+/// without looking them up, and writes what it writes when it looks up
+/// every block: over real logs, every format written, with views that fold
+/// away runs of messages, single blocks of a message and nothing at all.
+#[test]
+fn a_view_written_knowing_what_it_leaves_out_is_the_view_written_looking_everything_up() {
+    let logs = [
+        (
+            include_str!("../../testdata/real/claude-code/tool-heavy.jsonl"),
+            Format::ClaudeCode,
+        ),
+        (
+            include_str!("../../testdata/real/claude-code/long-session-with-compaction.jsonl"),
+            Format::ClaudeCode,
+        ),
+        (
+            include_str!("../../testdata/real/codex/rollout-plain.jsonl"),
+            Format::Codex,
+        ),
+    ];
+    for (text, format) in logs {
+        let t = read("t", text, Some(format), BadLines::Fail).unwrap();
+        let cores = t.cores();
+        for fold in [
+            |_: usize| false,
+            |i: usize| i % 3 != 0,
+            |i: usize| i < 40 || i % 7 == 2,
+        ] {
+            let hidden: Vec<bool> = (0..cores.len()).map(fold).collect();
+            let view: Vec<CoreMessage> = (cores.iter().zip(&hidden))
+                .filter(|(_, h)| !**h)
+                .map(|(m, _)| m.clone())
+                .collect();
+            for to in [
+                ViewFormat::Anthropic,
+                ViewFormat::Chat,
+                ViewFormat::Responses,
+            ] {
+                assert_eq!(
+                    reassemble_among(&t, &view, to, &hidden),
+                    reassemble(&t, &view, to),
+                    "{format:?} to {to:?}"
+                );
+            }
+        }
+    }
 }

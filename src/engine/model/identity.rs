@@ -5,7 +5,7 @@
 //! stays put, so the ref map keyed by it survives every rewrite of the view.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use sha2::{Digest, Sha256};
 
@@ -69,6 +69,20 @@ pub type IdSet<'a> = HashSet<&'a str, IdHash>;
 
 /// A map keyed by ids borrowed from messages or the state.
 pub type IdMap<'a, V> = HashMap<&'a str, V, IdHash>;
+
+/// An id's hash in 32 bits, for tables that keep places rather than ids
+/// (the ref map's index, a turn's coverage of the blocks).
+pub(crate) fn hash32(id: &str) -> u32 {
+    let h = IdHash::default().hash_one(id);
+    (h ^ (h >> 32)) as u32
+}
+
+/// The table hash of a kept [`hash32`]: its bits at both ends, since a
+/// table picks a bucket from the low bits and tells entries apart by the
+/// top ones.
+pub(crate) fn widen(h: u32) -> u64 {
+    (u64::from(h) << 32) | u64::from(h)
+}
 
 /// `h_` + the first 16 hex digits of sha256 over the block's role, content
 /// type, call id, tool name and text. `text` must already be tag-stripped:

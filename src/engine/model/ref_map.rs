@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::hash::BuildHasher;
 use std::ops::Deref;
 
 use serde::de::{Deserializer, MapAccess, Visitor};
@@ -21,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
-use super::identity::IdHash;
+use super::identity::{hash32, widen};
 use super::name::Name;
 use super::refs::{BLOCKED, canonical_index, ref_to_index};
 
@@ -114,18 +113,6 @@ struct Settled {
     log: u64,
     /// Every ref numbered up to this one is as it was then.
     through: u32,
-}
-
-/// An id's hash, in the 32 bits the index keeps.
-fn hash32(id: &str) -> u32 {
-    let h = IdHash::default().hash_one(id);
-    (h ^ (h >> 32)) as u32
-}
-
-/// The table's hash of a kept one: its bits at both ends, since the table
-/// picks a bucket from the low bits and tells entries apart by the top ones.
-fn widen(h: u32) -> u64 {
-    (u64::from(h) << 32) | u64::from(h)
 }
 
 impl MessageRefs {

@@ -1,7 +1,8 @@
 //! Which blocks are live in this view.
 
-use crate::engine::model::identity::{IdMap, IdSet};
-use std::collections::hash_map::Entry;
+use crate::engine::model::identity::{IdMap, IdSet, hash32, widen};
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::name::Name;
@@ -69,12 +70,15 @@ fn present_blocks(blocks: &[Block], absorbed: &IdSet, history: &[CoreMessage]) -
 /// Built once a turn, since a long session's blocks cover most of it.
 #[derive(Debug, Default)]
 pub struct Coverage<'a> {
-    /// Each covered message, with the first active block (its index in the
-    /// state's blocks) that stands for it and its place in `order`.
-    first: IdMap<'a, (usize, usize)>,
-    /// The same, in the order taken in: a block at a time, each in its own
-    /// order, which is about the order of the history.
-    order: Vec<(&'a str, usize)>,
+    /// Each covered message once, with the first active block (its index in
+    /// the state's blocks) that stands for it, in the order taken in: a
+    /// block at a time, each in its own order, which is about the order of
+    /// the history.
+    order: Vec<(&'a Name, u32)>,
+    /// Places in `order` by id, each with its id's hash: eight bytes a
+    /// covered message, where a map of the ids themselves was four times
+    /// the memory, all of it fresh pages a long session's turn faulted in.
+    index: HashTable<(u32, u32)>,
     /// Later blocks standing for a message an earlier one stands for too:
     /// rare (blocks that came back to life over the same messages), and
     /// each still needs its place in the view.
@@ -86,22 +90,36 @@ impl<'a> Coverage<'a> {
     pub fn of(blocks: &'a [Block]) -> Coverage<'a> {
         let active = || blocks.iter().enumerate().filter(|(_, b)| b.active);
         let ids = active().map(|(_, b)| b.effective_message_ids.len()).sum();
-        let mut first = IdMap::with_capacity_and_hasher(ids, Default::default());
-        let mut order = Vec::with_capacity(ids);
+        let mut index = HashTable::with_capacity(ids);
+        let mut order: Vec<(&Name, u32)> = Vec::with_capacity(ids);
         let mut more = Vec::new();
         for (i, b) in active() {
             for id in &b.effective_message_ids {
-                match first.entry(id.as_str()) {
+                let h = hash32(id.as_str());
+                let same = |&(at, kept): &(u32, u32)| kept == h && order[at as usize].0 == id;
+                match index.entry(widen(h), same, |&(_, h)| widen(h)) {
                     Entry::Vacant(slot) => {
-                        slot.insert((i, order.len()));
-                        order.push((id.as_str(), i));
+                        slot.insert((order.len() as u32, h));
+                        order.push((id, i as u32));
                     }
-                    Entry::Occupied(slot) if slot.get().0 != i => more.push((id.as_str(), i)),
+                    Entry::Occupied(slot) if order[slot.get().0 as usize].1 != i as u32 => {
+                        more.push((id.as_str(), i));
+                    }
                     Entry::Occupied(_) => {}
                 }
             }
         }
-        Coverage { first, order, more }
+        Coverage { order, index, more }
+    }
+
+    /// The first active block standing for `id`, and its place in `order`.
+    fn find(&self, id: &str) -> Option<(usize, usize)> {
+        let h = hash32(id);
+        self.index
+            .find(widen(h), |&(at, kept)| {
+                kept == h && self.order[at as usize].0.as_str() == id
+            })
+            .map(|&(at, _)| (self.order[at as usize].1 as usize, at as usize))
     }
 
     /// The first active block standing for each message of `history`,
@@ -113,12 +131,12 @@ impl<'a> Coverage<'a> {
         history
             .iter()
             .map(|m| match self.order.get(guess) {
-                Some(&(id, b)) if id == m.id.as_str() => {
+                Some(&(id, b)) if id.as_str() == m.id.as_str() => {
                     guess += 1;
-                    Some(b)
+                    Some(b as usize)
                 }
                 _ => {
-                    let (b, at) = *self.first.get(m.id.as_str())?;
+                    let (b, at) = self.find(m.id.as_str())?;
                     guess = at + 1;
                     Some(b)
                 }
@@ -128,12 +146,12 @@ impl<'a> Coverage<'a> {
 
     /// Whether no active block stands for anything.
     pub fn is_empty(&self) -> bool {
-        self.first.is_empty()
+        self.order.is_empty()
     }
 
     /// Whether an active block stands for the message `id`.
     pub fn contains(&self, id: &str) -> bool {
-        self.first.contains_key(id)
+        self.find(id).is_some()
     }
 
     /// The later blocks standing for a message, with its id.
