@@ -494,7 +494,7 @@ fn a_view_written_knowing_what_it_leaves_out_is_the_view_written_looking_everyth
         let cores = t.cores();
         for fold in [
             |_: usize| false,
-            |i: usize| i % 3 != 0,
+            |i: usize| !i.is_multiple_of(3),
             |i: usize| i < 40 || i % 7 == 2,
         ] {
             let hidden: Vec<bool> = (0..cores.len()).map(fold).collect();
