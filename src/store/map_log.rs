@@ -85,7 +85,7 @@ pub fn append_after(path: &Path, keep: u64, bytes: &[u8]) -> io::Result<()> {
 pub fn read<V: FromStr + Copy>(
     path: &Path,
     extent: Extent,
-) -> Result<(BTreeMap<String, V>, Logged<V>), LogError> {
+) -> Result<(BTreeMap<Name, V>, Logged<V>), LogError> {
     let mine = read_prefix(path, extent.bytes)?;
     let text = std::str::from_utf8(&mine).map_err(|_| LogError::Damaged("not UTF-8"))?;
     // The lines are gathered first and the map built in one pass at the
@@ -128,10 +128,7 @@ pub fn read<V: FromStr + Copy>(
     if lines != extent.lines || sum.finish() != extent.digest {
         return Err(LogError::Damaged("not the log state.json was saved with"));
     }
-    let map = entries
-        .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), *v))
-        .collect();
+    let map = entries.iter().cloned().collect();
     Ok((
         map,
         Logged {
@@ -268,18 +265,18 @@ mod tests {
         d
     }
 
-    fn map_of(logged: &Logged<usize>) -> BTreeMap<String, usize> {
+    fn map_of(logged: &Logged<usize>) -> BTreeMap<Name, usize> {
         logged
             .entries
             .iter()
-            .map(|(k, v)| (k.to_string(), *v))
+            .map(|(k, v)| (k.clone(), *v))
             .collect()
     }
 
     fn save(
         path: &Path,
         logged: Option<Logged<usize>>,
-        map: &BTreeMap<String, usize>,
+        map: &BTreeMap<Name, usize>,
     ) -> Logged<usize> {
         write(
             path,
@@ -294,7 +291,8 @@ mod tests {
     fn changes_are_appended_and_read_back() {
         let dir = temp("append");
         let path = dir.join("m.log");
-        let mut map: BTreeMap<String, usize> = (1..=5).map(|i| (format!("m{i}"), i)).collect();
+        let mut map: BTreeMap<Name, usize> =
+            (1..=5).map(|i| (Name::from(format!("m{i}")), i)).collect();
         let first = save(&path, None, &map);
         let len = fs::metadata(&path).unwrap().len();
         assert_eq!(read::<usize>(&path, first.extent).unwrap().0, map);
@@ -322,7 +320,7 @@ mod tests {
     fn a_crashed_tail_is_cut_and_a_damaged_log_is_named() {
         let dir = temp("tail");
         let path = dir.join("m.log");
-        let mut map: BTreeMap<String, usize> = [("a".to_string(), 1)].into();
+        let mut map: BTreeMap<Name, usize> = [(Name::from("a"), 1)].into();
         let first = save(&path, None, &map);
         fs::OpenOptions::new()
             .append(true)
@@ -374,7 +372,9 @@ mod tests {
     fn a_log_of_mostly_removals_is_written_afresh() {
         let dir = temp("compact");
         let path = dir.join("m.log");
-        let mut map: BTreeMap<String, usize> = (0..400).map(|i| (format!("k{i:03}"), i)).collect();
+        let mut map: BTreeMap<Name, usize> = (0..400)
+            .map(|i| (Name::from(format!("k{i:03}")), i))
+            .collect();
         let mut logged = save(&path, None, &map);
         map.retain(|_, v| *v < 100);
         logged = save(&path, Some(logged), &map);

@@ -15,8 +15,8 @@ use super::atomic;
 use super::map_log::{self, Extent, LogError, Logged};
 use super::read_cache::{Digest, digest};
 use crate::engine::{
-    Block, CompressionState, HostState, MAX_REF, MessageRefs, NudgeState, RefName, STATE_VERSION,
-    Stats,
+    Block, CompressionState, HostState, MAX_REF, MessageRefs, Name, NudgeState, RefName,
+    STATE_VERSION, Stats,
 };
 
 /// Why the store could not do what was asked.
@@ -572,7 +572,7 @@ impl SessionDir {
         &self,
         name: &str,
         extent: Extent,
-    ) -> Result<(BTreeMap<String, usize>, Logged<usize>), StoreError> {
+    ) -> Result<(BTreeMap<Name, usize>, Logged<usize>), StoreError> {
         let path = self.dir.join(name);
         map_log::read(&path, extent).map_err(|e| {
             log_failure(&path, e, |what| StoreError::Log {

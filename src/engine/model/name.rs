@@ -127,6 +127,20 @@ impl PartialEq for Name {
 
 impl Eq for Name {}
 
+/// In the order of the text, as [`Borrow<str>`] requires: maps keyed by
+/// names are looked up by `&str`.
+impl Ord for Name {
+    fn cmp(&self, other: &Name) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, other: &Name) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl Hash for Name {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.as_str().hash(state);

@@ -34,7 +34,7 @@ pub struct CompressionState {
     pub message_refs: MessageRefs,
     /// Token figure frozen into each ref's tag at first render.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub token_snapshot: BTreeMap<String, usize>,
+    pub token_snapshot: BTreeMap<Name, usize>,
     /// Nudge pacing.
     #[serde(default)]
     pub nudge: NudgeState,
@@ -208,12 +208,12 @@ pub struct HostState {
     /// log of their own beside state.json, never in it (older state.json
     /// files held them, and still read).
     #[serde(default, skip_serializing)]
-    pub truncated: std::collections::BTreeSet<String>,
+    pub truncated: std::collections::BTreeSet<Name>,
     /// For each cut: the history length when it was made, so a provider
     /// figure recorded before it is known to count the output whole. Kept
     /// beside state.json as `truncated` is.
     #[serde(default, skip_serializing)]
-    pub truncated_at: BTreeMap<String, usize>,
+    pub truncated_at: BTreeMap<Name, usize>,
 }
 
 /// What the provider's figures for past requests taught about this host's

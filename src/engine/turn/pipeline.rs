@@ -19,6 +19,7 @@ use super::{hide, prune, sync, view};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
+use crate::engine::model::name::Name;
 use crate::engine::model::protect::is_tool_protected;
 use crate::engine::model::refs::{self, NUDGE_ID, OMITTED_ID};
 use crate::engine::model::state::{Block, CompressionState, MessageRefs};
@@ -420,7 +421,7 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
 /// [`tag_for`]).
 fn render_tag(
     refs: &MessageRefs,
-    token_snapshot: &mut BTreeMap<String, usize>,
+    token_snapshot: &mut BTreeMap<Name, usize>,
     mut m: CoreMessage,
     cfg: &Config,
 ) -> CoreMessage {
@@ -434,7 +435,7 @@ fn render_tag(
 /// frozen the first time it is shown.
 fn tag_for(
     refs: &MessageRefs,
-    token_snapshot: &mut BTreeMap<String, usize>,
+    token_snapshot: &mut BTreeMap<Name, usize>,
     m: &CoreMessage,
     cfg: &Config,
 ) -> Option<String> {
@@ -447,7 +448,7 @@ fn tag_for(
     let figure = match token_snapshot.get(r) {
         Some(&figure) => figure,
         None => *token_snapshot
-            .entry(r.to_string())
+            .entry(Name::new(r))
             .or_insert_with(|| cfg.tokens(m)),
     };
     let source = match (m.content_type, m.tool_name.is_empty()) {

@@ -219,14 +219,14 @@ mod tests {
             st.message_refs.insert(raw, r);
         }
         st.token_snapshot = [
-            ("m00001".to_string(), 10),
-            ("m2".to_string(), 20),
-            ("m3".to_string(), 30),
-            ("m00002".to_string(), 40),
+            ("m00001".into(), 10),
+            ("m2".into(), 20),
+            ("m3".into(), 30),
+            ("m00002".into(), 40),
         ]
         .into();
         sync_with(&mut st, &[msg("a"), msg("b")]);
-        let kept: Vec<&str> = st.token_snapshot.keys().map(String::as_str).collect();
+        let kept: Vec<&str> = st.token_snapshot.keys().map(Name::as_str).collect();
         assert_eq!(kept, ["m00001", "m2"]);
     }
 
@@ -238,13 +238,13 @@ mod tests {
         }
         st.message_refs.block("p");
         st.token_snapshot = [
-            ("m00001".to_string(), 10),
-            ("m00002".to_string(), 20),
-            ("m00003".to_string(), 30),
+            ("m00001".into(), 10),
+            ("m00002".into(), 20),
+            ("m00003".into(), 30),
         ]
         .into();
         sync_with(&mut st, &[msg("live"), msg("p")]);
-        assert_eq!(st.token_snapshot, [("m00001".to_string(), 10)].into());
+        assert_eq!(st.token_snapshot, [("m00001".into(), 10)].into());
     }
 
     #[test]
@@ -254,11 +254,11 @@ mod tests {
         for (i, raw) in raws.iter().enumerate() {
             let r = format!("m{:05}", i + 1);
             st.message_refs.insert(raw, &r);
-            st.token_snapshot.insert(r, i);
+            st.token_snapshot.insert(r.into(), i);
         }
         // A rewritten history: refs out of order, one message gone.
         sync_with(&mut st, &[msg("e"), msg("b"), msg("a"), msg("d")]);
-        let kept: Vec<&str> = st.token_snapshot.keys().map(String::as_str).collect();
+        let kept: Vec<&str> = st.token_snapshot.keys().map(Name::as_str).collect();
         assert_eq!(kept, ["m00001", "m00002", "m00004", "m00005"]);
     }
 }

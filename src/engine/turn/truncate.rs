@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use crate::engine::model::config::Config;
 use crate::engine::model::identity::IdSet;
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
+use crate::engine::model::name::Name;
 use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 use crate::engine::model::tokenizer::Tokenizer;
 use crate::engine::model::tokens::{self, Tally};
@@ -60,14 +61,14 @@ impl Truncation {
 pub fn reapply(
     view: &mut [CoreMessage],
     unworded: &mut Unworded,
-    sticky: &BTreeSet<String>,
+    sticky: &BTreeSet<Name>,
     cfg: &Config,
 ) -> (Truncation, Vec<(usize, usize)>) {
     let mut done = Truncation::default();
     let mut each = Vec::new();
     // Hashed once: every message in view is looked up, and ids that share a
     // long prefix make each step down the ordered set a long compare.
-    let sticky: IdSet<'_> = sticky.iter().map(String::as_str).collect();
+    let sticky: IdSet<'_> = sticky.iter().map(Name::as_str).collect();
     for (i, m) in view.iter_mut().enumerate() {
         if !sticky.contains(m.id.as_str()) {
             unworded.count(m, cfg);
@@ -95,7 +96,7 @@ pub fn truncate(
     estimate: usize,
     target: usize,
     cfg: &Config,
-    sticky: &mut BTreeSet<String>,
+    sticky: &mut BTreeSet<Name>,
     unworded: &mut Unworded,
 ) -> Truncation {
     let protected_from = view.len().saturating_sub(cfg.preserve_recent_messages);
@@ -117,7 +118,7 @@ pub fn cut_largest(
     estimate: usize,
     target: usize,
     cfg: &Config,
-    sticky: &mut BTreeSet<String>,
+    sticky: &mut BTreeSet<Name>,
     unworded: &mut Unworded,
 ) -> Truncation {
     let mut done = Truncation::default();
@@ -140,7 +141,7 @@ pub fn cut_largest(
                 return done;
             }
             if let Some(saved) = cut_either(&mut view[i], keep, cfg, unworded) {
-                sticky.insert(view[i].id.to_string());
+                sticky.insert(view[i].id.clone());
                 done.add(saved);
             }
         }
@@ -629,7 +630,7 @@ mod tests {
     #[test]
     fn a_cut_result_stays_cut() {
         let cfg = Config::default();
-        let sticky = BTreeSet::from(["a".to_string()]);
+        let sticky = BTreeSet::from([Name::from("a")]);
         let mut v = vec![result("a", 200_000)];
         tail(&mut v);
         let (t, _) = reapply(&mut v, &mut Unworded::default(), &sticky, &cfg);
@@ -673,7 +674,7 @@ mod tests {
             };
             let original = CoreMessage::tool_result("r", "t", "Bash", words.concat());
             let tag = tagged.then(|| r#"<noa-ref id="m00001" tokens="9" src="Bash"/>"#.to_string());
-            let sticky = BTreeSet::from(["r".to_string()]);
+            let sticky = BTreeSet::from([Name::from("r")]);
             let mut whole = vec![original.clone()];
             if let Some(t) = &tag {
                 whole[0].append_tag(t);
