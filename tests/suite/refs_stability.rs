@@ -16,8 +16,25 @@ fn refs(state_dir: &std::path::Path) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Every file of every session under `state_dir`, by path.
+fn state_files(state_dir: &std::path::Path) -> BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut dirs = vec![state_dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
 #[test]
-fn appending_turns_never_changes_a_ref() {
+fn appending_turns_never_changes_a_ref_and_a_retried_turn_changes_nothing() {
     let full = std::fs::read_to_string(testdata(
         "real/claude-code/long-session-with-compaction.jsonl",
     ))
@@ -37,6 +54,11 @@ fn appending_turns_never_changes_a_ref() {
         assert!(after.len() >= before.len());
         before = after;
     }
+    // A host retrying the last turn changes nothing the session kept: its
+    // pacing has seen this turn already.
+    let kept = state_files(&state_dir);
+    project(&transcript, &state_dir, &[]);
+    assert_eq!(state_files(&state_dir), kept);
 }
 
 #[test]

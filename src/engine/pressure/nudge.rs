@@ -284,8 +284,12 @@ pub fn decide(input: &DecideInput) -> Decision {
 /// than a growth unit (a compression landed) re-anchors the baseline and
 /// clears the shown stamps, so pacing restarts from the new size.
 pub fn stamp(nudge: &mut NudgeState, tokens: usize, decision: &Decision, cfg: &Config) {
-    let grown = grown_this_turn(nudge, tokens);
-    nudge.step_tokens = grown.max(nudge.step_tokens - nudge.step_tokens / STEP_FADE);
+    // A view of the very size of the last one is the same turn sent again
+    // (a host retrying): the memory of steps does not fade for it.
+    if tokens != nudge.last_turn_tokens {
+        let grown = grown_this_turn(nudge, tokens);
+        nudge.step_tokens = grown.max(nudge.step_tokens - nudge.step_tokens / STEP_FADE);
+    }
     nudge.last_turn_tokens = tokens;
     let unit = growth_unit(cfg);
     if nudge.last_per_message_nudge_tokens > 0

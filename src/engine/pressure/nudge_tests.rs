@@ -305,6 +305,9 @@ fn the_largest_step_fades_and_compressions_do_not_count() {
     assert_eq!(expected_step(&s, 30_000), 12_000, "this turn's own growth");
     stamp(&mut s, 18_500, &quiet, &cfg);
     assert_eq!(s.step_tokens, 7_000, "an eighth fades each turn");
+    let retried = s.clone();
+    stamp(&mut s, 18_500, &quiet, &cfg);
+    assert_eq!(s, retried, "the same view again is not another turn");
     // A compression shrinks the view: no growth, the memory only fades.
     stamp(&mut s, 4_000, &quiet, &cfg);
     assert_eq!((s.last_turn_tokens, s.step_tokens), (4_000, 6_125));
