@@ -126,19 +126,23 @@ pub fn cut_largest(
         (MIN_TOKENS, KEEP_CHARS),
         (LAST_RESORT_MIN_TOKENS, LAST_RESORT_KEEP_CHARS),
     ] {
-        // Sized first (a memo) and searched for the marker after, so only
-        // the outputs large enough to cut are read through.
+        // Sized (a memo) and ordered first; an output is searched for the
+        // marker only when its turn to be cut comes, so the many large
+        // enough that the target is reached before them are never read.
         let mut candidates: Vec<(usize, usize)> = view
             .iter()
             .enumerate()
             .filter(|(_, m)| m.content_type == ContentType::ToolResult)
             .map(|(i, m)| (i, cfg.tokens(m)))
-            .filter(|&(i, t)| t >= min_tokens && !unworded.marked(&view[i]))
+            .filter(|&(_, t)| t >= min_tokens)
             .collect();
         candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
         for (i, _) in candidates {
             if estimate.saturating_sub(done.saved) <= target {
                 return done;
+            }
+            if unworded.marked(&view[i]) {
+                continue;
             }
             if let Some(saved) = cut_either(&mut view[i], keep, cfg, unworded) {
                 sticky.insert(view[i].id.clone());

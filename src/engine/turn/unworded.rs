@@ -164,12 +164,12 @@ impl<'a> Unworded<'a> {
     /// (a tool named at that length) has the words copied in, to be cut as
     /// any message's are. `Some(None)` when there is nothing to cut.
     pub fn cut(&mut self, m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<Option<usize>> {
-        if tokens::chars(&self.held_as(m)?.suffix) >= keep {
+        let kept = self.kept;
+        let h = self.held_mut(m)?;
+        if tokens::chars(&h.suffix) >= keep {
             self.word(m);
             return None;
         }
-        let kept = self.kept;
-        let h = self.held_mut(m)?;
         if h.cut.is_some() {
             return Some(None);
         }
