@@ -13,19 +13,29 @@
 //! or its cut built.
 
 use crate::engine::model::config::Config;
-use crate::engine::model::identity::IdMap;
+use crate::engine::model::identity::{IdMap, hash32, widen};
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit};
 use crate::engine::model::tag;
 use crate::engine::model::tokenizer::Tokenizer;
 use crate::engine::model::tokens::{self, Tally};
 
 use super::truncate::{self, Cut, KeptCut, fingerprint};
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 
 /// The results held without their words, by id. One made by `default`
 /// holds nothing: its copies are whole.
 #[derive(Debug, Default)]
 pub struct Unworded<'a> {
-    held: IdMap<'a, Held<'a>>,
+    /// What is held of each result, in the order they were copied; one
+    /// worded since stays, no longer held, so places do not move.
+    held: Vec<Held<'a>>,
+    /// Places in `held` by id, each with its id's hash: every pass over a
+    /// long view looks each result up, and a table of eight-byte places
+    /// stays in cache where a map of ids and what is held of them did not.
+    index: HashTable<(u32, u32)>,
+    /// How many of `held` are still held.
+    live: usize,
     /// Cuts an earlier turn made, by id, to take back (see [`KeptCut`]);
     /// `None` in one that holds nothing.
     kept: Option<&'a IdMap<'a, KeptCut>>,
@@ -36,6 +46,8 @@ pub struct Unworded<'a> {
 #[derive(Debug)]
 struct Held<'a> {
     original: &'a CoreMessage,
+    /// False once its words were copied in.
+    live: bool,
     /// The ref tag, once given.
     tag: Option<String>,
     /// What the tag adds to the text (see [`tag::suffix`]).
@@ -51,7 +63,9 @@ impl<'a> Unworded<'a> {
     /// cuts in `kept` that still fit.
     pub fn holding(kept: &'a IdMap<'a, KeptCut>) -> Unworded<'a> {
         Unworded {
-            held: IdMap::default(),
+            held: Vec::new(),
+            index: HashTable::new(),
+            live: 0,
             kept: Some(kept),
             made: Vec::new(),
         }
@@ -63,38 +77,59 @@ impl<'a> Unworded<'a> {
         if self.kept.is_none() || m.content_type != ContentType::ToolResult {
             return m.clone();
         }
-        self.held.insert(
-            m.id.as_str(),
-            Held {
-                original: m,
-                tag: None,
-                suffix: String::new(),
-                chars: None,
-                cut: None,
-            },
-        );
+        let held = Held {
+            original: m,
+            live: true,
+            tag: None,
+            suffix: String::new(),
+            chars: None,
+            cut: None,
+        };
+        let h = hash32(m.id.as_str());
+        let list = &mut self.held;
+        let same = |&(at, kept): &(u32, u32)| kept == h && list[at as usize].original.id == m.id;
+        match self.index.entry(widen(h), same, |&(_, h)| widen(h)) {
+            Entry::Vacant(slot) => {
+                slot.insert((list.len() as u32, h));
+                list.push(held);
+                self.live += 1;
+            }
+            Entry::Occupied(slot) => {
+                let at = slot.get().0 as usize;
+                self.live += usize::from(!list[at].live);
+                list[at] = held;
+            }
+        }
         m.without_text()
     }
 
     /// Whether `m` may be held: only tool results are, so other messages
     /// are not looked up.
     fn may_hold(&self, m: &CoreMessage) -> bool {
-        m.content_type == ContentType::ToolResult && !self.held.is_empty()
+        m.content_type == ContentType::ToolResult && self.live > 0
+    }
+
+    /// Where what is held of `m` is in `held`.
+    fn place(&self, m: &CoreMessage) -> Option<usize> {
+        if !self.may_hold(m) {
+            return None;
+        }
+        let h = hash32(m.id.as_str());
+        let at = self.index.find(widen(h), |&(at, kept)| {
+            kept == h && self.held[at as usize].original.id == m.id
+        })?;
+        let at = at.0 as usize;
+        self.held[at].live.then_some(at)
     }
 
     /// What is held of `m`.
     fn held_as(&self, m: &CoreMessage) -> Option<&Held<'a>> {
-        self.may_hold(m)
-            .then(|| self.held.get(m.id.as_str()))
-            .flatten()
+        self.place(m).map(|at| &self.held[at])
     }
 
     /// What is held of `m`, to change.
     fn held_mut(&mut self, m: &CoreMessage) -> Option<&mut Held<'a>> {
-        if !self.may_hold(m) {
-            return None;
-        }
-        self.held.get_mut(m.id.as_str())
+        self.place(m).map(|at| &mut self.held[at])
     }
 
     /// Gives a held message its ref tag, asked of `tag` with the original
@@ -212,12 +247,13 @@ impl<'a> Unworded<'a> {
     /// Copies a held message's words in, tagged as any message's are: it
     /// is no longer held.
     pub fn word(&mut self, m: &mut CoreMessage) {
-        if !self.may_hold(m) {
-            return;
-        }
-        let Some(h) = self.held.remove(m.id.as_str()) else {
+        let Some(at) = self.place(m) else {
             return;
         };
+        self.live -= 1;
+        let h = &mut self.held[at];
+        h.live = false;
+        let h = &*h;
         if let Some(c) = &h.cut {
             m.text = c.text(&h.original.text, &h.suffix);
             return;
@@ -232,7 +268,7 @@ impl<'a> Unworded<'a> {
 
     /// Copies the words of every message of `view` still held.
     pub fn word_all(&mut self, view: &mut [CoreMessage]) {
-        if self.held.is_empty() {
+        if self.live == 0 {
             return;
         }
         for m in view {
