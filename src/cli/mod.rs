@@ -102,6 +102,7 @@ impl CliError {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
+    input::huge_pages(false);
     let cli = Cli::parse();
     let color = io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = miette::set_hook(Box::new(move |_| {
