@@ -118,3 +118,29 @@ fn a_session_past_the_last_ref_says_how_many_messages_have_none() {
     assert_eq!(view[1]["content"], "Looking at it.");
     assert_eq!(view[2]["content"], "And the tests.", "no ref, no tag");
 }
+
+#[test]
+fn a_host_retrying_a_turn_with_its_figures_or_a_forced_nudge_changes_nothing() {
+    let full = std::fs::read_to_string(testdata("real/claude-code/tool-heavy.jsonl")).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    // A retry gives the provider's figure for the last request again: the
+    // request before the turn, not the view the turn made.
+    let figures = ["--limit", "30000", "--input-tokens", "21000"];
+    let nudge = ["--limit", "30000", "--nudge"];
+    for (first, retry) in [(&figures[..], &figures[..]), (&nudge[..], &nudge[..])] {
+        let dir = TempDir::new();
+        let transcript = dir.path().join("session.jsonl");
+        let state_dir = dir.path().join("state");
+        std::fs::write(&transcript, lines[..lines.len() / 2].join("\n") + "\n").unwrap();
+        project(&transcript, &state_dir, &first[..2]);
+        std::fs::write(&transcript, full.clone()).unwrap();
+        let (_, made) = project(&transcript, &state_dir, first);
+        let kept = state_files(&state_dir);
+        let (_, again) = project(&transcript, &state_dir, retry);
+        assert!(made.stdout == again.stdout, "{first:?}: the view changed");
+        assert!(
+            state_files(&state_dir) == kept,
+            "{first:?}: the state changed"
+        );
+    }
+}

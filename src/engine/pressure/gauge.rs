@@ -125,9 +125,13 @@ pub fn gauge(input: &GaugeInput) -> Gauge {
         source,
     };
     if let Some(n) = input.input_tokens {
-        let then = match input.state.host.last_view_tokens {
-            0 => input.view.iter().map(|m| input.config.tokens(m)).sum(),
-            sent => sent,
+        let then = match (
+            repeated(input.state, input.history.len(), n),
+            input.state.host.last_view_tokens,
+        ) {
+            (Some(counted), _) => counted,
+            (None, 0) => input.view.iter().map(|m| input.config.tokens(m)).sum(),
+            (None, sent) => sent,
         };
         return at(n as f64 - ratio * then as f64, Source::Host);
     }
@@ -142,6 +146,21 @@ pub fn gauge(input: &GaugeInput) -> Gauge {
             input.config.request_overhead.unwrap_or(0) as f64,
             Source::Estimate,
         ),
+    }
+}
+
+/// The estimate of the request a host figure `n` counted, when the turn
+/// is the last one again (the history as long as it was then) and `n` is
+/// the figure it learned from: a host retrying a turn gives the last
+/// request's figure again, and it is about the request before that turn's
+/// view, not about the view itself. `None` for a figure not heard before,
+/// which is learned from.
+pub fn repeated(state: &CompressionState, history_len: usize, n: usize) -> Option<usize> {
+    match state.host.calibration.last {
+        Some((last, counted)) if last == n && state.host.history_len == history_len => {
+            Some(counted)
+        }
+        _ => None,
     }
 }
 
@@ -347,6 +366,30 @@ mod tests {
         let g = gauge(&input(&h, &[], &later, &cfg));
         assert_eq!(g.source, Source::Learned);
         assert_eq!(g.tokens(400), 5_400);
+    }
+
+    #[test]
+    fn a_figure_given_again_for_the_same_turn_is_about_the_request_before() {
+        let h = msgs(4, 400);
+        let cfg = Config::default();
+        let mut st = CompressionState::new("s");
+        st.host.last_view_tokens = 300;
+        let mut i = input(&h, &[], &st, &cfg);
+        i.input_tokens = Some(5_300);
+        let first = gauge(&i);
+        learn(&mut st.host.calibration, &first, 5_300, 300);
+        // The turn is made: its view (400) is what the next figure counts.
+        st.host.last_view_tokens = 400;
+        st.host.history_len = h.len();
+        assert_eq!(repeated(&st, h.len(), 5_300), Some(300));
+        let mut again = input(&h, &[], &st, &cfg);
+        again.input_tokens = Some(5_300);
+        assert_eq!(gauge(&again).tokens(400), first.tokens(400), "a retry");
+        // A new figure, or the same one once the history grew, is news.
+        assert_eq!(repeated(&st, h.len(), 5_900), None);
+        assert_eq!(repeated(&st, h.len() + 1, 5_300), None);
+        again.input_tokens = Some(5_900);
+        assert_eq!(gauge(&again).tokens(400), 5_900);
     }
 
     #[test]

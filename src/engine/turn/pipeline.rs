@@ -159,7 +159,10 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         config: cfg,
         cuts: &cuts,
     });
-    if let Some(n) = input.input_tokens {
+    if let Some(n) = input
+        .input_tokens
+        .filter(|&n| gauge::repeated(state, history.len(), n).is_none())
+    {
         let sent = match state.host.last_view_tokens {
             0 => estimate,
             sent => sent,
