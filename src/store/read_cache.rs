@@ -888,11 +888,15 @@ impl<W: Write> Encoder<W> {
     }
 
     /// The turn's cuts on the cache's counter, `tokenizer`: how many, then
-    /// each with its message id.
+    /// each with its message id, in the order of the ids: a turn makes its
+    /// cuts largest output first and a retry of it takes them back in the
+    /// view's order, and both leave the same cache.
     fn cuts(&mut self, cuts: &[(String, KeptCut)], tokenizer: Tokenizer) -> io::Result<()> {
-        let on = |k: &&(String, KeptCut)| k.1.tokenizer == tokenizer;
-        self.u64(cuts.iter().filter(on).count() as u64)?;
-        for (id, k) in cuts.iter().filter(on) {
+        let mut on: Vec<&(String, KeptCut)> =
+            cuts.iter().filter(|k| k.1.tokenizer == tokenizer).collect();
+        on.sort_by(|a, b| a.0.cmp(&b.0));
+        self.u64(on.len() as u64)?;
+        for (id, k) in on {
             self.str(id)?;
             let c = &k.cut;
             for n in [k.keep, k.text_len, c.head_end, c.tail_start] {

@@ -120,27 +120,40 @@ fn a_session_past_the_last_ref_says_how_many_messages_have_none() {
 }
 
 #[test]
-fn a_host_retrying_a_turn_with_its_figures_or_a_forced_nudge_changes_nothing() {
-    let full = std::fs::read_to_string(testdata("real/claude-code/tool-heavy.jsonl")).unwrap();
-    let lines: Vec<&str> = full.lines().collect();
+fn a_host_retrying_a_turn_changes_nothing() {
     // A retry gives the provider's figure for the last request again: the
     // request before the turn, not the view the turn made.
     let figures = ["--limit", "30000", "--input-tokens", "21000"];
     let nudge = ["--limit", "30000", "--nudge"];
-    for (first, retry) in [(&figures[..], &figures[..]), (&nudge[..], &nudge[..])] {
+    // Far over its window: outputs cut, exchanges left out, an emergency
+    // nudge that tells how far the view grew since the one before.
+    let over = ["--limit", "40000"];
+    for (log, args) in [
+        ("real/claude-code/tool-heavy.jsonl", &figures[..]),
+        ("real/claude-code/tool-heavy.jsonl", &nudge[..]),
+        (
+            "real/claude-code/long-session-with-compaction.jsonl",
+            &over[..],
+        ),
+    ] {
+        let full = std::fs::read_to_string(testdata(log)).unwrap();
+        let lines: Vec<&str> = full.lines().collect();
         let dir = TempDir::new();
         let transcript = dir.path().join("session.jsonl");
         let state_dir = dir.path().join("state");
-        std::fs::write(&transcript, lines[..lines.len() / 2].join("\n") + "\n").unwrap();
-        project(&transcript, &state_dir, &first[..2]);
+        std::fs::write(&transcript, lines[..lines.len() * 2 / 3].join("\n") + "\n").unwrap();
+        project(&transcript, &state_dir, &args[..2]);
         std::fs::write(&transcript, full.clone()).unwrap();
-        let (_, made) = project(&transcript, &state_dir, first);
+        let (_, made) = project(&transcript, &state_dir, args);
         let kept = state_files(&state_dir);
-        let (_, again) = project(&transcript, &state_dir, retry);
-        assert!(made.stdout == again.stdout, "{first:?}: the view changed");
+        let (_, again) = project(&transcript, &state_dir, args);
+        assert!(
+            made.stdout == again.stdout,
+            "{log} {args:?}: the view changed"
+        );
         assert!(
             state_files(&state_dir) == kept,
-            "{first:?}: the state changed"
+            "{log} {args:?}: the state changed"
         );
     }
 }

@@ -197,6 +197,11 @@ pub struct HostState {
     /// Whether it was an emergency nudge.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nudge_emergency: bool,
+    /// The growth since the nudge before that the nudge told of: the same
+    /// turn projected again tells it again, though that nudge is now the
+    /// last one shown.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub nudge_growth: usize,
     /// Every Compress call applied, by call id, with what `apply` answered:
     /// a host that retries a call gets the same answer, and nothing changes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -172,7 +172,11 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let measured = g.tokens(estimate);
 
     let rec = recommend(&view, state, &covered, cfg, &|m| unworded.chars(m));
+    // The same turn projected again (a host retrying, nothing appended):
+    // the same view, nudge included, and pacing is not counted twice.
+    let same_turn = state.host.nudged && state.host.history_len == history.len();
     let growth = match state.nudge.last_nudge_shown_tokens {
+        _ if same_turn => state.host.nudge_growth,
         0 => 0,
         shown => measured.saturating_sub(shown),
     };
@@ -191,9 +195,6 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         nudge: &state.nudge,
         config: cfg,
     });
-    // The same turn projected again (a host retrying, nothing appended):
-    // the same view, nudge included, and pacing is not counted twice.
-    let same_turn = state.host.nudged && state.host.history_len == history.len();
     if same_turn {
         decision.inject = true;
         decision.tier = state.host.nudge_tier.max(1);
@@ -322,6 +323,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     state.host.nudged = decision.inject;
     state.host.nudge_tier = if decision.inject { decision.tier } else { 0 };
     state.host.nudge_emergency = decision.inject && decision.emergency;
+    state.host.nudge_growth = if decision.inject { growth } else { 0 };
     Projection {
         view,
         hidden,
