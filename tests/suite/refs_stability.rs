@@ -128,7 +128,18 @@ fn a_host_retrying_a_turn_changes_nothing() {
     // Far over its window: outputs cut, exchanges left out, an emergency
     // nudge that tells how far the view grew since the one before.
     let over = ["--limit", "40000"];
+    // The provider refused the request as too long: the retry gives the
+    // error and its figure again, after a first try that cut outputs.
+    let refused = [
+        "--limit",
+        "30000",
+        "--overflow-error",
+        "prompt is too long: 215000 tokens > 200000 maximum",
+        "--input-tokens",
+        "215000",
+    ];
     for (log, args) in [
+        ("real/claude-code/tool-heavy.jsonl", &refused[..]),
         ("real/claude-code/tool-heavy.jsonl", &figures[..]),
         ("real/claude-code/tool-heavy.jsonl", &nudge[..]),
         (

@@ -169,7 +169,16 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         };
         gauge::learn(&mut state.host.calibration, &g, n, sent);
     }
-    let measured = g.tokens(estimate);
+    // Decisions are taken on the view before the turn's own cuts. Cuts made
+    // at this very history length were made by this turn, tried before (a
+    // host retrying): they count as the first try counted them. A call's
+    // view is the view as the model saw it, cuts and all.
+    let retried: usize = cuts
+        .iter()
+        .filter(|&&(_, _, made)| made == history.len() && !input.for_call)
+        .map(|&(_, saved, _)| saved)
+        .sum();
+    let measured = g.tokens(estimate + retried);
 
     let rec = recommend(&view, state, &covered, cfg, &|m| unworded.chars(m));
     // The same turn projected again (a host retrying, nothing appended):
