@@ -326,7 +326,9 @@ impl Bench {
 
     /// A turn that changes the state, run as often as an unchanged one: the
     /// session's files (not its archives, which a turn never touches) are
-    /// put back before each run, so every run is the same turn.
+    /// put back before each run, so every run is the same turn, and synced
+    /// before it starts, as a real turn finds them: the turn's own fsyncs
+    /// then write what it changed, not the files put back.
     fn project_again(&self) -> Run {
         let files: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(self.state_dir())
             .unwrap()
@@ -341,6 +343,7 @@ impl Bench {
         best(|| {
             for (p, bytes) in &files {
                 fs::write(p, bytes).unwrap();
+                fs::File::open(p).unwrap().sync_all().unwrap();
             }
             self.project()
         })
