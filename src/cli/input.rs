@@ -388,10 +388,10 @@ fn load_warm(
 ) -> Result<Option<Loaded>, CliError> {
     // Whatever goes wrong reading here, the whole read says it properly.
     let name = path.display().to_string();
-    let Ok(mut file) = fs::File::open(path).and_then(|f| {
-        f.metadata()?
-            .is_file()
-            .then_some(f)
+    let Ok((mut file, file_len)) = fs::File::open(path).and_then(|f| {
+        let meta = f.metadata()?;
+        meta.is_file()
+            .then_some((f, meta.len()))
             .ok_or(io::ErrorKind::InvalidInput.into())
     }) else {
         return Ok(None);
@@ -423,10 +423,9 @@ fn load_warm(
     if !session.state_path().exists() {
         return Ok(None);
     }
-    let length = file.metadata().map_or(0, |m| m.len());
     if session
         .read_cache_len()
-        .is_some_and(|n| n >= HUGE_CACHE && n.saturating_mul(4) <= length)
+        .is_some_and(|n| n >= HUGE_CACHE && n.saturating_mul(4) <= file_len)
     {
         huge_pages(true);
     }

@@ -7,6 +7,8 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use sha2::{Digest, Sha256};
 
 use super::message::{ContentType, CoreMessage, Role};
@@ -70,9 +72,56 @@ pub type IdSet<'a> = HashSet<&'a str, IdHash>;
 /// A map keyed by ids borrowed from messages or the state.
 pub type IdMap<'a, V> = HashMap<&'a str, V, IdHash>;
 
-/// An id's hash in 32 bits, for tables that keep places rather than ids
-/// (the ref map's index, a turn's coverage of the blocks).
-pub(crate) fn hash32(id: &str) -> u32 {
+/// Places in a list of ids, found by id: a table of eight-byte entries
+/// (the place and the id's hash), where a table of the ids themselves
+/// spread a long session's over more memory than the processor's caches
+/// hold (the ref map's index, a turn's coverage of the blocks, the view's
+/// held tool results). The list stays its owner's: each call is told the
+/// id at a place.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Places(HashTable<(u32, u32)>);
+
+impl Places {
+    pub(crate) fn with_capacity(places: usize) -> Places {
+        Places(HashTable::with_capacity(places))
+    }
+
+    pub(crate) fn reserve(&mut self, more: usize) {
+        self.0.reserve(more, |&(_, h)| widen(h));
+    }
+
+    /// The place of `id`, `id_at` giving the id at each place.
+    pub(crate) fn find<'s>(&self, id: &str, id_at: impl Fn(usize) -> &'s str) -> Option<usize> {
+        let h = hash32(id);
+        self.0
+            .find(widen(h), |&(at, kept)| {
+                kept == h && id_at(at as usize) == id
+            })
+            .map(|&(at, _)| at as usize)
+    }
+
+    /// The place of `id` when it has one; otherwise `next` becomes its
+    /// place, and `None`.
+    pub(crate) fn find_or_add<'s>(
+        &mut self,
+        id: &str,
+        next: usize,
+        id_at: impl Fn(usize) -> &'s str,
+    ) -> Option<usize> {
+        let h = hash32(id);
+        let same = |&(at, kept): &(u32, u32)| kept == h && id_at(at as usize) == id;
+        match self.0.entry(widen(h), same, |&(_, h)| widen(h)) {
+            Entry::Occupied(e) => Some(e.get().0 as usize),
+            Entry::Vacant(e) => {
+                e.insert((next as u32, h));
+                None
+            }
+        }
+    }
+}
+
+/// An id's hash in 32 bits, as [`Places`] keeps it.
+fn hash32(id: &str) -> u32 {
     let h = IdHash::default().hash_one(id);
     (h ^ (h >> 32)) as u32
 }
@@ -80,7 +129,7 @@ pub(crate) fn hash32(id: &str) -> u32 {
 /// The table hash of a kept [`hash32`]: its bits at both ends, since a
 /// table picks a bucket from the low bits and tells entries apart by the
 /// top ones.
-pub(crate) fn widen(h: u32) -> u64 {
+fn widen(h: u32) -> u64 {
     (u64::from(h) << 32) | u64::from(h)
 }
 

@@ -17,10 +17,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
-use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
-
-use super::identity::{hash32, widen};
+use super::identity::Places;
 use super::name::Name;
 use super::refs::{BLOCKED, canonical_index, ref_to_index};
 
@@ -89,7 +86,7 @@ pub struct MessageRefs {
     /// Places in `known` by id, each with its id's hash: eight bytes a
     /// message, where a table of the ids and refs themselves spread a long
     /// session's map over more memory than the processor's caches hold.
-    index: HashTable<(u32, u32)>,
+    index: Places,
     /// Ref number → message id, for refs in their five-digit form. Never
     /// longer than the highest such ref plus one.
     by_number: Vec<Option<Name>>,
@@ -118,12 +115,7 @@ struct Settled {
 impl MessageRefs {
     /// Where `id` is in `known`.
     fn place(&self, id: &str) -> Option<usize> {
-        let h = hash32(id);
-        self.index
-            .find(widen(h), |&(i, kept)| {
-                kept == h && &*self.known[i as usize].0 == id
-            })
-            .map(|&(i, _)| i as usize)
+        self.index.find(id, |i| self.known[i].0.as_str())
     }
 
     /// Gives `id` the ref `r`, adding it when new; returns the id as held.
@@ -136,29 +128,26 @@ impl MessageRefs {
     /// already known takes `r` only when `replace`. `paired` when the caller
     /// then has `r` name the id. Returns the id as held.
     fn learn(&mut self, id: &str, r: RefName, replace: bool, paired: bool) -> Name {
-        let h = hash32(id);
         let Self {
             known,
             index,
             loose,
             ..
         } = self;
-        let same = |&(i, kept): &(u32, u32)| kept == h && &*known[i as usize].0 == id;
-        match index.entry(widen(h), same, |&(_, h)| widen(h)) {
-            Entry::Occupied(e) => {
-                loose.push(e.get().0);
-                let slot = &mut known[e.get().0 as usize];
+        match index.find_or_add(id, known.len(), |i| known[i].0.as_str()) {
+            Some(at) => {
+                loose.push(at as u32);
+                let slot = &mut known[at];
                 if replace {
                     slot.1 = r;
                 }
                 slot.0.clone()
             }
-            Entry::Vacant(e) => {
+            None => {
                 let held = Name::new(id);
                 if !paired {
                     loose.push(known.len() as u32);
                 }
-                e.insert((known.len() as u32, h));
                 known.push((held.clone(), r));
                 held
             }
@@ -222,7 +211,7 @@ impl MessageRefs {
         self.known.reserve(more);
         let numbers = (highest as usize + 1).saturating_sub(self.by_number.len());
         self.by_number.reserve(numbers);
-        self.index.reserve(more, |&(_, h)| widen(h));
+        self.index.reserve(more);
     }
 
     /// Gives message `id` the ref `r`, both ways; a hard-protected one

@@ -173,11 +173,14 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // at this very history length were made by this turn, tried before (a
     // host retrying): they count as the first try counted them. A call's
     // view is the view as the model saw it, cuts and all.
-    let retried: usize = cuts
-        .iter()
-        .filter(|&&(_, _, made)| made == history.len() && !input.for_call)
-        .map(|&(_, saved, _)| saved)
-        .sum();
+    let retried: usize = if input.for_call {
+        0
+    } else {
+        cuts.iter()
+            .filter(|&&(_, _, made)| made == history.len())
+            .map(|&(_, saved, _)| saved)
+            .sum()
+    };
     let measured = g.tokens(estimate + retried);
 
     let rec = recommend(&view, state, &covered, cfg, &|m| unworded.chars(m));

@@ -1,8 +1,6 @@
 //! Which blocks are live in this view.
 
-use crate::engine::model::identity::{IdMap, IdSet, hash32, widen};
-use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
+use crate::engine::model::identity::{IdMap, IdSet, Places};
 
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::name::Name;
@@ -75,10 +73,10 @@ pub struct Coverage<'a> {
     /// block at a time, each in its own order, which is about the order of
     /// the history.
     order: Vec<(&'a Name, u32)>,
-    /// Places in `order` by id, each with its id's hash: eight bytes a
-    /// covered message, where a map of the ids themselves was four times
-    /// the memory, all of it fresh pages a long session's turn faulted in.
-    index: HashTable<(u32, u32)>,
+    /// Places in `order` by id: eight bytes a covered message, where a map
+    /// of the ids themselves was four times the memory, all of it fresh
+    /// pages a long session's turn faulted in.
+    index: Places,
     /// Later blocks standing for a message an earlier one stands for too:
     /// rare (blocks that came back to life over the same messages), and
     /// each still needs its place in the view.
@@ -90,22 +88,15 @@ impl<'a> Coverage<'a> {
     pub fn of(blocks: &'a [Block]) -> Coverage<'a> {
         let active = || blocks.iter().enumerate().filter(|(_, b)| b.active);
         let ids = active().map(|(_, b)| b.effective_message_ids.len()).sum();
-        let mut index = HashTable::with_capacity(ids);
+        let mut index = Places::with_capacity(ids);
         let mut order: Vec<(&Name, u32)> = Vec::with_capacity(ids);
         let mut more = Vec::new();
         for (i, b) in active() {
             for id in &b.effective_message_ids {
-                let h = hash32(id.as_str());
-                let same = |&(at, kept): &(u32, u32)| kept == h && order[at as usize].0 == id;
-                match index.entry(widen(h), same, |&(_, h)| widen(h)) {
-                    Entry::Vacant(slot) => {
-                        slot.insert((order.len() as u32, h));
-                        order.push((id, i as u32));
-                    }
-                    Entry::Occupied(slot) if order[slot.get().0 as usize].1 != i as u32 => {
-                        more.push((id.as_str(), i));
-                    }
-                    Entry::Occupied(_) => {}
+                match index.find_or_add(id, order.len(), |at| order[at].0.as_str()) {
+                    None => order.push((id, i as u32)),
+                    Some(at) if order[at].1 != i as u32 => more.push((id.as_str(), i)),
+                    Some(_) => {}
                 }
             }
         }
@@ -114,12 +105,9 @@ impl<'a> Coverage<'a> {
 
     /// The first active block standing for `id`, and its place in `order`.
     fn find(&self, id: &str) -> Option<(usize, usize)> {
-        let h = hash32(id);
         self.index
-            .find(widen(h), |&(at, kept)| {
-                kept == h && self.order[at as usize].0.as_str() == id
-            })
-            .map(|&(at, _)| (self.order[at as usize].1 as usize, at as usize))
+            .find(id, |at| self.order[at].0.as_str())
+            .map(|at| (self.order[at].1 as usize, at))
     }
 
     /// The first active block standing for each message of `history`,

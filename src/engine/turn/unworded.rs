@@ -13,15 +13,13 @@
 //! or its cut built.
 
 use crate::engine::model::config::Config;
-use crate::engine::model::identity::{IdMap, hash32, widen};
+use crate::engine::model::identity::{IdMap, Places};
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit};
 use crate::engine::model::tag;
 use crate::engine::model::tokenizer::Tokenizer;
 use crate::engine::model::tokens::{self, Tally};
 
 use super::truncate::{self, Cut, KeptCut, fingerprint};
-use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
 
 /// The results held without their words, by id. One made by `default`
 /// holds nothing: its copies are whole.
@@ -30,10 +28,10 @@ pub struct Unworded<'a> {
     /// What is held of each result, in the order they were copied; one
     /// worded since stays, no longer held, so places do not move.
     held: Vec<Held<'a>>,
-    /// Places in `held` by id, each with its id's hash: every pass over a
-    /// long view looks each result up, and a table of eight-byte places
-    /// stays in cache where a map of ids and what is held of them did not.
-    index: HashTable<(u32, u32)>,
+    /// Places in `held` by id: every pass over a long view looks each
+    /// result up, and a table of places stays in cache where a map of ids
+    /// and what is held of them did not.
+    index: Places,
     /// How many of `held` are still held.
     live: usize,
     /// Cuts an earlier turn made, by id, to take back (see [`KeptCut`]);
@@ -64,7 +62,7 @@ impl<'a> Unworded<'a> {
     pub fn holding(kept: &'a IdMap<'a, KeptCut>) -> Unworded<'a> {
         Unworded {
             held: Vec::new(),
-            index: HashTable::new(),
+            index: Places::default(),
             live: 0,
             kept: Some(kept),
             made: Vec::new(),
@@ -85,17 +83,16 @@ impl<'a> Unworded<'a> {
             chars: None,
             cut: None,
         };
-        let h = hash32(m.id.as_str());
         let list = &mut self.held;
-        let same = |&(at, kept): &(u32, u32)| kept == h && list[at as usize].original.id == m.id;
-        match self.index.entry(widen(h), same, |&(_, h)| widen(h)) {
-            Entry::Vacant(slot) => {
-                slot.insert((list.len() as u32, h));
+        match self
+            .index
+            .find_or_add(&m.id, list.len(), |at| list[at].original.id.as_str())
+        {
+            None => {
                 list.push(held);
                 self.live += 1;
             }
-            Entry::Occupied(slot) => {
-                let at = slot.get().0 as usize;
+            Some(at) => {
                 self.live += usize::from(!list[at].live);
                 list[at] = held;
             }
@@ -114,11 +111,9 @@ impl<'a> Unworded<'a> {
         if !self.may_hold(m) {
             return None;
         }
-        let h = hash32(m.id.as_str());
-        let at = self.index.find(widen(h), |&(at, kept)| {
-            kept == h && self.held[at as usize].original.id == m.id
-        })?;
-        let at = at.0 as usize;
+        let at = self
+            .index
+            .find(&m.id, |at| self.held[at].original.id.as_str())?;
         self.held[at].live.then_some(at)
     }
 
