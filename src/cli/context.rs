@@ -518,7 +518,8 @@ fn every_word<'a>(
 /// words it kept) and the texts of what was read now.
 fn history_of(loaded: &mut Loaded) -> Vec<CoreMessage> {
     let mut history = std::mem::take(&mut loaded.read.prefix);
-    let read = loaded.transcript.take_cores(history.len());
+    // The cached messages' cores are in the prefix; those read on have theirs.
+    let read = loaded.transcript.take_cores();
     // A kept cut stands for the cached message it was made of: none is
     // taken back for an id a message read on also has.
     if !loaded.read.cuts.is_empty() && !read.is_empty() {

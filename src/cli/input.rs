@@ -516,7 +516,9 @@ fn read_on(
     let first_line = cache.lines as usize + 1;
     let end = cache.end.clone();
     let warm = cache.into_transcript();
-    let Some(read_on) = formats::read_after(name, &tail, first_line, warm.transcript, bad) else {
+    let Some(read_on) =
+        formats::read_after(name, &tail, first_line, warm.transcript, &warm.history, bad)
+    else {
         return Ok(None);
     };
     let read_on = read_on?;
@@ -674,7 +676,7 @@ pub fn check_belongs(loaded: &Loaded, state: &CompressionState) -> Result<(), Cl
         .messages
         .iter()
         .flat_map(|m| &m.blocks)
-        .any(|b| state.message_refs.usable(&b.core.id).is_some());
+        .any(|b| state.message_refs.usable(&b.id).is_some());
     // After a host compaction a log can share no message with its state,
     // but it still names its own session.
     let same_session = t.session_id.as_deref() == Some(state.session_id.as_str());

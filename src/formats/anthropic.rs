@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted, read_words};
-use super::{Block, BlockSource, Format, HostMessage, Slot, take_string};
+use super::{Block, BlockSource, Format, HostMessage, ReadBlock, Slot, take_string};
 use crate::engine::{COMPRESS_TOOL, ContentType, CoreMessage, IdHash, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
@@ -26,15 +26,15 @@ pub(crate) const LOG: MessageLog = MessageLog {
 #[derive(Default)]
 pub(crate) struct ToolNames<'a> {
     named: HashMap<String, String, IdHash>,
-    /// The messages read before these lines, when reading on: a result that
-    /// answers a call of theirs finds it from the latest back, so a turn
+    /// The flat history read before these lines, when reading on: a result
+    /// that answers a call of its finds it from the latest back, so a turn
     /// names the few calls it needs rather than indexing all of them.
-    earlier: &'a [HostMessage],
+    earlier: &'a [CoreMessage],
 }
 
 impl<'a> ToolNames<'a> {
     /// Names that go on from the calls of `earlier`.
-    pub(crate) fn after(earlier: &'a [HostMessage]) -> ToolNames<'a> {
+    pub(crate) fn after(earlier: &'a [CoreMessage]) -> ToolNames<'a> {
         ToolNames {
             named: HashMap::default(),
             earlier,
@@ -48,11 +48,8 @@ impl<'a> ToolNames<'a> {
             self.earlier
                 .iter()
                 .rev()
-                .flat_map(|m| m.blocks.iter().rev())
-                .find(|b| {
-                    b.core.content_type == ContentType::ToolCall && b.core.tool_call_id == call_id
-                })
-                .map(|b| b.core.tool_name.to_string())
+                .find(|c| c.content_type == ContentType::ToolCall && c.tool_call_id == call_id)
+                .map(|c| c.tool_name.to_string())
         };
         self.named
             .get(call_id)
@@ -90,7 +87,7 @@ pub(crate) fn host_message(
                 } else {
                     Role::User
                 };
-                blocks.push(Block {
+                blocks.push(ReadBlock {
                     core: CoreMessage::text("", r, std::mem::take(s)),
                     raw: json!({ "type": "text", "text": null }).into(),
                     source: BlockSource {
@@ -126,7 +123,7 @@ fn block(
     assistant: bool,
     source: BlockSource,
     tools: &mut ToolNames,
-) -> Option<Block> {
+) -> Option<ReadBlock> {
     let Value::Object(mut obj) = item else {
         return None;
     };
@@ -194,7 +191,7 @@ fn block(
         },
     };
     keep_request_fields(&kind, &mut obj, moved);
-    Some(Block {
+    Some(ReadBlock {
         core,
         raw: Value::Object(obj).into(),
         source,
@@ -238,13 +235,13 @@ fn keep_request_fields(kind: &str, obj: &mut Map<String, Value>, moved: Option<&
 /// the null is always this one. Opaque blocks keep their JSON whole: their
 /// identity is hashed from it.
 pub(crate) fn words_key(b: &Block, raw: &Value) -> Option<&'static str> {
-    let key = match b.core.content_type {
+    let key = match b.kind {
         ContentType::Text => "text",
         ContentType::Reasoning => "thinking",
         ContentType::ToolResult => "content",
         ContentType::ToolCall => "input",
     };
-    (!b.core.opaque && raw.get(key).is_some_and(Value::is_null)).then_some(key)
+    (!b.opaque && raw.get(key).is_some_and(Value::is_null)).then_some(key)
 }
 
 /// The text of a tool result's content: a string, or its text parts joined.
@@ -296,7 +293,7 @@ fn edit_block(b: &Block, edit: &BlockEdit, shown: &CoreMessage) -> Value {
     if edit.is_none() {
         return raw;
     }
-    match (b.core.content_type, &mut raw) {
+    match (b.kind, &mut raw) {
         (ContentType::Text, Value::Object(o)) => {
             let t = edit.apply_str(o.get("text").and_then(Value::as_str).unwrap_or(""));
             o.insert("text".into(), Value::String(t));

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use super::anthropic::ToolNames;
 use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted, read_words};
-use super::{Block, BlockSource, Format, HostMessage, RawJson, Slot, take_string};
+use super::{Block, BlockSource, Format, HostMessage, RawJson, ReadBlock, Slot, take_string};
 use crate::engine::{ContentType, CoreMessage, Role};
 
 const EXPECTED: &str =
@@ -69,7 +69,7 @@ fn host_message(
             Value::String(s) if !s.is_empty() => (s, Value::Null),
             content => (super::anthropic::result_text(Some(&content)), content),
         };
-        blocks.push(Block {
+        blocks.push(ReadBlock {
             core: CoreMessage::tool_result("", id, tools.get(id), text),
             raw: raw_content.into(),
             source: source(Slot::Content),
@@ -77,7 +77,7 @@ fn host_message(
         return Some(HostMessage::read(Value::Object(raw), blocks, line));
     }
     if let Value::String(r) = take("reasoning_content") {
-        blocks.push(Block {
+        blocks.push(ReadBlock {
             core: CoreMessage::reasoning("", r),
             raw: RawJson::default(),
             source: source(Slot::Reasoning),
@@ -85,7 +85,7 @@ fn host_message(
     }
     match take("content") {
         Value::String(s) if !s.is_empty() => {
-            blocks.push(Block {
+            blocks.push(ReadBlock {
                 core: CoreMessage::text("", role, s),
                 raw: RawJson::default(),
                 source: source(Slot::Content),
@@ -110,7 +110,7 @@ fn host_message(
                         )
                     },
                 };
-                blocks.push(Block {
+                blocks.push(ReadBlock {
                     core,
                     raw: p.into(),
                     source: source(Slot::Part(i)),
@@ -143,7 +143,7 @@ fn host_message(
             .and_then(take_string)
             .unwrap_or_default();
         tools.note(&id, &name);
-        blocks.push(Block {
+        blocks.push(ReadBlock {
             core: CoreMessage::tool_call("", id, name, args),
             raw: call.into(),
             source: source(Slot::ToolCall(i)),
@@ -166,7 +166,7 @@ pub(crate) fn rebuild(
     if msg
         .blocks
         .first()
-        .is_some_and(|b| b.core.content_type == ContentType::ToolResult)
+        .is_some_and(|b| b.kind == ContentType::ToolResult)
     {
         if let (Some((b, edit)), Some(c)) = (parts.first(), shown.first()) {
             out.insert("content".into(), edit.apply_content(filled(b, c), "text"));
@@ -177,12 +177,12 @@ pub(crate) fn rebuild(
     let string_content = msg
         .blocks
         .iter()
-        .any(|b| b.source.slot == Slot::Content && b.core.content_type == ContentType::Text);
+        .any(|b| b.source.slot == Slot::Content && b.kind == ContentType::Text);
     let mut content_parts = Vec::new();
     let mut calls = Vec::new();
     for ((b, edit), c) in parts.iter().zip(shown) {
         let raw = filled(b, c);
-        match b.core.content_type {
+        match b.kind {
             ContentType::Reasoning => {
                 out.insert("reasoning_content".into(), raw);
             }
@@ -229,8 +229,8 @@ fn filled(b: &Block, shown: &CoreMessage) -> Value {
     let words = read_words(shown);
     let put = |at: &mut Value| *at = Value::String(words.to_string());
     let mut raw = b.raw.value();
-    match (b.core.content_type, &mut raw) {
-        _ if b.core.opaque => {}
+    match (b.kind, &mut raw) {
+        _ if b.opaque => {}
         (ContentType::Reasoning | ContentType::Text, at @ Value::Null) => put(at),
         (ContentType::ToolResult, at @ Value::Null) if !words.is_empty() => put(at),
         (ContentType::Text, part) => {

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread;
 
-use crate::engine::{ContentType, IdHash, IdMap, IdSet};
+use crate::engine::{ContentType, CoreMessage, IdHash, IdMap, IdSet};
 
 use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, SeqAccess};
@@ -814,8 +814,7 @@ impl<'n, 't> Builder<'n, 't> {
         warnings: &mut Vec<(usize, String)>,
     ) -> Result<(), ReadError> {
         if let Ok(Some(r)) = &mut record {
-            for b in &mut r.message.blocks {
-                let core = &mut b.core;
+            for core in &mut r.message.cores {
                 match core.content_type {
                     ContentType::ToolCall => self.tools.note(&core.tool_call_id, &core.tool_name),
                     ContentType::ToolResult => {
@@ -1044,8 +1043,8 @@ fn stray_ids<'a>(t: &Turn<'a>) -> Vec<&'a str> {
 pub(crate) struct Prefix<'a> {
     /// What its read carried, taken on into the new lines'.
     pub carry: Carry,
-    /// Its messages: the calls they make and answer.
-    pub messages: &'a [HostMessage],
+    /// Its flat history: the calls it makes and answers.
+    pub cores: &'a [CoreMessage],
     /// Whether it named its session.
     pub has_session: bool,
 }
@@ -1068,7 +1067,7 @@ pub(crate) fn read_after(
 ) -> Option<Result<Transcript, ReadError>> {
     let Prefix {
         mut carry,
-        messages: earlier,
+        cores: earlier,
         has_session,
     } = prefix;
     let subagent = carry.subagent?;
@@ -1111,10 +1110,10 @@ pub(crate) fn read_after(
         .flat_map(|t| t.head.calls().chain(t.head.results()).chain(t.message_id))
         .collect();
     let (mut calls, mut answered) = (IdSet::default(), IdSet::default());
-    for b in earlier.iter().flat_map(|m| &m.blocks) {
-        let id = b.core.tool_call_id.as_str();
+    for c in earlier {
+        let id = c.tool_call_id.as_str();
         if named.contains(id) {
-            match b.core.content_type {
+            match c.content_type {
                 ContentType::ToolCall => calls.insert(id),
                 ContentType::ToolResult => answered.insert(id),
                 _ => false,
@@ -1415,6 +1414,8 @@ fn append_blocks(target: &mut HostMessage, more: HostMessage) {
     }
     target.blocks.reserve_exact(more.blocks.len());
     target.blocks.extend(more.blocks);
+    target.cores.reserve_exact(more.cores.len());
+    target.cores.extend(more.cores);
 }
 
 #[cfg(test)]

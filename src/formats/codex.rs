@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::anthropic::ToolNames;
 use super::reassemble::{BlockEdit, Emitted, read_words};
 use super::{
-    BadLines, Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, ReadError, Slot,
-    Transcript, jsonl, take_string,
+    BadLines, Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, ReadBlock,
+    ReadError, Slot, Transcript, jsonl, take_string,
 };
 use crate::engine::{ContentType, CoreMessage, Role};
 
@@ -432,7 +432,7 @@ fn host_message(
                         ..CoreMessage::text("", role, "[image]")
                     },
                 };
-                blocks.push(Block {
+                blocks.push(ReadBlock {
                     core,
                     raw: part.into(),
                     source: BlockSource {
@@ -444,7 +444,7 @@ fn host_message(
         }
         "reasoning" => {
             let text = reasoning_text(&item);
-            blocks.push(Block {
+            blocks.push(ReadBlock {
                 core: CoreMessage::reasoning("", text),
                 raw: RawJson::default(),
                 source: whole,
@@ -459,7 +459,7 @@ fn host_message(
             };
             let name = if name.is_empty() { kind.clone() } else { name };
             tools.note(&id, &name);
-            blocks.push(Block {
+            blocks.push(ReadBlock {
                 core: CoreMessage::tool_call("", id, name, args),
                 raw: RawJson::default(),
                 source: whole,
@@ -471,7 +471,7 @@ fn host_message(
                 Some(Value::String(_)) => words(&mut item, "output"),
                 output => super::anthropic::result_text(output),
             };
-            blocks.push(Block {
+            blocks.push(ReadBlock {
                 core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
                 raw: RawJson::default(),
                 source: whole,
@@ -483,7 +483,7 @@ fn host_message(
                 edit: Default::default(),
                 ..CoreMessage::text("", Role::System, "[compacted history]")
             };
-            blocks.push(Block {
+            blocks.push(ReadBlock {
                 core,
                 raw: RawJson::default(),
                 source: whole,
@@ -495,7 +495,7 @@ fn host_message(
                 edit: Default::default(),
                 ..CoreMessage::text("", Role::Assistant, format!("[{kind}]"))
             };
-            blocks.push(Block {
+            blocks.push(ReadBlock {
                 core,
                 raw: RawJson::default(),
                 source: whole,
@@ -545,7 +545,7 @@ pub(crate) fn rebuild(
         return raw;
     };
     let mut item = filled(b, c);
-    match (item.as_object_mut(), b.core.content_type) {
+    match (item.as_object_mut(), b.kind) {
         (Some(obj), ContentType::ToolResult) if !edit.is_none() => {
             let output = obj.remove("output").unwrap_or(Value::Null);
             obj.insert("output".into(), edit.apply_content(output, "input_text"));
@@ -569,8 +569,8 @@ pub(crate) fn rebuild(
 /// text, a call's arguments or input, a tool's output.
 fn filled(b: &Block, shown: &CoreMessage) -> Value {
     let mut raw = b.raw.value();
-    let key = match (b.core.content_type, raw["type"].as_str()) {
-        _ if b.core.opaque => return raw,
+    let key = match (b.kind, raw["type"].as_str()) {
+        _ if b.opaque => return raw,
         (ContentType::Text, _) => "text",
         (ContentType::ToolCall, Some("function_call")) => "arguments",
         (ContentType::ToolCall, Some("custom_tool_call")) => "input",

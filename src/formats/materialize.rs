@@ -69,7 +69,7 @@ fn pieces<'a>(t: &Transcript, view: &'a [CoreMessage]) -> Vec<Piece<'a>> {
         .messages
         .iter()
         .flat_map(|m| &m.blocks)
-        .map(|b| (b.core.id.as_str(), b.source))
+        .map(|b| (b.id.as_str(), b.source))
         .collect();
     let mut out: Vec<Piece> = Vec::new();
     for c in view {

@@ -99,7 +99,7 @@ fn record_of<'a>(t: &'a Transcript, id: &str) -> &'a Value {
         .messages
         .iter()
         .flat_map(|m| &m.blocks)
-        .find(|b| b.core.id == id)
+        .find(|b| b.id == id)
         .unwrap();
     &t.records[b.source.record]
 }
@@ -404,9 +404,9 @@ fn codex_message_keeps_only_the_parts_the_view_keeps() {
     let m = t
         .messages
         .iter()
-        .find(|m| m.blocks.len() == 4 && m.blocks[2].core.opaque)
+        .find(|m| m.blocks.len() == 4 && m.blocks[2].opaque)
         .expect("a user message with an image");
-    let dropped = m.blocks[1].core.id.clone();
+    let dropped = m.blocks[1].id.clone();
     let record = m.blocks[1].source.record;
     let view: Vec<CoreMessage> = t.cores().into_iter().filter(|c| c.id != dropped).collect();
     let out = materialize(&t, &view);

@@ -26,7 +26,7 @@ mod reassemble;
 use serde_json::Value;
 
 use crate::engine::Recorded;
-use crate::engine::{ClusterCounter, CoreMessage, IdSet, Name, base_of};
+use crate::engine::{ClusterCounter, ContentType, CoreMessage, IdSet, Name, base_of};
 
 pub use detect::detect;
 pub use error::ReadError;
@@ -189,6 +189,11 @@ pub struct HostMessage {
     pub raw: RawJson,
     /// Its content blocks, flattened.
     pub blocks: Vec<Block>,
+    /// The flat form of each block, in the same order, until
+    /// [`Transcript::take_cores`] moves them into the history: the history
+    /// then is the one copy of them, and a block keeps only what the writers
+    /// read.
+    pub cores: Vec<CoreMessage>,
     /// 1-based line of the log it starts on.
     pub line: usize,
     /// For a response the log says the size of: the prompt tokens the
@@ -198,31 +203,63 @@ pub struct HostMessage {
 }
 
 impl HostMessage {
-    /// A message read from a log, its blocks in a list of their exact
-    /// length. A list grown by pushing has room for four, and most messages
-    /// have one or two: the spare room was a tenth of a large transcript's
-    /// memory once read.
-    fn read(raw: Value, mut blocks: Vec<Block>, line: usize) -> HostMessage {
-        blocks.shrink_to_fit();
+    /// A message read from a log, its blocks and their cores in lists of
+    /// their exact length. A list grown by pushing has room for four, and
+    /// most messages have one or two: the spare room was a tenth of a large
+    /// transcript's memory once read.
+    fn read(raw: Value, read: Vec<ReadBlock>, line: usize) -> HostMessage {
+        let mut blocks = Vec::with_capacity(read.len());
+        let mut cores = Vec::with_capacity(read.len());
+        for ReadBlock { core, raw, source } in read {
+            blocks.push(Block::of(&core, raw, source));
+            cores.push(core);
+        }
         HostMessage {
             raw: raw.into(),
             blocks,
+            cores,
             line,
             prompt_tokens: None,
         }
     }
 }
 
-/// One content block: its flat core and its own JSON.
+/// One content block: what the writers need of it, and its own JSON.
 #[derive(Debug, Clone)]
 pub struct Block {
-    /// The flat form the engine works on, with its identity.
-    pub core: CoreMessage,
+    /// The identity of its core: how a view's message finds the block it
+    /// was made from.
+    pub id: Name,
+    /// What kind of block it is.
+    pub kind: ContentType,
+    /// Whether its payload is not text (see [`CoreMessage::opaque`]).
+    pub opaque: bool,
     /// The block as the view format writes it.
     pub raw: RawJson,
     /// Where the block sits in [`Transcript::records`]: what
     /// [`materialize`] writes back when the block is kept.
     pub source: BlockSource,
+}
+
+impl Block {
+    /// The block of `core`, as `raw` writes it and `source` places it.
+    pub fn of(core: &CoreMessage, raw: RawJson, source: BlockSource) -> Block {
+        Block {
+            id: core.id.clone(),
+            kind: core.content_type,
+            opaque: core.opaque,
+            raw,
+            source,
+        }
+    }
+}
+
+/// A block as a reader makes it, its core beside it.
+#[derive(Debug)]
+pub(crate) struct ReadBlock {
+    pub(crate) core: CoreMessage,
+    pub(crate) raw: RawJson,
+    pub(crate) source: BlockSource,
 }
 
 /// Where one block came from: a record and the place in it. An index rather
@@ -268,32 +305,25 @@ impl Transcript {
         out
     }
 
-    /// The flat history the engine works on, in order.
+    /// The flat history the engine works on, in order, copied.
     pub fn cores(&self) -> Vec<CoreMessage> {
         self.messages
             .iter()
-            .flat_map(|m| m.blocks.iter().map(|b| b.core.clone()))
+            .flat_map(|m| m.cores.iter().cloned())
             .collect()
     }
 
-    /// The flat history after its first `skip` messages (which the caller
-    /// has), its texts moved out rather than copied: the blocks keep their
-    /// identities and kinds, which is all the writers read of them, and the
-    /// history is the one copy of the text.
-    pub fn take_cores(&mut self, skip: usize) -> Vec<CoreMessage> {
-        let blocks: usize = self.messages.iter().map(|m| m.blocks.len()).sum();
+    /// The flat history, moved out of the messages rather than copied: the
+    /// blocks keep their identities and kinds, which is all the writers read
+    /// of them, and the history is the one copy of the cores.
+    pub fn take_cores(&mut self) -> Vec<CoreMessage> {
+        let blocks: usize = self.messages.iter().map(|m| m.cores.len()).sum();
         // Sized once: the history of a long session is its largest list.
-        let mut cores = Vec::with_capacity(blocks.saturating_sub(skip));
-        cores.extend(
-            self.messages
-                .iter_mut()
-                .flat_map(|m| m.blocks.iter_mut())
-                .skip(skip)
-                .map(|b| CoreMessage {
-                    text: std::mem::take(&mut b.core.text),
-                    ..b.core.clone()
-                }),
-        );
+        let mut cores = Vec::with_capacity(blocks);
+        for m in &mut self.messages {
+            cores.append(&mut m.cores);
+            m.cores = Vec::new();
+        }
         cores
     }
 }
@@ -584,10 +614,13 @@ impl Parsed {
 
 /// Gives every block its content-hash identity, counting repeats in order.
 fn assign_ids(t: &mut Transcript) {
-    let bases = bases(&t.messages);
+    let mut bases = bases(&t.messages).into_iter();
     let mut ids = ClusterCounter::default();
-    for (b, base) in t.messages.iter_mut().flat_map(|m| &mut m.blocks).zip(bases) {
-        b.core.id = ids.next(base);
+    for m in &mut t.messages {
+        for (b, core) in m.blocks.iter_mut().zip(&mut m.cores) {
+            core.id = ids.next(bases.next().expect("a base per block"));
+            b.id = core.id.clone();
+        }
     }
 }
 
@@ -604,12 +637,12 @@ fn bases(messages: &[HostMessage]) -> Vec<Name> {
 /// [`bases`] on at most `threads` threads.
 fn bases_on(messages: &[HostMessage], threads: usize) -> Vec<Name> {
     fn run(messages: &[HostMessage]) -> Vec<Name> {
-        (messages.iter().flat_map(|m| &m.blocks))
-            .map(|b| ClusterCounter::base(&b.core, || b.raw.text().to_string()))
+        (messages.iter().flat_map(|m| m.cores.iter().zip(&m.blocks)))
+            .map(|(core, b)| ClusterCounter::base(core, || b.raw.text().to_string()))
             .collect()
     }
     // Bytes a block costs to hash, about: its words, and a little for the rest.
-    let size = |m: &HostMessage| -> usize { m.blocks.iter().map(|b| b.core.text.len() + 64).sum() };
+    let size = |m: &HostMessage| -> usize { m.cores.iter().map(|c| c.text.len() + 64).sum() };
     let total: usize = messages.iter().map(size).sum();
     if threads < 2 || total < 1 << 20 {
         return run(messages);
@@ -674,9 +707,10 @@ pub fn resumable(format: Format, text: &str) -> bool {
 
 /// Reads the lines appended to a transcript after `prefix`, what an earlier
 /// turn read of it, and adds them to it: `text` is what follows the
-/// prefix's bytes and starts on line `first_line`. Read this way, the
-/// messages, their ids and tool names are those a whole read gives, for a
-/// transcript [`resumable`] says may be read on.
+/// prefix's bytes and starts on line `first_line`; `earlier` is the
+/// prefix's flat history (a warm read keeps it beside the messages). Read
+/// this way, the messages, their ids and tool names are those a whole read
+/// gives, for a transcript [`resumable`] says may be read on.
 ///
 /// `None` for a format that is read whole.
 pub fn read_after(
@@ -684,6 +718,7 @@ pub fn read_after(
     text: &str,
     first_line: usize,
     mut prefix: Transcript,
+    earlier: &[CoreMessage],
     bad: BadLines,
 ) -> Option<Result<ReadOn, ReadError>> {
     // A prompt size the new lines give a response the prefix holds.
@@ -692,14 +727,14 @@ pub fn read_after(
         Format::ClaudeCode => std::mem::take(&mut prefix.carry),
         _ => Carry::default(),
     };
-    let tools = anthropic::ToolNames::after(&prefix.messages);
+    let tools = anthropic::ToolNames::after(earlier);
     let tail = match prefix.format {
         Format::Chat => chat::LOG.read_after(name, text, first_line, bad, tools),
         Format::Anthropic => anthropic::LOG.read_after(name, text, first_line, bad, tools),
         Format::ClaudeCode => {
             let prefix = claude_code::Prefix {
                 carry,
-                messages: &prefix.messages,
+                cores: earlier,
                 has_session: prefix.session_id.is_some(),
             };
             claude_code::read_after(name, text, first_line, bad, prefix, tools)?
@@ -722,25 +757,27 @@ pub fn read_after(
     };
     // The new blocks' bases first: the prefix's ids are counted only where
     // they share one, not all indexed every turn.
-    let bases: Vec<Name> = (tail.messages.iter().flat_map(|m| &m.blocks))
-        .map(|b| ClusterCounter::base(&b.core, || b.raw.text().to_string()))
-        .collect();
+    let bases: Vec<Name> = (tail
+        .messages
+        .iter()
+        .flat_map(|m| m.cores.iter().zip(&m.blocks)))
+    .map(|(core, b)| ClusterCounter::base(core, || b.raw.text().to_string()))
+    .collect();
     let wanted: IdSet<'_> = bases.iter().map(Name::as_str).collect();
     let mut ids = ClusterCounter::resume(
         prefix
             .messages
             .iter()
             .flat_map(|m| &m.blocks)
-            .map(|b| b.core.id.as_str())
+            .map(|b| b.id.as_str())
             .filter(|id| wanted.contains(base_of(id))),
     );
-    for (b, base) in tail
-        .messages
-        .iter_mut()
-        .flat_map(|m| &mut m.blocks)
-        .zip(bases)
-    {
-        b.core.id = ids.next(base);
+    let mut bases = bases.into_iter();
+    for m in &mut tail.messages {
+        for (b, core) in m.blocks.iter_mut().zip(&mut m.cores) {
+            core.id = ids.next(bases.next().expect("a base per block"));
+            b.id = core.id.clone();
+        }
     }
     if let Some((at, tokens)) = patch {
         let target = prefix

@@ -14,8 +14,13 @@ fn summary(t: &Transcript) -> String {
     );
     for m in &t.messages {
         out.push_str(&format!("{} {:?} {}\n", m.line, m.prompt_tokens, m.raw));
-        for b in &m.blocks {
-            out.push_str(&format!("  {:?} {:?} {}\n", b.core, b.source, b.raw));
+        assert_eq!(m.blocks.len(), m.cores.len());
+        for (b, core) in m.blocks.iter().zip(&m.cores) {
+            assert_eq!(
+                (&b.id, b.kind, b.opaque),
+                (&core.id, core.content_type, core.opaque)
+            );
+            out.push_str(&format!("  {:?} {:?} {}\n", core, b.source, b.raw));
         }
     }
     out
@@ -48,7 +53,9 @@ fn cuts(name: &str, text: &str, stride: usize) -> usize {
             continue;
         }
         let sizes: Vec<Option<usize>> = prefix.messages.iter().map(|m| m.prompt_tokens).collect();
-        let Some(after) = read_after(name, &text[cut..], k + 2, prefix, BadLines::Fail) else {
+        let earlier = prefix.cores();
+        let Some(after) = read_after(name, &text[cut..], k + 2, prefix, &earlier, BadLines::Fail)
+        else {
             continue;
         };
         let after = after.unwrap();
@@ -161,10 +168,11 @@ fn a_rewind_into_the_prefix_is_read_whole() {
     // The user rewinds to the first answer and asks something else.
     let rewind = line("e", "b", "user", "another second prompt");
     let p = read("s.jsonl", &prefix, None, BadLines::Fail).unwrap();
-    assert!(read_after("s.jsonl", &rewind, 5, p.clone(), BadLines::Fail).is_none());
+    let earlier = p.cores();
+    assert!(read_after("s.jsonl", &rewind, 5, p.clone(), &earlier, BadLines::Fail).is_none());
     // Going on from the last answer reads on.
     let on = line("e", "d", "user", "third prompt");
-    let after = read_after("s.jsonl", &on, 5, p, BadLines::Fail)
+    let after = read_after("s.jsonl", &on, 5, p, &earlier, BadLines::Fail)
         .unwrap()
         .unwrap()
         .transcript;

@@ -171,7 +171,7 @@ pub fn reassemble_among(
             continue;
         }
         for (bi, b) in m.blocks.iter().enumerate() {
-            let id = b.core.id.as_str();
+            let id = b.id.as_str();
             if hidden.get(from + bi) != Some(&true) && shown.contains(id) {
                 index.insert(id, (mi, bi));
             }

@@ -324,11 +324,13 @@ fn chat_words_are_held_once() {
         json!({"role": "tool", "tool_call_id": "c1", "content": "a b"}),
     ];
     let t = read("t", &lines(&input), Some(Format::Chat), BadLines::Fail).unwrap();
-    let blocks: Vec<_> = t.messages.iter().flat_map(|m| &m.blocks).collect();
+    let blocks: Vec<_> = (t.messages.iter())
+        .flat_map(|m| m.blocks.iter().zip(&m.cores))
+        .collect();
     assert_eq!(blocks.len(), 5);
-    for b in blocks {
-        assert!(!b.core.text.is_empty());
-        assert!(!b.raw.to_string().contains(&b.core.text), "{}", b.raw);
+    for (b, core) in blocks {
+        assert!(!core.text.is_empty());
+        assert!(!b.raw.to_string().contains(&core.text), "{}", b.raw);
     }
 }
 
@@ -450,7 +452,7 @@ fn ids_hashed_on_threads_are_the_ids_one_thread_gives() {
     let t = read("t", &text, None, BadLines::Fail).unwrap();
     let ids = |t: &super::Transcript| -> Vec<String> {
         (t.messages.iter().flat_map(|m| &m.blocks))
-            .map(|b| b.core.id.to_string())
+            .map(|b| b.id.to_string())
             .collect()
     };
     let one = super::bases_on(&t.messages, 1);

@@ -172,7 +172,8 @@ pub struct CacheEnd {
 
 /// A transcript as the read cache gives it back.
 pub struct Warm {
-    /// The messages read, their JSON not yet parsed.
+    /// The messages read, their JSON not yet parsed; their cores are in
+    /// `history`.
     pub transcript: Transcript,
     /// The flat history, with the words that were kept.
     pub history: Vec<CoreMessage>,
@@ -199,7 +200,7 @@ pub fn fill_shown(t: &mut Transcript, raws: &[Unparsed], shown: &HashSet<&str>) 
         let Some(m) = t.messages.get_mut(*mi) else {
             return false;
         };
-        if !m.blocks.iter().any(|b| shown.contains(b.core.id.as_str())) {
+        if !m.blocks.iter().any(|b| shown.contains(b.id.as_str())) {
             continue;
         }
         let Some(raw) = RawJson::from_text(raw) else {
@@ -383,10 +384,10 @@ impl Decode for Vec<CachedMessage> {
     }
 }
 
-/// The cached messages as a warm turn works on them: host messages whose
-/// blocks hold no words, the flat history beside them, and the JSON of what
-/// may still be shown, unparsed. [`ReadCache::into_transcript`] makes them
-/// a [`Warm`] transcript.
+/// The cached messages as a warm turn works on them: host messages, the
+/// flat history beside them (each core written once, where the engine reads
+/// it), and the JSON of what may still be shown, unparsed.
+/// [`ReadCache::into_transcript`] makes them a [`Warm`] transcript.
 pub struct WarmMessages {
     messages: Vec<HostMessage>,
     history: Vec<CoreMessage>,
@@ -410,6 +411,7 @@ impl Decode for WarmMessages {
         self.messages.push(HostMessage {
             raw: RawJson::default(),
             blocks: Vec::with_capacity(blocks),
+            cores: Vec::new(),
             line: m.line as usize,
             prompt_tokens: m.prompt_tokens.map(|n| n as usize),
         });
@@ -434,20 +436,17 @@ impl Decode for WarmMessages {
             counted: Counted::known(tokenizer, b.tokens as usize),
             ..b.core
         };
-        m.blocks.push(Block {
-            core: core.without_text(),
-            raw: RawJson::default(),
-            source: b.source,
-        });
+        m.blocks
+            .push(Block::of(&core, RawJson::default(), b.source));
         self.history.push(core);
     }
 }
 
 impl ReadCache<WarmMessages> {
     /// The transcript and flat history the cache stands for. The JSON the
-    /// view is written from stays unparsed until [`fill_shown`] is told
-    /// which messages the view shows. The transcript holds no records (a
-    /// warm read serves the view, never `materialize`).
+    /// view is written from stays unparsed until [`fill_shown`] is told which messages the
+    /// view shows. The transcript holds no records (a warm read serves the
+    /// view, never `materialize`).
     pub fn into_transcript(self) -> Warm {
         let WarmMessages {
             messages,
@@ -1340,7 +1339,7 @@ mod append_tests {
     /// but those of the messages `fold` names; appended to `end` when given.
     fn written(text: &str, fold: &[usize], end: Option<&CacheEnd>, base: &[u8]) -> Vec<u8> {
         let mut t = read("t", text, None, BadLines::Fail).unwrap();
-        let history = t.take_cores(0);
+        let history = t.take_cores();
         let keep = |i: usize, _: &CoreMessage| !fold.contains(&i);
         let source = CacheSource {
             transcript: &t,

@@ -162,7 +162,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
     let mut state = CompressionState::new("p");
     let mut history: Vec<CoreMessage> = Vec::new();
     for (i, m) in t.messages.iter().enumerate() {
-        history.extend(m.blocks.iter().map(|b| b.core.clone()));
+        history.extend(m.cores.iter().cloned());
         // A request ends with the user's or a tool's message; a Compress call
         // is the model's next response.
         let turn_ends = t

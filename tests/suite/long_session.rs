@@ -35,9 +35,9 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
     let mut originals: HashMap<String, CoreMessage> = HashMap::new();
     let (mut turns, mut blocks, mut peak) = (0, 0, 0);
     for (i, m) in t.messages.iter().enumerate() {
-        for b in &m.blocks {
-            originals.insert(b.core.id.to_string(), b.core.clone());
-            history.push(b.core.clone());
+        for core in &m.cores {
+            originals.insert(core.id.to_string(), core.clone());
+            history.push(core.clone());
         }
         let ends_turn = t
             .messages
