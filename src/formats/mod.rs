@@ -192,7 +192,8 @@ pub struct HostMessage {
     /// The flat form of each block, in the same order, until
     /// [`Transcript::take_cores`] moves them into the history: the history
     /// then is the one copy of them, and a block keeps only what the writers
-    /// read.
+    /// read. Empty for a message a warm turn took from its read cache, whose
+    /// cores were decoded straight into the history.
     pub cores: Vec<CoreMessage>,
     /// 1-based line of the log it starts on.
     pub line: usize,
@@ -313,9 +314,11 @@ impl Transcript {
             .collect()
     }
 
-    /// The flat history, moved out of the messages rather than copied: the
-    /// blocks keep their identities and kinds, which is all the writers read
-    /// of them, and the history is the one copy of the cores.
+    /// The cores the messages hold, in order, moved out rather than copied:
+    /// the blocks keep their identities and kinds, which is all the writers
+    /// read of them, and the history is the one copy of the cores. For a
+    /// transcript read whole that is the flat history; for one read on from
+    /// a cache, what follows the cached prefix.
     pub fn take_cores(&mut self) -> Vec<CoreMessage> {
         let blocks: usize = self.messages.iter().map(|m| m.cores.len()).sum();
         // Sized once: the history of a long session is its largest list.
