@@ -396,10 +396,15 @@ pub struct WarmMessages {
 }
 
 impl Decode for WarmMessages {
+    /// The messages and the history have room for the lines a turn reads
+    /// on: they are a long session's largest lists, and one full when the
+    /// new messages join it is copied into one twice its size. Room never
+    /// written to takes no memory.
     fn with_capacity(messages: usize, blocks: usize) -> Self {
+        let room = |n: usize| n + n / 16 + 256;
         WarmMessages {
-            messages: Vec::with_capacity(messages),
-            history: Vec::with_capacity(blocks),
+            messages: Vec::with_capacity(room(messages)),
+            history: Vec::with_capacity(room(blocks)),
             elided: Vec::with_capacity(blocks),
             raws: Vec::new(),
         }

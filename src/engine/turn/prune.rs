@@ -95,7 +95,9 @@ pub fn prune_marked<'a>(
         .collect();
     placed.sort_by_key(|(anchor, n, _)| (*anchor, *n));
     let spent = spent(&kept);
-    let mut out = Vec::with_capacity(kept.len() + placed.len());
+    // One more for the nudge a turn may end the view with: a full list of
+    // a long history pushed one more is copied into one twice its size.
+    let mut out = Vec::with_capacity(kept.len() + placed.len() + 1);
     let mut pending = placed.into_iter().peekable();
     let mut last = None;
     for (i, m) in kept.into_iter().enumerate() {
