@@ -410,8 +410,11 @@ impl Decode for WarmMessages {
         }
     }
     fn message(&mut self, m: CachedMessage, blocks: usize) {
+        // Room for the JSON of each of its blocks: a list grown by pushing
+        // has room for four, and most messages have one or two.
         if let Some(raw) = m.raw {
-            self.raws.push((self.messages.len(), raw, Vec::new()));
+            let kept = Vec::with_capacity(blocks);
+            self.raws.push((self.messages.len(), raw, kept));
         }
         self.messages.push(HostMessage {
             raw: RawJson::default(),
