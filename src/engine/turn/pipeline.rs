@@ -21,7 +21,7 @@ use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::name::Name;
 use crate::engine::model::protect::is_tool_protected;
-use crate::engine::model::refs::{self, NUDGE_ID, OMITTED_ID};
+use crate::engine::model::refs::{self, BLOCKED, NUDGE_ID, OMITTED_ID};
 use crate::engine::model::state::{Block, CompressionState, MessageRefs};
 use crate::engine::model::tag;
 use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded, Source};
@@ -125,14 +125,18 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let dropped_unpaired = before_pairing - view.len();
     // Tool results come without their words until the view is done: what
     // is cut is cut from the original, and what is left out never copied.
+    // The view is in the order its refs were handed out: each is looked
+    // for just after the one before (see `MessageRefs::get_near`).
+    let mut near = 0;
     let mut view: Vec<CoreMessage> = view
         .into_iter()
         .map(|m| {
             let (refs, snapshot) = (&state.message_refs, &mut state.token_snapshot);
-            if unworded.tag(&m, |original| tag_for(refs, snapshot, original, cfg)) {
+            let near = &mut near;
+            if unworded.tag(&m, |original| tag_for(refs, snapshot, original, cfg, near)) {
                 return m;
             }
-            render_tag(refs, snapshot, m, cfg)
+            render_tag(refs, snapshot, m, cfg, near)
         })
         .collect();
     // Results cut on earlier turns are cut again; the others held are
@@ -379,8 +383,14 @@ fn nudge_of<'a>(
 /// The note that stands where the last resort left messages out: how many,
 /// which refs, and that the transcript still holds them.
 fn omitted_note(gone: &[&CoreMessage], refs: &MessageRefs) -> CoreMessage {
-    let refs: Vec<&str> = gone.iter().filter_map(|m| refs.usable(&m.id)).collect();
-    let span = match (refs.first(), refs.last()) {
+    // Only the first and the last ref are named: a session far over its
+    // window leaves out most of its history.
+    let usable = |m: &&CoreMessage| refs.usable(&m.id);
+    let (first, last) = (
+        gone.iter().find_map(usable),
+        gone.iter().rev().find_map(usable),
+    );
+    let span = match (first, last) {
         (Some(a), Some(b)) if a != b => format!(" ({a}–{b})"),
         (Some(a), _) => format!(" ({a})"),
         _ => String::new(),
@@ -441,25 +451,30 @@ fn render_tag(
     token_snapshot: &mut BTreeMap<Name, usize>,
     mut m: CoreMessage,
     cfg: &Config,
+    near: &mut usize,
 ) -> CoreMessage {
-    if let Some(t) = tag_for(refs, token_snapshot, &m, cfg) {
+    if let Some(t) = tag_for(refs, token_snapshot, &m, cfg, near) {
         m.append_tag(&t);
     }
     m
 }
 
 /// The ref tag of a taggable message that has a ref, its token figure
-/// frozen the first time it is shown.
+/// frozen the first time it is shown. Its ref is looked for at `near`
+/// first, which is left just after it.
 fn tag_for(
     refs: &MessageRefs,
     token_snapshot: &mut BTreeMap<Name, usize>,
     m: &CoreMessage,
     cfg: &Config,
+    near: &mut usize,
 ) -> Option<String> {
     if !m.is_taggable() {
         return None;
     }
-    let r = refs.usable(&m.id)?;
+    let (r, at) = refs.get_near(&m.id, *near)?;
+    *near = at + 1;
+    let r = Some(r).filter(|&r| r != BLOCKED)?;
     // Looked up before it is inserted: most tags were shown before, and
     // an insert would copy the ref to look it up.
     let figure = match token_snapshot.get(r) {
@@ -479,7 +494,6 @@ fn tag_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::refs::BLOCKED;
     use crate::engine::model::tokenizer::Tokenizer;
     use crate::engine::turn::truncate::Cut;
 

@@ -129,12 +129,14 @@ pub fn cut_largest(
         // Sized (a memo) and ordered first; an output is searched for the
         // marker only when its turn to be cut comes, so the many large
         // enough that the target is reached before them are never read.
+        // Outputs this turn has cut already are passed over here, where
+        // they come in the view's order and are found without hashing.
         let mut candidates: Vec<(usize, usize)> = view
             .iter()
             .enumerate()
             .filter(|(_, m)| m.content_type == ContentType::ToolResult)
             .map(|(i, m)| (i, cfg.tokens(m)))
-            .filter(|&(_, t)| t >= min_tokens)
+            .filter(|&(i, t)| t >= min_tokens && !unworded.cut_made(&view[i]))
             .collect();
         candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
         for (i, _) in candidates {

@@ -12,6 +12,8 @@
 //! done, what is still in it gets its text: the words copied in and tagged,
 //! or its cut built.
 
+use std::cell::Cell;
+
 use crate::engine::model::config::Config;
 use crate::engine::model::identity::{IdMap, Places};
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit};
@@ -34,6 +36,10 @@ pub struct Unworded<'a> {
     index: Places,
     /// How many of `held` are still held.
     live: usize,
+    /// The place after the last one looked up: the passes over a view take
+    /// its results in order, so the next one looked for is most often
+    /// there, and found without hashing its id.
+    next: Cell<usize>,
     /// Cuts an earlier turn made, by id, to take back (see [`KeptCut`]);
     /// `None` in one that holds nothing.
     kept: Option<&'a IdMap<'a, KeptCut>>,
@@ -64,6 +70,7 @@ impl<'a> Unworded<'a> {
             held: Vec::new(),
             index: Places::default(),
             live: 0,
+            next: Cell::new(0),
             kept: Some(kept),
             made: Vec::new(),
         }
@@ -111,9 +118,14 @@ impl<'a> Unworded<'a> {
         if !self.may_hold(m) {
             return None;
         }
-        let at = self
-            .index
-            .find(&m.id, |at| self.held[at].original.id.as_str())?;
+        let guess = self.next.get();
+        let at = match self.held.get(guess) {
+            Some(h) if h.original.id.as_str() == m.id.as_str() => guess,
+            _ => self
+                .index
+                .find(&m.id, |at| self.held[at].original.id.as_str())?,
+        };
+        self.next.set(at + 1);
         self.held[at].live.then_some(at)
     }
 
@@ -175,6 +187,11 @@ impl<'a> Unworded<'a> {
                 .unwrap_or_else(|| tokens::chars(&h.original.text) + tokens::chars(&h.suffix)),
             None => tokens::chars(&m.text),
         }
+    }
+
+    /// Whether this turn has cut a held message already.
+    pub fn cut_made(&self, m: &CoreMessage) -> bool {
+        matches!(self.held_as(m), Some(Held { cut: Some(_), .. }))
     }
 
     /// Whether a message's text is a cut result already.
