@@ -98,6 +98,11 @@ pub fn prune_marked<'a>(
     // One more for the nudge a turn may end the view with: a full list of
     // a long history pushed one more is copied into one twice its size.
     let mut out = Vec::with_capacity(kept.len() + placed.len() + 1);
+    unworded.reserve(
+        kept.iter()
+            .filter(|m| m.content_type == ContentType::ToolResult)
+            .count(),
+    );
     let mut pending = placed.into_iter().peekable();
     let mut last = None;
     for (i, m) in kept.into_iter().enumerate() {

@@ -76,6 +76,15 @@ impl<'a> Unworded<'a> {
         }
     }
 
+    /// Room for `results` tool results to be held: a long view's list grown
+    /// by pushing was copied each time it doubled.
+    pub fn reserve(&mut self, results: usize) {
+        if self.kept.is_some() {
+            self.held.reserve_exact(results);
+            self.index.reserve(results);
+        }
+    }
+
     /// The view's copy of `m`: without its words when it is a tool result
     /// and this holds them.
     pub fn copy(&mut self, m: &'a CoreMessage) -> CoreMessage {
