@@ -452,9 +452,9 @@ impl Decode for WarmMessages {
 
 impl ReadCache<WarmMessages> {
     /// The transcript and flat history the cache stands for. The JSON the
-    /// view is written from stays unparsed until [`fill_shown`] is told which messages the
-    /// view shows. The transcript holds no records (a warm read serves the
-    /// view, never `materialize`).
+    /// view is written from stays unparsed until [`fill_shown`] is told
+    /// which messages the view shows. The transcript holds no records (a
+    /// warm read serves the view, never `materialize`).
     pub fn into_transcript(self) -> Warm {
         let WarmMessages {
             messages,
