@@ -686,7 +686,7 @@ mod tests {
                 whole[0].append_tag(t);
             }
             let none = IdMap::default();
-        let mut unworded = Unworded::holding(&none);
+            let mut unworded = Unworded::holding(&none);
             let mut held = vec![unworded.copy(&original)];
             unworded.tag(&held[0], |_| tag);
             let mut counted = held[0].clone();
@@ -701,6 +701,33 @@ mod tests {
             proptest::prop_assert_eq!(&held[0].text, &whole[0].text);
             proptest::prop_assert_eq!(&held[0].edit, &whole[0].edit);
             proptest::prop_assert_eq!(cfg.tokens(&held[0]), cfg.tokens(&whole[0]));
+        }
+
+        /// Held results are looked for where the last lookup left off, and
+        /// found wherever they are: asked for in any order, with messages
+        /// that are not held between them, each gives what it holds.
+        #[test]
+        fn held_results_are_found_in_any_order(
+            order in proptest::strategy::Strategy::prop_shuffle(proptest::strategy::Just(
+                (0..8).collect::<Vec<usize>>(),
+            )),
+        ) {
+            let originals: Vec<CoreMessage> = (0..8)
+                .map(|i| match i % 3 {
+                    0 => CoreMessage::text(format!("t{i}"), Role::Assistant, "y".repeat(i + 1)),
+                    _ => CoreMessage::tool_result(format!("r{i}"), format!("c{i}"), "Bash", "x".repeat(10 * (i + 1))),
+                })
+                .collect();
+            let none = IdMap::default();
+            let mut unworded = Unworded::holding(&none);
+            let view: Vec<CoreMessage> = originals.iter().map(|m| unworded.copy(m)).collect();
+            for &i in &order {
+                let held = i % 3 != 0;
+                let chars = if held { 10 * (i + 1) } else { i + 1 };
+                proptest::prop_assert_eq!(unworded.chars(&view[i]), chars);
+                proptest::prop_assert!(!unworded.cut_made(&view[i]));
+                proptest::prop_assert_eq!(view[i].text.is_empty(), held);
+            }
         }
 
         #[test]
