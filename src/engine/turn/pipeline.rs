@@ -742,6 +742,31 @@ mod tests {
     }
 
     #[test]
+    fn the_note_on_what_is_left_out_names_its_first_and_last_ref() {
+        let mut refs = MessageRefs::default();
+        refs.insert("sys", BLOCKED);
+        refs.insert("b", "m00002");
+        refs.insert("c", "m00003");
+        refs.insert("d", "m00004");
+        let m = |id: &str| CoreMessage::text(id, Role::Assistant, "x");
+        let gone = [m("sys"), m("b"), m("c"), m("d"), m("new")];
+        let gone: Vec<&CoreMessage> = gone.iter().collect();
+        let note = omitted_note(&gone, &refs);
+        assert_eq!(note.id, OMITTED_ID);
+        assert!(
+            note.text
+                .starts_with("[noa: 5 earlier message(s) (m00002–m00004) are")
+        );
+        let one = omitted_note(&gone[..2], &refs);
+        assert!(
+            one.text
+                .starts_with("[noa: 2 earlier message(s) (m00002) are")
+        );
+        let none = omitted_note(&[gone[0], gone[4]], &refs);
+        assert!(none.text.starts_with("[noa: 2 earlier message(s) are"));
+    }
+
+    #[test]
     fn messages_past_the_last_ref_are_counted_and_stay_untagged() {
         let mut st = CompressionState::new("s");
         for i in 1..=refs::MAX_REF {
