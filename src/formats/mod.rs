@@ -617,9 +617,15 @@ impl Parsed {
 
 /// Gives every block its content-hash identity, counting repeats in order.
 fn assign_ids(t: &mut Transcript) {
-    let mut bases = bases(&t.messages).into_iter();
-    let mut ids = ClusterCounter::default();
-    for m in &mut t.messages {
+    let bases = bases(&t.messages);
+    give_ids(&mut t.messages, bases, &mut ClusterCounter::default());
+}
+
+/// Gives each block of `messages` (its core, and the block itself) the id
+/// `ids` makes of its base, `bases` in order.
+fn give_ids(messages: &mut [HostMessage], bases: Vec<Name>, ids: &mut ClusterCounter) {
+    let mut bases = bases.into_iter();
+    for m in messages {
         for (b, core) in m.blocks.iter_mut().zip(&mut m.cores) {
             core.id = ids.next(bases.next().expect("a base per block"));
             b.id = core.id.clone();
@@ -760,12 +766,7 @@ pub fn read_after(
     };
     // The new blocks' bases first: the prefix's ids are counted only where
     // they share one, not all indexed every turn.
-    let bases: Vec<Name> = (tail
-        .messages
-        .iter()
-        .flat_map(|m| m.cores.iter().zip(&m.blocks)))
-    .map(|(core, b)| ClusterCounter::base(core, || b.raw.text().to_string()))
-    .collect();
+    let bases = bases(&tail.messages);
     let wanted: IdSet<'_> = bases.iter().map(Name::as_str).collect();
     let mut ids = ClusterCounter::resume(
         prefix
@@ -775,13 +776,7 @@ pub fn read_after(
             .map(|b| b.id.as_str())
             .filter(|id| wanted.contains(base_of(id))),
     );
-    let mut bases = bases.into_iter();
-    for m in &mut tail.messages {
-        for (b, core) in m.blocks.iter_mut().zip(&mut m.cores) {
-            core.id = ids.next(bases.next().expect("a base per block"));
-            b.id = core.id.clone();
-        }
-    }
+    give_ids(&mut tail.messages, bases, &mut ids);
     if let Some((at, tokens)) = patch {
         let target = prefix
             .messages
