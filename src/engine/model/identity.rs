@@ -100,6 +100,21 @@ impl Places {
             .map(|&(at, _)| at as usize)
     }
 
+    /// [`Places::find`], trying `guess` first: a list looked up in its own
+    /// order finds each id just after the one before, without hashing it.
+    /// `id_at` gives the id at a place, `None` past the list's end.
+    pub(crate) fn find_near<'s>(
+        &self,
+        id: &str,
+        guess: usize,
+        id_at: impl Fn(usize) -> Option<&'s str>,
+    ) -> Option<usize> {
+        if id_at(guess) == Some(id) {
+            return Some(guess);
+        }
+        self.find(id, |at| id_at(at).expect("every place kept is in the list"))
+    }
+
     /// The place of `id` when it has one; otherwise `next` becomes its
     /// place, and `None`.
     pub(crate) fn find_or_add<'s>(

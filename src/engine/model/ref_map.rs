@@ -159,10 +159,18 @@ impl MessageRefs {
     /// the order its refs were handed out finds each one just after the
     /// one before, without hashing it.
     pub fn get_near(&self, id: &str, guess: usize) -> Option<(&str, usize)> {
-        match self.known.get(guess) {
-            Some((known, r)) if &**known == id => Some((r.as_str(), guess)),
-            _ => self.place(id).map(|i| (self.known[i].1.as_str(), i)),
-        }
+        let id_at = |i: usize| self.known.get(i).map(|k| k.0.as_str());
+        let i = self.index.find_near(id, guess, id_at)?;
+        Some((self.known[i].1.as_str(), i))
+    }
+
+    /// [`MessageRefs::usable`], looked for at `near` first (see
+    /// [`MessageRefs::get_near`]), which is left just after the message
+    /// when it is known.
+    pub fn usable_near(&self, id: &str, near: &mut usize) -> Option<&str> {
+        let (r, at) = self.get_near(id, *near)?;
+        *near = at + 1;
+        (r != BLOCKED).then_some(r)
     }
 
     /// The ref of a message, [`BLOCKED`] included.

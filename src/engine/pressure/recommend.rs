@@ -7,7 +7,7 @@ use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeIn
 use super::zone;
 use crate::engine::model::config::Config;
 use crate::engine::model::message::{ContentType, CoreMessage, Role, task_index};
-use crate::engine::model::refs::{BLOCKED, ref_to_index};
+use crate::engine::model::refs::ref_to_index;
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::{block_of_summary, is_rendered_summary, render_summary};
 use crate::engine::turn::sync::Coverage;
@@ -78,15 +78,10 @@ pub fn recommend(
         .rev()
         .find(|m| m.role == Role::User && m.content_type == ContentType::Text && has_ref(state, m))
         .map(|m| m.id.as_str());
-    // The view is in the order its refs were handed out: each is looked
-    // for just after the one before (see `MessageRefs::get_near`).
+    // The view is in the order its refs were handed out.
     let mut near = 0;
     for m in view {
-        let found = state.message_refs.get_near(&m.id, near);
-        if let Some((_, at)) = found {
-            near = at + 1;
-        }
-        let Some(r) = found.map(|(r, _)| r).filter(|&r| r != BLOCKED) else {
+        let Some(r) = state.message_refs.usable_near(&m.id, &mut near) else {
             // Summaries, hard-protected messages, instructions: a gap.
             runs.extend(open.take());
             segment += 1;

@@ -21,7 +21,7 @@ use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::name::Name;
 use crate::engine::model::protect::is_tool_protected;
-use crate::engine::model::refs::{self, BLOCKED, NUDGE_ID, OMITTED_ID};
+use crate::engine::model::refs::{self, NUDGE_ID, OMITTED_ID};
 use crate::engine::model::state::{Block, CompressionState, MessageRefs};
 use crate::engine::model::tag;
 use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded, Source};
@@ -125,8 +125,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     let dropped_unpaired = before_pairing - view.len();
     // Tool results come without their words until the view is done: what
     // is cut is cut from the original, and what is left out never copied.
-    // The view is in the order its refs were handed out: each is looked
-    // for just after the one before (see `MessageRefs::get_near`).
+    // The view is in the order its refs were handed out.
     let mut near = 0;
     let mut view: Vec<CoreMessage> = view
         .into_iter()
@@ -472,9 +471,7 @@ fn tag_for(
     if !m.is_taggable() {
         return None;
     }
-    let (r, at) = refs.get_near(&m.id, *near)?;
-    *near = at + 1;
-    let r = Some(r).filter(|&r| r != BLOCKED)?;
+    let r = refs.usable_near(&m.id, near)?;
     // Looked up before it is inserted: most tags were shown before, and
     // an insert would copy the ref to look it up.
     let figure = match token_snapshot.get(r) {
@@ -494,6 +491,7 @@ fn tag_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::model::refs::BLOCKED;
     use crate::engine::model::tokenizer::Tokenizer;
     use crate::engine::turn::truncate::Cut;
 

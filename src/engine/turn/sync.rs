@@ -116,18 +116,13 @@ impl<'a> Coverage<'a> {
     /// found without hashing.
     pub fn firsts(&self, history: &[CoreMessage]) -> Vec<Option<usize>> {
         let mut guess = 0;
+        let id_at = |at: usize| self.order.get(at).map(|o| o.0.as_str());
         history
             .iter()
-            .map(|m| match self.order.get(guess) {
-                Some(&(id, b)) if id.as_str() == m.id.as_str() => {
-                    guess += 1;
-                    Some(b as usize)
-                }
-                _ => {
-                    let (b, at) = self.find(m.id.as_str())?;
-                    guess = at + 1;
-                    Some(b)
-                }
+            .map(|m| {
+                let at = self.index.find_near(&m.id, guess, id_at)?;
+                guess = at + 1;
+                Some(self.order[at].1 as usize)
             })
             .collect()
     }

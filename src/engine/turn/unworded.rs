@@ -127,13 +127,8 @@ impl<'a> Unworded<'a> {
         if !self.may_hold(m) {
             return None;
         }
-        let guess = self.next.get();
-        let at = match self.held.get(guess) {
-            Some(h) if h.original.id.as_str() == m.id.as_str() => guess,
-            _ => self
-                .index
-                .find(&m.id, |at| self.held[at].original.id.as_str())?,
-        };
+        let id_at = |at: usize| self.held.get(at).map(|h| h.original.id.as_str());
+        let at = self.index.find_near(&m.id, self.next.get(), id_at)?;
         self.next.set(at + 1);
         self.held[at].live.then_some(at)
     }
