@@ -237,6 +237,8 @@ pub struct CachedBlock {
     pub core: CoreMessage,
     /// Its token count.
     pub tokens: u64,
+    /// Whether its text is known to be all ASCII (see [`Counted`]).
+    pub ascii: bool,
     /// Whether its text and JSON were kept (it may still be shown).
     pub kept: bool,
     /// Its JSON, when kept.
@@ -321,9 +323,8 @@ impl CacheSource<'_> {
                 m.blocks.len(),
             )?;
             for (bi, ((b, core), &kept)) in m.blocks.iter().zip(cores).zip(&kept).enumerate() {
-                let tokens = core
-                    .counted
-                    .get_or(self.tokenizer, || self.tokenizer.count(&core.text));
+                let tokens = core.counted.of(self.tokenizer, &core.text);
+                let tokens = (tokens as u64, core.counted.ascii());
                 let raw = match earlier {
                     _ if !kept => None,
                     Some((_, _, blocks)) => blocks
@@ -332,7 +333,7 @@ impl CacheSource<'_> {
                         .map(|(_, r)| r.as_str()),
                     None => Some(b.raw.text()),
                 };
-                e.block(core, kept, tokens as u64, raw, b.source)?;
+                e.block(core, kept, tokens, raw, b.source)?;
             }
         }
         Ok(())
@@ -441,7 +442,7 @@ impl Decode for WarmMessages {
         }
         self.elided.push(!b.kept);
         let core = CoreMessage {
-            counted: Counted::known(tokenizer, b.tokens as usize),
+            counted: Counted::known_with(tokenizer, b.tokens as usize, b.ascii),
             ..b.core
         };
         m.blocks
@@ -491,7 +492,8 @@ impl ReadCache {
             for m in &self.messages {
                 e.message(m.line, m.prompt_tokens, m.raw.as_deref(), m.blocks.len())?;
                 for b in &m.blocks {
-                    e.block(&b.core, b.kept, b.tokens, b.raw.as_deref(), b.source)?;
+                    let tokens = (b.tokens, b.ascii);
+                    e.block(&b.core, b.kept, tokens, b.raw.as_deref(), b.source)?;
                 }
             }
             Ok(())
@@ -638,6 +640,7 @@ impl<M: Decode> ReadCache<M> {
                         ..CoreMessage::text("", role, text)
                     },
                     tokens,
+                    ascii: flags & 4 != 0,
                     kept: flags & 2 != 0,
                     raw,
                     source: BlockSource { record, slot },
@@ -931,12 +934,14 @@ impl<W: Write> Encoder<W> {
         self.u64(blocks as u64)
     }
 
-    /// One block: its flat message, with the words only when `kept`.
+    /// One block: its flat message, with the words only when `kept`, and
+    /// its count with whether its text is all ASCII. That fact is a flag
+    /// a cache written before it leaves unset: its texts are read again.
     fn block(
         &mut self,
         c: &CoreMessage,
         kept: bool,
-        tokens: u64,
+        (tokens, ascii): (u64, bool),
         raw: Option<&str>,
         source: BlockSource,
     ) -> io::Result<()> {
@@ -945,7 +950,7 @@ impl<W: Write> Encoder<W> {
         self.u64(kind_code(c.content_type))?;
         self.str(&c.tool_name)?;
         self.str(&c.tool_call_id)?;
-        self.u64(u64::from(c.opaque) | u64::from(kept) << 1)?;
+        self.u64(u64::from(c.opaque) | u64::from(kept) << 1 | u64::from(ascii) << 2)?;
         self.u64(tokens)?;
         self.str(if kept { &c.text } else { "" })?;
         self.opt(raw)?;
@@ -1246,6 +1251,7 @@ mod tests {
                     CachedBlock {
                         core: CoreMessage::tool_result("h_1", "c1", "Read", "out"),
                         tokens: 1,
+                        ascii: true,
                         kept: true,
                         raw: Some("\"out\"".into()),
                         source: BlockSource {
@@ -1263,6 +1269,7 @@ mod tests {
                             "",
                         ),
                         tokens: 1,
+                        ascii: false,
                         kept: false,
                         raw: None,
                         source: BlockSource {

@@ -181,7 +181,7 @@ impl Config {
 
     /// Tokens in a message's text, counted once and kept with it.
     pub fn tokens(&self, m: &CoreMessage) -> usize {
-        m.counted.get_or(self.tokenizer, || self.count(&m.text))
+        m.counted.of(self.tokenizer, &m.text)
     }
 
     /// Tokens kept free for the reply.

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::name::Name;
 use super::tokenizer::Tokenizer;
+use super::tokens::Tally;
 
 /// The name of noa's own tool, the one the model compresses with. Its calls
 /// and results are hard-protected and never offered for compression.
@@ -118,7 +119,10 @@ pub struct CoreMessage {
 }
 
 /// A message's token count, kept with it once counted, with the counter
-/// that took it: a count by another tokenizer is taken afresh.
+/// that took it: a count by another tokenizer is taken afresh. The
+/// estimate learns on the way whether the text is all ASCII, and that is
+/// kept too: a text known to be ASCII is tallied by its length, so the
+/// passes that count it with a tag, or cut it, need not read it again.
 ///
 /// A memo, not content: it never makes two messages unequal, and every
 /// change of the text through [`CoreMessage::append_tag`] or
@@ -132,10 +136,29 @@ pub struct CoreMessage {
 #[derive(Debug, Default)]
 pub struct Counted(AtomicU64);
 
+/// The bit of a [`Counted`] word that says the text is all ASCII.
+const ASCII: u64 = 1 << 40;
+
+/// Which counter took the count a [`Counted`] word holds (0 for none).
+fn counter(word: u64) -> u64 {
+    (word & !ASCII) >> 32
+}
+
 impl Counted {
     /// A count already known, say from a cache of an earlier turn.
     pub fn known(tokenizer: Tokenizer, tokens: usize) -> Counted {
         Counted(AtomicU64::new(Self::word(tokenizer, tokens)))
+    }
+
+    /// [`Counted::known`], with whether the text is known to be all ASCII.
+    pub fn known_with(tokenizer: Tokenizer, tokens: usize, ascii: bool) -> Counted {
+        Counted(AtomicU64::new(
+            Self::word(tokenizer, tokens) | Self::flag(ascii),
+        ))
+    }
+
+    fn flag(ascii: bool) -> u64 {
+        if ascii { ASCII } else { 0 }
     }
 
     fn word(tokenizer: Tokenizer, tokens: usize) -> u64 {
@@ -147,19 +170,48 @@ impl Counted {
         (counter << 32) | u64::from(tokens as u32)
     }
 
-    /// The count by `tokenizer`, taken with `count` the first time.
-    pub fn get_or(&self, tokenizer: Tokenizer, count: impl FnOnce() -> usize) -> usize {
+    /// The count of `text` by `tokenizer`, taken the first time; the
+    /// estimate keeps whether the text is all ASCII as well.
+    pub fn of(&self, tokenizer: Tokenizer, text: &str) -> usize {
         let kept = self.0.load(Ordering::Relaxed);
+        if kept != 0 && counter(kept) == counter(Self::word(tokenizer, 0)) {
+            return (kept & u64::from(u32::MAX)) as usize;
+        }
+        let (n, ascii) = match tokenizer {
+            Tokenizer::Estimate => {
+                let tally = Tally::of(text);
+                (tally.tokens(), tally == Tally::ascii(text.len()))
+            }
+            _ => (tokenizer.count(text), false),
+        };
         if kept == 0 {
-            let n = count();
-            self.0.store(Self::word(tokenizer, n), Ordering::Relaxed);
-            return n as u32 as usize;
+            self.0.store(
+                Self::word(tokenizer, n) | Self::flag(ascii),
+                Ordering::Relaxed,
+            );
         }
-        if kept >> 32 == Self::word(tokenizer, 0) >> 32 {
-            (kept & u64::from(u32::MAX)) as usize
-        } else {
-            count()
+        n as u32 as usize
+    }
+
+    /// The estimate's tally of `text`, this memo's text: read off its
+    /// length when it is known to be ASCII, else taken (and its estimate
+    /// kept when no count is).
+    pub fn tally(&self, text: &str) -> Tally {
+        if self.ascii() {
+            return Tally::ascii(text.len());
         }
+        let tally = Tally::of(text);
+        if self.0.load(Ordering::Relaxed) == 0 {
+            let ascii = Self::flag(tally == Tally::ascii(text.len()));
+            let word = Self::word(Tokenizer::Estimate, tally.tokens()) | ascii;
+            self.0.store(word, Ordering::Relaxed);
+        }
+        tally
+    }
+
+    /// Whether the text was found to be all ASCII when it was counted.
+    pub fn ascii(&self) -> bool {
+        self.0.load(Ordering::Relaxed) & ASCII != 0
     }
 }
 
@@ -319,4 +371,59 @@ impl CoreMessage {
 /// the session started from.
 pub fn task_index(messages: &[CoreMessage]) -> Option<usize> {
     messages.iter().position(CoreMessage::is_user_text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The estimate kept with a message is the text's, and so is the
+        /// tally read off the memo: by its length only when the text is
+        /// all ASCII, which the memo then says.
+        #[test]
+        fn the_memo_tallies_as_the_text_does(text in "(\\PC|[a-z ]{0,20}|[中文한]){0,40}") {
+            let m = CoreMessage::tool_result("r", "c", "Read", text.clone());
+            let tokenizer = Tokenizer::Estimate;
+            proptest::prop_assert_eq!(m.counted.of(tokenizer, &m.text), tokenizer.count(&text));
+            proptest::prop_assert_eq!(m.counted.ascii(), text.is_ascii());
+            proptest::prop_assert_eq!(m.counted.tally(&m.text), Tally::of(&text));
+            let fresh = CoreMessage::tool_result("r", "c", "Read", text.clone());
+            proptest::prop_assert_eq!(fresh.counted.tally(&fresh.text), Tally::of(&text));
+            proptest::prop_assert_eq!(fresh.counted.of(tokenizer, &text), tokenizer.count(&text));
+            proptest::prop_assert_eq!(fresh.counted.ascii(), text.is_ascii());
+        }
+    }
+
+    #[test]
+    fn a_changed_text_is_counted_again() {
+        let mut m = CoreMessage::text("u", Role::User, "plain words");
+        assert_eq!(m.counted.of(Tokenizer::Estimate, &m.text), 3);
+        assert!(m.counted.ascii());
+        m.append_tag("认证");
+        assert!(!m.counted.ascii());
+        assert_eq!(
+            m.counted.of(Tokenizer::Estimate, &m.text),
+            Tokenizer::Estimate.count(&m.text)
+        );
+        assert!(!m.counted.ascii());
+        m.replace_text("中".into(), Edit::Truncated);
+        assert_eq!(m.counted.of(Tokenizer::Estimate, &m.text), 1);
+    }
+
+    #[test]
+    fn another_counter_counts_afresh_and_keeps_the_first() {
+        let m = CoreMessage::text("u", Role::User, "abcdefgh");
+        assert_eq!(m.counted.of(Tokenizer::Estimate, &m.text), 2);
+        let exact = Tokenizer::O200k.count(&m.text);
+        assert_eq!(m.counted.of(Tokenizer::O200k, &m.text), exact);
+        assert_eq!(m.counted.of(Tokenizer::Estimate, &m.text), 2);
+        let known = Counted::known_with(Tokenizer::O200k, 7, true);
+        assert_eq!(known.of(Tokenizer::O200k, "ignored"), 7);
+        assert!(known.ascii());
+        assert_eq!(
+            Counted::known(Tokenizer::Estimate, 5).of(Tokenizer::O200k, "ab"),
+            1
+        );
+    }
 }

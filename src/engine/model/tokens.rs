@@ -32,10 +32,7 @@ impl Tally {
         const HIGH: u64 = 0x8080_8080_8080_8080;
         let bytes = text.as_bytes();
         if bytes.is_ascii() {
-            return Tally {
-                cjk: 0,
-                other: bytes.len(),
-            };
+            return Tally::ascii(bytes.len());
         }
         let (mut cjk, mut other, mut i) = (0usize, 0usize, 0usize);
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight"));
@@ -66,6 +63,11 @@ impl Tally {
             i += len;
         }
         Tally { cjk, other }
+    }
+
+    /// The tally of an ASCII text of `len` bytes, read off without it.
+    pub fn ascii(len: usize) -> Tally {
+        Tally { cjk: 0, other: len }
     }
 
     /// The estimate of what was tallied.

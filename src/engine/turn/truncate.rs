@@ -74,8 +74,9 @@ pub fn reapply(
             unworded.count(m, cfg);
             continue;
         }
-        let saved = cut_either(m, KEEP_CHARS, cfg, unworded)
-            .or_else(|| cut_either(m, LAST_RESORT_KEEP_CHARS, cfg, unworded));
+        let at = unworded.place(m);
+        let saved = cut_either((m, at), KEEP_CHARS, cfg, unworded)
+            .or_else(|| cut_either((m, at), LAST_RESORT_KEEP_CHARS, cfg, unworded));
         match saved {
             Some(saved) => {
                 done.add(saved);
@@ -129,24 +130,25 @@ pub fn cut_largest(
         // Sized (a memo) and ordered first; an output is searched for the
         // marker only when its turn to be cut comes, so the many large
         // enough that the target is reached before them are never read.
-        // Outputs this turn has cut already are passed over here, where
-        // they come in the view's order and are found without hashing.
-        let mut candidates: Vec<(usize, usize)> = view
+        // Each output's place among the held ones is found here, where
+        // they come in the view's order and are found without hashing,
+        // and outputs this turn has cut already are passed over.
+        let mut candidates: Vec<(usize, usize, Option<usize>)> = view
             .iter()
             .enumerate()
             .filter(|(_, m)| m.content_type == ContentType::ToolResult)
-            .map(|(i, m)| (i, cfg.tokens(m)))
-            .filter(|&(i, t)| t >= min_tokens && !unworded.cut_made(&view[i]))
+            .map(|(i, m)| (i, cfg.tokens(m), unworded.place(m)))
+            .filter(|&(_, t, at)| t >= min_tokens && !unworded.cut_made_at(at))
             .collect();
-        candidates.sort_by_key(|&(i, t)| (std::cmp::Reverse(t), i));
-        for (i, _) in candidates {
+        candidates.sort_by_key(|&(i, t, _)| (std::cmp::Reverse(t), i));
+        for (i, _, at) in candidates {
             if estimate.saturating_sub(done.saved) <= target {
                 return done;
             }
-            if unworded.marked(&view[i]) {
+            if unworded.marked_at(at, &view[i]) {
                 continue;
             }
-            if let Some(saved) = cut_either(&mut view[i], keep, cfg, unworded) {
+            if let Some(saved) = cut_either((&mut view[i], at), keep, cfg, unworded) {
                 sticky.insert(view[i].id.clone());
                 done.add(saved);
             }
@@ -206,21 +208,24 @@ pub fn omit(
 /// Cuts one result to `keep` characters at each end; `None` when it is too
 /// short for that to save anything.
 fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
-    let c = cut_pieces(&m.text, "", keep, cfg, || cfg.tokens(m))?;
+    let c = cut_pieces((&m.text, m.counted.ascii()), "", keep, cfg, || {
+        cfg.tokens(m)
+    })?;
     let text = c.text(&m.text, "");
     m.replace_text(text, Edit::Truncated);
     m.counted = Counted::known(cfg.tokenizer, c.after);
     Some(c.saved())
 }
 
-/// [`cut`], from the original when the view holds `m` without its words.
+/// [`cut`], from the original when the view holds `m` without its words
+/// (at `at`, its [`Unworded::place`]).
 fn cut_either(
-    m: &mut CoreMessage,
+    (m, at): (&mut CoreMessage, Option<usize>),
     keep: usize,
     cfg: &Config,
     unworded: &mut Unworded,
 ) -> Option<usize> {
-    match unworded.cut(m, keep, cfg) {
+    match unworded.cut_at(at, m, keep, cfg) {
         Some(saved) => saved,
         None => cut(m, keep, cfg),
     }
@@ -345,9 +350,10 @@ pub fn fingerprint(suffix: &str) -> u64 {
 /// asked only of a tokenizer other than the estimate, whose counts are
 /// added up from the pieces in the one pass that counts the middle.
 /// `suffix` must be shorter than `keep` characters: the tail kept then ends
-/// with all of it.
+/// with all of it. `ascii` says `text` is known to be all ASCII: what is
+/// cut out of it is then tallied by its length, not read.
 pub fn cut_pieces(
-    text: &str,
+    (text, ascii): (&str, bool),
     suffix: &str,
     keep: usize,
     cfg: &Config,
@@ -375,7 +381,10 @@ pub fn cut_pieces(
     let kept = [head, tail, suffix].map(Tally::of);
     let (before, cut_tokens) = match cfg.tokenizer {
         Tokenizer::Estimate => {
-            let m = Tally::of(middle);
+            let m = match ascii {
+                true => Tally::ascii(middle.len()),
+                false => Tally::of(middle),
+            };
             ((kept[0] + m + kept[1] + kept[2]).tokens(), m.tokens())
         }
         _ => (before(), cfg.count(middle)),
@@ -692,7 +701,8 @@ mod tests {
             let mut counted = held[0].clone();
             unworded.count(&mut counted, &cfg);
             proptest::prop_assert_eq!(cfg.tokens(&counted), cfg.tokens(&whole[0]));
-            proptest::prop_assert_eq!(unworded.marked(&held[0]), marked(&whole[0].text));
+            let at = unworded.place(&held[0]);
+            proptest::prop_assert_eq!(unworded.marked_at(at, &held[0]), marked(&whole[0].text));
             proptest::prop_assert_eq!(unworded.chars(&held[0]), tokens::chars(&whole[0].text));
             let (want, _) = reapply(&mut whole, &mut Unworded::default(), &sticky, &cfg);
             let (got, _) = reapply(&mut held, &mut unworded, &sticky, &cfg);
@@ -725,7 +735,7 @@ mod tests {
                 let held = i % 3 != 0;
                 let chars = if held { 10 * (i + 1) } else { i + 1 };
                 proptest::prop_assert_eq!(unworded.chars(&view[i]), chars);
-                proptest::prop_assert!(!unworded.cut_made(&view[i]));
+                proptest::prop_assert!(!unworded.cut_made_at(unworded.place(&view[i])));
                 proptest::prop_assert_eq!(view[i].text.is_empty(), held);
             }
         }

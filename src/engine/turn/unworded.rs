@@ -122,8 +122,10 @@ impl<'a> Unworded<'a> {
         m.content_type == ContentType::ToolResult && self.live > 0
     }
 
-    /// Where what is held of `m` is in `held`.
-    fn place(&self, m: &CoreMessage) -> Option<usize> {
+    /// Where what is held of `m` is: found once, for a pass that asks
+    /// several things of it (see [`Unworded::marked_at`]), or asks out of
+    /// the view's order, where each lookup would hash its id.
+    pub fn place(&self, m: &CoreMessage) -> Option<usize> {
         if !self.may_hold(m) {
             return None;
         }
@@ -172,8 +174,9 @@ impl<'a> Unworded<'a> {
         let count = match (cfg.tokenizer, h.suffix.is_empty()) {
             (_, true) => cfg.tokens(h.original),
             (Tokenizer::Estimate, false) => {
-                // Every character is tallied as one kind or the other.
-                let tally = Tally::of(text) + Tally::of(&h.suffix);
+                // Every character is tallied as one kind or the other; the
+                // original's tally is read off its length when it is ASCII.
+                let tally = h.original.counted.tally(text) + Tally::of(&h.suffix);
                 h.chars = Some(tally.chars());
                 tally.tokens()
             }
@@ -193,14 +196,21 @@ impl<'a> Unworded<'a> {
         }
     }
 
-    /// Whether this turn has cut a held message already.
-    pub fn cut_made(&self, m: &CoreMessage) -> bool {
-        matches!(self.held_as(m), Some(Held { cut: Some(_), .. }))
+    /// What is held at `at`, a message's [`Unworded::place`], while it is.
+    fn held_at(&self, at: Option<usize>) -> Option<&Held<'a>> {
+        self.held.get(at?).filter(|h| h.live)
     }
 
-    /// Whether a message's text is a cut result already.
-    pub fn marked(&self, m: &CoreMessage) -> bool {
-        match self.held_as(m) {
+    /// Whether this turn has cut the held message whose
+    /// [`Unworded::place`] is `at`.
+    pub fn cut_made_at(&self, at: Option<usize>) -> bool {
+        matches!(self.held_at(at), Some(Held { cut: Some(_), .. }))
+    }
+
+    /// Whether the text of `m`, whose [`Unworded::place`] is `at`, is a
+    /// cut result already.
+    pub fn marked_at(&self, at: Option<usize>, m: &CoreMessage) -> bool {
+        match self.held_at(at) {
             // A cut's note carries the marker.
             Some(Held { cut: Some(_), .. }) => true,
             Some(h) => truncate::marked(&h.original.text) || truncate::marked(&h.suffix),
@@ -208,15 +218,22 @@ impl<'a> Unworded<'a> {
         }
     }
 
-    /// Cuts a held message to `keep` characters at each end, from its
-    /// original and its tag, and returns what it saved; the message takes
+    /// Cuts a held message, `m` at `at` (its [`Unworded::place`]), to
+    /// `keep` characters at each end, from its original and its tag, and
+    /// returns what it saved; the message takes
     /// the cut's count, and its text is built when the view is done. `None`
     /// when `m` is not held, or no longer: a tag as long as what a cut keeps
     /// (a tool named at that length) has the words copied in, to be cut as
     /// any message's are. `Some(None)` when there is nothing to cut.
-    pub fn cut(&mut self, m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<Option<usize>> {
+    pub fn cut_at(
+        &mut self,
+        at: Option<usize>,
+        m: &mut CoreMessage,
+        keep: usize,
+        cfg: &Config,
+    ) -> Option<Option<usize>> {
         let kept = self.kept;
-        let h = self.held_mut(m)?;
+        let h = self.held.get_mut(at?).filter(|h| h.live)?;
         if tokens::chars(&h.suffix) >= keep {
             self.word(m);
             return None;
@@ -232,10 +249,10 @@ impl<'a> Unworded<'a> {
                 && k.cut.fits(text)
         });
         let joined = || cfg.count(&[text, h.suffix.as_str()].concat());
-        let Some(cut) = again
-            .map(|k| k.cut)
-            .or_else(|| truncate::cut_pieces(text, &h.suffix, keep, cfg, joined))
-        else {
+        let Some(cut) = again.map(|k| k.cut).or_else(|| {
+            let ascii = h.original.counted.ascii();
+            truncate::cut_pieces((text, ascii), &h.suffix, keep, cfg, joined)
+        }) else {
             return Some(None);
         };
         let saved = cut.saved();
