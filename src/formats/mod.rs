@@ -634,7 +634,9 @@ fn give_ids(messages: &mut [HostMessage], bases: Vec<Name>, ids: &mut ClusterCou
 }
 
 /// Each block's id before repeats are told apart
-/// ([`ClusterCounter::base`]), in order. A long transcript's blocks are
+/// ([`ClusterCounter::base`]), in order; each text's count and facts are
+/// learned on the way ([`Counted::learn`](crate::engine::Counted::learn)),
+/// while the text is in cache from hashing. A long transcript's blocks are
 /// hashed on as many threads as the machine offers (up to four), each
 /// taking a run of messages with about as many bytes as the others: sha256
 /// over every word read was a tenth of a first turn.
@@ -647,7 +649,12 @@ fn bases(messages: &[HostMessage]) -> Vec<Name> {
 fn bases_on(messages: &[HostMessage], threads: usize) -> Vec<Name> {
     fn run(messages: &[HostMessage]) -> Vec<Name> {
         (messages.iter().flat_map(|m| m.cores.iter().zip(&m.blocks)))
-            .map(|(core, b)| ClusterCounter::base(core, || b.raw.text().to_string()))
+            .map(|(core, b)| {
+                let base = ClusterCounter::base(core, || b.raw.text().to_string());
+                // Read while it is in this core's cache from hashing.
+                core.counted.learn(&core.text);
+                base
+            })
             .collect()
     }
     // Bytes a block costs to hash, about: its words, and a little for the rest.

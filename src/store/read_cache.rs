@@ -237,8 +237,9 @@ pub struct CachedBlock {
     pub core: CoreMessage,
     /// Its token count.
     pub tokens: u64,
-    /// Whether its text is known to be all ASCII (see [`Counted`]).
-    pub ascii: bool,
+    /// Whether its text is known to be all ASCII, and to hold no marker
+    /// (see [`Counted`]).
+    pub facts: (bool, bool),
     /// Whether its text and JSON were kept (it may still be shown).
     pub kept: bool,
     /// Its JSON, when kept.
@@ -324,7 +325,8 @@ impl CacheSource<'_> {
             )?;
             for (bi, ((b, core), &kept)) in m.blocks.iter().zip(cores).zip(&kept).enumerate() {
                 let tokens = core.counted.of(self.tokenizer, &core.text);
-                let tokens = (tokens as u64, core.counted.ascii());
+                let facts = (core.counted.ascii(), core.counted.unmarked());
+                let tokens = (tokens as u64, facts);
                 let raw = match earlier {
                     _ if !kept => None,
                     Some((_, _, blocks)) => blocks
@@ -442,7 +444,7 @@ impl Decode for WarmMessages {
         }
         self.elided.push(!b.kept);
         let core = CoreMessage {
-            counted: Counted::known_with(tokenizer, b.tokens as usize, b.ascii),
+            counted: Counted::known_with(tokenizer, b.tokens as usize, b.facts),
             ..b.core
         };
         m.blocks
@@ -492,7 +494,7 @@ impl ReadCache {
             for m in &self.messages {
                 e.message(m.line, m.prompt_tokens, m.raw.as_deref(), m.blocks.len())?;
                 for b in &m.blocks {
-                    let tokens = (b.tokens, b.ascii);
+                    let tokens = (b.tokens, b.facts);
                     e.block(&b.core, b.kept, tokens, b.raw.as_deref(), b.source)?;
                 }
             }
@@ -640,7 +642,7 @@ impl<M: Decode> ReadCache<M> {
                         ..CoreMessage::text("", role, text)
                     },
                     tokens,
-                    ascii: flags & 4 != 0,
+                    facts: (flags & 4 != 0, flags & 8 != 0),
                     kept: flags & 2 != 0,
                     raw,
                     source: BlockSource { record, slot },
@@ -935,13 +937,14 @@ impl<W: Write> Encoder<W> {
     }
 
     /// One block: its flat message, with the words only when `kept`, and
-    /// its count with whether its text is all ASCII. That fact is a flag
-    /// a cache written before it leaves unset: its texts are read again.
+    /// its count with what is known of its text (all ASCII, no marker).
+    /// Those facts are flags a cache written before them leaves unset:
+    /// its texts are read again.
     fn block(
         &mut self,
         c: &CoreMessage,
         kept: bool,
-        (tokens, ascii): (u64, bool),
+        (tokens, (ascii, unmarked)): (u64, (bool, bool)),
         raw: Option<&str>,
         source: BlockSource,
     ) -> io::Result<()> {
@@ -950,7 +953,8 @@ impl<W: Write> Encoder<W> {
         self.u64(kind_code(c.content_type))?;
         self.str(&c.tool_name)?;
         self.str(&c.tool_call_id)?;
-        self.u64(u64::from(c.opaque) | u64::from(kept) << 1 | u64::from(ascii) << 2)?;
+        let facts = u64::from(ascii) << 2 | u64::from(unmarked) << 3;
+        self.u64(u64::from(c.opaque) | u64::from(kept) << 1 | facts)?;
         self.u64(tokens)?;
         self.str(if kept { &c.text } else { "" })?;
         self.opt(raw)?;
@@ -1251,7 +1255,7 @@ mod tests {
                     CachedBlock {
                         core: CoreMessage::tool_result("h_1", "c1", "Read", "out"),
                         tokens: 1,
-                        ascii: true,
+                        facts: (true, true),
                         kept: true,
                         raw: Some("\"out\"".into()),
                         source: BlockSource {
@@ -1269,7 +1273,7 @@ mod tests {
                             "",
                         ),
                         tokens: 1,
-                        ascii: false,
+                        facts: (false, false),
                         kept: false,
                         raw: None,
                         source: BlockSource {

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use super::marker::marked;
 use super::name::Name;
 use super::tokenizer::Tokenizer;
 use super::tokens::Tally;
@@ -119,10 +120,13 @@ pub struct CoreMessage {
 }
 
 /// A message's token count, kept with it once counted, with the counter
-/// that took it: a count by another tokenizer is taken afresh. The
-/// estimate learns on the way whether the text is all ASCII, and that is
-/// kept too: a text known to be ASCII is tallied by its length, so the
-/// passes that count it with a tag, or cut it, need not read it again.
+/// that took it: a count by another tokenizer is taken afresh. Two facts
+/// of the text are kept too, once a read of it learned them: that it is
+/// all ASCII (it is then tallied by its length), and that it holds no
+/// truncation marker (it is then cut without being searched). A first
+/// turn learns all three where the ids are hashed, each text read once
+/// while it is in the core's cache ([`Counted::learn`]), so the passes
+/// that count, tag and cut a long history need not read it again.
 ///
 /// A memo, not content: it never makes two messages unequal, and every
 /// change of the text through [`CoreMessage::append_tag`] or
@@ -138,10 +142,14 @@ pub struct Counted(AtomicU64);
 
 /// The bit of a [`Counted`] word that says the text is all ASCII.
 const ASCII: u64 = 1 << 40;
+/// The bit of a [`Counted`] word that says the text holds no [`MARKER`](super::marker::MARKER).
+const UNMARKED: u64 = 1 << 41;
+/// The bits of the text's facts, which outlast a count by another counter.
+const FACTS: u64 = ASCII | UNMARKED;
 
 /// Which counter took the count a [`Counted`] word holds (0 for none).
 fn counter(word: u64) -> u64 {
-    (word & !ASCII) >> 32
+    (word & !FACTS) >> 32
 }
 
 impl Counted {
@@ -150,15 +158,15 @@ impl Counted {
         Counted(AtomicU64::new(Self::word(tokenizer, tokens)))
     }
 
-    /// [`Counted::known`], with whether the text is known to be all ASCII.
-    pub fn known_with(tokenizer: Tokenizer, tokens: usize, ascii: bool) -> Counted {
-        Counted(AtomicU64::new(
-            Self::word(tokenizer, tokens) | Self::flag(ascii),
-        ))
-    }
-
-    fn flag(ascii: bool) -> u64 {
-        if ascii { ASCII } else { 0 }
+    /// [`Counted::known`], with what is known of the text: whether it is
+    /// all ASCII, and whether it holds no marker.
+    pub fn known_with(
+        tokenizer: Tokenizer,
+        tokens: usize,
+        (ascii, unmarked): (bool, bool),
+    ) -> Counted {
+        let facts = flag(ascii, ASCII) | flag(unmarked, UNMARKED);
+        Counted(AtomicU64::new(Self::word(tokenizer, tokens) | facts))
     }
 
     fn word(tokenizer: Tokenizer, tokens: usize) -> u64 {
@@ -170,11 +178,12 @@ impl Counted {
         (counter << 32) | u64::from(tokens as u32)
     }
 
-    /// The count of `text` by `tokenizer`, taken the first time; the
-    /// estimate keeps whether the text is all ASCII as well.
+    /// The count of `text` by `tokenizer`, taken the first time (and kept
+    /// in place of a count by another); the estimate learns whether the
+    /// text is all ASCII as well.
     pub fn of(&self, tokenizer: Tokenizer, text: &str) -> usize {
         let kept = self.0.load(Ordering::Relaxed);
-        if kept != 0 && counter(kept) == counter(Self::word(tokenizer, 0)) {
+        if counter(kept) == counter(Self::word(tokenizer, 0)) {
             return (kept & u64::from(u32::MAX)) as usize;
         }
         let (n, ascii) = match tokenizer {
@@ -184,13 +193,23 @@ impl Counted {
             }
             _ => (tokenizer.count(text), false),
         };
-        if kept == 0 {
-            self.0.store(
-                Self::word(tokenizer, n) | Self::flag(ascii),
-                Ordering::Relaxed,
-            );
-        }
+        let facts = kept & FACTS | flag(ascii, ASCII);
+        self.0
+            .store(Self::word(tokenizer, n) | facts, Ordering::Relaxed);
         n as u32 as usize
+    }
+
+    /// Learns what one read of `text` tells, when nothing is known of it
+    /// yet: its estimate, whether it is all ASCII and whether it holds no
+    /// marker.
+    pub fn learn(&self, text: &str) {
+        if self.0.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        let tally = Tally::of(text);
+        let facts = flag(tally == Tally::ascii(text.len()), ASCII) | flag(!marked(text), UNMARKED);
+        let word = Self::word(Tokenizer::Estimate, tally.tokens()) | facts;
+        self.0.store(word, Ordering::Relaxed);
     }
 
     /// The estimate's tally of `text`, this memo's text: read off its
@@ -202,17 +221,33 @@ impl Counted {
         }
         let tally = Tally::of(text);
         if self.0.load(Ordering::Relaxed) == 0 {
-            let ascii = Self::flag(tally == Tally::ascii(text.len()));
+            let ascii = flag(tally == Tally::ascii(text.len()), ASCII);
             let word = Self::word(Tokenizer::Estimate, tally.tokens()) | ascii;
             self.0.store(word, Ordering::Relaxed);
         }
         tally
     }
 
-    /// Whether the text was found to be all ASCII when it was counted.
+    /// Whether the text is known to be all ASCII.
     pub fn ascii(&self) -> bool {
         self.0.load(Ordering::Relaxed) & ASCII != 0
     }
+
+    /// Whether the text is known to hold no [`MARKER`](super::marker::MARKER).
+    pub fn unmarked(&self) -> bool {
+        self.0.load(Ordering::Relaxed) & UNMARKED != 0
+    }
+
+    /// Whether `text`, this memo's, holds a [`MARKER`](super::marker::MARKER): searched for only
+    /// when that is not known.
+    pub fn marked(&self, text: &str) -> bool {
+        !self.unmarked() && marked(text)
+    }
+}
+
+/// `bit` when `set`.
+fn flag(set: bool, bit: u64) -> u64 {
+    if set { bit } else { 0 }
 }
 
 impl Clone for Counted {
@@ -412,18 +447,49 @@ mod tests {
     }
 
     #[test]
-    fn another_counter_counts_afresh_and_keeps_the_first() {
+    fn another_counter_counts_afresh_and_the_facts_stay() {
         let m = CoreMessage::text("u", Role::User, "abcdefgh");
+        m.counted.learn(&m.text);
         assert_eq!(m.counted.of(Tokenizer::Estimate, &m.text), 2);
         let exact = Tokenizer::O200k.count(&m.text);
         assert_eq!(m.counted.of(Tokenizer::O200k, &m.text), exact);
+        assert!(m.counted.ascii() && m.counted.unmarked());
         assert_eq!(m.counted.of(Tokenizer::Estimate, &m.text), 2);
-        let known = Counted::known_with(Tokenizer::O200k, 7, true);
+        let known = Counted::known_with(Tokenizer::O200k, 7, (true, false));
         assert_eq!(known.of(Tokenizer::O200k, "ignored"), 7);
-        assert!(known.ascii());
+        assert!(known.ascii() && !known.unmarked());
         assert_eq!(
             Counted::known(Tokenizer::Estimate, 5).of(Tokenizer::O200k, "ab"),
             1
         );
+    }
+
+    #[test]
+    fn one_read_learns_the_count_and_the_facts_once() {
+        let marked = format!("head {} tail", super::super::marker::MARKER);
+        for (text, ascii, unmarked) in [
+            ("plain output", true, true),
+            ("sortie é", false, true),
+            (marked.as_str(), true, false),
+        ] {
+            let m = CoreMessage::tool_result("r", "c", "Read", text);
+            m.counted.learn(text);
+            assert_eq!(
+                m.counted.of(Tokenizer::Estimate, "not read"),
+                Tokenizer::Estimate.count(text)
+            );
+            assert_eq!(
+                (m.counted.ascii(), m.counted.unmarked()),
+                (ascii, unmarked),
+                "{text}"
+            );
+            assert_eq!(m.counted.marked(text), !unmarked);
+            // Learned once: a memo already holding a count is left as it is.
+            m.counted.learn("中文 and a different text");
+            assert_eq!(m.counted.ascii(), ascii);
+        }
+        // Unknown, the marker is searched for.
+        let m = CoreMessage::tool_result("r", "c", "Read", marked.clone());
+        assert!(m.counted.marked(&m.text) && !m.counted.unmarked());
     }
 }

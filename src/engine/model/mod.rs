@@ -2,6 +2,7 @@ pub mod config;
 pub mod exchange;
 pub mod identity;
 pub mod lineage;
+pub mod marker;
 pub mod message;
 pub mod name;
 pub mod protect;

@@ -13,9 +13,9 @@ use std::fmt::Write;
 
 use super::prompt::{Sections, how_to_compress_rules, pick, tier2_rules, tier3_rules};
 use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeInfo};
+use crate::engine::model::marker::MARKER as TRUNCATION_MARKER;
 use crate::engine::model::state::Block;
 use crate::engine::model::tokens;
-use crate::engine::turn::truncate::MARKER as TRUNCATION_MARKER;
 
 /// What a nudge is rendered from.
 #[derive(Debug, Clone)]

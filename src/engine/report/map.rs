@@ -15,12 +15,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::engine::compress::panel::{Ledger, Reclaimed};
+use crate::engine::model::marker::MARKER;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::refs::NUDGE_ID;
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::{block_of_summary, is_rendered_summary};
 use crate::engine::model::tokens;
-use crate::engine::turn::truncate::MARKER;
 
 /// What a stretch of the map stands for. One class per message: a message
 /// in the recent zone is drawn as protected whatever its kind, because that

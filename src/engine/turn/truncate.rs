@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 
 use crate::engine::model::config::Config;
 use crate::engine::model::identity::IdSet;
+use crate::engine::model::marker::{MARKER, marked};
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
 use crate::engine::model::name::Name;
 use crate::engine::model::summary::SUMMARY_ID_PREFIX;
@@ -19,8 +20,6 @@ use crate::engine::model::tokens::{self, Tally};
 
 use super::unworded::Unworded;
 
-/// What identifies a truncated result; detection is a substring test.
-pub const MARKER: &str = "[truncated for context space";
 /// Results smaller than this many tokens are left alone while larger ones can
 /// be cut.
 pub const MIN_TOKENS: usize = 1_000;
@@ -208,9 +207,7 @@ pub fn omit(
 /// Cuts one result to `keep` characters at each end; `None` when it is too
 /// short for that to save anything.
 fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
-    let c = cut_pieces((&m.text, m.counted.ascii()), "", keep, cfg, || {
-        cfg.tokens(m)
-    })?;
+    let c = cut_pieces((&m.text, &m.counted), "", keep, cfg, || cfg.tokens(m))?;
     let text = c.text(&m.text, "");
     m.replace_text(text, Edit::Truncated);
     m.counted = Counted::known(cfg.tokenizer, c.after);
@@ -350,10 +347,11 @@ pub fn fingerprint(suffix: &str) -> u64 {
 /// asked only of a tokenizer other than the estimate, whose counts are
 /// added up from the pieces in the one pass that counts the middle.
 /// `suffix` must be shorter than `keep` characters: the tail kept then ends
-/// with all of it. `ascii` says `text` is known to be all ASCII: what is
-/// cut out of it is then tallied by its length, not read.
+/// with all of it. `memo` is the text's [`Counted`]: when it knows the text
+/// is all ASCII, what is cut out is tallied by its length, and when it
+/// knows the text holds no marker, the text is not searched for one.
 pub fn cut_pieces(
-    (text, ascii): (&str, bool),
+    (text, memo): (&str, &Counted),
     suffix: &str,
     keep: usize,
     cfg: &Config,
@@ -366,7 +364,7 @@ pub fn cut_pieces(
     let longer = len > n && (len / 4 > n || tokens::chars(text) + tokens::chars(suffix) > n);
     // The marker has no line break, and a tag starts on a line of its own
     // (or is the whole body): it cannot straddle the two.
-    if !longer || marked(text) || marked(suffix) {
+    if !longer || memo.marked(text) || marked(suffix) {
         return None;
     }
     // Byte offsets of the head's end and the tail's start, counted in
@@ -381,7 +379,7 @@ pub fn cut_pieces(
     let kept = [head, tail, suffix].map(Tally::of);
     let (before, cut_tokens) = match cfg.tokenizer {
         Tokenizer::Estimate => {
-            let m = match ascii {
+            let m = match memo.ascii() {
                 true => Tally::ascii(middle.len()),
                 false => Tally::of(middle),
             };
@@ -402,13 +400,6 @@ pub fn cut_pieces(
         cut.after = cfg.count(&cut.text(text, suffix));
     }
     Some(cut)
-}
-
-/// Whether `text` is a cut result already.
-pub fn marked(text: &str) -> bool {
-    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARKER));
-    FINDER.find(text.as_bytes()).is_some()
 }
 
 /// The byte offset where the first `keep` characters of `text` end (its

@@ -16,6 +16,7 @@ use std::cell::Cell;
 
 use crate::engine::model::config::Config;
 use crate::engine::model::identity::{IdMap, Places};
+use crate::engine::model::marker::marked;
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit};
 use crate::engine::model::tag;
 use crate::engine::model::tokenizer::Tokenizer;
@@ -213,8 +214,8 @@ impl<'a> Unworded<'a> {
         match self.held_at(at) {
             // A cut's note carries the marker.
             Some(Held { cut: Some(_), .. }) => true,
-            Some(h) => truncate::marked(&h.original.text) || truncate::marked(&h.suffix),
-            None => truncate::marked(&m.text),
+            Some(h) => h.original.counted.marked(&h.original.text) || marked(&h.suffix),
+            None => m.counted.marked(&m.text),
         }
     }
 
@@ -250,8 +251,8 @@ impl<'a> Unworded<'a> {
         });
         let joined = || cfg.count(&[text, h.suffix.as_str()].concat());
         let Some(cut) = again.map(|k| k.cut).or_else(|| {
-            let ascii = h.original.counted.ascii();
-            truncate::cut_pieces((text, ascii), &h.suffix, keep, cfg, joined)
+            let memo = &h.original.counted;
+            truncate::cut_pieces((text, memo), &h.suffix, keep, cfg, joined)
         }) else {
             return Some(None);
         };
