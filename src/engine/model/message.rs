@@ -169,6 +169,12 @@ impl Counted {
         Counted(AtomicU64::new(Self::word(tokenizer, tokens) | facts))
     }
 
+    /// The word of the estimate whose tally is `tally`, of a text of `len`
+    /// bytes: all ASCII when every byte is a character counted a quarter.
+    fn estimate(tally: Tally, len: usize) -> u64 {
+        Self::word(Tokenizer::Estimate, tally.tokens()) | flag(tally == Tally::ascii(len), ASCII)
+    }
+
     fn word(tokenizer: Tokenizer, tokens: usize) -> u64 {
         let counter = match tokenizer {
             Tokenizer::Estimate => 1,
@@ -186,17 +192,12 @@ impl Counted {
         if counter(kept) == counter(Self::word(tokenizer, 0)) {
             return (kept & u64::from(u32::MAX)) as usize;
         }
-        let (n, ascii) = match tokenizer {
-            Tokenizer::Estimate => {
-                let tally = Tally::of(text);
-                (tally.tokens(), tally == Tally::ascii(text.len()))
-            }
-            _ => (tokenizer.count(text), false),
+        let word = match tokenizer {
+            Tokenizer::Estimate => Self::estimate(Tally::of(text), text.len()),
+            _ => Self::word(tokenizer, tokenizer.count(text)),
         };
-        let facts = kept & FACTS | flag(ascii, ASCII);
-        self.0
-            .store(Self::word(tokenizer, n) | facts, Ordering::Relaxed);
-        n as u32 as usize
+        self.0.store(word | kept & FACTS, Ordering::Relaxed);
+        (word & u64::from(u32::MAX)) as usize
     }
 
     /// Learns what one read of `text` tells, when nothing is known of it
@@ -206,9 +207,7 @@ impl Counted {
         if self.0.load(Ordering::Relaxed) != 0 {
             return;
         }
-        let tally = Tally::of(text);
-        let facts = flag(tally == Tally::ascii(text.len()), ASCII) | flag(!marked(text), UNMARKED);
-        let word = Self::word(Tokenizer::Estimate, tally.tokens()) | facts;
+        let word = Self::estimate(Tally::of(text), text.len()) | flag(!marked(text), UNMARKED);
         self.0.store(word, Ordering::Relaxed);
     }
 
@@ -221,8 +220,7 @@ impl Counted {
         }
         let tally = Tally::of(text);
         if self.0.load(Ordering::Relaxed) == 0 {
-            let ascii = flag(tally == Tally::ascii(text.len()), ASCII);
-            let word = Self::word(Tokenizer::Estimate, tally.tokens()) | ascii;
+            let word = Self::estimate(tally, text.len());
             self.0.store(word, Ordering::Relaxed);
         }
         tally
