@@ -221,11 +221,11 @@ impl<'a> Unworded<'a> {
 
     /// Cuts a held message, `m` at `at` (its [`Unworded::place`]), to
     /// `keep` characters at each end, from its original and its tag, and
-    /// returns what it saved; the message takes
-    /// the cut's count, and its text is built when the view is done. `None`
-    /// when `m` is not held, or no longer: a tag as long as what a cut keeps
-    /// (a tool named at that length) has the words copied in, to be cut as
-    /// any message's are. `Some(None)` when there is nothing to cut.
+    /// returns what it saved; the message takes the cut's count, and its
+    /// text is built when the view is done. `None` when `m` is not held, or
+    /// no longer: a tag as long as what a cut keeps (a tool named at that
+    /// length) has the words copied in, to be cut as any message's are.
+    /// `Some(None)` when there is nothing to cut.
     pub fn cut_at(
         &mut self,
         at: Option<usize>,
