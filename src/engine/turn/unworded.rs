@@ -138,12 +138,23 @@ impl<'a> Unworded<'a> {
 
     /// What is held of `m`.
     fn held_as(&self, m: &CoreMessage) -> Option<&Held<'a>> {
-        self.place(m).map(|at| &self.held[at])
+        self.held_at(self.place(m))
     }
 
     /// What is held of `m`, to change.
     fn held_mut(&mut self, m: &CoreMessage) -> Option<&mut Held<'a>> {
-        self.place(m).map(|at| &mut self.held[at])
+        let at = self.place(m);
+        self.held_at_mut(at)
+    }
+
+    /// What is held at `at`, a message's [`Unworded::place`], while it is.
+    fn held_at(&self, at: Option<usize>) -> Option<&Held<'a>> {
+        self.held.get(at?).filter(|h| h.live)
+    }
+
+    /// [`Unworded::held_at`], to change.
+    fn held_at_mut(&mut self, at: Option<usize>) -> Option<&mut Held<'a>> {
+        self.held.get_mut(at?).filter(|h| h.live)
     }
 
     /// Gives a held message its ref tag, asked of `tag` with the original
@@ -190,16 +201,13 @@ impl<'a> Unworded<'a> {
     pub fn chars(&self, m: &CoreMessage) -> usize {
         match self.held_as(m) {
             Some(Held { cut: Some(c), .. }) => c.chars,
-            Some(h) => h
-                .chars
-                .unwrap_or_else(|| tokens::chars(&h.original.text) + tokens::chars(&h.suffix)),
+            // The original's characters read off its length when it is
+            // known to be ASCII, as its count with a tag is.
+            Some(h) => h.chars.unwrap_or_else(|| {
+                h.original.counted.tally(&h.original.text).chars() + tokens::chars(&h.suffix)
+            }),
             None => tokens::chars(&m.text),
         }
-    }
-
-    /// What is held at `at`, a message's [`Unworded::place`], while it is.
-    fn held_at(&self, at: Option<usize>) -> Option<&Held<'a>> {
-        self.held.get(at?).filter(|h| h.live)
     }
 
     /// Whether this turn has cut the held message whose
@@ -234,7 +242,7 @@ impl<'a> Unworded<'a> {
         cfg: &Config,
     ) -> Option<Option<usize>> {
         let kept = self.kept;
-        let h = self.held.get_mut(at?).filter(|h| h.live)?;
+        let h = self.held_at_mut(at)?;
         if tokens::chars(&h.suffix) >= keep {
             self.word(m);
             return None;
