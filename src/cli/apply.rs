@@ -32,7 +32,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     // decoded; the command says it writes once it has found its call.
     let mut cx = Context::open(
         global,
-        load_for_turn(global, &args.transcript, Some(Access::Write))?,
+        load_for_turn(global, &args.transcript, Some(Access::Write), false)?,
         Access::Read,
     )?;
     // A call that is not there is a usage error before anything is touched.

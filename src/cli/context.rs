@@ -177,6 +177,60 @@ impl<'g> Context<'g> {
         crate::store::fill_shown(&mut self.loaded.transcript, &self.loaded.read.raws, &shown)
     }
 
+    /// Fills in the tool results of `p`'s view whose words the read cache
+    /// kept back ([`Projection::unfilled`]), read from the cache now. False
+    /// when they cannot be read, and the transcript must be read whole.
+    pub fn fill_unfilled(&self, p: &mut Projection) -> bool {
+        if p.unfilled.is_empty() {
+            return true;
+        }
+        let history = &self.history;
+        let places: IdMap<'_, u64> = (self.loaded.read.withheld.iter())
+            .map(|&(i, at)| (history[i].id.as_str(), at))
+            .collect();
+        let spans: Option<Vec<(u64, usize)>> = (p.unfilled.iter())
+            .map(|u| Some((*places.get(p.view.get(u.at)?.id.as_str())?, u.len)))
+            .collect();
+        let Some(Ok(words)) = spans.map(|s| self.session().read_words(&s)) else {
+            return false;
+        };
+        for (u, words) in p.unfilled.iter().zip(words) {
+            u.fill(&mut p.view[u.at], &words);
+        }
+        true
+    }
+
+    /// Whether a turn with `state` can go on without the words the read
+    /// cache kept back ([`CoreMessage::withheld`]): when its figures are
+    /// the estimate's, and it leaves the cache by appending to it (a cache
+    /// written anew would need every word it keeps).
+    pub fn withholds(&self, state: &CompressionState) -> bool {
+        let tokenizer = self.config(state).tokenizer;
+        tokenizer == Tokenizer::Estimate
+            && (self.loaded.read.appendable.as_ref()).is_some_and(|end| end.tokenizer == tokenizer)
+    }
+
+    /// Reads into the history every word the read cache kept back. False
+    /// when they cannot be read, and the transcript must be read whole.
+    pub fn read_withheld(&mut self) -> bool {
+        let withheld = std::mem::take(&mut self.loaded.read.withheld);
+        if withheld.is_empty() {
+            return true;
+        }
+        let spans: Vec<(u64, usize)> = (withheld.iter())
+            .map(|&(i, at)| (at, self.history[i].text_len()))
+            .collect();
+        let Ok(words) = self.session().read_words(&spans) else {
+            return false;
+        };
+        for (&(i, _), words) in withheld.iter().zip(words) {
+            let m = &mut self.history[i];
+            m.text = words;
+            m.withheld = None;
+        }
+        true
+    }
+
     /// Reads the transcript again, whole: for a view the read cache could
     /// not serve.
     pub fn read_whole(&mut self) -> Result<(), CliError> {

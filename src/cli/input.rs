@@ -77,6 +77,10 @@ pub struct HowRead {
     /// From the cache: the cuts the last turn made, when the messages they
     /// were made of still stand as the cache holds them.
     pub cuts: Vec<(String, crate::engine::KeptCut)>,
+    /// From the cache: where the words of each message of `prefix` handed
+    /// over without them lie in it, by place (see
+    /// [`CoreMessage::withheld`](crate::engine::CoreMessage::withheld)).
+    pub withheld: Vec<(usize, u64)>,
 }
 
 /// Reads the transcript named on the command line and resolves its session
@@ -104,14 +108,17 @@ pub fn load_with_records(global: &Global, path: &Path) -> Result<Loaded, CliErro
 /// bytes are marked so the turn can leave a cache for the next one. With
 /// `early`, a turn read on from the cache takes the session's lock (for
 /// [`Access::Write`]) and loads its state while it decodes the cache (see
-/// [`Early`]).
+/// [`Early`]). With `withhold`, for a turn that only projects, the long
+/// tool outputs of the prefix are left in the cache until the view shows
+/// them (see [`Context::fill_unfilled`](super::context::Context::fill_unfilled)).
 pub fn load_for_turn(
     global: &Global,
     path: &Path,
     early: Option<Access>,
+    withhold: bool,
 ) -> Result<Loaded, CliError> {
     if path.as_os_str() != "-"
-        && let Some(loaded) = load_warm(global, path, early)?
+        && let Some(loaded) = load_warm(global, path, early, withhold)?
     {
         return Ok(loaded);
     }
@@ -385,6 +392,7 @@ fn load_warm(
     global: &Global,
     path: &Path,
     access: Option<Access>,
+    withhold: bool,
 ) -> Result<Option<Loaded>, CliError> {
     // Whatever goes wrong reading here, the whole read says it properly.
     let name = path.display().to_string();
@@ -440,7 +448,7 @@ fn load_warm(
         });
         let digesting = |length| s.spawn(move || digest_prefix(file, length));
         let Some((cache, digested)) = session
-            .load_read_cache(digesting)
+            .load_read_cache(withhold, digesting)
             .filter(|(c, _)| format(global.format).is_none_or(|f| f == c.format))
         else {
             return Ok(None);
@@ -538,6 +546,7 @@ fn read_on(
         warm: true,
         appendable,
         cuts,
+        withheld: warm.withheld,
     };
     let loaded = locate(global, path, name, read_on.transcript, read)?;
     Ok((loaded.session.dir == session.dir).then_some(loaded))

@@ -18,7 +18,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     } else {
         Access::Write
     };
-    let loaded = load_for_turn(global, &args.transcript, Some(access))?;
+    let loaded = load_for_turn(global, &args.transcript, Some(access), true)?;
     let mut cx = Context::open(global, loaded, access)?;
     let learned = args.overflow_error.as_deref().map(window_from_error);
     let unread_window = matches!(learned, Some(None))
@@ -161,10 +161,12 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
 /// Projects the turn. A transcript read on from the read cache is read
 /// whole after projecting when a message whose words the cache left out is
 /// no longer hidden (the state folds less away than when the cache was
-/// written) or the cache's JSON for a message in view does not parse; the
-/// turn is then projected afresh from the state on disk, with what `learn`
-/// adds to it: the rare case pays for a second load, so the common one
-/// keeps no copy of the state.
+/// written), or the cache's JSON for a message in view does not parse, or
+/// the words it kept back for the view cannot be read; the turn is then
+/// projected afresh from the state on disk, with what `learn` adds to it:
+/// the rare case pays for a second load, so the common one keeps no copy
+/// of the state. Words kept back that this turn cannot do without (another
+/// counter, a cache to write anew) are read before projecting.
 fn project_turn(
     cx: &mut Context,
     state: &mut CompressionState,
@@ -172,8 +174,12 @@ fn project_turn(
     learn: impl Fn(&mut CompressionState),
 ) -> Result<Projection, CliError> {
     let warm = cx.warm();
+    if warm && !cx.withholds(state) && !cx.read_withheld() {
+        cx.read_whole()?;
+    }
     let mut p = cx.project(state, turn);
-    if warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view)) {
+    if warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view) || !cx.fill_unfilled(&mut p))
+    {
         cx.read_whole()?;
         *state = cx.reload_state()?;
         learn(state);

@@ -23,9 +23,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 
-use crate::engine::{ContentType, CoreMessage, Counted, Cut, KeptCut, Name, Role, Tokenizer};
+use crate::engine::{
+    ContentType, CoreMessage, Counted, Cut, KeptCut, Name, Role, Tokenizer, may_withhold,
+};
 use crate::formats::{
     Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, Slot, Transcript,
 };
@@ -39,6 +42,11 @@ const MAGIC: &[u8] = b"noa read cache 5\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
+
+/// The shortest words a warm turn leaves in the file (see
+/// [`CoreMessage::withheld`]): shorter ones cost less to decode than to
+/// find again when the view shows them.
+const WITHHELD_MIN: usize = 128;
 
 /// A 64-bit digest of a transcript prefix, at memory speed: four lanes of
 /// multiply-rotate over eight-byte words. It tells an unchanged prefix from
@@ -185,6 +193,10 @@ pub struct Warm {
     pub raws: Vec<Unparsed>,
     /// The last turn's cuts, as [`ReadCache::cuts`].
     pub cuts: Vec<(String, KeptCut)>,
+    /// Where in the cache file the words of each message of `history` the
+    /// turn was handed without them lie, by place in `history`, in order:
+    /// read with [`SessionDir::read_words`] once a view shows them.
+    pub withheld: Vec<(usize, u64)>,
 }
 
 /// A cached message's JSON, not parsed yet: its position, its own JSON and
@@ -246,6 +258,9 @@ pub struct CachedBlock {
     pub raw: Option<String>,
     /// Where it came from in the records.
     pub source: BlockSource,
+    /// Where its words start in the cache file, when a warm turn left
+    /// them there ([`CoreMessage::withheld`]).
+    pub words_at: Option<u64>,
 }
 
 /// What a turn leaves in the read cache, borrowed from the turn: the cache
@@ -396,6 +411,7 @@ pub struct WarmMessages {
     history: Vec<CoreMessage>,
     elided: Vec<bool>,
     raws: Vec<Unparsed>,
+    withheld: Vec<(usize, u64)>,
 }
 
 impl Decode for WarmMessages {
@@ -410,6 +426,7 @@ impl Decode for WarmMessages {
             history: Vec::with_capacity(room(blocks)),
             elided: Vec::with_capacity(blocks),
             raws: Vec::new(),
+            withheld: Vec::new(),
         }
     }
     fn message(&mut self, m: CachedMessage, blocks: usize) {
@@ -443,6 +460,9 @@ impl Decode for WarmMessages {
             kept.2.push((m.blocks.len(), raw));
         }
         self.elided.push(!b.kept);
+        if let Some(at) = b.words_at {
+            self.withheld.push((self.history.len(), at));
+        }
         let core = CoreMessage {
             counted: Counted::known_with(tokenizer, b.tokens as usize, b.facts),
             ..b.core
@@ -464,6 +484,7 @@ impl ReadCache<WarmMessages> {
             history,
             elided,
             raws,
+            withheld,
         } = self.messages;
         let transcript = Transcript {
             format: self.format,
@@ -481,6 +502,7 @@ impl ReadCache<WarmMessages> {
             elided,
             raws,
             cuts: self.cuts,
+            withheld,
         }
     }
 }
@@ -523,7 +545,7 @@ impl ReadCache {
     /// The cache from its bytes; `None` when they are not a cache this
     /// version of noa wrote whole.
     pub fn decode(bytes: &[u8]) -> Option<ReadCache> {
-        ReadCache::read_from(io::Cursor::new(bytes), |_| ()).map(|(cache, ())| cache)
+        ReadCache::read_from(io::Cursor::new(bytes), false, |_| ()).map(|(cache, ())| cache)
     }
 }
 
@@ -535,9 +557,14 @@ impl<M: Decode> ReadCache<M> {
     /// messages are decoded; the messages then a chunk at a time, so a
     /// cache that holds a long session's words is never held whole beside
     /// the messages decoded from it. The checksum is checked once all is
-    /// read, and nothing is returned unless it holds.
+    /// read, and nothing is returned unless it holds. With `withhold`, the
+    /// words of each tool output a projection can decide on by length
+    /// alone ([`may_withhold`]) are passed over, through the checksum, and
+    /// left in the file: a long uncompressed session's turn shows few of
+    /// them.
     fn read_from<T>(
         mut file: impl Read + Seek,
+        withhold: bool,
         read: impl FnOnce(u64) -> T,
     ) -> Option<(ReadCache<M>, T)> {
         let len = file.seek(SeekFrom::End(0)).ok()?;
@@ -598,7 +625,7 @@ impl<M: Decode> ReadCache<M> {
         }
         let made = read(length);
         file.rewind().ok()?;
-        let mut r = Chunks::new(file.take(at));
+        let mut r = Chunks::new(file.take(at), at);
         if r.take(MAGIC.len())? != MAGIC {
             return None;
         }
@@ -627,25 +654,40 @@ impl<M: Decode> ReadCache<M> {
                 let tool_call_id = r.name()?;
                 let flags = r.u64()?;
                 let tokens = r.u64()?;
-                let text = r.str()?.to_string();
+                let (facts, kept) = ((flags & 4 != 0, flags & 8 != 0), flags & 2 != 0);
+                let mut core = CoreMessage {
+                    id,
+                    role,
+                    content_type,
+                    tool_name,
+                    tool_call_id,
+                    opaque: flags & 1 != 0,
+                    counted: Counted::known_with(tokenizer, usize::try_from(tokens).ok()?, facts),
+                    ..CoreMessage::text("", role, String::new())
+                };
+                let len = usize::try_from(r.u64()?).ok()?;
+                let words_at = if withhold
+                    && kept
+                    && len >= WITHHELD_MIN
+                    && may_withhold(&core, len, tokenizer)
+                {
+                    core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
+                    Some(r.skip(len)?)
+                } else {
+                    core.text = std::str::from_utf8(r.take(len)?).ok()?.to_string();
+                    None
+                };
                 let raw = r.opt()?;
                 let record = usize::try_from(r.u64()?).ok()?;
                 let slot = slot_of(r.u64()?, r.u64()?)?;
                 let block = CachedBlock {
-                    core: CoreMessage {
-                        id,
-                        role,
-                        content_type,
-                        tool_name,
-                        tool_call_id,
-                        opaque: flags & 1 != 0,
-                        ..CoreMessage::text("", role, text)
-                    },
+                    core,
                     tokens,
-                    facts: (flags & 4 != 0, flags & 8 != 0),
-                    kept: flags & 2 != 0,
+                    facts,
+                    kept,
                     raw,
                     source: BlockSource { record, slot },
+                    words_at,
                 };
                 messages.block(block, tokenizer);
             }
@@ -708,9 +750,30 @@ impl SessionDir {
     /// caller can check the transcript meanwhile.
     pub fn load_read_cache<T>(
         &self,
+        withhold: bool,
         read: impl FnOnce(u64) -> T,
     ) -> Option<(ReadCache<WarmMessages>, T)> {
-        ReadCache::read_from(std::fs::File::open(self.read_cache_path()).ok()?, read)
+        ReadCache::read_from(
+            std::fs::File::open(self.read_cache_path()).ok()?,
+            withhold,
+            read,
+        )
+    }
+
+    /// The words at each `(offset, length)` of the read cache, as a turn
+    /// that withheld them ([`CoreMessage::withheld`]) reads them once its
+    /// view shows them; read before the turn writes the cache.
+    pub fn read_words(&self, spans: &[(u64, usize)]) -> io::Result<Vec<String>> {
+        let mut file = std::fs::File::open(self.read_cache_path())?;
+        spans
+            .iter()
+            .map(|&(at, len)| {
+                let mut words = vec![0u8; len];
+                file.seek(SeekFrom::Start(at))?;
+                file.read_exact(&mut words)?;
+                String::from_utf8(words).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+            })
+            .collect()
     }
 
     /// Appends to the read cache what follows `end`, which it was read
@@ -948,6 +1011,13 @@ impl<W: Write> Encoder<W> {
         raw: Option<&str>,
         source: BlockSource,
     ) -> io::Result<()> {
+        if kept && c.withheld.is_some() {
+            // Its words are in the file being replaced: never written empty.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a message's words were not read from the read cache",
+            ));
+        }
         self.str(&c.id)?;
         self.u64(role_code(c.role))?;
         self.u64(kind_code(c.content_type))?;
@@ -1036,6 +1106,8 @@ const READ_CHUNK: usize = 128 << 10;
 /// checksum as it comes.
 struct Chunks<R> {
     src: io::Take<R>,
+    /// The bytes `src` held to begin with.
+    size: u64,
     buf: Vec<u8>,
     /// Where the next field starts in `buf`.
     at: usize,
@@ -1043,13 +1115,45 @@ struct Chunks<R> {
 }
 
 impl<R: Read> Chunks<R> {
-    fn new(src: io::Take<R>) -> Chunks<R> {
+    /// Fields of `src`, which holds `size` bytes.
+    fn new(src: io::Take<R>, size: u64) -> Chunks<R> {
         Chunks {
             src,
+            size,
             buf: Vec::new(),
             at: 0,
             sum: Digest::default(),
         }
+    }
+
+    /// Passes over the next `n` bytes: through the checksum, a chunk at a
+    /// time, but not kept. Returns where they start in the stream.
+    fn skip(&mut self, n: usize) -> Option<u64> {
+        if n > self.left() {
+            return None;
+        }
+        let held = self.buf.len() - self.at;
+        let start = self.size - self.src.limit() - held as u64;
+        if n <= held {
+            self.at += n;
+            return Some(start);
+        }
+        let mut rest = (n - held) as u64;
+        while rest > 0 {
+            self.buf.clear();
+            let src = &mut self.src;
+            src.take(rest.min(READ_CHUNK as u64))
+                .read_to_end(&mut self.buf)
+                .ok()?;
+            if self.buf.is_empty() {
+                return None;
+            }
+            self.sum.update(&self.buf);
+            rest -= self.buf.len() as u64;
+        }
+        self.buf.clear();
+        self.at = 0;
+        Some(start)
     }
 
     /// Reads on until at least `n` bytes are held past `at`; kept out of
@@ -1262,6 +1366,7 @@ mod tests {
                             record: 0,
                             slot: Slot::Part(2),
                         },
+                        words_at: None,
                     },
                     // A name past the inline length, one not ASCII, and a
                     // block whose words were not kept.
@@ -1280,6 +1385,7 @@ mod tests {
                             record: 0,
                             slot: Slot::Part(3),
                         },
+                        words_at: None,
                     },
                 ],
             }],
@@ -1341,6 +1447,7 @@ mod tests {
 mod append_tests {
     use super::*;
     use crate::formats::{BadLines, read};
+    use serde_json::json;
 
     /// A chat log of `n` exchanges, its words long enough to count.
     fn log(n: usize) -> String {
@@ -1410,5 +1517,58 @@ mod append_tests {
         for cut in [1, 9, appended.len() - end.at as usize - 1] {
             assert_eq!(ReadCache::decode(&appended[..appended.len() - cut]), None);
         }
+    }
+
+    fn warm(bytes: &[u8], withhold: bool) -> Option<Warm> {
+        let read = ReadCache::<WarmMessages>::read_from(io::Cursor::new(bytes), withhold, |_| ());
+        read.map(|(cache, ())| cache.into_transcript())
+    }
+
+    #[test]
+    fn a_warm_read_leaves_long_ascii_outputs_in_the_file_where_it_finds_them_again() {
+        let long = "a line of output, all ASCII\n".repeat(40);
+        let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "Read", "arguments": "{}"}});
+        let lines = [
+            json!({"role": "user", "content": "read them"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [call("c1"), call("c2"), call("c3"), call("c4")]}),
+            json!({"role": "tool", "tool_call_id": "c1", "content": long}),
+            json!({"role": "tool", "tool_call_id": "c2", "content": "é".repeat(200)}),
+            json!({"role": "tool", "tool_call_id": "c3", "content": "short"}),
+            json!({"role": "tool", "tool_call_id": "c4", "content": format!("{long}[truncated for context space]")}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let bytes = written(&text, &[], None, &[]);
+        let (left, whole) = (warm(&bytes, true).unwrap(), warm(&bytes, false).unwrap());
+        // Only the long ASCII output without the marker stays in the file.
+        assert!(whole.withheld.is_empty());
+        let [(i, at)] = left.withheld[..] else {
+            panic!("{:?}", left.withheld);
+        };
+        let m = &left.history[i];
+        assert_eq!((m.text.as_str(), m.text_len()), ("", long.len()));
+        assert_eq!(&bytes[at as usize..][..long.len()], long.as_bytes());
+        assert_eq!(whole.history[i].text, long);
+        let worded: Vec<&str> = left.history.iter().map(|m| m.text.as_str()).collect();
+        let all: Vec<&str> = whole.history.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(worded[..i], all[..i]);
+        assert_eq!(worded[i + 1..], all[i + 1..]);
+        // Words left in the file still go through the checksum.
+        let mut damaged = bytes.clone();
+        damaged[at as usize + 3] ^= 0x20;
+        assert!(warm(&damaged, true).is_none());
+        // A cache written from a history without those words is refused,
+        // never written with them empty.
+        let t = read("t", &text, None, BadLines::Fail).unwrap();
+        let keep = |_: usize, _: &CoreMessage| true;
+        let source = CacheSource {
+            transcript: &t,
+            history: &left.history,
+            tokenizer: Tokenizer::Estimate,
+            mark: (0, 0, 0),
+            keep: &keep,
+            unparsed: &[],
+            cuts: &[],
+        };
+        assert!(source.write_to(Vec::new()).is_err());
     }
 }

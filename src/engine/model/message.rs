@@ -1,5 +1,6 @@
 //! The flat message every transcript format projects into.
 
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
@@ -117,6 +118,13 @@ pub struct CoreMessage {
     /// The text's token count, once taken: a turn asks for it many times
     /// (pruning, the zone, the recommendation, the gauge, truncation).
     pub counted: Counted,
+    /// The length in bytes of a text whose words were not read: `text` is
+    /// then empty. A warm turn leaves long tool outputs in the read cache
+    /// until its view shows them (see
+    /// [`Unfilled`](crate::engine::turn::Unfilled)); only an output known
+    /// to be all ASCII and to hold no marker, counted by the estimate, so
+    /// that its length is all a projection needs of it.
+    pub withheld: Option<NonZeroU32>,
 }
 
 /// A message's token count, kept with it once counted, with the counter
@@ -275,6 +283,7 @@ impl CoreMessage {
             opaque: false,
             edit: Edit::None,
             counted: Counted::default(),
+            withheld: None,
         }
     }
 
@@ -295,6 +304,7 @@ impl CoreMessage {
             opaque: false,
             edit: Edit::None,
             counted: Counted::default(),
+            withheld: None,
         }
     }
 
@@ -315,6 +325,7 @@ impl CoreMessage {
             opaque: false,
             edit: Edit::None,
             counted: Counted::default(),
+            withheld: None,
         }
     }
 
@@ -330,6 +341,7 @@ impl CoreMessage {
             opaque: false,
             edit: Edit::None,
             counted: Counted::default(),
+            withheld: None,
         }
     }
 
@@ -346,7 +358,14 @@ impl CoreMessage {
             opaque: self.opaque,
             edit: self.edit.clone(),
             counted: self.counted.clone(),
+            withheld: None,
         }
+    }
+
+    /// The length of its text in bytes, its words read or not (see
+    /// [`CoreMessage::withheld`]).
+    pub fn text_len(&self) -> usize {
+        self.withheld.map_or(self.text.len(), |n| n.get() as usize)
     }
 
     /// Appends a ref tag as `tag::append` lays it out.

@@ -29,7 +29,7 @@ pub fn render(reference: &str, tokens: usize, source: Option<&str>) -> String {
 /// in place: every taggable message in a view is tagged, and a tool output
 /// can be long.
 pub fn append(body: &mut String, tag: &str) {
-    let line = separator(body);
+    let line = separator(body.len());
     // Grown by exactly the tag: left to itself a String doubles, and a
     // view's copies of long outputs would hold twice their size.
     body.reserve_exact(line.len() + tag.len());
@@ -37,15 +37,16 @@ pub fn append(body: &mut String, tag: &str) {
     body.push_str(tag);
 }
 
-/// What [`append`] adds to `body`.
-pub fn suffix(body: &str, tag: &str) -> String {
-    [separator(body), tag].concat()
+/// What [`append`] adds to a body of `len` bytes: all it needs to know of
+/// the body, whose words may not be read yet.
+pub fn suffix(len: usize, tag: &str) -> String {
+    [separator(len), tag].concat()
 }
 
-/// What goes between a body and its tag: a line break, unless the tag is
-/// the whole body.
-fn separator(body: &str) -> &'static str {
-    if body.is_empty() { "" } else { "\n" }
+/// What goes between a body of `len` bytes and its tag: a line break,
+/// unless the tag is the whole body.
+fn separator(len: usize) -> &'static str {
+    if len == 0 { "" } else { "\n" }
 }
 
 /// Removes one ref tag from either end of a body, with the newline that

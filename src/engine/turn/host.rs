@@ -109,6 +109,7 @@ mod tests {
                 opaque: false,
                 edit: Default::default(),
                 counted: Default::default(),
+                withheld: None,
             })
             .collect()
     }

@@ -8,3 +8,4 @@ pub mod unworded;
 pub mod view;
 
 pub use pipeline::{Projection, TurnInput, baked, project};
+pub use unworded::{Unfilled, may_withhold};

@@ -14,7 +14,7 @@ use crate::engine::model::identity::{IdMap, IdSet};
 use super::host;
 use super::sync::Coverage;
 use super::truncate::{self, KeptCut, Truncation};
-use super::unworded::Unworded;
+use super::unworded::{Unfilled, Unworded};
 use super::{hide, prune, sync, view};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
@@ -92,6 +92,10 @@ pub struct Projection {
     /// The cuts of tool results this turn made or took back, by id: what
     /// the next turn's [`TurnInput::cuts`] may take back.
     pub cuts: Vec<(String, KeptCut)>,
+    /// The tool results in `view` left empty because the history did not
+    /// hold their words ([`CoreMessage::withheld`]): the host fills them in
+    /// before the view goes out.
+    pub unfilled: Vec<Unfilled>,
     /// The nudge decision, with its reason.
     pub decision: Decision,
     /// What may and may not be compressed now.
@@ -304,6 +308,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     if !input.for_call {
         unworded.word_all(&mut view);
     }
+    let unfilled = unworded.unfilled();
     let cuts = unworded
         .made()
         .map(|(id, cut)| (id.to_string(), cut))
@@ -351,6 +356,7 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
         truncation,
         omitted,
         cuts,
+        unfilled,
         decision,
         recommendation: rec,
     }
@@ -796,6 +802,96 @@ mod tests {
         assert_eq!(st.message_refs.get("cc"), Some(BLOCKED));
         assert_eq!(st.message_refs.get("cr"), Some(BLOCKED));
         assert_eq!(p.view[4].text, "panel");
+    }
+
+    /// `history` as a warm turn hands it over: the words of every output
+    /// [`may_withhold`](crate::engine::turn::may_withhold) takes left out,
+    /// what a first read learns of each text known.
+    fn without_long_words(history: &[CoreMessage]) -> Vec<CoreMessage> {
+        history
+            .iter()
+            .map(|m| {
+                let mut w = m.clone();
+                w.counted.learn(&m.text);
+                let len = m.text.len();
+                if crate::engine::turn::may_withhold(&w, len, Tokenizer::Estimate) {
+                    w.withheld = std::num::NonZeroU32::new(len as u32);
+                    w.text = String::new();
+                }
+                w
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// A turn handed long ASCII outputs without their words, their words
+        /// filled in once the view is done, gives the view, the figures,
+        /// the cuts and the state the turn with every word gives; and so
+        /// does the next turn, taking back the cuts the first made: over
+        /// windows that leave them whole, cut them or leave most out, for
+        /// outputs with a marker or non-ASCII words (which keep theirs)
+        /// among them.
+        #[test]
+        fn a_turn_without_the_words_of_long_outputs_gives_what_it_gives_with_them(
+            sizes in proptest::collection::vec((0usize..30_000, 0u8..8), 1..24),
+            window in 6_000usize..80_000,
+        ) {
+            let mut h = vec![CoreMessage::text("task", Role::User, "fix the parser")];
+            for (i, &(size, kind)) in sizes.iter().enumerate() {
+                let mut body = format!("line {i} of the output\n").repeat(size / 22 + 1);
+                match kind {
+                    0 => body.push('é'),
+                    1 => body.push_str(crate::engine::model::marker::MARKER),
+                    _ => {}
+                }
+                let tool = if kind == 2 { "Compress" } else { "Read" };
+                h.push(CoreMessage::tool_call(format!("c{i}"), format!("t{i}"), tool, "{}"));
+                h.push(CoreMessage::tool_result(format!("r{i}"), format!("t{i}"), tool, body));
+                h.push(CoreMessage::text(format!("a{i}"), Role::Assistant, "next"));
+            }
+            let left = without_long_words(&h);
+            let cfg = Config::for_window(window);
+            let sections = Sections::default();
+            let (mut whole, mut warm) = (CompressionState::new("s"), CompressionState::new("s"));
+            let (mut cuts_whole, mut cuts_warm) = (Vec::new(), Vec::new());
+            for _ in 0..2 {
+                let run = |st: &mut CompressionState, history: &[CoreMessage], kept: &[(String, KeptCut)]| {
+                    let kept: IdMap<'_, KeptCut> = kept.iter().map(|(id, c)| (id.as_str(), *c)).collect();
+                    project(st, &TurnInput {
+                        history,
+                        config: &cfg,
+                        input_tokens: None,
+                        recorded: &[],
+                        sections: &sections,
+                        force_nudge: false,
+                        for_call: false,
+                        cuts: &kept,
+                    })
+                };
+                let want = run(&mut whole, &h, &cuts_whole);
+                let mut got = run(&mut warm, &left, &cuts_warm);
+                let words: IdMap<'_, &str> = h.iter().map(|m| (m.id.as_str(), m.text.as_str())).collect();
+                for u in &got.unfilled {
+                    let m = &mut got.view[u.at];
+                    let w = words[m.id.as_str()];
+                    proptest::prop_assert_eq!(u.len, w.len());
+                    u.fill(m, w);
+                }
+                proptest::prop_assert!(want.unfilled.is_empty());
+                proptest::prop_assert_eq!(&got.view, &want.view);
+                let counts = |p: &Projection| p.view.iter().map(|m| cfg.tokens(m)).collect::<Vec<_>>();
+                proptest::prop_assert_eq!(counts(&got), counts(&want));
+                proptest::prop_assert_eq!(
+                    (got.tokens, got.measured, got.truncation.count, got.truncation.saved, got.omitted),
+                    (want.tokens, want.measured, want.truncation.count, want.truncation.saved, want.omitted)
+                );
+                proptest::prop_assert_eq!(&got.cuts, &want.cuts);
+                proptest::prop_assert_eq!(&warm, &whole);
+                (cuts_whole, cuts_warm) = (want.cuts, got.cuts);
+            }
+        }
     }
 
     #[test]

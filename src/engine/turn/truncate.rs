@@ -207,7 +207,9 @@ pub fn omit(
 /// Cuts one result to `keep` characters at each end; `None` when it is too
 /// short for that to save anything.
 fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
-    let c = cut_pieces((&m.text, &m.counted), "", keep, cfg, || cfg.tokens(m))?;
+    let c = cut_pieces(Body::Words(&m.text, &m.counted), "", keep, cfg, || {
+        cfg.tokens(m)
+    })?;
     let text = c.text(&m.text, "");
     m.replace_text(text, Edit::Truncated);
     m.counted = Counted::known(cfg.tokenizer, c.after);
@@ -340,18 +342,18 @@ pub fn fingerprint(suffix: &str) -> u64 {
     })
 }
 
-/// [`cut`] of `text` followed by `suffix` (a ref tag, or nothing), read
+/// [`cut`] of `body` followed by `suffix` (a ref tag, or nothing), read
 /// where the two lie rather than joined first, and not built: every turn
 /// cuts every sticky output again, and most of a long session's cuts are
 /// left out before the view goes out. `before` counts the two joined,
 /// asked only of a tokenizer other than the estimate, whose counts are
 /// added up from the pieces in the one pass that counts the middle.
 /// `suffix` must be shorter than `keep` characters: the tail kept then ends
-/// with all of it. `memo` is the text's [`Counted`]: when it knows the text
-/// is all ASCII, what is cut out is tallied by its length, and when it
-/// knows the text holds no marker, the text is not searched for one.
+/// with all of it. When the memo knows the text is all ASCII, what is cut
+/// out is tallied by its length, and when it knows the text holds no
+/// marker, the text is not searched for one.
 pub fn cut_pieces(
-    (text, memo): (&str, &Counted),
+    body: Body,
     suffix: &str,
     keep: usize,
     cfg: &Config,
@@ -360,32 +362,33 @@ pub fn cut_pieces(
     // More than `n` characters, not counted when the length settles it (a
     // character takes one to four bytes).
     let n = 2 * keep + 200;
-    let len = text.len() + suffix.len();
-    let longer = len > n && (len / 4 > n || tokens::chars(text) + tokens::chars(suffix) > n);
+    let len = body.len() + suffix.len();
+    let longer = len > n && (len / 4 > n || body.chars() + tokens::chars(suffix) > n);
     // The marker has no line break, and a tag starts on a line of its own
     // (or is the whole body): it cannot straddle the two.
-    if !longer || memo.marked(text) || marked(suffix) {
+    if !longer || body.marked() || marked(suffix) {
         return None;
     }
     // Byte offsets of the head's end and the tail's start, counted in
     // characters; the tail's last characters are the suffix's.
-    let head_end = head_end(text, keep);
-    let tail_start = tail_start(text, keep - tokens::chars(suffix));
-    let (head, middle, tail) = (
-        &text[..head_end],
-        &text[head_end..tail_start],
-        &text[tail_start..],
-    );
-    let kept = [head, tail, suffix].map(Tally::of);
-    let (before, cut_tokens) = match cfg.tokenizer {
-        Tokenizer::Estimate => {
-            let m = match memo.ascii() {
-                true => Tally::ascii(middle.len()),
-                false => Tally::of(middle),
+    let head_end = body.head_end(keep);
+    let tail_start = body.tail_start(keep - tokens::chars(suffix));
+    let kept = [
+        body.tally(0..head_end),
+        body.tally(tail_start..body.len()),
+        Tally::of(suffix),
+    ];
+    let (before, cut_tokens) = match (cfg.tokenizer, body) {
+        (Tokenizer::Estimate, _) => {
+            let m = match body.ascii() {
+                true => Tally::ascii(tail_start - head_end),
+                false => body.tally(head_end..tail_start),
             };
             ((kept[0] + m + kept[1] + kept[2]).tokens(), m.tokens())
         }
-        _ => (before(), cfg.count(middle)),
+        (_, Body::Words(text, _)) => (before(), cfg.count(&text[head_end..tail_start])),
+        // Words not read are counted by the estimate alone.
+        (_, Body::Ascii(_)) => return None,
     };
     let noted = Tally::of(&note(cut_tokens, before)) + kept[0] + kept[1] + kept[2];
     let mut cut = Cut {
@@ -396,10 +399,84 @@ pub fn cut_pieces(
         after: noted.tokens(),
         chars: noted.chars(),
     };
-    if cfg.tokenizer != Tokenizer::Estimate {
+    if let (false, Body::Words(text, _)) = (cfg.tokenizer == Tokenizer::Estimate, body) {
         cut.after = cfg.count(&cut.text(text, suffix));
     }
     Some(cut)
+}
+
+/// What a cut is made of: the words, with their memo, or the length of
+/// words not read ([`CoreMessage::withheld`]), which are all ASCII and hold
+/// no marker. Every figure of a cut of those by the estimate follows from
+/// the length; the cut is built once the words are read.
+#[derive(Debug, Clone, Copy)]
+pub enum Body<'a> {
+    /// The words and what their memo knows of them.
+    Words(&'a str, &'a Counted),
+    /// The length in bytes of ASCII words not read.
+    Ascii(usize),
+}
+
+impl Body<'_> {
+    /// Its length in bytes.
+    fn len(self) -> usize {
+        match self {
+            Body::Words(text, _) => text.len(),
+            Body::Ascii(len) => len,
+        }
+    }
+
+    fn chars(self) -> usize {
+        match self {
+            Body::Words(text, _) => tokens::chars(text),
+            Body::Ascii(len) => len,
+        }
+    }
+
+    fn ascii(self) -> bool {
+        match self {
+            Body::Words(_, memo) => memo.ascii(),
+            Body::Ascii(_) => true,
+        }
+    }
+
+    fn marked(self) -> bool {
+        match self {
+            Body::Words(text, memo) => memo.marked(text),
+            Body::Ascii(_) => false,
+        }
+    }
+
+    fn head_end(self, keep: usize) -> usize {
+        match self {
+            Body::Words(text, _) => head_end(text, keep),
+            Body::Ascii(len) => keep.min(len),
+        }
+    }
+
+    fn tail_start(self, keep: usize) -> usize {
+        match self {
+            Body::Words(text, _) => tail_start(text, keep),
+            Body::Ascii(len) => len.saturating_sub(keep),
+        }
+    }
+
+    /// The estimate's tally of the bytes in `range`.
+    fn tally(self, range: std::ops::Range<usize>) -> Tally {
+        match self {
+            Body::Words(text, _) => Tally::of(&text[range]),
+            Body::Ascii(_) => Tally::ascii(range.len()),
+        }
+    }
+
+    /// Whether `cut`'s ends fall on character boundaries of it, in order
+    /// (see [`Cut::fits`]).
+    pub fn fits(self, cut: &Cut) -> bool {
+        match self {
+            Body::Words(text, _) => cut.fits(text),
+            Body::Ascii(len) => cut.head_end <= cut.tail_start && cut.tail_start <= len,
+        }
+    }
 }
 
 /// The byte offset where the first `keep` characters of `text` end (its

@@ -10,19 +10,21 @@
 //! being built; a cut an earlier turn made of the same output is taken
 //! back instead while it still fits (see [`KeptCut`]). When the view is
 //! done, what is still in it gets its text: the words copied in and tagged,
-//! or its cut built.
+//! or its cut built. A result whose words the history does not hold
+//! ([`CoreMessage::withheld`]) is decided on by its length alone, and left
+//! for the host to fill in ([`Unfilled`]).
 
 use std::cell::Cell;
 
 use crate::engine::model::config::Config;
 use crate::engine::model::identity::{IdMap, Places};
 use crate::engine::model::marker::marked;
-use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit};
+use crate::engine::model::message::{COMPRESS_TOOL, ContentType, CoreMessage, Counted, Edit};
 use crate::engine::model::tag;
 use crate::engine::model::tokenizer::Tokenizer;
 use crate::engine::model::tokens::{self, Tally};
 
-use super::truncate::{self, Cut, KeptCut, fingerprint};
+use super::truncate::{self, Body, Cut, KeptCut, fingerprint};
 
 /// The results held without their words, by id. One made by `default`
 /// holds nothing: its copies are whole.
@@ -46,6 +48,73 @@ pub struct Unworded<'a> {
     kept: Option<&'a IdMap<'a, KeptCut>>,
     /// The cuts of held results made this turn, for the next to take back.
     made: Vec<(&'a str, KeptCut)>,
+    /// The results in view whose words the history did not hold.
+    unfilled: Vec<Unfilled>,
+}
+
+/// Whether a projection can be handed `m` without its `len` bytes of words
+/// ([`CoreMessage::withheld`]) and decide on it as it would with them: a
+/// tool result (not a Compress answer, whose words the host's books read),
+/// counted by the estimate, known to be all ASCII and to hold no marker,
+/// and from a tool named short enough that its ref tag is shorter than
+/// what a cut keeps. Its length is then all a projection reads of it.
+pub fn may_withhold(m: &CoreMessage, len: usize, tokenizer: Tokenizer) -> bool {
+    m.content_type == ContentType::ToolResult
+        && m.tool_name != COMPRESS_TOOL
+        && m.tool_name.len() <= MAX_WITHHELD_TOOL_NAME
+        && tokenizer == Tokenizer::Estimate
+        && m.counted.ascii()
+        && m.counted.unmarked()
+        && len > 0
+        && u32::try_from(len).is_ok()
+}
+
+/// The longest tool name [`may_withhold`] takes: its tag (a ref, a figure
+/// and the name, about fifty bytes more) stays shorter than the fewest
+/// characters a cut keeps ([`truncate::LAST_RESORT_KEEP_CHARS`]).
+pub const MAX_WITHHELD_TOOL_NAME: usize = 256;
+
+/// A tool result in view whose words the history did not hold
+/// ([`CoreMessage::withheld`]): its text is left empty, for the host to
+/// read the words and [`Unfilled::fill`] it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfilled {
+    /// Its place in the view.
+    pub at: usize,
+    /// The length of its words, in bytes.
+    pub len: usize,
+    tag: Option<String>,
+    suffix: String,
+    cut: Option<Cut>,
+}
+
+impl Unfilled {
+    /// Gives `m`, the view's message at [`Unfilled::at`], its text from
+    /// `words`, the original's: what it would have been, had they been read.
+    pub fn fill(&self, m: &mut CoreMessage, words: &str) {
+        dress(
+            m,
+            words,
+            self.tag.as_deref(),
+            &self.suffix,
+            self.cut.as_ref(),
+        );
+    }
+}
+
+/// Gives a view's copy `m` its text from its original's `words`: cut, or
+/// whole and tagged, its count kept.
+fn dress(m: &mut CoreMessage, words: &str, tag: Option<&str>, suffix: &str, cut: Option<&Cut>) {
+    if let Some(c) = cut {
+        m.text = c.text(words, suffix);
+        return;
+    }
+    let counted = m.counted.clone();
+    m.text = words.to_string();
+    if let Some(t) = tag {
+        m.append_tag(t);
+    }
+    m.counted = counted;
 }
 
 #[derive(Debug)]
@@ -63,6 +132,26 @@ struct Held<'a> {
     cut: Option<Cut>,
 }
 
+impl Held<'_> {
+    /// What a cut of it is made of: its words, or their length when they
+    /// were not read.
+    fn body(&self) -> Body<'_> {
+        match self.original.withheld {
+            Some(len) => Body::Ascii(len.get() as usize),
+            None => Body::Words(&self.original.text, &self.original.counted),
+        }
+    }
+
+    /// The estimate's tally of its words, read off their length when they
+    /// are known to be ASCII (always, when they were not read).
+    fn tally(&self) -> Tally {
+        match self.original.withheld {
+            Some(len) => Tally::ascii(len.get() as usize),
+            None => self.original.counted.tally(&self.original.text),
+        }
+    }
+}
+
 impl<'a> Unworded<'a> {
     /// One that holds the tool results it copies, and takes back the
     /// cuts in `kept` that still fit.
@@ -74,6 +163,7 @@ impl<'a> Unworded<'a> {
             next: Cell::new(0),
             kept: Some(kept),
             made: Vec::new(),
+            unfilled: Vec::new(),
         }
     }
 
@@ -171,7 +261,7 @@ impl<'a> Unworded<'a> {
         h.suffix = h
             .tag
             .as_deref()
-            .map_or(String::new(), |t| tag::suffix(&h.original.text, t));
+            .map_or(String::new(), |t| tag::suffix(h.original.text_len(), t));
         true
     }
 
@@ -188,7 +278,7 @@ impl<'a> Unworded<'a> {
             (Tokenizer::Estimate, false) => {
                 // Every character is tallied as one kind or the other; the
                 // original's tally is read off its length when it is ASCII.
-                let tally = h.original.counted.tally(text) + Tally::of(&h.suffix);
+                let tally = h.tally() + Tally::of(&h.suffix);
                 h.chars = Some(tally.chars());
                 tally.tokens()
             }
@@ -203,9 +293,9 @@ impl<'a> Unworded<'a> {
             Some(Held { cut: Some(c), .. }) => c.chars,
             // The original's characters read off its length when it is
             // known to be ASCII, as its count with a tag is.
-            Some(h) => h.chars.unwrap_or_else(|| {
-                h.original.counted.tally(&h.original.text).chars() + tokens::chars(&h.suffix)
-            }),
+            Some(h) => h
+                .chars
+                .unwrap_or_else(|| h.tally().chars() + tokens::chars(&h.suffix)),
             None => tokens::chars(&m.text),
         }
     }
@@ -232,8 +322,9 @@ impl<'a> Unworded<'a> {
     /// returns what it saved; the message takes the cut's count, and its
     /// text is built when the view is done. `None` when `m` is not held, or
     /// no longer: a tag as long as what a cut keeps (a tool named at that
-    /// length) has the words copied in, to be cut as any message's are.
-    /// `Some(None)` when there is nothing to cut.
+    /// length) has the words copied in, to be cut as any message's are
+    /// (words not read are never named at that length: see
+    /// [`CoreMessage::withheld`]). `Some(None)` when there is nothing to cut.
     pub fn cut_at(
         &mut self,
         at: Option<usize>,
@@ -243,25 +334,26 @@ impl<'a> Unworded<'a> {
     ) -> Option<Option<usize>> {
         let kept = self.kept;
         let h = self.held_at_mut(at)?;
-        if tokens::chars(&h.suffix) >= keep {
+        let long_tag = tokens::chars(&h.suffix) >= keep;
+        if long_tag && h.original.withheld.is_none() {
             self.word(m);
             return None;
         }
-        if h.cut.is_some() {
+        if h.cut.is_some() || long_tag {
             return Some(None);
         }
-        let text = h.original.text.as_str();
+        let (body, text_len) = (h.body(), h.original.text_len());
         let id = h.original.id.as_str();
         let suffix = fingerprint(&h.suffix);
         let again = kept.and_then(|k| k.get(id)).filter(|k| {
-            (k.tokenizer, k.keep, k.text_len, k.suffix) == (cfg.tokenizer, keep, text.len(), suffix)
-                && k.cut.fits(text)
+            (k.tokenizer, k.keep, k.text_len, k.suffix) == (cfg.tokenizer, keep, text_len, suffix)
+                && body.fits(&k.cut)
         });
-        let joined = || cfg.count(&[text, h.suffix.as_str()].concat());
-        let Some(cut) = again.map(|k| k.cut).or_else(|| {
-            let memo = &h.original.counted;
-            truncate::cut_pieces((text, memo), &h.suffix, keep, cfg, joined)
-        }) else {
+        let joined = || cfg.count(&[h.original.text.as_str(), h.suffix.as_str()].concat());
+        let Some(cut) = again
+            .map(|k| k.cut)
+            .or_else(|| truncate::cut_pieces(body, &h.suffix, keep, cfg, joined))
+        else {
             return Some(None);
         };
         let saved = cut.saved();
@@ -273,7 +365,7 @@ impl<'a> Unworded<'a> {
             KeptCut {
                 tokenizer: cfg.tokenizer,
                 keep,
-                text_len: text.len(),
+                text_len,
                 suffix,
                 cut,
             },
@@ -287,34 +379,59 @@ impl<'a> Unworded<'a> {
     }
 
     /// Copies a held message's words in, tagged as any message's are: it
-    /// is no longer held.
-    pub fn word(&mut self, m: &mut CoreMessage) {
+    /// is no longer held. One whose words were not read is left as it is
+    /// (see [`Unworded::word_all`]).
+    fn word(&mut self, m: &mut CoreMessage) {
         let Some(at) = self.place(m) else {
             return;
         };
-        self.live -= 1;
         let h = &mut self.held[at];
-        h.live = false;
-        let h = &*h;
-        if let Some(c) = &h.cut {
-            m.text = c.text(&h.original.text, &h.suffix);
+        if h.original.withheld.is_some() {
             return;
         }
-        let counted = m.counted.clone();
-        m.text = h.original.text.clone();
-        if let Some(t) = &h.tag {
-            m.append_tag(t);
-        }
-        m.counted = counted;
+        h.live = false;
+        self.live -= 1;
+        let h = &*h;
+        dress(
+            m,
+            &h.original.text,
+            h.tag.as_deref(),
+            &h.suffix,
+            h.cut.as_ref(),
+        );
     }
 
-    /// Copies the words of every message of `view` still held.
+    /// Copies the words of every message of `view` still held; those whose
+    /// words were not read are left empty, and listed for the host to fill
+    /// in ([`Unworded::unfilled`]).
     pub fn word_all(&mut self, view: &mut [CoreMessage]) {
         if self.live == 0 {
             return;
         }
-        for m in view {
-            self.word(m);
+        for (i, m) in view.iter_mut().enumerate() {
+            let Some(at) = self.place(m) else {
+                continue;
+            };
+            let h = &mut self.held[at];
+            let Some(len) = h.original.withheld else {
+                self.word(m);
+                continue;
+            };
+            h.live = false;
+            self.live -= 1;
+            self.unfilled.push(Unfilled {
+                at: i,
+                len: len.get() as usize,
+                tag: h.tag.take(),
+                suffix: std::mem::take(&mut h.suffix),
+                cut: h.cut,
+            });
         }
+    }
+
+    /// The results in view left without their words by
+    /// [`Unworded::word_all`], in the view's order.
+    pub fn unfilled(&mut self) -> Vec<Unfilled> {
+        std::mem::take(&mut self.unfilled)
     }
 }
