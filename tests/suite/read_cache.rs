@@ -431,6 +431,55 @@ fn a_codex_rollout_read_on_from_the_cache_matches_whole_reads() {
     assert!(reads >= 10, "{reads} turns read from the cache");
 }
 
+/// Real logs as a long session's host runs them, growing and retried: a
+/// turn read on from the cache, its long tool outputs' words left there
+/// until its view shows them, gives the view, the report and the state a
+/// whole read gives; a Codex rollout whose new lines change the prefix's
+/// figures has the cache written anew with every word it keeps.
+#[test]
+fn real_logs_read_on_from_the_cache_match_whole_reads() {
+    for file in [
+        "real/claude-code/long-session-with-compaction.jsonl",
+        "real/claude-code/tool-heavy.jsonl",
+        "real/codex/rollout-with-remote-compaction.jsonl",
+    ] {
+        let tmp = TempDir::new();
+        let dir = tmp.path();
+        let log = fs::read_to_string(super::common::testdata(file)).unwrap();
+        let lines: Vec<&str> = log.lines().collect();
+        let n = lines.len();
+        let mut reads = 0;
+        for end in [n / 2, n * 3 / 4, n * 3 / 4, n, n] {
+            let text: String = lines[..end].iter().map(|l| format!("{l}\n")).collect();
+            fs::write(dir.join("t.jsonl"), text).unwrap();
+            let session = fs::read_dir(dir.join("st")).ok().and_then(|mut d| {
+                let e = d.next()?.ok()?;
+                Some(e.file_name().to_string_lossy().into_owned())
+            });
+            let Some(session) = session else {
+                // The first turn, read whole, names the session's folder.
+                let limit = LIMIT.to_string();
+                let args = ["project", "t.jsonl", "--state-dir", "st", "--limit", &limit];
+                assert!(noa(dir, &args).status.success(), "{file}");
+                continue;
+            };
+            copy_dir(&dir.join("st"), &dir.join("cold"));
+            fs::remove_file(dir.join("cold").join(&session).join("read-cache.bin")).unwrap();
+            let warm = project_file(dir, "st", "t.jsonl", &session);
+            let cold = project_file(dir, "cold", "t.jsonl", &session);
+            let what = format!("{file}, {end} of {n} lines");
+            assert_eq!(cold.report["read"], "whole", "{what}");
+            reads += usize::from(warm.report["read"] == "cache");
+            assert!(warm.view == cold.view, "{what}: the views differ");
+            assert!(warm.state == cold.state, "{what}: the states differ");
+            let mut report = warm.report.clone();
+            report["read"] = cold.report["read"].clone();
+            assert_eq!(report, cold.report, "{what}");
+        }
+        assert!(reads >= 3, "{file}: {reads} turns read from the cache");
+    }
+}
+
 #[test]
 fn a_cache_from_another_version_or_damaged_is_not_used() {
     let tmp = TempDir::new();
