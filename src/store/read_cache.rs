@@ -1570,5 +1570,21 @@ mod append_tests {
             cuts: &[],
         };
         assert!(source.write_to(Vec::new()).is_err());
+        // Read back from the session's cache file: found where the read
+        // left them; words past the file's end or not UTF-8 are an error,
+        // and the turn reads the transcript whole.
+        let base = std::env::temp_dir().join(format!("noa-words-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let session = SessionDir::new(&base, "s");
+        session.create().unwrap();
+        let mut file = bytes.clone();
+        let bad = file.len() as u64;
+        file.extend_from_slice(&[0xff, 0xfe]);
+        std::fs::write(session.read_cache_path(), &file).unwrap();
+        let words = session.read_words(&[(at, long.len()), (at, 4)]).unwrap();
+        assert_eq!(words, [long.clone(), long[..4].to_string()]);
+        assert!(session.read_words(&[(bad, 2)]).is_err());
+        assert!(session.read_words(&[(bad, 9)]).is_err());
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
