@@ -32,14 +32,17 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     // decoded; the command says it writes once it has found its call.
     let mut cx = Context::open(
         global,
-        load_for_turn(global, &args.transcript, Some(Access::Write), false)?,
+        load_for_turn(global, &args.transcript, Some(Access::Write), true)?,
         Access::Read,
     )?;
     // A call that is not there is a usage error before anything is touched.
     let (mut raw, mut call_id, mut cut) = find_call(&cx.history, args)?;
     cx.lock()?;
     let state = cx.state()?;
-    if cx.warm() && !cx.cache_serves(&state) {
+    // Long outputs' words the cache kept back are read only for the
+    // archives that need them, unless another counter counts them.
+    if cx.warm() && (!cx.cache_serves(&state) || !cx.decides_unread(&state) && !cx.read_withheld())
+    {
         cx.read_whole()?;
         (raw, call_id, cut) = find_call(&cx.history, args)?;
     }
@@ -105,13 +108,17 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         originals
     };
     let engine = watch.lap();
-    let (t, session) = (cx.transcript(), cx.session());
-    let bytes = session.commit(&answer.outcome.archives, &originals, &answer.state)?;
+    let left = cx.left_words();
+    let bytes =
+        (cx.session()).commit(&answer.outcome.archives, (&originals, &left), &answer.state)?;
+    drop((left, originals));
     // The cache is left without the words the new blocks fold away, so the
-    // next turn reads on from a small one. It only saves work: a cache that
-    // cannot be written leaves the last turn's, which the next turn checks.
+    // next turn reads on from a small one; those it keeps that it kept back
+    // are read first. It only saves work: a cache that cannot be written
+    // leaves the last turn's, which the next turn checks.
     let cache_warning = (!answer.hidden.is_empty())
         .then(|| {
+            cx.read_kept_withheld(&answer.hidden);
             cx.save_read_cache(
                 &answer.state,
                 &answer.hidden,
@@ -153,7 +160,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             "read": cx.read_how(),
         }),
     )?;
-    let mut warnings = t.warnings.clone();
+    let mut warnings = cx.transcript().warnings.clone();
     warnings.extend(cache_warning);
     warn(global, &warnings);
     Ok(if answer.rejected() {

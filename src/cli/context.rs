@@ -22,7 +22,7 @@ use crate::engine::{
     recorded_calls,
 };
 use crate::formats::Transcript;
-use crate::store::{CacheDraft, CacheSource, SessionDir, SessionLock, StoreError};
+use crate::store::{CacheDraft, CacheSource, LeftWords, SessionDir, SessionLock, StoreError};
 
 /// Whether a command writes the session (and so takes its lock first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,30 +200,65 @@ impl<'g> Context<'g> {
         true
     }
 
-    /// Whether a turn with `state` can go on without the words the read
-    /// cache kept back ([`CoreMessage::withheld`]): when its figures are
-    /// the estimate's, and it leaves the cache by appending to it (a cache
-    /// written anew would need every word it keeps).
-    pub fn withholds(&self, state: &CompressionState) -> bool {
+    /// Whether a command with `state` decides as it would with the words
+    /// the read cache kept back ([`CoreMessage::withheld`]): when its
+    /// figures are the estimate's.
+    pub fn decides_unread(&self, state: &CompressionState) -> bool {
+        self.config(state).tokenizer == Tokenizer::Estimate
+    }
+
+    /// Whether a turn with `state` leaves the read cache by appending to
+    /// it: a cache written anew needs every word it keeps.
+    pub fn appends_cache(&self, state: &CompressionState) -> bool {
         let tokenizer = self.config(state).tokenizer;
-        tokenizer == Tokenizer::Estimate
-            && (self.loaded.read.appendable.as_ref()).is_some_and(|end| end.tokenizer == tokenizer)
+        (self.loaded.read.appendable.as_ref()).is_some_and(|end| end.tokenizer == tokenizer)
+    }
+
+    /// Where the words the read cache kept back lie in it, by message id:
+    /// what archives of those messages are rendered from.
+    pub fn left_words(&self) -> LeftWords<'_> {
+        let history = &self.history;
+        let at = (self.loaded.read.withheld.iter())
+            .map(|&(i, at)| (history[i].id.as_str(), at))
+            .collect();
+        self.session().left_words(at)
     }
 
     /// Reads into the history every word the read cache kept back. False
     /// when they cannot be read, and the transcript must be read whole.
     pub fn read_withheld(&mut self) -> bool {
-        let withheld = std::mem::take(&mut self.loaded.read.withheld);
-        if withheld.is_empty() {
+        self.read_withheld_of(|_| true)
+    }
+
+    /// Reads into the history the words the read cache kept back of the
+    /// messages a cache written after `hidden` keeps, as
+    /// [`Context::save_read_cache`] chooses them for a view that shows
+    /// none. False when they cannot be read.
+    pub fn read_kept_withheld(&mut self, hidden: &[bool]) -> bool {
+        let (read, none) = (&self.loaded.read, HashSet::new());
+        let kept: Vec<usize> = (read.withheld.iter().map(|&(i, _)| i))
+            .filter(|&i| keeps(&read.elided, hidden, &none, i, &self.history[i]))
+            .collect();
+        // In the history's order, as the list they come from.
+        self.read_withheld_of(|i| kept.binary_search(&i).is_ok())
+    }
+
+    /// Reads the words kept back of the history's messages `which` takes.
+    fn read_withheld_of(&mut self, which: impl Fn(usize) -> bool) -> bool {
+        let (taken, left): (Vec<_>, Vec<_>) = std::mem::take(&mut self.loaded.read.withheld)
+            .into_iter()
+            .partition(|&(i, _)| which(i));
+        self.loaded.read.withheld = left;
+        if taken.is_empty() {
             return true;
         }
-        let spans: Vec<(u64, usize)> = (withheld.iter())
+        let spans: Vec<(u64, usize)> = (taken.iter())
             .map(|&(i, at)| (at, self.history[i].text_len()))
             .collect();
         let Ok(words) = self.session().read_words(&spans) else {
             return false;
         };
-        for (&(i, _), words) in withheld.iter().zip(words) {
+        for (&(i, _), words) in taken.iter().zip(words) {
             let m = &mut self.history[i];
             m.text = words;
             m.withheld = None;
@@ -272,12 +307,7 @@ impl<'g> Context<'g> {
         };
         let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
         let elided = &self.loaded.read.elided;
-        let keep = |i: usize, m: &CoreMessage| {
-            !elided.get(i).copied().unwrap_or(false)
-                && (!hidden.get(i).copied().unwrap_or(false)
-                    || shown.contains(m.id.as_str())
-                    || m.tool_name == COMPRESS_TOOL)
-        };
+        let keep = |i: usize, m: &CoreMessage| keeps(elided, hidden, &shown, i, m);
         let source = CacheSource {
             transcript: self.transcript(),
             history: &self.history,
@@ -548,6 +578,24 @@ impl<'g> Context<'g> {
 
 /// A read cache of a transcript read whole that keeps every word: what a
 /// turn that can hide nothing leaves (see [`Context::project_drafting`]).
+/// Whether a read cache written after a projection keeps the words of
+/// the history's `i`th message `m`: not left out already (`elided`), and
+/// not hidden by a block (`hidden`, by place; those past its end are not)
+/// unless the view shows it (`shown`) or it is of a Compress exchange,
+/// whose words the host's books read.
+fn keeps(
+    elided: &[bool],
+    hidden: &[bool],
+    shown: &HashSet<&str>,
+    i: usize,
+    m: &CoreMessage,
+) -> bool {
+    !elided.get(i).copied().unwrap_or(false)
+        && (!hidden.get(i).copied().unwrap_or(false)
+            || shown.contains(m.id.as_str())
+            || m.tool_name == COMPRESS_TOOL)
+}
+
 fn every_word<'a>(
     transcript: &'a Transcript,
     history: &'a [CoreMessage],

@@ -174,7 +174,8 @@ fn project_turn(
     learn: impl Fn(&mut CompressionState),
 ) -> Result<Projection, CliError> {
     let warm = cx.warm();
-    if warm && !cx.withholds(state) && !cx.read_withheld() {
+    let unread_serves = cx.decides_unread(state) && cx.appends_cache(state);
+    if warm && !unread_serves && !cx.read_withheld() {
         cx.read_whole()?;
     }
     let mut p = cx.project(state, turn);

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::atomic;
 
+use super::read_cache::LeftWords;
 use super::state_file::{SessionDir, StoreError, write_under};
 use crate::engine::{ArchiveFile, Block, CompressionState, CoreMessage, IdMap};
 
@@ -19,10 +20,10 @@ impl SessionDir {
     pub fn commit<'a>(
         &self,
         archives: impl IntoIterator<Item = &'a ArchiveFile>,
-        originals: &IdMap<'_, &CoreMessage>,
+        (originals, left): (&IdMap<'_, &CoreMessage>, &LeftWords),
         state: &CompressionState,
     ) -> Result<usize, StoreError> {
-        let (written, bytes) = self.write_archives(archives, originals)?;
+        let (written, bytes) = self.write_archives(archives, originals, left)?;
         if let Err(e) = self.save(state) {
             remove(&written);
             return Err(e);
@@ -43,7 +44,7 @@ impl SessionDir {
             .iter()
             .partition(|a| self.dir.join(&a.rel).exists());
         let written = missing.len();
-        self.commit(missing, originals, state)?;
+        self.commit(missing, (originals, &LeftWords::default()), state)?;
         Ok((present.len(), written))
     }
 
@@ -69,11 +70,14 @@ impl SessionDir {
     /// offers (up to four), each taking every so-many-th one: rendering a
     /// long session's originals and syncing each file was most of a large
     /// `apply`. On the first failure (the earliest archive's, whichever
-    /// thread met it) every archive written is removed again.
+    /// thread met it) every archive written is removed again. The words of
+    /// originals a warm read left in the read cache (`left`) are read for
+    /// the archive that names them, one archive's at a time.
     fn write_archives<'a>(
         &self,
         archives: impl IntoIterator<Item = &'a ArchiveFile>,
         originals: &IdMap<'_, &CoreMessage>,
+        left: &LeftWords,
     ) -> Result<(Vec<PathBuf>, usize), StoreError> {
         let archives: Vec<&ArchiveFile> = archives.into_iter().collect();
         let threads = std::thread::available_parallelism()
@@ -86,7 +90,10 @@ impl SessionDir {
         let share = |k: usize| {
             let (mut written, mut bytes) = (Vec::new(), 0);
             for (i, a) in archives.iter().enumerate().skip(k).step_by(threads) {
-                let contents = a.render(originals);
+                let contents = match render(a, originals, left) {
+                    Ok(contents) => contents,
+                    Err(e) => return (written, bytes, Some((i, e))),
+                };
                 match write_under(dir, &a.rel, contents.as_bytes()) {
                     Ok(path) => written.push(path),
                     Err(e) => return (written, bytes, Some((i, e))),
@@ -132,6 +139,28 @@ impl SessionDir {
         }
         Ok((written, bytes))
     }
+}
+
+/// `a` rendered from `originals`, those a warm read left without their
+/// words given them from the read cache (`left`).
+fn render(
+    a: &ArchiveFile,
+    originals: &IdMap<'_, &CoreMessage>,
+    left: &LeftWords,
+) -> Result<String, StoreError> {
+    let unread: Vec<&CoreMessage> = (a.message_ids())
+        .filter_map(|id| originals.get(id).copied())
+        .filter(|m| m.withheld.is_some())
+        .collect();
+    if unread.is_empty() {
+        return Ok(a.render(originals));
+    }
+    let worded = left.worded(&unread)?;
+    let mut own: IdMap<'_, &CoreMessage> = (a.message_ids())
+        .filter_map(|id| Some((id, *originals.get(id)?)))
+        .collect();
+    own.extend(worded.iter().map(|m| (m.id.as_str(), m)));
+    Ok(a.render(&own))
 }
 
 fn remove(written: &[PathBuf]) {
@@ -189,7 +218,7 @@ mod tests {
         let err = s
             .commit(
                 &[file("tier1/b1_m00001-m00002.md")],
-                &originals(&m),
+                (&originals(&m), &LeftWords::default()),
                 &CompressionState::new("sess"),
             )
             .unwrap_err();
@@ -217,7 +246,11 @@ mod tests {
             .collect();
         let m = CoreMessage::text("m1", Role::User, "the original");
         let err = s
-            .commit(&archives, &originals(&m), &CompressionState::new("sess"))
+            .commit(
+                &archives,
+                (&originals(&m), &LeftWords::default()),
+                &CompressionState::new("sess"),
+            )
             .unwrap_err();
         assert!(err.to_string().contains("t5"), "{err}");
         assert!(!s.state_path().exists());
@@ -229,12 +262,50 @@ mod tests {
         fs::remove_file(s.dir.join("t5")).unwrap();
         fs::remove_file(s.dir.join("t9")).unwrap();
         let bytes = s
-            .commit(&archives, &originals(&m), &CompressionState::new("sess"))
+            .commit(
+                &archives,
+                (&originals(&m), &LeftWords::default()),
+                &CompressionState::new("sess"),
+            )
             .unwrap();
         let one = archives[0].render(&originals(&m)).len();
         assert_eq!(bytes, 12 * one);
         assert!(s.dir.join("tier1/b11.md").exists() && s.dir.join("t9/b9.md").exists());
         assert!(s.state_path().exists());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// An original a warm read left in the read cache is archived with the
+    /// words read from there, as it would be with them in memory; one whose
+    /// words cannot be found there fails the archive and writes nothing.
+    #[test]
+    fn an_original_left_in_the_read_cache_is_archived_whole() {
+        let base = temp("left");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        let words = "the original output\n".repeat(20);
+        fs::write(s.dir.join("read-cache.bin"), format!("head{words}tail")).unwrap();
+        let whole = CoreMessage::tool_result("m1", "c1", "Read", words.as_str());
+        let unread = CoreMessage {
+            text: String::new(),
+            withheld: std::num::NonZeroU32::new(words.len() as u32),
+            ..whole.clone()
+        };
+        let archive = file("tier1/b1.md");
+        let left = s.left_words([("m1", 4)].into_iter().collect());
+        let state = CompressionState::new("sess");
+        s.commit([&archive], (&originals(&unread), &left), &state)
+            .unwrap();
+        let written = fs::read_to_string(s.dir.join("tier1/b1.md")).unwrap();
+        assert_eq!(written, archive.render(&originals(&whole)));
+        assert!(written.contains(&words));
+        fs::remove_file(s.dir.join("tier1/b1.md")).unwrap();
+        let nowhere = s.left_words(IdMap::default());
+        let err = s
+            .commit([&archive], (&originals(&unread), &nowhere), &state)
+            .unwrap_err();
+        assert!(err.to_string().contains("read cache"), "{err}");
+        assert!(!s.dir.join("tier1/b1.md").exists());
         fs::remove_dir_all(&base).unwrap();
     }
 

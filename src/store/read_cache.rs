@@ -27,7 +27,7 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use crate::engine::{
-    ContentType, CoreMessage, Counted, Cut, KeptCut, Name, Role, Tokenizer, may_withhold,
+    ContentType, CoreMessage, Counted, Cut, IdMap, KeptCut, Name, Role, Tokenizer, may_withhold,
 };
 use crate::formats::{
     Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, Slot, Transcript,
@@ -764,16 +764,16 @@ impl SessionDir {
     /// that withheld them ([`CoreMessage::withheld`]) reads them once its
     /// view shows them; read before the turn writes the cache.
     pub fn read_words(&self, spans: &[(u64, usize)]) -> io::Result<Vec<String>> {
-        let mut file = std::fs::File::open(self.read_cache_path())?;
-        spans
-            .iter()
-            .map(|&(at, len)| {
-                let mut words = vec![0u8; len];
-                file.seek(SeekFrom::Start(at))?;
-                file.read_exact(&mut words)?;
-                String::from_utf8(words).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-            })
-            .collect()
+        read_words(&self.read_cache_path(), spans)
+    }
+
+    /// Where the words a warm read left in the read cache lie: `at` gives
+    /// where each message's start, by id.
+    pub fn left_words<'a>(&self, at: IdMap<'a, u64>) -> LeftWords<'a> {
+        LeftWords {
+            path: self.read_cache_path(),
+            at,
+        }
     }
 
     /// Appends to the read cache what follows `end`, which it was read
@@ -814,6 +814,60 @@ impl SessionDir {
     /// Replaces the read cache: a temp file renamed over it, not synced.
     pub fn save_read_cache(&self, source: &CacheSource) -> Result<(), StoreError> {
         source.finish_draft(source.draft(&self.dir)?)
+    }
+}
+
+/// The words at each `(offset, length)` of the file at `path`.
+fn read_words(path: &std::path::Path, spans: &[(u64, usize)]) -> io::Result<Vec<String>> {
+    let mut file = std::fs::File::open(path)?;
+    spans
+        .iter()
+        .map(|&(at, len)| {
+            let mut words = vec![0u8; len];
+            file.seek(SeekFrom::Start(at))?;
+            file.read_exact(&mut words)?;
+            String::from_utf8(words).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        })
+        .collect()
+}
+
+/// Where a warm read left the words of the messages it handed over without
+/// them ([`CoreMessage::withheld`]): the read cache, and where each one's
+/// words start in it, by message id. Empty after a whole read. What an
+/// archive of such messages is rendered from, one archive's words at a time.
+#[derive(Debug, Default)]
+pub struct LeftWords<'a> {
+    path: PathBuf,
+    at: IdMap<'a, u64>,
+}
+
+impl LeftWords<'_> {
+    /// `messages` given their words from the read cache.
+    pub fn worded(&self, messages: &[&CoreMessage]) -> Result<Vec<CoreMessage>, StoreError> {
+        let io = |source| StoreError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let spans = messages
+            .iter()
+            .map(|m| {
+                let at = self.at.get(m.id.as_str()).ok_or_else(|| {
+                    let what = format!("the words of {} are not in the read cache", m.id);
+                    io(io::Error::new(io::ErrorKind::NotFound, what))
+                })?;
+                Ok((*at, m.text_len()))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let words = read_words(&self.path, &spans).map_err(io)?;
+        Ok(messages
+            .iter()
+            .zip(words)
+            .map(|(m, text)| CoreMessage {
+                text,
+                withheld: None,
+                ..(*m).clone()
+            })
+            .collect())
     }
 }
 

@@ -204,12 +204,10 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
     let addressable =
         |m: &CoreMessage| !resolver.covered(&m.id) && state.message_refs.usable(&m.id).is_some();
     let original_chars = |m: &CoreMessage| {
-        tokens::chars(
-            input
-                .originals
-                .get(m.id.as_str())
-                .map_or(m.text.as_str(), |o| o.text.as_str()),
-        )
+        input
+            .originals
+            .get(m.id.as_str())
+            .map_or_else(|| tokens::chars(&m.text), |o| o.chars())
     };
     if !input.replay && !kept.iter().any(|s| s.names_block) {
         let min = input.config.compress.min_compress_range;

@@ -87,9 +87,19 @@ impl ArchiveFile {
         }
     }
 
+    /// The ids of the messages it is rendered from, in its order.
+    pub fn message_ids(&self) -> impl Iterator<Item = &str> {
+        self.items.iter().filter_map(|i| match i {
+            Item::Message { id, .. } => Some(id.as_str()),
+            Item::Block(_) => None,
+        })
+    }
+
     /// The markdown, with each message's text taken from `originals`: the
     /// history the call was answered against, which holds every message the
-    /// archive names (indexing panics on one it does not).
+    /// archive names (indexing panics on one it does not), each with its
+    /// words: one without them ([`CoreMessage::withheld`]) panics rather
+    /// than be archived empty.
     pub fn render(&self, originals: &IdMap<'_, &CoreMessage>) -> String {
         render(&ArchiveInput {
             block: &self.block,
@@ -100,10 +110,17 @@ impl ArchiveFile {
                 .iter()
                 .map(|i| match i {
                     Item::Block(b) => Entry::Block(b),
-                    Item::Message { reference, id } => Entry::Message {
-                        reference: reference.as_deref(),
-                        message: originals[id.as_str()],
-                    },
+                    Item::Message { reference, id } => {
+                        let message = originals[id.as_str()];
+                        assert!(
+                            message.withheld.is_none(),
+                            "{id}: archived without its words"
+                        );
+                        Entry::Message {
+                            reference: reference.as_deref(),
+                            message,
+                        }
+                    }
                 })
                 .collect(),
         })

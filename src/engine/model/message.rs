@@ -368,6 +368,13 @@ impl CoreMessage {
         self.withheld.map_or(self.text.len(), |n| n.get() as usize)
     }
 
+    /// The characters of its text, its words read or not: those not read
+    /// are all ASCII, a character a byte.
+    pub fn chars(&self) -> usize {
+        self.withheld
+            .map_or_else(|| super::tokens::chars(&self.text), |n| n.get() as usize)
+    }
+
     /// Appends a ref tag as `tag::append` lays it out.
     pub fn append_tag(&mut self, tag: &str) {
         let start = self.text.len();
