@@ -184,14 +184,10 @@ impl<'g> Context<'g> {
         if p.unfilled.is_empty() {
             return true;
         }
-        let history = &self.history;
-        let places: IdMap<'_, u64> = (self.loaded.read.withheld.iter())
-            .map(|&(i, at)| (history[i].id.as_str(), at))
+        let wanted: Option<Vec<(&str, usize)>> = (p.unfilled.iter())
+            .map(|u| Some((p.view.get(u.at)?.id.as_str(), u.len)))
             .collect();
-        let spans: Option<Vec<(u64, usize)>> = (p.unfilled.iter())
-            .map(|u| Some((*places.get(p.view.get(u.at)?.id.as_str())?, u.len)))
-            .collect();
-        let Some(Ok(words)) = spans.map(|s| self.session().read_words(&s)) else {
+        let Some(Ok(words)) = wanted.map(|w| self.left_words().words(&w)) else {
             return false;
         };
         for (u, words) in p.unfilled.iter().zip(words) {
@@ -576,8 +572,6 @@ impl<'g> Context<'g> {
     }
 }
 
-/// A read cache of a transcript read whole that keeps every word: what a
-/// turn that can hide nothing leaves (see [`Context::project_drafting`]).
 /// Whether a read cache written after a projection keeps the words of
 /// the history's `i`th message `m`: not left out already (`elided`), and
 /// not hidden by a block (`hidden`, by place; those past its end are not)
@@ -596,6 +590,8 @@ fn keeps(
             || m.tool_name == COMPRESS_TOOL)
 }
 
+/// A read cache of a transcript read whole that keeps every word: what a
+/// turn that can hide nothing leaves (see [`Context::project_drafting`]).
 fn every_word<'a>(
     transcript: &'a Transcript,
     history: &'a [CoreMessage],

@@ -383,8 +383,8 @@ pub trait Decode: Sized {
     fn with_capacity(messages: usize, blocks: usize) -> Self;
     /// One message, its blocks still to come: `blocks` of them.
     fn message(&mut self, message: CachedMessage, blocks: usize);
-    /// One block of the last message, its count taken with `tokenizer`.
-    fn block(&mut self, block: CachedBlock, tokenizer: Tokenizer);
+    /// One block of the last message, its core's count known.
+    fn block(&mut self, block: CachedBlock);
 }
 
 impl Decode for Vec<CachedMessage> {
@@ -395,7 +395,7 @@ impl Decode for Vec<CachedMessage> {
         message.blocks.reserve_exact(blocks);
         self.push(message);
     }
-    fn block(&mut self, block: CachedBlock, _: Tokenizer) {
+    fn block(&mut self, block: CachedBlock) {
         if let Some(m) = self.last_mut() {
             m.blocks.push(block);
         }
@@ -447,7 +447,7 @@ impl Decode for WarmMessages {
     /// Blocks whose words were not kept come back with empty text and their
     /// count, and are marked by place: a view that would show one cannot be
     /// served from the cache.
-    fn block(&mut self, b: CachedBlock, tokenizer: Tokenizer) {
+    fn block(&mut self, b: CachedBlock) {
         let (mi, Some(m)) = (
             self.messages.len().wrapping_sub(1),
             self.messages.last_mut(),
@@ -463,13 +463,9 @@ impl Decode for WarmMessages {
         if let Some(at) = b.words_at {
             self.withheld.push((self.history.len(), at));
         }
-        let core = CoreMessage {
-            counted: Counted::known_with(tokenizer, b.tokens as usize, b.facts),
-            ..b.core
-        };
         m.blocks
-            .push(Block::of(&core, RawJson::default(), b.source));
-        self.history.push(core);
+            .push(Block::of(&b.core, RawJson::default(), b.source));
+        self.history.push(b.core);
     }
 }
 
@@ -689,7 +685,7 @@ impl<M: Decode> ReadCache<M> {
                     source: BlockSource { record, slot },
                     words_at,
                 };
-                messages.block(block, tokenizer);
+                messages.block(block);
             }
         }
         if decoded != blocks {
@@ -842,23 +838,31 @@ pub struct LeftWords<'a> {
 }
 
 impl LeftWords<'_> {
-    /// `messages` given their words from the read cache.
-    pub fn worded(&self, messages: &[&CoreMessage]) -> Result<Vec<CoreMessage>, StoreError> {
+    /// The words of each message `(id, length)` names, from the read cache.
+    pub fn words(&self, wanted: &[(&str, usize)]) -> Result<Vec<String>, StoreError> {
         let io = |source| StoreError::Io {
             path: self.path.clone(),
             source,
         };
-        let spans = messages
+        let spans = wanted
             .iter()
-            .map(|m| {
-                let at = self.at.get(m.id.as_str()).ok_or_else(|| {
-                    let what = format!("the words of {} are not in the read cache", m.id);
+            .map(|&(id, len)| {
+                let at = self.at.get(id).ok_or_else(|| {
+                    let what = format!("the words of {id} are not in the read cache");
                     io(io::Error::new(io::ErrorKind::NotFound, what))
                 })?;
-                Ok((*at, m.text_len()))
+                Ok((*at, len))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let words = read_words(&self.path, &spans).map_err(io)?;
+        read_words(&self.path, &spans).map_err(io)
+    }
+
+    /// `messages` given their words from the read cache.
+    pub fn worded(&self, messages: &[&CoreMessage]) -> Result<Vec<CoreMessage>, StoreError> {
+        let wanted: Vec<(&str, usize)> = (messages.iter())
+            .map(|m| (m.id.as_str(), m.text_len()))
+            .collect();
+        let words = self.words(&wanted)?;
         Ok(messages
             .iter()
             .zip(words)

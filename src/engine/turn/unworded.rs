@@ -72,7 +72,7 @@ pub fn may_withhold(m: &CoreMessage, len: usize, tokenizer: Tokenizer) -> bool {
 /// The longest tool name [`may_withhold`] takes: its tag (a ref, a figure
 /// and the name, about fifty bytes more) stays shorter than the fewest
 /// characters a cut keeps ([`truncate::LAST_RESORT_KEEP_CHARS`]).
-pub const MAX_WITHHELD_TOOL_NAME: usize = 256;
+const MAX_WITHHELD_TOOL_NAME: usize = 256;
 
 /// A tool result in view whose words the history did not hold
 /// ([`CoreMessage::withheld`]): its text is left empty, for the host to
@@ -433,5 +433,35 @@ impl<'a> Unworded<'a> {
     /// [`Unworded::word_all`], in the view's order.
     pub fn unfilled(&mut self) -> Vec<Unfilled> {
         std::mem::take(&mut self.unfilled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The longest tag a result whose words were not read can have (the
+    /// highest ref, the widest figure, the longest name it takes) is
+    /// shorter than what the last resort's cut keeps: such a result is
+    /// always cut from its length, never worded first.
+    #[test]
+    fn a_withheld_result_s_tag_is_shorter_than_any_cut_keeps() {
+        let name = "n".repeat(MAX_WITHHELD_TOOL_NAME);
+        let tag = tag::render("m99999", usize::MAX / 2, Some(&name));
+        let suffix = tag::suffix(1, &tag);
+        assert!(
+            tokens::chars(&suffix) < truncate::LAST_RESORT_KEEP_CHARS,
+            "{suffix}"
+        );
+        let m = CoreMessage::tool_result("r", "c", name.as_str(), "");
+        m.counted.learn("plain words");
+        assert!(may_withhold(&m, 11, Tokenizer::Estimate));
+        let longer = CoreMessage::tool_result("r", "c", format!("{name}n"), "");
+        longer.counted.learn("plain words");
+        assert!(!may_withhold(&longer, 11, Tokenizer::Estimate));
+        assert!(!may_withhold(&m, 11, Tokenizer::O200k));
+        let marked = CoreMessage::tool_result("r", "c", "Read", "");
+        marked.counted.learn(crate::engine::model::marker::MARKER);
+        assert!(!may_withhold(&marked, 11, Tokenizer::Estimate));
     }
 }
