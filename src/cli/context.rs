@@ -213,11 +213,14 @@ impl<'g> Context<'g> {
     /// Where the words the read cache kept back lie in it, by message id:
     /// what archives of those messages are rendered from.
     pub fn left_words(&self) -> LeftWords<'_> {
-        let history = &self.history;
-        let at = (self.loaded.read.withheld.iter())
+        let (history, read) = (&self.history, &self.loaded.read);
+        let Some(words) = &read.words else {
+            return LeftWords::default();
+        };
+        let at = (read.withheld.iter())
             .map(|&(i, at)| (history[i].id.as_str(), at))
             .collect();
-        self.session().left_words(at)
+        words.left(at)
     }
 
     /// Reads into the history every word the read cache kept back. False
@@ -251,7 +254,8 @@ impl<'g> Context<'g> {
         let spans: Vec<(u64, usize)> = (taken.iter())
             .map(|&(i, at)| (at, self.history[i].text_len()))
             .collect();
-        let Ok(words) = self.session().read_words(&spans) else {
+        let read = self.loaded.read.words.as_ref().map(|w| w.read(&spans));
+        let Some(Ok(words)) = read else {
             return false;
         };
         for (&(i, _), words) in taken.iter().zip(words) {

@@ -81,6 +81,8 @@ pub struct HowRead {
     /// over without them lie in it, by place (see
     /// [`CoreMessage::withheld`](crate::engine::CoreMessage::withheld)).
     pub withheld: Vec<(usize, u64)>,
+    /// From the cache: the file those words are read from, held open.
+    pub words: Option<crate::store::WordsFile>,
 }
 
 /// Reads the transcript named on the command line and resolves its session
@@ -547,6 +549,7 @@ fn read_on(
         appendable,
         cuts,
         withheld: warm.withheld,
+        words: warm.words,
     };
     let loaded = locate(global, path, name, read_on.transcript, read)?;
     Ok((loaded.session.dir == session.dir).then_some(loaded))

@@ -292,7 +292,8 @@ mod tests {
             ..whole.clone()
         };
         let archive = file("tier1/b1.md");
-        let left = s.left_words([("m1", 4)].into_iter().collect());
+        let cache = crate::store::WordsFile::open(s.dir.join("read-cache.bin")).unwrap();
+        let left = cache.left([("m1", 4)].into_iter().collect());
         let state = CompressionState::new("sess");
         s.commit([&archive], (&originals(&unread), &left), &state)
             .unwrap();
@@ -300,7 +301,7 @@ mod tests {
         assert_eq!(written, archive.render(&originals(&whole)));
         assert!(written.contains(&words));
         fs::remove_file(s.dir.join("tier1/b1.md")).unwrap();
-        let nowhere = s.left_words(IdMap::default());
+        let nowhere = cache.left(IdMap::default());
         let err = s
             .commit([&archive], (&originals(&unread), &nowhere), &state)
             .unwrap_err();

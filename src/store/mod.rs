@@ -16,6 +16,6 @@ pub use lock::SessionLock;
 pub use output::write_output;
 pub use read_cache::{
     CacheDraft, CacheEnd, CacheSource, Digest, LeftWords, ReadCache, Unparsed, Warm, WarmMessages,
-    digest, fill_shown,
+    WordsFile, digest, fill_shown,
 };
 pub use state_file::{SessionDir, StoreError};

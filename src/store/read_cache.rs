@@ -25,6 +25,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::num::NonZeroU32;
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
 
 use crate::engine::{
     ContentType, CoreMessage, Counted, Cut, IdMap, KeptCut, Name, Role, Tokenizer, may_withhold,
@@ -194,9 +195,10 @@ pub struct Warm {
     /// The last turn's cuts, as [`ReadCache::cuts`].
     pub cuts: Vec<(String, KeptCut)>,
     /// Where in the cache file the words of each message of `history` the
-    /// turn was handed without them lie, by place in `history`, in order:
-    /// read with [`SessionDir::read_words`] once a view shows them.
+    /// turn was handed without them lie, by place in `history`, in order.
     pub withheld: Vec<(usize, u64)>,
+    /// The cache file they are read from, when there are any.
+    pub words: Option<WordsFile>,
 }
 
 /// A cached message's JSON, not parsed yet: its position, its own JSON and
@@ -412,6 +414,7 @@ pub struct WarmMessages {
     elided: Vec<bool>,
     raws: Vec<Unparsed>,
     withheld: Vec<(usize, u64)>,
+    words: Option<WordsFile>,
 }
 
 impl Decode for WarmMessages {
@@ -427,6 +430,7 @@ impl Decode for WarmMessages {
             elided: Vec::with_capacity(blocks),
             raws: Vec::new(),
             withheld: Vec::new(),
+            words: None,
         }
     }
     fn message(&mut self, m: CachedMessage, blocks: usize) {
@@ -481,6 +485,7 @@ impl ReadCache<WarmMessages> {
             elided,
             raws,
             withheld,
+            words,
         } = self.messages;
         let transcript = Transcript {
             format: self.format,
@@ -499,6 +504,7 @@ impl ReadCache<WarmMessages> {
             raws,
             cuts: self.cuts,
             withheld,
+            words,
         }
     }
 }
@@ -749,27 +755,14 @@ impl SessionDir {
         withhold: bool,
         read: impl FnOnce(u64) -> T,
     ) -> Option<(ReadCache<WarmMessages>, T)> {
-        ReadCache::read_from(
-            std::fs::File::open(self.read_cache_path()).ok()?,
-            withhold,
-            read,
-        )
-    }
-
-    /// The words at each `(offset, length)` of the read cache, as a turn
-    /// that withheld them ([`CoreMessage::withheld`]) reads them once its
-    /// view shows them; read before the turn writes the cache.
-    pub fn read_words(&self, spans: &[(u64, usize)]) -> io::Result<Vec<String>> {
-        read_words(&self.read_cache_path(), spans)
-    }
-
-    /// Where the words a warm read left in the read cache lie: `at` gives
-    /// where each message's start, by id.
-    pub fn left_words<'a>(&self, at: IdMap<'a, u64>) -> LeftWords<'a> {
-        LeftWords {
-            path: self.read_cache_path(),
-            at,
+        let path = self.read_cache_path();
+        let file = std::fs::File::open(&path).ok()?;
+        let (mut cache, made) = ReadCache::<WarmMessages>::read_from(&file, withhold, read)?;
+        if !cache.messages.withheld.is_empty() {
+            let file = Mutex::new(file);
+            cache.messages.words = Some(WordsFile { path, file });
         }
+        Some((cache, made))
     }
 
     /// Appends to the read cache what follows `end`, which it was read
@@ -813,18 +806,49 @@ impl SessionDir {
     }
 }
 
-/// The words at each `(offset, length)` of the file at `path`.
-fn read_words(path: &std::path::Path, spans: &[(u64, usize)]) -> io::Result<Vec<String>> {
-    let mut file = std::fs::File::open(path)?;
-    spans
-        .iter()
-        .map(|&(at, len)| {
+/// The read cache a warm read left words in ([`CoreMessage::withheld`]),
+/// held open from the read on: the words come from the very file whose
+/// checksum the read checked, whatever is renamed over its path meanwhile
+/// (a dry run takes no lock). A writer appending to the file leaves the
+/// bytes the read took in as they were.
+#[derive(Debug)]
+pub struct WordsFile {
+    path: PathBuf,
+    file: Mutex<std::fs::File>,
+}
+
+impl WordsFile {
+    /// The file at `path`, as a warm read leaves it open.
+    #[cfg(test)]
+    pub(crate) fn open(path: PathBuf) -> io::Result<WordsFile> {
+        let file = Mutex::new(std::fs::File::open(&path)?);
+        Ok(WordsFile { path, file })
+    }
+
+    /// The words at each `(offset, length)` of the file.
+    pub fn read(&self, spans: &[(u64, usize)]) -> Result<Vec<String>, StoreError> {
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let read = spans.iter().map(|&(at, len)| {
             let mut words = vec![0u8; len];
             file.seek(SeekFrom::Start(at))?;
             file.read_exact(&mut words)?;
             String::from_utf8(words).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-        })
-        .collect()
+        });
+        read.collect::<io::Result<_>>()
+            .map_err(|source| StoreError::Io {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    /// Where the words of each message lie in it (`at`, by id), to be read
+    /// by the messages' ids.
+    pub fn left<'a>(&'a self, at: IdMap<'a, u64>) -> LeftWords<'a> {
+        LeftWords {
+            file: Some(self),
+            at,
+        }
+    }
 }
 
 /// Where a warm read left the words of the messages it handed over without
@@ -833,28 +857,27 @@ fn read_words(path: &std::path::Path, spans: &[(u64, usize)]) -> io::Result<Vec<
 /// archive of such messages is rendered from, one archive's words at a time.
 #[derive(Debug, Default)]
 pub struct LeftWords<'a> {
-    path: PathBuf,
+    file: Option<&'a WordsFile>,
     at: IdMap<'a, u64>,
 }
 
 impl LeftWords<'_> {
     /// The words of each message `(id, length)` names, from the read cache.
     pub fn words(&self, wanted: &[(&str, usize)]) -> Result<Vec<String>, StoreError> {
-        let io = |source| StoreError::Io {
-            path: self.path.clone(),
-            source,
-        };
         let spans = wanted
             .iter()
-            .map(|&(id, len)| {
-                let at = self.at.get(id).ok_or_else(|| {
-                    let what = format!("the words of {id} are not in the read cache");
-                    io(io::Error::new(io::ErrorKind::NotFound, what))
-                })?;
-                Ok((*at, len))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        read_words(&self.path, &spans).map_err(io)
+            .map(|&(id, len)| Some((*self.at.get(id)?, len)))
+            .collect::<Option<Vec<_>>>();
+        match (self.file, spans) {
+            (Some(file), Some(spans)) => file.read(&spans),
+            _ => Err(StoreError::Io {
+                path: PathBuf::from(FILE),
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "words a message was handed over without are not in the read cache",
+                ),
+            }),
+        }
     }
 
     /// `messages` given their words from the read cache.
@@ -1639,10 +1662,15 @@ mod append_tests {
         let bad = file.len() as u64;
         file.extend_from_slice(&[0xff, 0xfe]);
         std::fs::write(session.read_cache_path(), &file).unwrap();
-        let words = session.read_words(&[(at, long.len()), (at, 4)]).unwrap();
+        let held = WordsFile::open(session.read_cache_path()).unwrap();
+        // Another cache renamed over it changes nothing for the one held.
+        let other = base.join("other");
+        std::fs::write(&other, "x".repeat(file.len())).unwrap();
+        std::fs::rename(&other, session.read_cache_path()).unwrap();
+        let words = held.read(&[(at, long.len()), (at, 4)]).unwrap();
         assert_eq!(words, [long.clone(), long[..4].to_string()]);
-        assert!(session.read_words(&[(bad, 2)]).is_err());
-        assert!(session.read_words(&[(bad, 9)]).is_err());
+        assert!(held.read(&[(bad, 2)]).is_err());
+        assert!(held.read(&[(bad, 9)]).is_err());
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
