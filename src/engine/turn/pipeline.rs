@@ -853,22 +853,12 @@ mod tests {
             }
             let left = without_long_words(&h);
             let cfg = Config::for_window(window);
-            let sections = Sections::default();
             let (mut whole, mut warm) = (CompressionState::new("s"), CompressionState::new("s"));
             let (mut cuts_whole, mut cuts_warm) = (Vec::new(), Vec::new());
             for _ in 0..2 {
                 let run = |st: &mut CompressionState, history: &[CoreMessage], kept: &[(String, KeptCut)]| {
                     let kept: IdMap<'_, KeptCut> = kept.iter().map(|(id, c)| (id.as_str(), *c)).collect();
-                    project(st, &TurnInput {
-                        history,
-                        config: &cfg,
-                        input_tokens: None,
-                        recorded: &[],
-                        sections: &sections,
-                        force_nudge: false,
-                        for_call: false,
-                        cuts: &kept,
-                    })
+                    project(st, &TurnInput { config: &cfg, cuts: &kept, ..turn(history) })
                 };
                 let want = run(&mut whole, &h, &cuts_whole);
                 let mut got = run(&mut warm, &left, &cuts_warm);
