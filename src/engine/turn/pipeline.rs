@@ -130,18 +130,17 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     // Tool results come without their words until the view is done: what
     // is cut is cut from the original, and what is left out never copied.
     // The view is in the order its refs were handed out.
-    let mut near = 0;
-    let mut view: Vec<CoreMessage> = view
-        .into_iter()
-        .map(|m| {
-            let (refs, snapshot) = (&state.message_refs, &mut state.token_snapshot);
-            let near = &mut near;
-            if unworded.tag(&m, |original| tag_for(refs, snapshot, original, cfg, near)) {
-                return m;
-            }
-            render_tag(refs, snapshot, m, cfg, near)
-        })
-        .collect();
+    // Tagged where they stand: a long view's messages are not moved.
+    let mut view = view;
+    let (refs, snapshot, mut near) = (&state.message_refs, &mut state.token_snapshot, 0);
+    for m in &mut view {
+        let near = &mut near;
+        if !unworded.tag(m, |original| tag_for(refs, snapshot, original, cfg, near))
+            && let Some(t) = tag_for(refs, snapshot, m, cfg, near)
+        {
+            m.append_tag(&t);
+        }
+    }
     // Results cut on earlier turns are cut again; the others held are
     // counted.
     let (mut truncation, cut) =
@@ -447,21 +446,6 @@ pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) ->
     };
     let kept: Vec<CoreMessage> = pruned.iter().filter(|m| !spent(m)).cloned().collect();
     view::drop_unpaired(kept)
-}
-
-/// Appends the ref tag to a taggable message that has a ref (see
-/// [`tag_for`]).
-fn render_tag(
-    refs: &MessageRefs,
-    token_snapshot: &mut BTreeMap<Name, usize>,
-    mut m: CoreMessage,
-    cfg: &Config,
-    near: &mut usize,
-) -> CoreMessage {
-    if let Some(t) = tag_for(refs, token_snapshot, &m, cfg, near) {
-        m.append_tag(&t);
-    }
-    m
 }
 
 /// The ref tag of a taggable message that has a ref, its token figure
