@@ -1605,6 +1605,52 @@ mod append_tests {
         read.map(|(cache, ())| cache.into_transcript())
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+        /// Over chat logs of tool outputs of every kind (short, long, not
+        /// ASCII, holding the marker, some folded away), a warm read that
+        /// leaves words in the file gives the history a read of every word
+        /// gives but for those texts, and each of those lies in the file
+        /// where the read says, byte for byte.
+        #[test]
+        fn words_left_in_the_cache_lie_where_the_read_says(
+            outputs in proptest::collection::vec(("[a-z \n]{0,400}", 0u8..6), 1..30),
+            fold in proptest::collection::vec(0usize..90, 0..6),
+        ) {
+            let mut lines = vec![json!({"role": "user", "content": "go"}).to_string()];
+            for (i, (words, kind)) in outputs.iter().enumerate() {
+                let words = match kind {
+                    0 => format!("{words}é"),
+                    1 => format!("{words}[truncated for context space"),
+                    2 => words.repeat(3),
+                    _ => words.clone(),
+                };
+                let id = format!("c{i}");
+                let call = json!({"id": id, "type": "function", "function": {"name": "Bash", "arguments": "{}"}});
+                lines.push(json!({"role": "assistant", "content": null, "tool_calls": [call]}).to_string());
+                lines.push(json!({"role": "tool", "tool_call_id": id, "content": words}).to_string());
+            }
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            let bytes = written(&text, &fold, None, &[]);
+            let (left, whole) = (warm(&bytes, true).unwrap(), warm(&bytes, false).unwrap());
+            proptest::prop_assert!(whole.withheld.is_empty());
+            let mut at = left.withheld.iter().peekable();
+            for (i, (m, w)) in left.history.iter().zip(&whole.history).enumerate() {
+                match at.next_if(|(j, _)| *j == i) {
+                    Some(&(_, start)) => {
+                        let len = w.text.len();
+                        proptest::prop_assert!(m.text.is_empty() && m.text_len() == len && len >= WITHHELD_MIN);
+                        proptest::prop_assert_eq!(&bytes[start as usize..][..len], w.text.as_bytes());
+                        proptest::prop_assert!(w.text.is_ascii() && !w.text.contains("[truncated"));
+                    }
+                    None => proptest::prop_assert_eq!(m, w),
+                }
+            }
+            proptest::prop_assert!(at.next().is_none());
+        }
+    }
+
     #[test]
     fn a_warm_read_leaves_long_ascii_outputs_in_the_file_where_it_finds_them_again() {
         let long = "a line of output, all ASCII\n".repeat(40);
