@@ -399,7 +399,9 @@ pub fn cut_pieces(
         after: noted.tokens(),
         chars: noted.chars(),
     };
-    if let (false, Body::Words(text, _)) = (cfg.tokenizer == Tokenizer::Estimate, body) {
+    if cfg.tokenizer != Tokenizer::Estimate
+        && let Body::Words(text, _) = body
+    {
         cut.after = cfg.count(&cut.text(text, suffix));
     }
     Some(cut)
