@@ -32,7 +32,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     // decoded; the command says it writes once it has found its call.
     let mut cx = Context::open(
         global,
-        load_for_turn(global, &args.transcript, Some(Access::Write), true)?,
+        load_for_turn(global, &args.transcript, Some(Access::Write))?,
         Access::Read,
     )?;
     // A call that is not there is a usage error before anything is touched.
@@ -117,16 +117,18 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     // are read first. It only saves work: a cache that cannot be written
     // leaves the last turn's, which the next turn checks.
     let cache_warning = (!answer.hidden.is_empty())
-        .then(|| {
-            cx.read_kept_withheld(&answer.hidden);
-            cx.save_read_cache(
-                &answer.state,
-                &answer.hidden,
-                &[],
-                &answer.cuts,
-                CacheWrite::Anew,
-            )
-            .err()
+        .then(|| match cx.read_kept_withheld(&answer.hidden) {
+            true => cx
+                .save_read_cache(
+                    &answer.state,
+                    &answer.hidden,
+                    &[],
+                    &answer.cuts,
+                    CacheWrite::Anew,
+                )
+                .err()
+                .map(|e| e.to_string()),
+            false => Some("the words it keeps could not be read back from it".into()),
         })
         .flatten()
         .map(|e| format!("the read cache was not saved: {e}"));

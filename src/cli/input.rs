@@ -110,17 +110,16 @@ pub fn load_with_records(global: &Global, path: &Path) -> Result<Loaded, CliErro
 /// bytes are marked so the turn can leave a cache for the next one. With
 /// `early`, a turn read on from the cache takes the session's lock (for
 /// [`Access::Write`]) and loads its state while it decodes the cache (see
-/// [`Early`]). With `withhold`, for a turn that only projects, the long
-/// tool outputs of the prefix are left in the cache until the view shows
-/// them (see [`Context::fill_unfilled`](super::context::Context::fill_unfilled)).
+/// [`Early`]). Read on from the cache, the long tool outputs of the prefix
+/// are left in it until a view shows them or an archive takes them (see
+/// [`CoreMessage::withheld`](crate::engine::CoreMessage::withheld)).
 pub fn load_for_turn(
     global: &Global,
     path: &Path,
     early: Option<Access>,
-    withhold: bool,
 ) -> Result<Loaded, CliError> {
     if path.as_os_str() != "-"
-        && let Some(loaded) = load_warm(global, path, early, withhold)?
+        && let Some(loaded) = load_warm(global, path, early)?
     {
         return Ok(loaded);
     }
@@ -394,7 +393,6 @@ fn load_warm(
     global: &Global,
     path: &Path,
     access: Option<Access>,
-    withhold: bool,
 ) -> Result<Option<Loaded>, CliError> {
     // Whatever goes wrong reading here, the whole read says it properly.
     let name = path.display().to_string();
@@ -450,7 +448,7 @@ fn load_warm(
         });
         let digesting = |length| s.spawn(move || digest_prefix(file, length));
         let Some((cache, digested)) = session
-            .load_read_cache(withhold, digesting)
+            .load_read_cache(digesting)
             .filter(|(c, _)| format(global.format).is_none_or(|f| f == c.format))
         else {
             return Ok(None);

@@ -18,7 +18,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     } else {
         Access::Write
     };
-    let loaded = load_for_turn(global, &args.transcript, Some(access), true)?;
+    let loaded = load_for_turn(global, &args.transcript, Some(access))?;
     let mut cx = Context::open(global, loaded, access)?;
     let learned = args.overflow_error.as_deref().map(window_from_error);
     let unread_window = matches!(learned, Some(None))

@@ -749,15 +749,15 @@ impl SessionDir {
     /// The session's read cache, if there is one that decodes, with what
     /// `read` made of the length of transcript it says was read: called as
     /// soon as the trailer is read, before the messages are decoded, so the
-    /// caller can check the transcript meanwhile.
+    /// caller can check the transcript meanwhile. Long tool outputs' words
+    /// are left in the file, held open ([`WordsFile`]).
     pub fn load_read_cache<T>(
         &self,
-        withhold: bool,
         read: impl FnOnce(u64) -> T,
     ) -> Option<(ReadCache<WarmMessages>, T)> {
         let path = self.read_cache_path();
         let file = std::fs::File::open(&path).ok()?;
-        let (mut cache, made) = ReadCache::<WarmMessages>::read_from(&file, withhold, read)?;
+        let (mut cache, made) = ReadCache::<WarmMessages>::read_from(&file, true, read)?;
         if !cache.messages.withheld.is_empty() {
             let file = Mutex::new(file);
             cache.messages.words = Some(WordsFile { path, file });
