@@ -207,7 +207,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
         input
             .originals
             .get(m.id.as_str())
-            .map_or_else(|| tokens::chars(&m.text), |o| o.chars())
+            .map_or_else(|| tokens::chars(&m.text), |o| o.tally().chars())
     };
     if !input.replay && !kept.iter().any(|s| s.names_block) {
         let min = input.config.compress.min_compress_range;

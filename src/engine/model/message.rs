@@ -368,11 +368,14 @@ impl CoreMessage {
         self.withheld.map_or(self.text.len(), |n| n.get() as usize)
     }
 
-    /// The characters of its text, its words read or not: those not read
-    /// are all ASCII, a character a byte.
-    pub fn chars(&self) -> usize {
-        self.withheld
-            .map_or_else(|| super::tokens::chars(&self.text), |n| n.get() as usize)
+    /// The estimate's tally of its text, its words read or not: read off
+    /// the length when the text is known to be ASCII, as words not read
+    /// always are (see [`Counted::tally`]).
+    pub fn tally(&self) -> Tally {
+        match self.withheld {
+            Some(len) => Tally::ascii(len.get() as usize),
+            None => self.counted.tally(&self.text),
+        }
     }
 
     /// Appends a ref tag as `tag::append` lays it out.

@@ -141,15 +141,6 @@ impl Held<'_> {
             None => Body::Words(&self.original.text, &self.original.counted),
         }
     }
-
-    /// The estimate's tally of its words, read off their length when they
-    /// are known to be ASCII (always, when they were not read).
-    fn tally(&self) -> Tally {
-        match self.original.withheld {
-            Some(len) => Tally::ascii(len.get() as usize),
-            None => self.original.counted.tally(&self.original.text),
-        }
-    }
 }
 
 impl<'a> Unworded<'a> {
@@ -278,7 +269,7 @@ impl<'a> Unworded<'a> {
             (Tokenizer::Estimate, false) => {
                 // Every character is tallied as one kind or the other; the
                 // original's tally is read off its length when it is ASCII.
-                let tally = h.tally() + Tally::of(&h.suffix);
+                let tally = h.original.tally() + Tally::of(&h.suffix);
                 h.chars = Some(tally.chars());
                 tally.tokens()
             }
@@ -295,7 +286,7 @@ impl<'a> Unworded<'a> {
             // known to be ASCII, as its count with a tag is.
             Some(h) => h
                 .chars
-                .unwrap_or_else(|| h.tally().chars() + tokens::chars(&h.suffix)),
+                .unwrap_or_else(|| h.original.tally().chars() + tokens::chars(&h.suffix)),
             None => tokens::chars(&m.text),
         }
     }
@@ -379,16 +370,18 @@ impl<'a> Unworded<'a> {
     }
 
     /// Copies a held message's words in, tagged as any message's are: it
-    /// is no longer held. One whose words were not read is left as it is
-    /// (see [`Unworded::word_all`]).
+    /// is no longer held. Only for one whose words were read (those not
+    /// read are listed by [`Unworded::word_all`]).
     fn word(&mut self, m: &mut CoreMessage) {
-        let Some(at) = self.place(m) else {
-            return;
-        };
-        let h = &mut self.held[at];
-        if h.original.withheld.is_some() {
-            return;
+        if let Some(at) = self.place(m) {
+            self.word_at(at, m);
         }
+    }
+
+    /// [`Unworded::word`] of `m`, held at `at` (its [`Unworded::place`]).
+    fn word_at(&mut self, at: usize, m: &mut CoreMessage) {
+        let h = &mut self.held[at];
+        debug_assert!(h.original.withheld.is_none(), "{}: no words to copy", m.id);
         h.live = false;
         self.live -= 1;
         let h = &*h;
@@ -414,7 +407,7 @@ impl<'a> Unworded<'a> {
             };
             let h = &mut self.held[at];
             let Some(len) = h.original.withheld else {
-                self.word(m);
+                self.word_at(at, m);
                 continue;
             };
             h.live = false;
