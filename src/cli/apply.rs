@@ -85,6 +85,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
                 created: &created,
                 now,
                 cuts: &cx.kept_cuts(),
+                carry: None,
             },
         )
     };

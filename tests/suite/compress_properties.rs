@@ -219,6 +219,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 created: "",
                 now: 0,
                 cuts: &IdMap::default(),
+                carry: None,
             },
         );
         let panel = answer.panel;

@@ -19,7 +19,8 @@ use crate::engine::model::state::{AppliedCall, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
 use crate::engine::turn::truncate::KeptCut;
-use crate::engine::turn::{Projection, TurnInput, project};
+use crate::engine::turn::{Carry, Projection, TurnInput, project, project_carried};
+use std::cell::RefCell;
 
 /// The shape the model should send, with placeholders that cannot be taken
 /// for live refs.
@@ -53,6 +54,9 @@ pub struct CallInput<'a> {
     pub now: i64,
     /// Cuts an earlier turn made, as [`TurnInput::cuts`].
     pub cuts: &'a IdMap<'a, KeptCut>,
+    /// What the projections of earlier cuts of `history` found, for a
+    /// rebuild answering call after call (see [`Carry`]).
+    pub carry: Option<&'a RefCell<Carry<'a>>>,
 }
 
 /// How a call was answered.
@@ -145,19 +149,20 @@ fn project_lent(state: &mut CompressionState, input: &CallInput, figures: bool) 
 }
 
 fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
-    project(
-        state,
-        &TurnInput {
-            history: &input.history[..input.cut],
-            config: input.config,
-            input_tokens: None,
-            recorded: input.recorded,
-            sections: input.sections,
-            force_nudge: false,
-            for_call: true,
-            cuts: input.cuts,
-        },
-    )
+    let turn = TurnInput {
+        history: &input.history[..input.cut],
+        config: input.config,
+        input_tokens: None,
+        recorded: input.recorded,
+        sections: input.sections,
+        force_nudge: false,
+        for_call: true,
+        cuts: input.cuts,
+    };
+    match input.carry {
+        Some(carry) => project_carried(state, &turn, &mut carry.borrow_mut()),
+        None => project(state, &turn),
+    }
 }
 
 /// Answers a call against `state`: reads its arguments, refuses what must be
@@ -396,6 +401,7 @@ mod tests {
             created: "2026-01-01T00:00:00Z",
             now: 0,
             cuts: &NONE,
+            carry: None,
         }
     }
 

@@ -22,7 +22,8 @@ use crate::engine::model::refs::{parse_block_id, ref_to_index};
 use crate::engine::model::state::{AppliedCall, Block, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
-use crate::engine::turn::{TurnInput, project};
+use crate::engine::turn::{Carry, TurnInput, project};
+use std::cell::RefCell;
 
 /// One Compress call found in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +135,11 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let mut replays = Vec::new();
     let mut since = 0;
     let none = IdMap::default();
-    for (n, call) in recorded_calls(history).into_iter().enumerate() {
+    // Each call's history is the last one's and more: what projecting it
+    // found is carried on rather than found again from the start.
+    let carry = Carry::new(history).map(RefCell::new);
+    let calls = recorded_calls(history);
+    for (n, call) in calls.iter().enumerate() {
         (input.on_step)(n);
         if user_spoke(&history[since..call.cut]) {
             state.host.consecutive_failures = 0;
@@ -153,12 +158,13 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             created: input.created,
             now: input.now,
             cuts: &none,
+            carry: carry.as_ref(),
         };
         let replay = match &call.panel {
             Some(panel) if block_count(panel) == 0 => {
                 keep_rejection(&mut state, &at, panel);
                 Replay {
-                    call_id: call.call_id,
+                    call_id: call.call_id.clone(),
                     outcome: ReplayOutcome::Skipped("its recorded result shows no block".into()),
                     warnings: Vec::new(),
                 }
@@ -182,7 +188,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
                 archives.extend(answer.outcome.archives);
                 state = answer.state;
                 Replay {
-                    call_id: call.call_id,
+                    call_id: call.call_id.clone(),
                     outcome: if blocks.is_empty() {
                         ReplayOutcome::Skipped("the replay made no block".into())
                     } else {

@@ -207,6 +207,11 @@ impl MessageRefs {
         self.numbered + self.by_odd.len()
     }
 
+    /// Messages known, with a ref or blocked.
+    pub fn len(&self) -> usize {
+        self.known.len()
+    }
+
     /// Whether no message is known.
     pub fn is_empty(&self) -> bool {
         self.known.is_empty()

@@ -167,8 +167,23 @@ pub fn assign(
     next: u32,
     is_protected: impl Fn(&CoreMessage) -> bool,
 ) -> Assigned {
-    let mut cursor = next.max(MIN_REF);
     let mut done = Assigned::default();
+    (done.new, done.unnumbered) = assign_more(refs, messages, next, is_protected, &mut done.held);
+    done
+}
+
+/// [`assign`] for messages appended to a history whose refs `held` holds:
+/// adds theirs, and returns the refs handed out and the messages left
+/// without one.
+pub fn assign_more(
+    refs: &mut MessageRefs,
+    messages: &[CoreMessage],
+    next: u32,
+    is_protected: impl Fn(&CoreMessage) -> bool,
+    held: &mut Held,
+) -> (usize, usize) {
+    let mut cursor = next.max(MIN_REF);
+    let (mut new, mut unnumbered) = (0, 0);
     // A first turn numbers every message: the map is sized once.
     if refs.is_empty() {
         let highest = cursor as usize - 1 + messages.len();
@@ -180,7 +195,7 @@ pub fn assign(
         if let Some((r, at)) = refs.get_near(&m.id, guess) {
             guess = at + 1;
             if r != BLOCKED {
-                done.held.add(r);
+                held.add(r);
             }
             continue;
         }
@@ -192,14 +207,14 @@ pub fn assign(
             continue;
         }
         let Some(n) = next_free(refs, &mut cursor) else {
-            done.unnumbered += 1;
+            unnumbered += 1;
             continue;
         };
-        done.held.add_number(n);
+        held.add_number(n);
         refs.insert_numbered(&m.id, n);
-        done.new += 1;
+        new += 1;
     }
-    done
+    (new, unnumbered)
 }
 
 fn next_free(refs: &MessageRefs, cursor: &mut u32) -> Option<u32> {

@@ -10,7 +10,6 @@ use crate::engine::model::message::{ContentType, CoreMessage, Role, task_index};
 use crate::engine::model::refs::ref_to_index;
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::{block_of_summary, is_rendered_summary, render_summary};
-use crate::engine::turn::sync::Coverage;
 
 /// Ranges smaller than this many tokens are not offered: a fragment in a
 /// batch can sink the whole batch at the size gate.
@@ -54,13 +53,14 @@ impl Recommendation {
     }
 }
 
-/// Builds the recommendation for a view (before any nudge is appended), with
-/// the turn's [`Coverage`] of `state`'s blocks. `chars` tells the length of
-/// a message's text (a view may hold some without their words yet).
+/// Builds the recommendation for a view (before any nudge is appended).
+/// `covered` tells whether an active block of `state` stands for a message
+/// (by id), `chars` the length of a message's text (a view may hold some
+/// without their words yet).
 pub fn recommend(
     view: &[CoreMessage],
     state: &CompressionState,
-    covered: &Coverage,
+    covered: &dyn Fn(&str) -> bool,
     cfg: &Config,
     chars: &dyn Fn(&CoreMessage) -> usize,
 ) -> Recommendation {
@@ -87,7 +87,7 @@ pub fn recommend(
             segment += 1;
             continue;
         };
-        if covered.contains(&m.id) {
+        if covered(&m.id) {
             runs.extend(open.take());
             segment += 1;
             continue;

@@ -2,10 +2,12 @@ use super::*;
 use crate::engine::model::refs;
 use crate::engine::model::tokens;
 use crate::engine::test_support::{block, call, result, say, user};
+use crate::engine::turn::sync::Coverage;
 
 /// The recommendation as a turn makes it, with the coverage of `st`'s blocks.
 fn recommend(view: &[CoreMessage], st: &CompressionState, cfg: &Config) -> Recommendation {
-    super::recommend(view, st, &Coverage::of(&st.blocks), cfg, &|m| {
+    let covered = Coverage::of(&st.blocks);
+    super::recommend(view, st, &|id| covered.contains(id), cfg, &|m| {
         tokens::chars(&m.text)
     })
 }

@@ -1,3 +1,4 @@
+pub mod carry;
 pub mod hide;
 pub mod host;
 pub mod pipeline;
@@ -7,5 +8,6 @@ pub mod truncate;
 pub mod unworded;
 pub mod view;
 
-pub use pipeline::{Projection, TurnInput, baked, project};
+pub use carry::Carry;
+pub use pipeline::{Projection, TurnInput, baked, project, project_carried};
 pub use unworded::{Unfilled, may_withhold};

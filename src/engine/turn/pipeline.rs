@@ -11,6 +11,7 @@
 
 use crate::engine::model::identity::{IdMap, IdSet};
 
+use super::carry::Carry;
 use super::host;
 use super::sync::Coverage;
 use super::truncate::{self, KeptCut, Truncation};
@@ -105,23 +106,78 @@ pub struct Projection {
 /// Projects the history into this turn's view, updating refs, block
 /// activity, token figures, nudge pacing and host counters in `state`.
 pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
+    project_with(state, input, None)
+}
+
+/// [`project`] for a history `carry` was made for, cut where the call is
+/// (see [`Carry`]): the same projection, which walks only what changed
+/// since the carry's last one, but with no `hidden` flags.
+pub fn project_carried<'a>(
+    state: &mut CompressionState,
+    input: &TurnInput<'a>,
+    carry: &mut Carry<'a>,
+) -> Projection {
+    project_with(state, input, Some(carry))
+}
+
+/// Which active blocks stand for a message: the turn's [`Coverage`], or
+/// what a carry keeps.
+enum Covers<'c, 'a> {
+    Turn(Coverage<'c>),
+    Carried(&'c Carry<'a>),
+}
+
+impl Covers<'_, '_> {
+    fn contains(&self, id: &str) -> bool {
+        match self {
+            Covers::Turn(c) => c.contains(id),
+            Covers::Carried(c) => c.covers(id),
+        }
+    }
+}
+
+fn project_with<'a>(
+    state: &mut CompressionState,
+    input: &TurnInput<'a>,
+    carry: Option<&mut Carry<'a>>,
+) -> Projection {
     let (history, cfg) = (input.history, input.config);
     host::observe(&mut state.host, history);
     let next = state.message_refs.highest_used() + 1;
-    let assigned = refs::assign(&mut state.message_refs, history, next, |m| {
-        hard_protected(m, cfg)
-    });
-    sync::sync_blocks(state, history, &assigned.held);
+    let protected = |m: &CoreMessage| hard_protected(m, cfg);
+    let (new_refs, unnumbered, carried) = match carry {
+        Some(c) => {
+            debug_assert!(
+                c.serves(history),
+                "a carry serves the history it was made for"
+            );
+            let a = c.advance(state, history.len(), next, protected);
+            (a.new, a.unnumbered, Some(&*c))
+        }
+        None => {
+            let assigned = refs::assign(&mut state.message_refs, history, next, protected);
+            sync::sync_blocks(state, history, &assigned.held);
+            (assigned.new, assigned.unnumbered, None)
+        }
+    };
     // Borrows the blocks for the rest of the turn, which changes only other
     // parts of the state.
-    let covered = Coverage::of(&state.blocks);
-    let pruned = prune::prune_marked(
-        history,
-        state,
-        &covered,
-        Unworded::holding(input.cuts),
-        |kept| hide::spent_calls(kept.iter().copied(), state),
-    );
+    let covers = match carried {
+        Some(c) => Covers::Carried(c),
+        None => Covers::Turn(Coverage::of(&state.blocks)),
+    };
+    let spent = |kept: &[&'a CoreMessage]| hide::spent_calls(kept.iter().copied(), state);
+    let pruned = match &covers {
+        Covers::Turn(covered) => prune::prune_marked(
+            history,
+            state,
+            covered,
+            Unworded::holding(input.cuts),
+            spent,
+        ),
+        Covers::Carried(c) => prune::prune_carried(c, state, Unworded::holding(input.cuts), spent),
+    };
+    let covered = |id: &str| covers.contains(id);
     let (hidden, mut unworded) = (pruned.hidden, pruned.unworded);
     let shown = hide::stub_calls(pruned.view);
     let before_pairing = shown.len();
@@ -346,8 +402,8 @@ pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
     Projection {
         view,
         hidden,
-        new_refs: assigned.new,
-        unnumbered: assigned.unnumbered,
+        new_refs,
+        unnumbered,
         tokens: g.tokens(sent),
         measured,
         gauge: g,

@@ -3,6 +3,7 @@
 
 use crate::engine::model::identity::{IdMap, IdSet};
 
+use super::carry::Carry;
 use super::hide;
 use super::sync::Coverage;
 use super::unworded::Unworded;
@@ -50,7 +51,7 @@ pub fn prune_marked<'a>(
     view: &'a [CoreMessage],
     state: &CompressionState,
     covered: &Coverage,
-    mut unworded: Unworded<'a>,
+    unworded: Unworded<'a>,
     spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
 ) -> Pruned<'a> {
     // The first active block standing for each message, looked up once.
@@ -87,6 +88,42 @@ pub fn prune_marked<'a>(
             *a = (*a).min(at);
         }
     }
+    let (view, unworded) = place(kept, anchor, state, unworded, spent);
+    Pruned {
+        view,
+        hidden,
+        unworded,
+    }
+}
+
+/// [`prune_marked`] for a rebuild's call, from what its [`Carry`] holds of
+/// the history up to the call (brought to the state's blocks): the same
+/// view, but no flags of what is hidden, which a call does not read (the
+/// `hidden` of what it gives is empty).
+pub fn prune_carried<'a>(
+    carry: &Carry<'a>,
+    state: &CompressionState,
+    unworded: Unworded<'a>,
+    spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
+) -> Pruned<'a> {
+    let (view, unworded) = place(carry.kept(), carry.anchors(), state, unworded, spent);
+    Pruned {
+        view,
+        hidden: Vec::new(),
+        unworded,
+    }
+}
+
+/// The view of the messages `kept`, with each block's summary placed where
+/// `anchor` says (how many kept messages come before it), moved on to the
+/// next exchange boundary; the Compress exchanges `spent` names left out.
+fn place<'a>(
+    kept: Vec<&'a CoreMessage>,
+    anchor: Vec<Option<usize>>,
+    state: &CompressionState,
+    mut unworded: Unworded<'a>,
+    spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
+) -> (Vec<CoreMessage>, Unworded<'a>) {
     let mut placed: Vec<(usize, u64, CoreMessage)> = state
         .blocks
         .iter()
@@ -120,16 +157,9 @@ pub fn prune_marked<'a>(
         }
     }
     out.extend(pending.map(|(_, _, s)| s));
-    Pruned {
-        view: out,
-        hidden,
-        unworded,
-    }
+    (out, unworded)
 }
 
-/// Covered messages that stay in view all the same: the task, reasoning of
-/// a visible action and half a Compress exchange. `firsts` holds, for each
-/// message of `view`, the first active block standing for it.
 fn shown_anyway<'a>(view: &'a [CoreMessage], firsts: &[Option<usize>]) -> IdSet<'a> {
     let mut shown = IdSet::default();
     if let Some(task) = task_index(view) {

@@ -1,0 +1,191 @@
+use super::*;
+use crate::engine::model::config::Config;
+use crate::engine::model::name::Name;
+use crate::engine::model::state::Block;
+use crate::engine::pressure::prompt::Sections;
+use crate::engine::test_support::{block, call, result, say, think, user};
+use crate::engine::turn::{Projection, TurnInput, project, project_carried};
+use proptest::prelude::*;
+
+/// A history of exchanges as agent loops make them: prose, reasoning,
+/// tool calls answered (in parallel too), Compress calls and their results.
+fn history(kinds: &[u8]) -> Vec<CoreMessage> {
+    let mut h = vec![user("m0")];
+    for (i, &k) in kinds.iter().enumerate() {
+        let id = |n: usize| format!("m{i}_{n}");
+        let cid = |n: usize| format!("c{i}_{n}");
+        match k % 7 {
+            0 => h.push(user(&id(0))),
+            1 => h.extend([think(&id(0)), say(&id(1))]),
+            2 => h.extend([
+                think(&id(0)),
+                call(&id(1), &cid(0), "Read"),
+                result(&id(2), &cid(0), "Read"),
+            ]),
+            3 => h.extend([
+                say(&id(0)),
+                call(&id(1), &cid(0), "Bash"),
+                call(&id(2), &cid(1), "Read"),
+                result(&id(3), &cid(0), "Bash"),
+                result(&id(4), &cid(1), "Read"),
+            ]),
+            4 => h.extend([
+                call(&id(0), &cid(0), COMPRESS_TOOL),
+                result(&id(1), &cid(0), COMPRESS_TOOL),
+            ]),
+            5 => h.extend([think(&id(0)), think(&id(1)), say(&id(2))]),
+            _ => h.extend([say(&id(0)), user(&id(1))]),
+        }
+    }
+    h
+}
+
+/// One step of a rebuild: the history is cut further on, and blocks are
+/// made over spans of it (some folding earlier blocks into a higher tier).
+#[derive(Debug, Clone)]
+struct Step {
+    /// How far past the last cut, as a share of what is left.
+    grow: u8,
+    /// Blocks made: (start, length) as shares of the history, and whether
+    /// the block folds the last block made.
+    made: Vec<(u8, u8, bool)>,
+    /// Whether a call is answered on a copy first, whose blocks are then
+    /// let go (a rejection replayed), before the cut is projected.
+    ghost: bool,
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(
+        (
+            any::<u8>(),
+            prop::collection::vec((any::<u8>(), 0u8..40, any::<bool>()), 0..3),
+            prop::bool::weighted(0.1),
+        )
+            .prop_map(|(grow, made, ghost)| Step { grow, made, ghost }),
+        1..8,
+    )
+}
+
+/// Makes the step's blocks over `h` in `st` (the same ones in each state).
+fn make_blocks(st: &mut CompressionState, h: &[CoreMessage], step: &Step) {
+    for &(start, len, fold) in &step.made {
+        let start = usize::from(start) * h.len() / 256;
+        let end = (start + usize::from(len) * h.len() / 256).min(h.len() - 1);
+        let ids: Vec<&str> = h[start..=end].iter().map(|m| m.id.as_str()).collect();
+        let n = st.blocks.len() + 1;
+        let mut b = block(&format!("b{n}"), 1, &ids);
+        if fold && let Some(last) = st.blocks.last() {
+            b.tier = last.tier + 1;
+            b.direct_block_ids = vec![Name::new(&last.block_id)];
+            let mut all = last.effective_message_ids.clone();
+            all.extend(b.effective_message_ids.iter().cloned());
+            b.effective_message_ids = all;
+        }
+        st.blocks.push(b);
+    }
+}
+
+fn same(a: &Projection, b: &Projection) -> Result<(), TestCaseError> {
+    prop_assert_eq!(&a.view, &b.view);
+    prop_assert_eq!(a.new_refs, b.new_refs);
+    prop_assert_eq!(a.unnumbered, b.unnumbered);
+    prop_assert_eq!(a.measured, b.measured);
+    prop_assert_eq!(a.tokens, b.tokens);
+    Ok(())
+}
+
+proptest::proptest! {
+    /// Projected with a carry, cut after cut, a history gives the view,
+    /// refs, figures and state it gives projected afresh each time.
+    #[test]
+    fn a_carried_projection_is_the_projection(
+        kinds in prop::collection::vec(any::<u8>(), 1..40),
+        steps in steps(),
+        window in 200usize..4000,
+    ) {
+        let h = history(&kinds);
+        let config = Config { context_limit: window, ..Config::default() };
+        let sections = Sections::default();
+        let none = Default::default();
+        let mut carry = Carry::new(&h).expect("ids are all there and all different");
+        let (mut fresh, mut carried) = (CompressionState::new("s"), CompressionState::new("s"));
+        let mut cut = 0;
+        for step in &steps {
+            cut += (h.len() - cut) * usize::from(step.grow) / 255;
+            cut = cut.max(1);
+            let turn = TurnInput {
+                history: &h[..cut],
+                config: &config,
+                input_tokens: None,
+                recorded: &[],
+                sections: &sections,
+                force_nudge: false,
+                for_call: true,
+                cuts: &none,
+            };
+            if step.ghost {
+                // As a rejection is replayed: its refs and figures kept,
+                // its blocks let go.
+                let (mut f, mut c) = (fresh.clone(), carried.clone());
+                make_blocks(&mut f, &h, step);
+                make_blocks(&mut c, &h, step);
+                let a = project(&mut f, &turn);
+                let b = project_carried(&mut c, &turn, &mut carry);
+                same(&a, &b)?;
+                (fresh.message_refs, fresh.token_snapshot) = (f.message_refs, f.token_snapshot);
+                (carried.message_refs, carried.token_snapshot) = (c.message_refs, c.token_snapshot);
+            }
+            make_blocks(&mut fresh, &h, step);
+            make_blocks(&mut carried, &h, step);
+            let a = project(&mut fresh, &turn);
+            let b = project_carried(&mut carried, &turn, &mut carry);
+            same(&a, &b)?;
+            prop_assert_eq!(&fresh, &carried);
+            for m in &h[..cut] {
+                let covered = fresh.blocks.iter().any(|b| {
+                    b.active && b.effective_message_ids.contains(&m.id)
+                });
+                prop_assert_eq!(carry.covers(&m.id), covered);
+            }
+            // A call's projection leaves the blocks as the call found them.
+            for b in fresh.blocks.iter_mut().chain(&mut carried.blocks) {
+                b.active = true;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_history_with_a_repeated_or_missing_id_gets_no_carry() {
+    assert!(Carry::new(&[user("a"), say("a")]).is_none());
+    assert!(Carry::new(&[user("a"), say("")]).is_none());
+    assert!(Carry::new(&[user("a"), say("b")]).is_some());
+}
+
+#[test]
+fn counted_places_sum_over_any_first_stretch() {
+    let mut f = Fenwick::new(10);
+    for at in [0, 3, 4, 9] {
+        f.add(at, 1);
+    }
+    f.add(3, -1);
+    let want = [0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3];
+    for (at, &n) in want.iter().enumerate() {
+        assert_eq!(f.before(at), n, "before {at}");
+    }
+}
+
+#[test]
+fn blocks_made_over_messages_not_reached_yet_stand_once_reached() {
+    let h = vec![user("a"), say("b"), user("c"), say("d")];
+    let mut st = CompressionState::new("s");
+    st.blocks = vec![block("b1", 1, &["d"]) as Block];
+    let mut carry = Carry::new(&h).expect("fit");
+    carry.advance(&mut st, 2, 1, |_| false);
+    assert!(!st.blocks[0].active, "d is not in the first two messages");
+    carry.advance(&mut st, 4, 3, |_| false);
+    assert!(st.blocks[0].active);
+    assert!(carry.covers("d") && !carry.covers("c"));
+    assert_eq!(carry.kept().len(), 3);
+    assert_eq!(carry.anchors(), [Some(3)]);
+}
