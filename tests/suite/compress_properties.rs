@@ -91,6 +91,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
             created: "",
             now: 0,
             replay: false,
+            carry: None,
         });
         if !out.created.is_empty() {
             made += out.created.len();

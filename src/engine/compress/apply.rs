@@ -23,6 +23,7 @@ use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::render_summary;
 use crate::engine::model::tokens;
 use crate::engine::pressure::zone;
+use crate::engine::turn::Carry;
 
 /// One Compress call, with everything it is resolved against.
 #[derive(Debug, Clone)]
@@ -50,6 +51,9 @@ pub struct ApplyInput<'a> {
     /// made: the recent zone and the size gate, which belonged to that
     /// moment, were already applied then and are not applied again.
     pub replay: bool,
+    /// A rebuild's carry, as the view's projection left it (see
+    /// [`Resolver::new`]).
+    pub carry: Option<&'a Carry<'a>>,
 }
 
 /// What a call did, or why it did nothing.
@@ -145,7 +149,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
     if input.ranges.is_empty() {
         return ApplyOutcome::rejected(state, vec![NO_RANGES.to_string()], Vec::new(), false);
     }
-    let resolver = Resolver::new(view, state);
+    let resolver = Resolver::new(view, state, input.carry);
     let exchanges = exchange::spans(view);
     let mut errors = Vec::new();
     let mut warnings = Vec::new();

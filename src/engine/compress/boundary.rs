@@ -3,6 +3,7 @@
 use std::cell::OnceCell;
 
 use crate::engine::model::identity::{IdMap, IdSet};
+use crate::engine::turn::Carry;
 
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::name::Name;
@@ -51,8 +52,11 @@ pub struct Resolver<'a> {
     state: &'a CompressionState,
     /// Each view message's index by id (the first, should an id repeat).
     position: IdMap<'a, usize>,
-    /// Each block by id (the first, should an id repeat).
-    blocks: IdMap<'a, &'a Block>,
+    /// Each block by id (the first, should an id repeat), gathered the
+    /// first time one is looked up, unless a rebuild's carry knows them.
+    blocks: OnceCell<IdMap<'a, &'a Block>>,
+    /// A rebuild's carry that has seen the state's blocks.
+    carry: Option<&'a Carry<'a>>,
     /// The view's messages an active block stands for: what a call asks of
     /// the messages it takes, which are all in view.
     covered: IdSet<'a>,
@@ -61,34 +65,46 @@ pub struct Resolver<'a> {
     /// the first time one is, not for every call over a long session.
     message_owner: OnceCell<IdMap<'a, &'a Block>>,
     /// The same for each block an active block absorbed.
-    block_owner: IdMap<'a, &'a Block>,
+    block_owner: OnceCell<IdMap<'a, &'a Block>>,
 }
 
 impl<'a> Resolver<'a> {
-    /// Indexes `view` and `state`.
-    pub fn new(view: &'a [CoreMessage], state: &'a CompressionState) -> Self {
+    /// Indexes `view` and `state`. A rebuild's `carry`, when it has seen
+    /// the state's blocks, tells which messages of the view they stand for,
+    /// where otherwise every message of the active blocks is looked for in
+    /// the view.
+    pub fn new(
+        view: &'a [CoreMessage],
+        state: &'a CompressionState,
+        carry: Option<&'a Carry<'a>>,
+    ) -> Self {
         let mut position = IdMap::with_capacity_and_hasher(view.len(), Default::default());
         for (i, m) in view.iter().enumerate() {
             position.entry(m.id.as_str()).or_insert(i);
         }
-        let mut blocks = IdMap::with_capacity_and_hasher(state.blocks.len(), Default::default());
-        for b in &state.blocks {
-            blocks.entry(b.block_id.as_str()).or_insert(b);
-        }
-        let covered = state
-            .blocks
-            .iter()
-            .filter(|b| b.active)
-            .flat_map(|b| &b.effective_message_ids)
-            .filter_map(|id| position.get_key_value(id.as_str()).map(|(k, _)| *k))
-            .collect();
+        let carry = carry.filter(|c| c.has_seen(&state.blocks));
+        let covered = match carry {
+            Some(c) => view
+                .iter()
+                .filter(|m| c.stood_for(&m.id, &state.blocks))
+                .map(|m| m.id.as_str())
+                .collect(),
+            None => state
+                .blocks
+                .iter()
+                .filter(|b| b.active)
+                .flat_map(|b| &b.effective_message_ids)
+                .filter_map(|id| position.get_key_value(id.as_str()).map(|(k, _)| *k))
+                .collect(),
+        };
         Resolver {
             state,
             position,
-            blocks,
+            blocks: OnceCell::new(),
+            carry,
             covered,
             message_owner: OnceCell::new(),
-            block_owner: owners(state, |b| &b.direct_block_ids),
+            block_owner: OnceCell::new(),
         }
     }
 
@@ -156,7 +172,10 @@ impl<'a> Resolver<'a> {
                         "block {id} is active but its summary is not in the view"
                     )));
                 }
-                match self.shown_owner(&self.block_owner, &id) {
+                let owners = self
+                    .block_owner
+                    .get_or_init(|| owners(self.state, |b| &b.direct_block_ids));
+                match self.shown_owner(owners, &id) {
                     Some((o, i)) => {
                         warnings.push(format!(
                             "Snapped {id} to block {}, which absorbed it.",
@@ -186,7 +205,18 @@ impl<'a> Resolver<'a> {
 
     /// The block with this id.
     fn block(&self, id: &str) -> Option<&'a Block> {
-        self.blocks.get(id).copied()
+        let blocks = &self.state.blocks;
+        if let Some(c) = self.carry {
+            return c.block_named(id).map(|i| &blocks[i]);
+        }
+        let by_id = self.blocks.get_or_init(|| {
+            let mut by_id = IdMap::with_capacity_and_hasher(blocks.len(), Default::default());
+            for b in blocks {
+                by_id.entry(b.block_id.as_str()).or_insert(b);
+            }
+            by_id
+        });
+        by_id.get(id).copied()
     }
 
     /// The block a view message stands for, if it is a rendered summary.
@@ -240,9 +270,13 @@ mod tests {
     fn message_range_and_reversed_ends() {
         let v = [user("a"), user("b"), user("c")];
         let st = state_with_refs(&["a", "b", "c"]);
-        let r = Resolver::new(&v, &st).resolve("m00001", "m00002").unwrap();
+        let r = Resolver::new(&v, &st, None)
+            .resolve("m00001", "m00002")
+            .unwrap();
         assert_eq!((r.start, r.end, r.names_block), (0, 1, false));
-        let r = Resolver::new(&v, &st).resolve("m00002", "m1").unwrap();
+        let r = Resolver::new(&v, &st, None)
+            .resolve("m00002", "m1")
+            .unwrap();
         assert_eq!((r.start, r.end), (0, 1));
     }
 
@@ -250,14 +284,16 @@ mod tests {
     fn unknown_refs_and_blocks() {
         let v = [user("a")];
         let st = state_with_refs(&["a"]);
-        let e = Resolver::new(&v, &st)
+        let e = Resolver::new(&v, &st, None)
             .resolve("m00001", "m09999")
             .unwrap_err();
         assert_eq!(
             e,
             Unresolved::Unknown("m09999 does not exist in this session".into())
         );
-        let e = Resolver::new(&v, &st).resolve("b99", "b99").unwrap_err();
+        let e = Resolver::new(&v, &st, None)
+            .resolve("b99", "b99")
+            .unwrap_err();
         assert!(matches!(e, Unresolved::Unknown(m) if m.contains("block b99 does not exist")));
     }
 
@@ -266,7 +302,9 @@ mod tests {
         let v = [user("a")];
         let st = state_with_refs(&["a"]);
         for bad in ["", "nonsense", "m0"] {
-            let e = Resolver::new(&v, &st).resolve(bad, "m00001").unwrap_err();
+            let e = Resolver::new(&v, &st, None)
+                .resolve(bad, "m00001")
+                .unwrap_err();
             assert!(
                 matches!(&e, Unresolved::Invalid(m) if m.starts_with(&format!("\"{bad}\""))),
                 "{e:?}"
@@ -279,7 +317,7 @@ mod tests {
         let v = [user("visible")];
         let mut st = state_with_refs(&["visible", "hidden"]);
         st.blocks = vec![block("b1", 1, &["hidden"])];
-        let e = Resolver::new(&v, &st)
+        let e = Resolver::new(&v, &st, None)
             .resolve("m00001", "m00002")
             .unwrap_err();
         assert!(matches!(e, Unresolved::Consumed(_)));
@@ -294,9 +332,11 @@ mod tests {
             user("loose"),
             render_summary(&st.blocks[1]),
         ];
-        let r = Resolver::new(&v, &st).resolve("b1", "b2").unwrap();
+        let r = Resolver::new(&v, &st, None).resolve("b1", "b2").unwrap();
         assert_eq!((r.start, r.end, r.names_block), (0, 2, true));
-        let r = Resolver::new(&v, &st).resolve("b1", "m00001").unwrap();
+        let r = Resolver::new(&v, &st, None)
+            .resolve("b1", "m00001")
+            .unwrap();
         assert!(r.names_block);
     }
 
@@ -309,11 +349,13 @@ mod tests {
         b2.direct_block_ids = vec!["b1".into()];
         st.blocks = vec![b1, b2];
         let v = [user("first"), render_summary(&st.blocks[1])];
-        let r = Resolver::new(&v, &st).resolve("m00001", "m00002").unwrap();
+        let r = Resolver::new(&v, &st, None)
+            .resolve("m00001", "m00002")
+            .unwrap();
         assert_eq!(r.end, 1);
         assert_eq!(r.warnings.len(), 1);
         assert!(r.warnings[0].contains("b2"));
-        let r = Resolver::new(&v, &st).resolve("b1", "b1").unwrap();
+        let r = Resolver::new(&v, &st, None).resolve("b1", "b1").unwrap();
         assert_eq!((r.start, r.end), (1, 1));
     }
 }

@@ -192,6 +192,7 @@ fn decide(
     {
         return refused_repeat(state);
     }
+    let carry = input.carry.map(RefCell::borrow);
     apply(&ApplyInput {
         ranges: &parsed.ranges,
         view: &seen.view,
@@ -203,6 +204,7 @@ fn decide(
         created: input.created,
         now: input.now,
         replay: false,
+        carry: carry.as_deref(),
     })
 }
 

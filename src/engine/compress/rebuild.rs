@@ -285,6 +285,7 @@ fn replay_recorded(
     if let Some(first) = made.first() {
         state.next_block_id = state.next_block_id.max(first.number);
     }
+    let carry = at.carry.map(RefCell::borrow);
     let run = |ranges: &[CompressRange], replay: bool| {
         apply(&ApplyInput {
             ranges,
@@ -297,16 +298,17 @@ fn replay_recorded(
             created: at.created,
             now: at.now,
             replay,
+            carry: carry.as_deref(),
         })
     };
     let asked = run(&parsed.ranges, false);
     // The recorded spans are looked for only when the call as asked does
-    // not give the recorded blocks back: finding them walks every message
-    // the active blocks cover.
+    // not give the recorded blocks back: without a carry, finding them
+    // walks every message the active blocks cover.
     let ranges = if made.is_empty() || remade(&asked, &made) {
         Vec::new()
     } else {
-        replay_ranges(&made, &parsed.ranges, state)
+        replay_ranges(&made, &parsed.ranges, state, carry.as_deref())
     };
     let from_spans = !ranges.is_empty();
     let out = if from_spans {
@@ -314,6 +316,7 @@ fn replay_recorded(
     } else {
         asked
     };
+    drop(carry);
     let mut warnings = outcome_notes(&out);
     if from_spans {
         // What the live call refused is in its recorded result only.
@@ -448,29 +451,46 @@ fn replay_ranges(
     made: &[MadeBlock],
     asked: &[CompressRange],
     state: &CompressionState,
+    carry: Option<&Carry>,
 ) -> Vec<CompressRange> {
-    // Blocks by id, and the first active block covering each message: one
-    // pass over the blocks, however many ends look them up.
+    // Blocks by id, and the first active block covering each message: what
+    // the carry knows, or one pass over the blocks, however many ends look
+    // them up.
+    let carry = carry.filter(|c| c.has_seen(&state.blocks));
     let mut by_id: IdMap<'_, &Block> = IdMap::default();
     let mut cover: IdMap<'_, &Block> = IdMap::default();
-    for b in &state.blocks {
-        by_id.entry(b.block_id.as_str()).or_insert(b);
-        if b.active {
-            for id in &b.effective_message_ids {
-                cover.entry(id.as_str()).or_insert(b);
+    if carry.is_none() {
+        for b in &state.blocks {
+            by_id.entry(b.block_id.as_str()).or_insert(b);
+            if b.active {
+                for id in &b.effective_message_ids {
+                    cover.entry(id.as_str()).or_insert(b);
+                }
             }
         }
     }
+    let block = |id: &str| -> Option<&Block> {
+        match carry {
+            Some(c) => c.block_named(id).map(|i| &state.blocks[i]),
+            None => by_id.get(id).copied(),
+        }
+    };
+    let over = |id: &str| -> Option<&Block> {
+        match carry {
+            Some(c) => c.first_over(id, &state.blocks).map(|i| &state.blocks[i]),
+            None => cover.get(id).copied(),
+        }
+    };
     let number = |r: &str| -> Option<u32> {
-        if let Some(block) = parse_block_id(r) {
-            let b = by_id.get(block.as_str())?;
+        if let Some(id) = parse_block_id(r) {
+            let b = block(id.as_str())?;
             return ref_to_index(&b.start_ref).or_else(|| ref_to_index(&b.end_ref));
         }
         ref_to_index(r)
     };
     let end_number = |r: &str| -> Option<u32> {
         match parse_block_id(r) {
-            Some(block) => ref_to_index(&by_id.get(block.as_str())?.end_ref),
+            Some(id) => ref_to_index(&block(id.as_str())?.end_ref),
             None => ref_to_index(r),
         }
     };
@@ -484,7 +504,7 @@ fn replay_ranges(
         state
             .message_refs
             .id_of(r)
-            .and_then(|id| cover.get(id))
+            .and_then(over)
             .map_or_else(|| r.to_string(), |b| b.block_id.clone())
     };
     let mut out = Vec::new();

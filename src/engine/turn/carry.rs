@@ -55,6 +55,8 @@ pub struct Carry<'h> {
     named: HashSet<String>,
     /// Block places by id.
     block_at: HashMap<String, u32>,
+    /// Block places by the Compress call that made them.
+    by_call: HashMap<String, Vec<u32>>,
     /// For each place, the blocks standing for its message.
     cover: Vec<Vec<u32>>,
     /// For each place seen, whether an active block stands for it.
@@ -182,6 +184,7 @@ impl<'h> Carry<'h> {
             last: None,
             named: HashSet::new(),
             block_at: HashMap::new(),
+            by_call: HashMap::new(),
             cover: vec![Vec::new(); n],
             covered: Vec::with_capacity(n),
             spans: Vec::with_capacity(n),
@@ -216,14 +219,7 @@ impl<'h> Carry<'h> {
     ) -> Advanced {
         // Blocks are only ever added; a list that lost some (the copy a
         // call was answered on, let go) starts the carry over.
-        let same_blocks = self.blocks.len() <= state.blocks.len()
-            && self
-                .blocks
-                .iter()
-                .zip(&state.blocks)
-                .all(|(s, b)| s.id == b.block_id)
-            && (self.blocks.len().checked_sub(1))
-                .is_none_or(|last| self.last == Some(Outline::of(&state.blocks[last])));
+        let same_blocks = self.follows(&state.blocks);
         // The refs the carry handed out are in the state (a call's view
         // keeps them), or it is another state.
         let same_refs = self.refs_left == state.message_refs.len();
@@ -381,6 +377,11 @@ impl<'h> Carry<'h> {
                 }
             }
             self.block_at.entry(b.block_id.clone()).or_insert(i as u32);
+            if !b.compress_call_id.is_empty() {
+                (self.by_call.entry(b.compress_call_id.clone()))
+                    .or_default()
+                    .push(i as u32);
+            }
             self.blocks.push(Seen {
                 id: b.block_id.clone(),
                 first,
@@ -488,6 +489,52 @@ impl<'h> Carry<'h> {
                 taken.remove(&(p as u32));
             }
         }
+    }
+
+    /// Whether `blocks` are the blocks seen, and perhaps more after them.
+    /// Blocks are only ever added to a state, so the last one seen tells:
+    /// a list that lost blocks and made others in their place has another
+    /// block there.
+    fn follows(&self, blocks: &[Block]) -> bool {
+        self.blocks.len() <= blocks.len()
+            && (self.blocks.len().checked_sub(1)).is_none_or(|last| {
+                self.blocks[last].id == blocks[last].block_id
+                    && self.last == Some(Outline::of(&blocks[last]))
+            })
+    }
+
+    /// Whether `blocks` are the blocks the last projection saw.
+    pub fn has_seen(&self, blocks: &[Block]) -> bool {
+        self.blocks.len() == blocks.len() && self.follows(blocks)
+    }
+
+    /// Whether a block of `blocks` (those seen, see [`Carry::has_seen`])
+    /// that is active as they stand stands for the message `id`.
+    pub fn stood_for(&self, id: &str, blocks: &[Block]) -> bool {
+        self.place.get(id).is_some_and(|&p| {
+            self.cover[p as usize]
+                .iter()
+                .any(|&b| blocks[b as usize].active)
+        })
+    }
+
+    /// The place among the blocks seen of the first with the id `id`.
+    pub fn block_named(&self, id: &str) -> Option<usize> {
+        self.block_at.get(id).map(|&i| i as usize)
+    }
+
+    /// The first of `blocks` (those seen, see [`Carry::has_seen`]) that is
+    /// active as they stand and stands for the message `id`.
+    pub fn first_over(&self, id: &str, blocks: &[Block]) -> Option<usize> {
+        let p = *self.place.get(id)?;
+        (self.cover[p as usize].iter())
+            .map(|&b| b as usize)
+            .find(|&b| blocks[b].active)
+    }
+
+    /// The blocks the Compress call `call` made, among those seen.
+    pub fn call_blocks(&self, call: &str) -> Option<&[u32]> {
+        self.by_call.get(call).map(Vec::as_slice)
     }
 
     /// Whether an active block stands for the message `id`.

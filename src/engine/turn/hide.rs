@@ -7,6 +7,7 @@
 //! model sees what to correct), and long summaries inside a kept call are
 //! cut to a stub. The transcript keeps every call for `rebuild`.
 
+use super::carry::Carry;
 use crate::engine::model::identity::{IdMap, IdSet};
 
 use serde_json::Value;
@@ -27,6 +28,7 @@ pub const STUB_CHARS: usize = 200;
 pub fn spent_calls<'a>(
     view: impl IntoIterator<Item = &'a CoreMessage>,
     state: &CompressionState,
+    carry: Option<&Carry>,
 ) -> IdSet<'a> {
     let calls: Vec<&str> = view
         .into_iter()
@@ -36,15 +38,42 @@ pub fn spent_calls<'a>(
     if calls.is_empty() {
         return IdSet::default();
     }
-    let block_of: IdMap<'_, bool> = state
-        .blocks
-        .iter()
-        .filter(|b| !b.compress_call_id.is_empty())
-        .map(|b| (b.compress_call_id.as_str(), b.active))
-        .fold(IdMap::default(), |mut acc, (id, active)| {
-            *acc.entry(id).or_insert(false) |= active;
-            acc
-        });
+    // Whether a block stands for each call's exchange, and whether one that
+    // does is active: looked up for the calls in view (a rebuild's carry
+    // knows each call's blocks), not gathered from every block a long
+    // session made.
+    let mut block_of: IdMap<'_, bool> = IdMap::default();
+    match carry.filter(|c| c.has_seen(&state.blocks)) {
+        Some(carry) => {
+            for &c in &calls {
+                if let Some(blocks) = carry.call_blocks(c) {
+                    let active = blocks.iter().any(|&b| state.blocks[b as usize].active);
+                    *block_of.entry(c).or_insert(false) |= active;
+                }
+            }
+        }
+        None => {
+            // A view holding many calls has them looked up by hash instead.
+            let many: IdSet<'_> = match calls.len() {
+                0..=16 => IdSet::default(),
+                _ => calls.iter().copied().collect(),
+            };
+            for b in state
+                .blocks
+                .iter()
+                .filter(|b| !b.compress_call_id.is_empty())
+            {
+                let id = b.compress_call_id.as_str();
+                let call = match many.is_empty() {
+                    true => calls.iter().copied().find(|&c| c == id),
+                    false => many.get(id).copied(),
+                };
+                if let Some(c) = call {
+                    *block_of.entry(c).or_insert(false) |= b.active;
+                }
+            }
+        }
+    }
     let last_success = calls.iter().rposition(|c| block_of.get(c) == Some(&true));
     let mut keep = IdSet::default();
     if let Some(i) = last_success {
@@ -124,7 +153,7 @@ mod tests {
     /// Both steps, as a turn takes them: the spent exchanges left out, the
     /// summaries of those kept stubbed.
     fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessage> {
-        let spent = spent_calls(&view, state);
+        let spent = spent_calls(&view, state, None);
         let kept: Vec<CoreMessage> = (view.iter())
             .filter(|m| !is_spent(m, &spent))
             .cloned()
