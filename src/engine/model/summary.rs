@@ -29,6 +29,9 @@ pub fn archive_tag(b: &Block) -> String {
     )
 }
 
+/// The role a summary stands in the view with.
+pub const SUMMARY_ROLE: Role = Role::User;
+
 /// A block's summary as the user-side message that stands in for its range.
 pub fn render_summary(b: &Block) -> CoreMessage {
     let mut text = SUMMARY_HEADER.to_string();
@@ -42,7 +45,7 @@ pub fn render_summary(b: &Block) -> CoreMessage {
     }
     text.push_str("\n\n");
     text.push_str(&archive_tag(b));
-    CoreMessage::text(summary_id(&b.block_id), Role::User, text)
+    CoreMessage::text(summary_id(&b.block_id), SUMMARY_ROLE, text)
 }
 
 /// Whether a message is a summary noa rendered (not a host message that

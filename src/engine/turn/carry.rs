@@ -24,6 +24,9 @@ use crate::engine::model::message::{COMPRESS_TOOL, ContentType, CoreMessage, Rol
 use crate::engine::model::name::Name;
 use crate::engine::model::refs::{self, Held};
 use crate::engine::model::state::{Block, CompressionState};
+use crate::engine::model::summary::SUMMARY_ROLE;
+use crate::engine::turn::hide::KEEP_FAILED;
+use crate::engine::turn::prune::block_number;
 
 /// What the projections of a history's prefixes found so far (see the
 /// module's documentation).
@@ -77,6 +80,15 @@ pub struct Carry<'h> {
     /// The places seen and not taken out, in order, and counted.
     kept: BTreeSet<u32>,
     ranks: Fenwick,
+    /// Whether every Compress message names its call: the exchanges that
+    /// leave the view as spent are then told apart by call (see
+    /// [`Carry::plan`]).
+    calls_named: bool,
+    /// The Compress calls kept, by place.
+    calls_kept: BTreeSet<u32>,
+    /// The places kept that are not half of a Compress exchange whose call
+    /// is kept: what stays in view whichever calls are spent.
+    plain: BTreeSet<u32>,
     /// For each block, the places it stands for that are taken out.
     taken: Vec<BTreeSet<u32>>,
 }
@@ -141,6 +153,21 @@ impl Fenwick {
         }
     }
 
+    /// The place of the counted one `k` others come before.
+    fn select(&self, k: usize) -> usize {
+        let n = self.0.len() - 1;
+        let (mut at, mut left) = (0, k as i32);
+        let mut step = n.checked_ilog2().map_or(0, |b| 1 << b);
+        while step > 0 {
+            if at + step <= n && self.0[at + step] <= left {
+                at += step;
+                left -= self.0[at];
+            }
+            step >>= 1;
+        }
+        at
+    }
+
     /// How many are counted before `at`.
     fn before(&self, at: usize) -> usize {
         let (mut i, mut sum) = (at, 0);
@@ -150,6 +177,15 @@ impl Fenwick {
         }
         sum as usize
     }
+}
+
+/// One entry of the view [`Carry::plan`] places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Planned<'h> {
+    /// A message of the history.
+    Message(&'h CoreMessage),
+    /// The summary of the block at this place in the state's blocks.
+    Summary(usize),
 }
 
 /// Refs handed out by [`Carry::advance`], as [`refs::assign`] counts them.
@@ -195,6 +231,11 @@ impl<'h> Carry<'h> {
             hidden: Vec::with_capacity(n),
             kept: BTreeSet::new(),
             ranks: Fenwick::new(n),
+            calls_named: history
+                .iter()
+                .all(|m| m.tool_name != COMPRESS_TOOL || !m.tool_call_id.is_empty()),
+            calls_kept: BTreeSet::new(),
+            plain: BTreeSet::new(),
             taken: Vec::new(),
         })
     }
@@ -319,6 +360,12 @@ impl<'h> Carry<'h> {
                 self.task = Some(p);
                 self.shows[p] += 1;
             }
+            if m.is_compress_call() {
+                self.calls_kept.insert(p as u32);
+            }
+        }
+        for p in old..n {
+            self.settle_plain(p);
         }
         // Exchanges are found left to right, each from the start of an
         // assistant run: the last one seen may go on into the new messages.
@@ -489,6 +536,43 @@ impl<'h> Carry<'h> {
                 taken.remove(&(p as u32));
             }
         }
+        if self.history[p].is_compress_call() {
+            if hidden {
+                self.calls_kept.remove(&(p as u32));
+            } else {
+                self.calls_kept.insert(p as u32);
+            }
+        }
+        self.settle_plain(p);
+    }
+
+    /// Puts the message at `p` among the plain places or takes it out, and
+    /// so the other halves of its Compress exchange, whose call may have
+    /// come or gone.
+    fn settle_plain(&mut self, p: usize) {
+        let m = &self.history[p];
+        let Some(pair) = (m.tool_name == COMPRESS_TOOL)
+            .then(|| self.pairs.get(m.tool_call_id.as_str()))
+            .flatten()
+        else {
+            if self.hidden[p] {
+                self.plain.remove(&(p as u32));
+            } else {
+                self.plain.insert(p as u32);
+            }
+            return;
+        };
+        let call_kept = pair.places.iter().any(|&q| {
+            self.history[q as usize].content_type == ContentType::ToolCall
+                && !self.hidden[q as usize]
+        });
+        for &q in &pair.places {
+            if self.hidden[q as usize] || call_kept {
+                self.plain.remove(&q);
+            } else {
+                self.plain.insert(q);
+            }
+        }
     }
 
     /// Whether `blocks` are the blocks seen, and perhaps more after them.
@@ -542,6 +626,88 @@ impl<'h> Carry<'h> {
         self.place
             .get(id)
             .is_some_and(|&p| self.covered.get(p as usize).copied().unwrap_or(false))
+    }
+
+    /// The view as [`prune_marked`](super::prune::prune_marked) places it,
+    /// with the synced `blocks`: the messages kept and not spent, and each
+    /// block's summary, in order. Spent Compress exchanges are not walked:
+    /// of the calls kept, those from the end back to the latest that made
+    /// an active block tell which stay (it, and the latest failures after
+    /// it), and a summary goes where the messages before it, spent or not,
+    /// put it. `None` when a Compress message names no call: the view is
+    /// then placed from every message kept.
+    pub fn plan(&self, blocks: &[Block]) -> Option<Vec<Planned<'h>>> {
+        if !self.calls_named {
+            return None;
+        }
+        // The calls whose exchanges stay in view, as `hide::spent_calls`
+        // keeps them.
+        let mut stay: Vec<&str> = Vec::new();
+        let mut failed = 0;
+        for &p in self.calls_kept.iter().rev() {
+            let call = self.history[p as usize].tool_call_id.as_str();
+            match self.by_call.get(call) {
+                None => {
+                    if failed < KEEP_FAILED {
+                        stay.push(call);
+                    }
+                    failed += 1;
+                }
+                Some(made) if made.iter().any(|&b| blocks[b as usize].active) => {
+                    stay.push(call);
+                    break;
+                }
+                Some(_) => {}
+            }
+        }
+        let mut shown: Vec<u32> = self.plain.iter().copied().collect();
+        for call in &stay {
+            let pair = &self.pairs[call];
+            shown.extend(pair.places.iter().filter(|&&q| !self.hidden[q as usize]));
+        }
+        shown.sort_unstable();
+        shown.dedup();
+
+        // Each summary before the kept message it is placed at: the first
+        // at or after its anchor (and the summary before it) that starts an
+        // exchange, as the message before it, or the summary, leaves it.
+        let mut summaries: Vec<(usize, u64, usize)> = (self.anchors().into_iter().enumerate())
+            .filter_map(|(b, at)| Some((at?, block_number(&blocks[b].block_id), b)))
+            .collect();
+        summaries.sort_unstable();
+        let total = self.kept.len();
+        let at = |i: usize| &self.history[self.ranks.select(i)];
+        let mut slots: Vec<(usize, usize)> = Vec::with_capacity(summaries.len());
+        let mut previous: Option<usize> = None;
+        for (anchor, _, b) in summaries {
+            let mut i = anchor.max(previous.unwrap_or(0));
+            while i < total {
+                let last = match i {
+                    _ if previous == Some(i) => Some(SUMMARY_ROLE),
+                    0 => None,
+                    _ => Some(at(i - 1).role),
+                };
+                if exchange::is_boundary(last, at(i)) {
+                    break;
+                }
+                i += 1;
+            }
+            let i = i.min(total);
+            slots.push((i, b));
+            previous = Some(i);
+        }
+
+        let mut out = Vec::with_capacity(shown.len() + slots.len());
+        let mut slots = slots.into_iter().peekable();
+        for p in shown {
+            let rank = self.ranks.before(p as usize);
+            while let Some((_, b)) = slots.next_if(|&(i, _)| i <= rank) {
+                out.push(Planned::Summary(b));
+            }
+            out.push(Planned::Message(&self.history[p as usize]));
+        }
+        out.extend(slots.map(|(_, b)| Planned::Summary(b)));
+        Some(out)
     }
 
     /// The messages of the prefix left in view, in order.

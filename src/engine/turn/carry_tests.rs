@@ -14,7 +14,7 @@ fn history(kinds: &[u8]) -> Vec<CoreMessage> {
     for (i, &k) in kinds.iter().enumerate() {
         let id = |n: usize| format!("m{i}_{n}");
         let cid = |n: usize| format!("c{i}_{n}");
-        match k % 7 {
+        match k % 8 {
             0 => h.push(user(&id(0))),
             1 => h.extend([think(&id(0)), say(&id(1))]),
             2 => h.extend([
@@ -34,7 +34,15 @@ fn history(kinds: &[u8]) -> Vec<CoreMessage> {
                 result(&id(1), &cid(0), COMPRESS_TOOL),
             ]),
             5 => h.extend([think(&id(0)), think(&id(1)), say(&id(2))]),
-            _ => h.extend([say(&id(0)), user(&id(1))]),
+            6 => h.extend([say(&id(0)), user(&id(1))]),
+            // Now and then a Compress call that names no call id.
+            _ if k > 250 => h.extend([call(&id(0), "", COMPRESS_TOOL), user(&id(1))]),
+            _ => h.extend([
+                say(&id(0)),
+                call(&id(1), &cid(0), COMPRESS_TOOL),
+                result(&id(2), &cid(0), COMPRESS_TOOL),
+                user(&id(3)),
+            ]),
         }
     }
     h
@@ -46,9 +54,10 @@ fn history(kinds: &[u8]) -> Vec<CoreMessage> {
 struct Step {
     /// How far past the last cut, as a share of what is left.
     grow: u8,
-    /// Blocks made: (start, length) as shares of the history, and whether
-    /// the block folds the last block made.
-    made: Vec<(u8, u8, bool)>,
+    /// Blocks made: (start, length) as shares of the history, whether the
+    /// block folds the last block made, and which Compress call made it
+    /// (as a share of the calls; past them, none).
+    made: Vec<(u8, u8, bool, u8)>,
     /// Whether a call is answered on a copy first, whose blocks are then
     /// let go (a rejection replayed), before the cut is projected.
     ghost: bool,
@@ -58,7 +67,7 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(
         (
             any::<u8>(),
-            prop::collection::vec((any::<u8>(), 0u8..40, any::<bool>()), 0..3),
+            prop::collection::vec((any::<u8>(), 0u8..40, any::<bool>(), any::<u8>()), 0..3),
             prop::bool::weighted(0.1),
         )
             .prop_map(|(grow, made, ghost)| Step { grow, made, ghost }),
@@ -68,12 +77,20 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 
 /// Makes the step's blocks over `h` in `st` (the same ones in each state).
 fn make_blocks(st: &mut CompressionState, h: &[CoreMessage], step: &Step) {
-    for &(start, len, fold) in &step.made {
+    let calls: Vec<&str> = h
+        .iter()
+        .filter(|m| m.is_compress_call())
+        .map(|m| m.tool_call_id.as_str())
+        .collect();
+    for &(start, len, fold, by) in &step.made {
         let start = usize::from(start) * h.len() / 256;
         let end = (start + usize::from(len) * h.len() / 256).min(h.len() - 1);
         let ids: Vec<&str> = h[start..=end].iter().map(|m| m.id.as_str()).collect();
         let n = st.blocks.len() + 1;
         let mut b = block(&format!("b{n}"), 1, &ids);
+        if let Some(call) = calls.get(usize::from(by) * (calls.len() + 2) / 256) {
+            b.compress_call_id = call.to_string();
+        }
         if fold && let Some(last) = st.blocks.last() {
             b.tier = last.tier + 1;
             b.direct_block_ids = vec![Name::new(&last.block_id)];

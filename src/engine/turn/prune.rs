@@ -3,7 +3,7 @@
 
 use crate::engine::model::identity::{IdMap, IdSet};
 
-use super::carry::Carry;
+use super::carry::{Carry, Planned};
 use super::hide;
 use super::sync::Coverage;
 use super::unworded::Unworded;
@@ -103,10 +103,30 @@ pub fn prune_marked<'a>(
 pub fn prune_carried<'a>(
     carry: &Carry<'a>,
     state: &CompressionState,
-    unworded: Unworded<'a>,
+    mut unworded: Unworded<'a>,
     spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
 ) -> Pruned<'a> {
-    let (view, unworded) = place(carry.kept(), carry.anchors(), state, unworded, spent);
+    let Some(plan) = carry.plan(&state.blocks) else {
+        let (view, unworded) = place(carry.kept(), carry.anchors(), state, unworded, spent);
+        return Pruned {
+            view,
+            hidden: Vec::new(),
+            unworded,
+        };
+    };
+    unworded.reserve(
+        (plan.iter())
+            .filter(
+                |p| matches!(p, Planned::Message(m) if m.content_type == ContentType::ToolResult),
+            )
+            .count(),
+    );
+    // One more for the nudge a turn may end the view with.
+    let mut view = Vec::with_capacity(plan.len() + 1);
+    view.extend(plan.into_iter().map(|p| match p {
+        Planned::Message(m) => unworded.copy(m),
+        Planned::Summary(b) => render_summary(&state.blocks[b]),
+    }));
     Pruned {
         view,
         hidden: Vec::new(),
@@ -172,7 +192,7 @@ fn shown_anyway<'a>(view: &'a [CoreMessage], firsts: &[Option<usize>]) -> IdSet<
     shown
 }
 
-fn block_number(id: &str) -> u64 {
+pub(crate) fn block_number(id: &str) -> u64 {
     id.trim_start_matches('b').parse().unwrap_or(u64::MAX)
 }
 
