@@ -91,6 +91,9 @@ pub struct Carry<'h> {
     plain: BTreeSet<u32>,
     /// For each block, the places it stands for that are taken out.
     taken: Vec<BTreeSet<u32>>,
+    /// The active blocks that take out a place: those whose summaries the
+    /// view shows.
+    anchored: BTreeSet<u32>,
 }
 
 #[derive(Debug)]
@@ -237,6 +240,7 @@ impl<'h> Carry<'h> {
             calls_kept: BTreeSet::new(),
             plain: BTreeSet::new(),
             taken: Vec::new(),
+            anchored: BTreeSet::new(),
         })
     }
 
@@ -287,17 +291,22 @@ impl<'h> Carry<'h> {
         self.register_blocks(state, &mut dirty);
         // Active as a projection syncs them: not folded by another, and
         // standing for a message of the prefix.
-        for (seen, b) in self.blocks.iter_mut().zip(&mut state.blocks) {
+        let mut flipped = Vec::new();
+        for (i, (seen, b)) in self.blocks.iter_mut().zip(&mut state.blocks).enumerate() {
             let active = !seen.absorbed && (seen.first as usize) < n;
             b.active = active;
             if active != seen.active {
                 seen.active = active;
+                flipped.push(i);
                 dirty.extend(
                     (b.effective_message_ids.iter())
                         .filter_map(|id| self.place.get(id.as_str()).copied())
                         .filter(|&p| (p as usize) < n),
                 );
             }
+        }
+        for b in flipped {
+            self.reanchor(b);
         }
         // What is covered, and which exchanges and pairs to look at again.
         let mut changed: Vec<u32> = Vec::new();
@@ -536,6 +545,9 @@ impl<'h> Carry<'h> {
                 taken.remove(&(p as u32));
             }
         }
+        for i in 0..self.cover[p].len() {
+            self.reanchor(self.cover[p][i] as usize);
+        }
         if self.history[p].is_compress_call() {
             if hidden {
                 self.calls_kept.remove(&(p as u32));
@@ -544,6 +556,15 @@ impl<'h> Carry<'h> {
             }
         }
         self.settle_plain(p);
+    }
+
+    /// Counts the block at `b` among those whose summaries show, or not.
+    fn reanchor(&mut self, b: usize) {
+        if self.blocks[b].active && !self.taken[b].is_empty() {
+            self.anchored.insert(b as u32);
+        } else {
+            self.anchored.remove(&(b as u32));
+        }
     }
 
     /// Puts the message at `p` among the plain places or takes it out, and
@@ -671,8 +692,9 @@ impl<'h> Carry<'h> {
         // Each summary before the kept message it is placed at: the first
         // at or after its anchor (and the summary before it) that starts an
         // exchange, as the message before it, or the summary, leaves it.
-        let mut summaries: Vec<(usize, u64, usize)> = (self.anchors().into_iter().enumerate())
-            .filter_map(|(b, at)| Some((at?, block_number(&blocks[b].block_id), b)))
+        let mut summaries: Vec<(usize, u64, usize)> = (self.anchored.iter())
+            .map(|&b| b as usize)
+            .filter_map(|b| Some((self.anchor(b)?, block_number(&blocks[b].block_id), b)))
             .collect();
         summaries.sort_unstable();
         let total = self.kept.len();
@@ -721,14 +743,13 @@ impl<'h> Carry<'h> {
     /// For each block, where its summary goes: how many messages are kept
     /// before the first it takes out (`None` for a block not in view).
     pub fn anchors(&self) -> Vec<Option<usize>> {
-        self.blocks
-            .iter()
-            .zip(&self.taken)
-            .map(|(seen, taken)| {
-                let first = *taken.first().filter(|_| seen.active)?;
-                Some(self.ranks.before(first as usize))
-            })
-            .collect()
+        (0..self.blocks.len()).map(|b| self.anchor(b)).collect()
+    }
+
+    /// [`Carry::anchors`] of the block at `b`.
+    fn anchor(&self, b: usize) -> Option<usize> {
+        let first = *self.taken[b].first().filter(|_| self.blocks[b].active)?;
+        Some(self.ranks.before(first as usize))
     }
 }
 
