@@ -246,8 +246,26 @@ fn user_spoke(messages: &[CoreMessage]) -> bool {
 /// kept (the repeat guard, the failure count); its recorded answer is what a
 /// retried `apply` prints.
 fn keep_rejection(state: &mut CompressionState, at: &CallInput, panel: &str) {
-    let again = answer(state.clone(), at);
+    // Answered on a copy whose ref map, token figures, blocks and answers
+    // are lent rather than copied (a long session's state is mostly those):
+    // the blocks come back as they were, without any the copy made.
+    let active: Vec<bool> = state.blocks.iter().map(|b| b.active).collect();
+    let applied = std::mem::take(&mut state.host.applied);
+    let lent = CompressionState {
+        message_refs: std::mem::take(&mut state.message_refs),
+        token_snapshot: std::mem::take(&mut state.token_snapshot),
+        blocks: std::mem::take(&mut state.blocks),
+        ..state.clone()
+    };
+    state.host.applied = applied;
+    let again = answer(lent, at);
     let rejected = again.rejected();
+    let mut blocks = again.state.blocks;
+    blocks.truncate(active.len());
+    for (b, was) in blocks.iter_mut().zip(active) {
+        b.active = was;
+    }
+    state.blocks = blocks;
     state.message_refs = again.state.message_refs;
     state.token_snapshot = again.state.token_snapshot;
     if rejected {
