@@ -19,6 +19,7 @@ use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::state::{Block, Calibration, CompressionState};
+use crate::engine::turn::Carry;
 
 /// A prompt size the provider reported for one request of the transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +112,10 @@ pub struct GaugeInput<'a> {
     /// Earlier cuts in the view: its index, the tokens it saved, and the
     /// history length when it was made.
     pub cuts: &'a [(usize, usize, usize)],
+    /// A rebuild's carry, brought to this history: what it knows of the
+    /// history's recorded figures and Compress calls stands in for reading
+    /// the history again.
+    pub carry: Option<&'a Carry<'a>>,
 }
 
 /// The gauge for this turn. The host's figure wins when it gave one; then
@@ -194,24 +199,36 @@ impl Calibration {
 /// growth over estimated growth between consecutive records, where nothing
 /// but new messages came between them (no Compress call).
 fn recorded_ratio(input: &GaugeInput) -> Option<f64> {
-    let (mut provider, mut estimate) = (0u64, 0u64);
-    for pair in input.recorded.windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        if b.at > input.history.len() || b.tokens <= a.tokens || b.at <= a.at {
-            continue;
-        }
-        let between = &input.history[a.at..b.at];
-        if between.iter().any(|m| m.tool_name == COMPRESS_TOOL) {
-            continue;
-        }
-        provider += (b.tokens - a.tokens) as u64;
-        estimate += between
-            .iter()
-            .map(|m| input.config.tokens(m) as u64)
-            .sum::<u64>();
-    }
+    let carried = input
+        .carry
+        .and_then(|c| c.recorded_growth(input.recorded, input.config));
+    let (provider, estimate) = carried.unwrap_or_else(|| {
+        (input.recorded.windows(2))
+            .filter(|pair| pair[1].at <= input.history.len())
+            .filter_map(|pair| growth((pair[0], pair[1]), input.history, input.config))
+            .fold((0, 0), |(p, e), (dp, de)| (p + dp, e + de))
+    });
     (estimate >= MIN_SAMPLE)
         .then(|| (provider as f64 / estimate as f64).clamp(RATIO_BOUNDS.0, RATIO_BOUNDS.1))
+}
+
+/// Provider growth and estimated growth between two consecutive records,
+/// `a` and `b` within `history`: `None` where more than new messages came
+/// between them (a Compress call), or the figures did not grow.
+pub(crate) fn growth(
+    (a, b): (Recorded, Recorded),
+    history: &[CoreMessage],
+    config: &Config,
+) -> Option<(u64, u64)> {
+    if b.tokens <= a.tokens || b.at <= a.at {
+        return None;
+    }
+    let between = &history[a.at..b.at];
+    if between.iter().any(|m| m.tool_name == COMPRESS_TOOL) {
+        return None;
+    }
+    let estimate = between.iter().map(|m| config.tokens(m) as u64).sum();
+    Some(((b.tokens - a.tokens) as u64, estimate))
 }
 
 /// The estimate of the request recorded at history index `at`, as well as
@@ -240,30 +257,35 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
     // call being applied now (not in the history yet), over messages that
     // request held.
     let earlier = &input.history[..at];
-    let earlier_calls: IdSet<'_> = earlier
-        .iter()
-        .filter(|m| m.is_compress_call())
-        .map(|m| m.tool_call_id.as_str())
-        .collect();
+    let earlier_calls: IdSet<'_> = match input.carry {
+        Some(_) => IdSet::default(),
+        None => earlier
+            .iter()
+            .filter(|m| m.is_compress_call())
+            .map(|m| m.tool_call_id.as_str())
+            .collect(),
+    };
+    let called_before = |call: &str| match input.carry {
+        Some(c) => c.called_before(call, at),
+        None => earlier_calls.contains(call),
+    };
     let later_blocks: Vec<&Block> = (input.state.blocks.iter())
-        .filter(|b| {
-            !b.compress_call_id.is_empty() && !earlier_calls.contains(b.compress_call_id.as_str())
-        })
+        .filter(|b| !b.compress_call_id.is_empty() && !called_before(&b.compress_call_id))
         .collect();
     // Most turns have no such block: the ids before the record, which a
     // long session has many of, are gathered only for those there are.
-    let earlier_ids: IdSet<'_> = if later_blocks.is_empty() {
+    let earlier_ids: IdSet<'_> = if later_blocks.is_empty() || input.carry.is_some() {
         IdSet::default()
     } else {
         earlier.iter().map(|m| m.id.as_str()).collect()
     };
+    let held_then = |id: &str| match input.carry {
+        Some(c) => c.placed_before(id, at),
+        None => earlier_ids.contains(id),
+    };
     let reclaimed: usize = later_blocks
         .into_iter()
-        .filter(|b| {
-            b.direct_message_ids
-                .iter()
-                .any(|id| earlier_ids.contains(id.as_str()))
-        })
+        .filter(|b| b.direct_message_ids.iter().any(|id| held_then(id)))
         .map(|b| {
             b.compressed_tokens
                 .saturating_sub(input.config.count(&b.summary))
@@ -297,6 +319,7 @@ mod tests {
             state,
             config,
             cuts: &[],
+            carry: None,
         }
     }
 

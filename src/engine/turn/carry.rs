@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use crate::engine::model::config::Config;
 use crate::engine::model::exchange;
 use crate::engine::model::identity::IdMap;
 use crate::engine::model::message::{COMPRESS_TOOL, ContentType, CoreMessage, Role};
@@ -25,6 +26,7 @@ use crate::engine::model::name::Name;
 use crate::engine::model::refs::{self, Held};
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::SUMMARY_ROLE;
+use crate::engine::pressure::gauge::{self, Recorded};
 use crate::engine::turn::hide::KEEP_FAILED;
 use crate::engine::turn::prune::block_number;
 
@@ -94,6 +96,18 @@ pub struct Carry<'h> {
     /// The active blocks that take out a place: those whose summaries the
     /// view shows.
     anchored: BTreeSet<u32>,
+    /// The growth the transcript's recorded figures show within the
+    /// history seen (see [`Carry::sum_recorded`]).
+    growth: Option<Growth>,
+}
+
+/// Provider and estimated growth summed over the first pairs of recorded
+/// figures, for one list of them counted under one config.
+#[derive(Debug)]
+struct Growth {
+    of: (*const Recorded, usize, *const Config),
+    pairs: usize,
+    sums: (u64, u64),
 }
 
 #[derive(Debug)]
@@ -241,6 +255,7 @@ impl<'h> Carry<'h> {
             plain: BTreeSet::new(),
             taken: Vec::new(),
             anchored: BTreeSet::new(),
+            growth: None,
         })
     }
 
@@ -594,6 +609,54 @@ impl<'h> Carry<'h> {
                 self.plain.insert(q);
             }
         }
+    }
+
+    /// Sums the growth of the `recorded` figures over the pairs within the
+    /// history seen, going on from the pairs summed before: figures in
+    /// history order have those within a longer history after them.
+    /// Figures out of order are left to the gauge, which reads them all.
+    pub fn sum_recorded(&mut self, recorded: &[Recorded], config: &Config) {
+        let of = (recorded.as_ptr(), recorded.len(), config as *const Config);
+        if self.growth.as_ref().is_none_or(|g| g.of != of) {
+            self.growth = (recorded.is_sorted_by_key(|r| r.at)).then_some(Growth {
+                of,
+                pairs: 0,
+                sums: (0, 0),
+            });
+        }
+        let Some(g) = &mut self.growth else {
+            return;
+        };
+        let seen = &self.history[..self.len];
+        for pair in recorded.windows(2).skip(g.pairs) {
+            if pair[1].at > seen.len() {
+                break;
+            }
+            g.pairs += 1;
+            if let Some((p, e)) = gauge::growth((pair[0], pair[1]), seen, config) {
+                g.sums = (g.sums.0 + p, g.sums.1 + e);
+            }
+        }
+    }
+
+    /// The growth [`Carry::sum_recorded`] summed for `recorded` and
+    /// `config`, if it did.
+    pub fn recorded_growth(&self, recorded: &[Recorded], config: &Config) -> Option<(u64, u64)> {
+        let of = (recorded.as_ptr(), recorded.len(), config as *const Config);
+        self.growth.as_ref().filter(|g| g.of == of).map(|g| g.sums)
+    }
+
+    /// Whether a Compress call with the id `call` comes before place `at`.
+    pub fn called_before(&self, call: &str, at: usize) -> bool {
+        self.pairs.get(call).is_some_and(|pair| {
+            (pair.places.iter())
+                .any(|&q| (q as usize) < at && self.history[q as usize].is_compress_call())
+        })
+    }
+
+    /// Whether the message `id` comes before place `at`.
+    pub fn placed_before(&self, id: &str, at: usize) -> bool {
+        self.place.get(id).is_some_and(|&p| (p as usize) < at)
     }
 
     /// Whether `blocks` are the blocks seen, and perhaps more after them.

@@ -2,6 +2,7 @@ use super::*;
 use crate::engine::model::config::Config;
 use crate::engine::model::name::Name;
 use crate::engine::model::state::Block;
+use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
 use crate::engine::test_support::{block, call, result, say, think, user};
 use crate::engine::turn::{Projection, TurnInput, project, project_carried};
@@ -20,7 +21,7 @@ fn history(kinds: &[u8]) -> Vec<CoreMessage> {
             2 => h.extend([
                 think(&id(0)),
                 call(&id(1), &cid(0), "Read"),
-                result(&id(2), &cid(0), "Read"),
+                CoreMessage::tool_result(id(2), cid(0), "Read", "a line read\n".repeat(200)),
             ]),
             3 => h.extend([
                 say(&id(0)),
@@ -88,6 +89,7 @@ fn make_blocks(st: &mut CompressionState, h: &[CoreMessage], step: &Step) {
         let ids: Vec<&str> = h[start..=end].iter().map(|m| m.id.as_str()).collect();
         let n = st.blocks.len() + 1;
         let mut b = block(&format!("b{n}"), 1, &ids);
+        b.compressed_tokens = 40 * ids.len();
         if let Some(call) = calls.get(usize::from(by) * (calls.len() + 2) / 256) {
             b.compress_call_id = call.to_string();
         }
@@ -119,8 +121,15 @@ proptest::proptest! {
         kinds in prop::collection::vec(any::<u8>(), 1..40),
         steps in steps(),
         window in 200usize..4000,
+        recorded_every in 0usize..5,
     ) {
         let h = history(&kinds);
+        // Prompt sizes recorded for some responses, as a Claude Code log
+        // records them, growing (a Compress call between two does not count).
+        let recorded: Vec<Recorded> = (h.iter().enumerate())
+            .filter(|(i, m)| recorded_every > 0 && m.role == Role::Assistant && i % recorded_every == 0)
+            .map(|(i, _)| Recorded { at: i, tokens: 500 + 45 * i })
+            .collect();
         let config = Config { context_limit: window, ..Config::default() };
         let sections = Sections::default();
         let none = Default::default();
@@ -134,7 +143,7 @@ proptest::proptest! {
                 history: &h[..cut],
                 config: &config,
                 input_tokens: None,
-                recorded: &[],
+                recorded: &recorded,
                 sections: &sections,
                 force_nudge: false,
                 for_call: true,

@@ -152,6 +152,7 @@ fn project_with<'a>(
                 "a carry serves the history it was made for"
             );
             let a = c.advance(state, history.len(), next, protected);
+            c.sum_recorded(input.recorded, cfg);
             (a.new, a.unnumbered, Some(&*c))
         }
         None => {
@@ -220,6 +221,7 @@ fn project_with<'a>(
         state,
         config: cfg,
         cuts: &cuts,
+        carry: carried,
     });
     if let Some(n) = input
         .input_tokens
