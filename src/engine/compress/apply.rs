@@ -52,7 +52,7 @@ pub struct ApplyInput<'a> {
     /// moment, were already applied then and are not applied again.
     pub replay: bool,
     /// A rebuild's carry, as the view's projection left it (see
-    /// [`Resolver::new`]).
+    /// `Resolver::new`).
     pub carry: Option<&'a Carry<'a>>,
 }
 

@@ -55,7 +55,7 @@ pub struct CallInput<'a> {
     /// Cuts an earlier turn made, as [`TurnInput::cuts`].
     pub cuts: &'a IdMap<'a, KeptCut>,
     /// What the projections of earlier cuts of `history` found, for a
-    /// rebuild answering call after call (see [`Carry`]).
+    /// rebuild answering call after call (see `engine::turn::Carry`).
     pub carry: Option<&'a RefCell<Carry<'a>>>,
 }
 

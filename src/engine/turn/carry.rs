@@ -9,9 +9,11 @@
 //! refs held, the blocks standing for each message, what is shown anyway
 //! and what is taken out. A projection then redoes only what changed since
 //! the last: the new messages, the messages of blocks made, folded or
-//! brought in since, and the exchanges and Compress pairs around them. It
-//! gives what [`prune_marked`](super::prune::prune_marked) gives over the
-//! same history and blocks (a property test holds the two together).
+//! brought in since, and the exchanges and Compress pairs around them. The
+//! spent Compress exchanges are placed without being walked, and the growth
+//! between the transcript's recorded prompt sizes is summed on from the last
+//! call. A carried projection gives what a projection afresh gives over the
+//! same history and state (a property test holds the two together).
 //!
 //! Places rather than ids: a carry is made only for a history whose ids are
 //! all there and all different, as a transcript's are.

@@ -69,7 +69,8 @@ pub struct Projection {
     pub view: Vec<CoreMessage>,
     /// For each history message, whether a block hides it (see
     /// `prune::prune_marked`): what a later turn will
-    /// not need the words of while the blocks stand.
+    /// not need the words of while the blocks stand. Empty for a projection
+    /// a rebuild carried on (`project_carried`), which nothing reads it of.
     pub hidden: Vec<bool>,
     /// Refs handed out this turn.
     pub new_refs: usize,
