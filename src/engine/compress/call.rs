@@ -15,7 +15,7 @@ use super::panel;
 use super::parse_args::{ParseKind, ParsedArgs, parse_compress_args};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::CoreMessage;
-use crate::engine::model::state::{AppliedCall, CompressionState};
+use crate::engine::model::state::{AppliedCall, Block, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
 use crate::engine::turn::truncate::KeptCut;
@@ -114,38 +114,51 @@ fn scratch_view(state: &mut CompressionState, input: &CallInput) -> Projection {
     project_lent(state, input, false)
 }
 
-/// Projects the call's cut on a copy of `state`. What is most of a long
-/// session's state is lent to the copy rather than copied (a rebuild makes
-/// a copy per call): the ref map, whose new refs are kept; the blocks, which
-/// come back marked active as they were; with `figures`, the token
-/// figures, kept as the projection leaves them; and the answers to earlier
-/// calls, one a call, which a projection does not read and which are set
-/// aside untouched.
+/// Projects the call's cut on a copy of `state` (see [`lend`]): the refs
+/// it hands out are kept; the blocks come back marked active as they were;
+/// with `figures`, the token figures are kept as the projection leaves them.
 fn project_lent(state: &mut CompressionState, input: &CallInput, figures: bool) -> Projection {
-    let active: Vec<bool> = state.blocks.iter().map(|b| b.active).collect();
-    let applied = std::mem::take(&mut state.host.applied);
-    // Taken out before the rest is copied, so it is copied once or not at all.
-    let snapshot = std::mem::take(&mut state.token_snapshot);
-    let (lent, kept) = if figures {
-        (snapshot, None)
-    } else {
-        (snapshot.clone(), Some(snapshot))
-    };
-    let mut scratch = CompressionState {
-        message_refs: std::mem::take(&mut state.message_refs),
-        blocks: std::mem::take(&mut state.blocks),
-        token_snapshot: lent,
-        ..state.clone()
-    };
+    let (mut scratch, active) = lend(state);
+    // Without `figures`, the projection works on a copy of them.
+    let kept = (!figures).then(|| scratch.token_snapshot.clone());
     let p = project_at(&mut scratch, input);
-    state.host.applied = applied;
     state.message_refs = scratch.message_refs;
-    state.blocks = scratch.blocks;
-    for (b, was) in state.blocks.iter_mut().zip(active) {
-        b.active = was;
-    }
+    give_back_blocks(state, scratch.blocks, active);
     state.token_snapshot = kept.unwrap_or(scratch.token_snapshot);
     p
+}
+
+/// A copy of `state` that a projection or an answer may change, with what
+/// is most of a long session's state lent rather than copied (a rebuild
+/// makes a copy per call): the ref map, the blocks and the token figures
+/// move to the copy; the answers to earlier calls, one a call, which
+/// neither reads, stay behind and the copy has none. Returns the blocks'
+/// active flags too, for [`give_back_blocks`].
+pub(super) fn lend(state: &mut CompressionState) -> (CompressionState, Vec<bool>) {
+    let active = state.blocks.iter().map(|b| b.active).collect();
+    let applied = std::mem::take(&mut state.host.applied);
+    let copy = CompressionState {
+        message_refs: std::mem::take(&mut state.message_refs),
+        blocks: std::mem::take(&mut state.blocks),
+        token_snapshot: std::mem::take(&mut state.token_snapshot),
+        ..state.clone()
+    };
+    state.host.applied = applied;
+    (copy, active)
+}
+
+/// Takes back the blocks [`lend`] lent as they were: any the copy made are
+/// dropped, and each is marked active as it was.
+pub(super) fn give_back_blocks(
+    state: &mut CompressionState,
+    mut blocks: Vec<Block>,
+    active: Vec<bool>,
+) {
+    blocks.truncate(active.len());
+    for (b, was) in blocks.iter_mut().zip(active) {
+        b.active = was;
+    }
+    state.blocks = blocks;
 }
 
 fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::apply::{ApplyInput, ApplyOutcome, apply};
 use super::archive::ArchiveFile;
-use super::call::{CallInput, answer, answer_with, view_at};
+use super::call::{CallInput, answer, answer_with, give_back_blocks, lend, view_at};
 use super::panel::block_count;
 use super::parse_args::{CompressRange, parse_compress_args};
 use crate::engine::model::config::Config;
@@ -246,26 +246,12 @@ fn user_spoke(messages: &[CoreMessage]) -> bool {
 /// kept (the repeat guard, the failure count); its recorded answer is what a
 /// retried `apply` prints.
 fn keep_rejection(state: &mut CompressionState, at: &CallInput, panel: &str) {
-    // Answered on a copy whose ref map, token figures, blocks and answers
-    // are lent rather than copied (a long session's state is mostly those):
-    // the blocks come back as they were, without any the copy made.
-    let active: Vec<bool> = state.blocks.iter().map(|b| b.active).collect();
-    let applied = std::mem::take(&mut state.host.applied);
-    let lent = CompressionState {
-        message_refs: std::mem::take(&mut state.message_refs),
-        token_snapshot: std::mem::take(&mut state.token_snapshot),
-        blocks: std::mem::take(&mut state.blocks),
-        ..state.clone()
-    };
-    state.host.applied = applied;
-    let again = answer(lent, at);
+    // Answered on a copy of the state lent to it: the blocks come back as
+    // they were, without any the copy made.
+    let (copy, active) = lend(state);
+    let again = answer(copy, at);
     let rejected = again.rejected();
-    let mut blocks = again.state.blocks;
-    blocks.truncate(active.len());
-    for (b, was) in blocks.iter_mut().zip(active) {
-        b.active = was;
-    }
-    state.blocks = blocks;
+    give_back_blocks(state, again.state.blocks, active);
     state.message_refs = again.state.message_refs;
     state.token_snapshot = again.state.token_snapshot;
     if rejected {

@@ -29,7 +29,7 @@ use crate::engine::model::refs::{self, Held};
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::SUMMARY_ROLE;
 use crate::engine::pressure::gauge::{self, Recorded};
-use crate::engine::turn::hide::KEEP_FAILED;
+use crate::engine::turn::hide;
 use crate::engine::turn::prune::block_number;
 
 /// What the projections of a history's prefixes found so far (see the
@@ -702,11 +702,6 @@ impl<'h> Carry<'h> {
             .find(|&b| blocks[b].active)
     }
 
-    /// The blocks the Compress call `call` made, among those seen.
-    pub fn call_blocks(&self, call: &str) -> Option<&[u32]> {
-        self.by_call.get(call).map(Vec::as_slice)
-    }
-
     /// Whether an active block stands for the message `id`.
     pub fn covers(&self, id: &str) -> bool {
         self.place
@@ -728,24 +723,12 @@ impl<'h> Carry<'h> {
         }
         // The calls whose exchanges stay in view, as `hide::spent_calls`
         // keeps them.
-        let mut stay: Vec<&str> = Vec::new();
-        let mut failed = 0;
-        for &p in self.calls_kept.iter().rev() {
-            let call = self.history[p as usize].tool_call_id.as_str();
-            match self.by_call.get(call) {
-                None => {
-                    if failed < KEEP_FAILED {
-                        stay.push(call);
-                    }
-                    failed += 1;
-                }
-                Some(made) if made.iter().any(|&b| blocks[b as usize].active) => {
-                    stay.push(call);
-                    break;
-                }
-                Some(_) => {}
-            }
-        }
+        let stay = hide::staying(
+            (self.calls_kept.iter().rev()).map(|&p| self.history[p as usize].tool_call_id.as_str()),
+            |call| {
+                (self.by_call.get(call)).map(|made| made.iter().any(|&b| blocks[b as usize].active))
+            },
+        );
         let mut shown: Vec<u32> = self.plain.iter().copied().collect();
         for call in &stay {
             let pair = &self.pairs[call];

@@ -7,7 +7,6 @@
 //! model sees what to correct), and long summaries inside a kept call are
 //! cut to a stub. The transcript keeps every call for `rebuild`.
 
-use super::carry::Carry;
 use crate::engine::model::identity::{IdMap, IdSet};
 
 use serde_json::Value;
@@ -23,12 +22,12 @@ pub const STUB_CHARS: usize = 200;
 
 /// The call ids of the Compress exchanges that leave the view, out of the
 /// messages it would otherwise hold (in order): every call but the latest
-/// success and the failures after it. Decided on borrowed messages, so that
-/// a long session's spent calls, arguments and all, are never copied.
+/// success and the failures after it (see [`staying`]). Decided on
+/// borrowed messages, so that a long session's spent calls, arguments and
+/// all, are never copied.
 pub fn spent_calls<'a>(
     view: impl IntoIterator<Item = &'a CoreMessage>,
     state: &CompressionState,
-    carry: Option<&Carry>,
 ) -> IdSet<'a> {
     let calls: Vec<&str> = view
         .into_iter()
@@ -39,54 +38,59 @@ pub fn spent_calls<'a>(
         return IdSet::default();
     }
     // Whether a block stands for each call's exchange, and whether one that
-    // does is active: looked up for the calls in view (a rebuild's carry
-    // knows each call's blocks), not gathered from every block a long
-    // session made.
+    // does is active: looked up for the calls in view, by hash when there
+    // are many, not gathered from every block a long session made.
+    let many: IdSet<'_> = match calls.len() {
+        0..=16 => IdSet::default(),
+        _ => calls.iter().copied().collect(),
+    };
     let mut block_of: IdMap<'_, bool> = IdMap::default();
-    match carry.filter(|c| c.has_seen(&state.blocks)) {
-        Some(carry) => {
-            for &c in &calls {
-                if let Some(blocks) = carry.call_blocks(c) {
-                    let active = blocks.iter().any(|&b| state.blocks[b as usize].active);
-                    *block_of.entry(c).or_insert(false) |= active;
-                }
-            }
-        }
-        None => {
-            // A view holding many calls has them looked up by hash instead.
-            let many: IdSet<'_> = match calls.len() {
-                0..=16 => IdSet::default(),
-                _ => calls.iter().copied().collect(),
-            };
-            for b in state
-                .blocks
-                .iter()
-                .filter(|b| !b.compress_call_id.is_empty())
-            {
-                let id = b.compress_call_id.as_str();
-                let call = match many.is_empty() {
-                    true => calls.iter().copied().find(|&c| c == id),
-                    false => many.get(id).copied(),
-                };
-                if let Some(c) = call {
-                    *block_of.entry(c).or_insert(false) |= b.active;
-                }
-            }
-        }
-    }
-    let last_success = calls.iter().rposition(|c| block_of.get(c) == Some(&true));
-    let mut keep = IdSet::default();
-    if let Some(i) = last_success {
-        keep.insert(calls[i]);
-    }
-    let failed_after = calls
+    for b in state
+        .blocks
         .iter()
-        .enumerate()
-        .filter(|(i, c)| last_success.is_none_or(|s| *i > s) && !block_of.contains_key(*c))
-        .map(|(_, c)| *c)
-        .collect::<Vec<_>>();
-    keep.extend(failed_after.iter().rev().take(KEEP_FAILED));
+        .filter(|b| !b.compress_call_id.is_empty())
+    {
+        let id = b.compress_call_id.as_str();
+        let call = match many.is_empty() {
+            true => calls.iter().copied().find(|&c| c == id),
+            false => many.get(id).copied(),
+        };
+        if let Some(c) = call {
+            *block_of.entry(c).or_insert(false) |= b.active;
+        }
+    }
+    let keep: IdSet<'_> = staying(calls.iter().rev().copied(), |c| block_of.get(c).copied())
+        .into_iter()
+        .collect();
     calls.into_iter().filter(|id| !keep.contains(id)).collect()
+}
+
+/// The calls whose exchanges stay in view, out of those in view given last
+/// first, `made` telling whether a call made blocks and whether one of them
+/// is active: the latest call with an active block, and the last
+/// [`KEEP_FAILED`] after it that made none. Only the calls after that
+/// success are looked at.
+pub fn staying<'a>(
+    calls_from_last: impl IntoIterator<Item = &'a str>,
+    made: impl Fn(&str) -> Option<bool>,
+) -> Vec<&'a str> {
+    let (mut stay, mut failed) = (Vec::new(), 0);
+    for call in calls_from_last {
+        match made(call) {
+            None => {
+                if failed < KEEP_FAILED {
+                    stay.push(call);
+                }
+                failed += 1;
+            }
+            Some(true) => {
+                stay.push(call);
+                break;
+            }
+            Some(false) => {}
+        }
+    }
+    stay
 }
 
 /// Whether `m` is half of an exchange in `spent` (see [`spent_calls`]).
@@ -153,7 +157,7 @@ mod tests {
     /// Both steps, as a turn takes them: the spent exchanges left out, the
     /// summaries of those kept stubbed.
     fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessage> {
-        let spent = spent_calls(&view, state, None);
+        let spent = spent_calls(&view, state);
         let kept: Vec<CoreMessage> = (view.iter())
             .filter(|m| !is_spent(m, &spent))
             .cloned()

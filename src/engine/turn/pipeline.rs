@@ -168,7 +168,7 @@ fn project_with<'a>(
         Some(c) => Covers::Carried(c),
         None => Covers::Turn(Coverage::of(&state.blocks)),
     };
-    let spent = |kept: &[&'a CoreMessage]| hide::spent_calls(kept.iter().copied(), state, carried);
+    let spent = |kept: &[&'a CoreMessage]| hide::spent_calls(kept.iter().copied(), state);
     let pruned = match &covers {
         Covers::Turn(covered) => prune::prune_marked(
             history,

@@ -221,7 +221,7 @@ fn spent_compress_exchanges_leave_without_moving_summaries() {
     ];
     let covered = Coverage::of(&st.blocks);
     let out = prune_marked(&v, &st, &covered, Unworded::default(), |kept| {
-        hide::spent_calls(kept.iter().copied(), &st, None)
+        hide::spent_calls(kept.iter().copied(), &st)
     })
     .view;
     // The summary still waits for the end of the assistant run the spent
