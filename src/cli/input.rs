@@ -186,15 +186,24 @@ pub(super) fn hand_back_at_once() {
     unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 0) }
 }
 
-/// Transparent huge pages for this process from here on, or none. Off from
-/// the start ([`super::main`]): a first turn of 10K messages peaked at 62 MB
-/// with them where it peaks at 37. On for a warm turn whose read cache is
-/// large but a small part of its transcript (a long session mostly
-/// compressed): such a turn decodes tens of megabytes of small structures
-/// into fresh memory, and with pages of 2 MB rather than 4 KB the chat 99K
-/// one spent 112–118 ms of CPU where it spent 161–163, peaking at 98 MB
-/// where it peaked at 77 (0.6× its 156 MB file, against 0.5×).
-pub(super) fn huge_pages(on: bool) {
+/// Transparent huge pages for this process from here on, or none.
+///
+/// Off from the start: the binary calls this as it is loaded, before the
+/// runtime's first allocation reserves the allocator's arena and touches
+/// it. The allocator marks its arena for huge pages, so that touch cost
+/// every process two of them, 4 MB to zero (`noa --version` peaked at
+/// 8.4 MB, 4.9 MB without), and up to 20 ms where the machine's free
+/// memory had gone back to its host. A first turn of 10K messages peaked
+/// at 62 MB with them where it peaks at 37.
+///
+/// On for a warm turn whose read cache is large but a small part of its
+/// transcript (a long session mostly compressed): such a turn decodes tens
+/// of megabytes of small structures into fresh memory, and with pages of
+/// 2 MB rather than 4 KB the chat 99K one spent 112–118 ms of CPU where it
+/// spent 161–163, peaking at 98 MB where it peaked at 77 (0.6× its 156 MB
+/// file, against 0.5×). The arena keeps its mark, so turning them on
+/// reaches it.
+pub fn huge_pages(on: bool) {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_THP_DISABLE takes plain integers and changes only how
     // the kernel backs this process's memory; a kernel without it refuses

@@ -25,6 +25,7 @@ use thiserror::Error;
 
 pub use args::Cli;
 pub use exit::Exit;
+pub use input::huge_pages;
 
 use crate::formats::ReadError;
 use crate::store::StoreError;
@@ -102,7 +103,6 @@ impl CliError {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    input::huge_pages(false);
     let cli = Cli::parse();
     let color = io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = miette::set_hook(Box::new(move |_| {

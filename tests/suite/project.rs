@@ -529,3 +529,50 @@ fn a_chat_log_read_in_pieces_gives_what_a_whole_read_gives() {
     assert!(said.contains("<stdin>:2501:"), "{said}");
     assert_eq!(said, stderr(&whole));
 }
+
+/// The process holds no transparent huge page while it waits for its
+/// transcript: they are turned off as the binary is loaded, before the
+/// runtime's first allocation, which would otherwise bring the allocator's
+/// arena in as two pages of 2 MB (4 MB to zero for a run of any size).
+#[cfg(target_os = "linux")]
+#[test]
+fn starts_without_huge_pages() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let dir = TempDir::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_noa"))
+        .args(["project", "-", "--session", "s", "--state-dir"])
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until it sleeps, waiting on its stdin: the state after the command's
+    // name in /proc's stat line.
+    let stat = format!("/proc/{}/stat", child.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while fs::read_to_string(&stat)
+        .unwrap()
+        .rsplit_once(") ")
+        .is_none_or(|(_, rest)| !rest.starts_with('S'))
+    {
+        assert!(Instant::now() < deadline, "noa never waited on its stdin");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let rollup = fs::read_to_string(format!("/proc/{}/smaps_rollup", child.id())).unwrap();
+    let huge = rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .map(|kb| kb.trim().trim_end_matches("kB").trim().to_string());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"role\":\"user\",\"content\":\"hi\"}\n")
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(huge.as_deref(), Some("0"), "{rollup}");
+}
