@@ -828,3 +828,7 @@ mod round_trip_tests;
 #[cfg(test)]
 #[path = "read_after_tests.rs"]
 mod read_after_tests;
+
+#[cfg(test)]
+#[path = "branch_tests.rs"]
+mod branch_tests;
