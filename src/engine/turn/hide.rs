@@ -99,17 +99,12 @@ pub fn is_spent(m: &CoreMessage, spent: &IdSet) -> bool {
 }
 
 /// Stubs long summaries in the Compress calls that stay in the view.
-pub fn stub_calls(view: Vec<CoreMessage>) -> Vec<CoreMessage> {
-    view.into_iter()
-        .map(|mut m| {
-            if m.is_compress_call()
-                && let Some(stubbed) = stub_summaries(&m.text)
-            {
-                m.replace_text(stubbed, Edit::ArgsShortened);
-            }
-            m
-        })
-        .collect()
+pub fn stub_calls(view: &mut [CoreMessage]) {
+    for m in view.iter_mut().filter(|m| m.is_compress_call()) {
+        if let Some(stubbed) = stub_summaries(&m.text) {
+            m.replace_text(stubbed, Edit::ArgsShortened);
+        }
+    }
 }
 
 /// Rewrites Compress arguments with every summary over [`STUB_CHARS`] cut
@@ -158,11 +153,12 @@ mod tests {
     /// summaries of those kept stubbed.
     fn hide_compress_calls(view: Vec<CoreMessage>, state: &CompressionState) -> Vec<CoreMessage> {
         let spent = spent_calls(&view, state);
-        let kept: Vec<CoreMessage> = (view.iter())
+        let mut kept: Vec<CoreMessage> = (view.iter())
             .filter(|m| !is_spent(m, &spent))
             .cloned()
             .collect();
-        stub_calls(kept)
+        stub_calls(&mut kept);
+        kept
     }
 
     fn args(summary: &str) -> String {

@@ -181,7 +181,8 @@ fn project_with<'a>(
     };
     let covered = |id: &str| covers.contains(id);
     let (hidden, mut unworded) = (pruned.hidden, pruned.unworded);
-    let shown = hide::stub_calls(pruned.view);
+    let mut shown = pruned.view;
+    hide::stub_calls(&mut shown);
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
     let dropped_unpaired = before_pairing - view.len();

@@ -122,25 +122,28 @@ pub fn cut_largest(
     unworded: &mut Unworded,
 ) -> Truncation {
     let mut done = Truncation::default();
+    // Every output large enough for either pass, sized (a memo) and ordered
+    // once, largest first; an output is searched for the marker only when
+    // its turn to be cut comes, so the many large enough that the target is
+    // reached before them are never read. Each output's place among the
+    // held ones is found here, where they come in the view's order and are
+    // found without hashing, and outputs this turn has cut already are
+    // passed over.
+    let mut candidates: Vec<(usize, usize, Option<usize>)> = view
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.content_type == ContentType::ToolResult)
+        .map(|(i, m)| (i, cfg.tokens(m), unworded.place(m)))
+        .filter(|&(_, t, at)| t >= LAST_RESORT_MIN_TOKENS && !unworded.cut_made_at(at))
+        .collect();
+    candidates.sort_by_key(|&(i, t, _)| (std::cmp::Reverse(t), i));
     for (min_tokens, keep) in [
         (MIN_TOKENS, KEEP_CHARS),
         (LAST_RESORT_MIN_TOKENS, LAST_RESORT_KEEP_CHARS),
     ] {
-        // Sized (a memo) and ordered first; an output is searched for the
-        // marker only when its turn to be cut comes, so the many large
-        // enough that the target is reached before them are never read.
-        // Each output's place among the held ones is found here, where
-        // they come in the view's order and are found without hashing,
-        // and outputs this turn has cut already are passed over.
-        let mut candidates: Vec<(usize, usize, Option<usize>)> = view
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.content_type == ContentType::ToolResult)
-            .map(|(i, m)| (i, cfg.tokens(m), unworded.place(m)))
-            .filter(|&(_, t, at)| t >= min_tokens && !unworded.cut_made_at(at))
-            .collect();
-        candidates.sort_by_key(|&(i, t, _)| (std::cmp::Reverse(t), i));
-        for (i, _, at) in candidates {
+        // What the first pass cut is marked by the time the second comes.
+        let large = candidates.iter().take_while(|&&(_, t, _)| t >= min_tokens);
+        for &(i, _, at) in large {
             if estimate.saturating_sub(done.saved) <= target {
                 return done;
             }
@@ -419,7 +422,7 @@ pub enum Body<'a> {
     Ascii(usize),
 }
 
-impl Body<'_> {
+impl<'a> Body<'a> {
     /// Its length in bytes.
     fn len(self) -> usize {
         match self {
@@ -428,18 +431,23 @@ impl Body<'_> {
         }
     }
 
-    fn chars(self) -> usize {
+    /// Its words when they are not known to be all ASCII. Of the others,
+    /// every figure below follows from the length: a long view cuts
+    /// thousands of outputs, and reading each one's ends again to learn
+    /// that cost a third of the cutting.
+    fn mixed(self) -> Option<&'a str> {
         match self {
-            Body::Words(text, _) => tokens::chars(text),
-            Body::Ascii(len) => len,
+            Body::Words(text, memo) if !memo.ascii() => Some(text),
+            _ => None,
         }
     }
 
+    fn chars(self) -> usize {
+        self.mixed().map_or(self.len(), tokens::chars)
+    }
+
     fn ascii(self) -> bool {
-        match self {
-            Body::Words(_, memo) => memo.ascii(),
-            Body::Ascii(_) => true,
-        }
+        self.mixed().is_none()
     }
 
     fn marked(self) -> bool {
@@ -450,24 +458,24 @@ impl Body<'_> {
     }
 
     fn head_end(self, keep: usize) -> usize {
-        match self {
-            Body::Words(text, _) => head_end(text, keep),
-            Body::Ascii(len) => keep.min(len),
+        match self.mixed() {
+            Some(text) => head_end(text, keep),
+            None => keep.min(self.len()),
         }
     }
 
     fn tail_start(self, keep: usize) -> usize {
-        match self {
-            Body::Words(text, _) => tail_start(text, keep),
-            Body::Ascii(len) => len.saturating_sub(keep),
+        match self.mixed() {
+            Some(text) => tail_start(text, keep),
+            None => self.len().saturating_sub(keep),
         }
     }
 
     /// The estimate's tally of the bytes in `range`.
     fn tally(self, range: std::ops::Range<usize>) -> Tally {
-        match self {
-            Body::Words(text, _) => Tally::of(&text[range]),
-            Body::Ascii(_) => Tally::ascii(range.len()),
+        match self.mixed() {
+            Some(text) => Tally::of(&text[range]),
+            None => Tally::ascii(range.len()),
         }
     }
 
@@ -816,6 +824,26 @@ mod tests {
                 proptest::prop_assert!(!unworded.cut_made_at(unworded.place(&view[i])));
                 proptest::prop_assert_eq!(view[i].text.is_empty(), held);
             }
+        }
+
+        /// A cut of words known to be all ASCII, whose figures follow from
+        /// their length, is the cut of the same words read through.
+        #[test]
+        fn a_cut_of_words_known_ascii_is_the_cut_read_through(
+            pieces in proptest::collection::vec("[a-z \n]{1,40}", 0..400),
+            accent in proptest::option::of((0usize..400, "[é中]")),
+            keep in proptest::sample::select(vec![KEEP_CHARS, LAST_RESORT_KEEP_CHARS]),
+        ) {
+            let mut text = pieces.concat();
+            if let Some((at, c)) = accent {
+                text.insert_str(at.min(text.len()), &c);
+            }
+            let cfg = Config::default();
+            let learned = Counted::default();
+            learned.learn(&text);
+            let read = cut_pieces(Body::Words(&text, &Counted::default()), "", keep, &cfg, || 0);
+            let known = cut_pieces(Body::Words(&text, &learned), "", keep, &cfg, || 0);
+            proptest::prop_assert_eq!(known, read);
         }
 
         #[test]

@@ -8,27 +8,27 @@
 //! transcript itself keeps it.
 
 use crate::engine::model::identity::IdSet;
-use std::collections::HashSet;
 
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
 
 /// Drops unpaired tool calls and results, then reasoning that no longer leads
 /// into an assistant action, until nothing changes.
-pub fn drop_unpaired(messages: Vec<CoreMessage>) -> Vec<CoreMessage> {
-    let mut current = messages;
+pub fn drop_unpaired(mut messages: Vec<CoreMessage>) -> Vec<CoreMessage> {
     loop {
-        let keep = paired_mask(&current);
-        let before = current.len();
-        current = current
-            .into_iter()
-            .zip(keep)
-            .filter_map(|(m, k)| k.then_some(m))
-            .collect();
-        current = drop_dangling_reasoning(current);
-        if current.len() == before {
-            return current;
+        let before = messages.len();
+        keep_marked(&mut messages, paired_mask);
+        keep_marked(&mut messages, leading_mask);
+        if messages.len() == before {
+            return messages;
         }
     }
+}
+
+/// Keeps the messages `mask` marks, in place: a long view where it marks
+/// every one (most turns) is not moved at all.
+fn keep_marked(messages: &mut Vec<CoreMessage>, mask: fn(&[CoreMessage]) -> Vec<bool>) {
+    let mut keep = mask(messages).into_iter();
+    messages.retain(|_| keep.next().unwrap_or(true));
 }
 
 /// Marks which messages keep their place: calls answered in the section after
@@ -58,7 +58,7 @@ fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
             .filter(|m| m.content_type == ContentType::ToolCall)
             .map(|m| m.tool_call_id.as_str())
             .collect();
-        let mut answered = HashSet::new();
+        let mut answered = IdSet::default();
         for j in answers_start..i {
             let m = &messages[j];
             if m.content_type == ContentType::ToolResult {
@@ -82,10 +82,10 @@ fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
     keep
 }
 
-/// Drops reasoning runs not followed, within the same turn, by assistant text
-/// or a tool call: reasoning with nothing after it is not a turn a provider
-/// takes back.
-fn drop_dangling_reasoning(messages: Vec<CoreMessage>) -> Vec<CoreMessage> {
+/// Marks which messages keep their place: reasoning runs not followed,
+/// within the same turn, by assistant text or a tool call are not, since
+/// reasoning with nothing after it is not a turn a provider takes back.
+fn leading_mask(messages: &[CoreMessage]) -> Vec<bool> {
     let mut keep = vec![true; messages.len()];
     let mut i = 0;
     while i < messages.len() {
@@ -105,11 +105,7 @@ fn drop_dangling_reasoning(messages: Vec<CoreMessage>) -> Vec<CoreMessage> {
             keep[start..i].iter_mut().for_each(|k| *k = false);
         }
     }
-    messages
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(m, k)| k.then_some(m))
-        .collect()
+    keep
 }
 
 #[cfg(test)]
