@@ -20,12 +20,13 @@
 //! - next turn, compressed + appended: one more exchange after that.
 //!
 //! Each row prints the file's size at that step, the command's wall time,
-//! the baseline on the file as it is then (best of 3), their ratio, and the
-//! command's peak resident memory (VmHWM, sampled from /proc) in MB and
-//! against the file size. Every turn is the best of 3 runs, with the
-//! highest peak memory seen: the first turn starts each run without state,
-//! and a turn that changes the state has the session's files put back
-//! before each run; apply runs once. Under the table, a note per session says what the
+//! the baseline on the file as it is then, their ratio, and the command's
+//! peak resident memory (VmHWM, sampled from /proc) in MB and against the
+//! file size. Every turn is the best of 3 rounds, each the baseline then the
+//! turn (so a neighbour's load falls on both alike), with the highest peak
+//! memory seen: the first turn starts each run without state, and a turn
+//! that changes the state has the session's files put back before each
+//! run; apply runs once, between rounds of the baseline. Under the table, a note per session says what the
 //! apply did (entries, blocks made, entries refused, and where its time
 //! went: reading, the engine, writing), the size of its state.json, and the
 //! view's size on the first turn and after compression;
@@ -109,38 +110,39 @@ fn measure(cmd: &mut Command, out: &Path) -> Run {
     }
 }
 
-/// The fastest of `REPEAT` runs, with the highest peak memory seen, so a
-/// neighbour's load shows less in the time and never hides memory.
-fn best(mut run: impl FnMut() -> Run) -> Run {
-    (0..REPEAT).map(|_| run()).fold(
-        Run {
-            time: Duration::MAX,
-            peak_kb: 0,
-        },
-        |a, b| Run {
-            time: a.time.min(b.time),
-            peak_kb: a.peak_kb.max(b.peak_kb),
-        },
-    )
+/// `REPEAT` rounds of the baseline on the file at `path` (as it is before
+/// the first) and then `run`: the fastest of each, with the highest peak
+/// memory seen. A neighbour's load on a shared machine comes and goes
+/// within seconds, so taken round by round it falls on both alike, where
+/// the baseline timed after the turn's runs moved by half between rows.
+fn paired(path: &Path, mut run: impl FnMut() -> Run) -> (Run, Duration) {
+    let mut best = Run {
+        time: Duration::MAX,
+        peak_kb: 0,
+    };
+    let mut base = Duration::MAX;
+    for _ in 0..REPEAT {
+        base = base.min(baseline_once(path));
+        let r = run();
+        best.time = best.time.min(r.time);
+        best.peak_kb = best.peak_kb.max(r.peak_kb);
+    }
+    (best, base)
 }
 
-/// The baseline: every line parsed into a serde_json value and written
-/// back, the least any tool reading and re-emitting the file does. Best of
-/// `REPEAT`.
-fn baseline(path: &Path) -> Duration {
-    let once = || {
-        let start = Instant::now();
-        let text = fs::read_to_string(path).unwrap();
-        let mut out = Vec::with_capacity(text.len());
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v: Value = serde_json::from_str(line).unwrap();
-            serde_json::to_writer(&mut out, &v).unwrap();
-            out.push(b'\n');
-        }
-        std::hint::black_box(out);
-        start.elapsed()
-    };
-    (0..REPEAT).map(|_| once()).min().unwrap()
+/// The baseline, once: every line parsed into a serde_json value and
+/// written back, the least any tool reading and re-emitting the file does.
+fn baseline_once(path: &Path) -> Duration {
+    let start = Instant::now();
+    let text = fs::read_to_string(path).unwrap();
+    let mut out = Vec::with_capacity(text.len());
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        serde_json::to_writer(&mut out, &v).unwrap();
+        out.push(b'\n');
+    }
+    std::hint::black_box(out);
+    start.elapsed()
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -329,7 +331,7 @@ impl Bench {
     /// put back before each run, so every run is the same turn, and synced
     /// before it starts, as a real turn finds them: the turn's own fsyncs
     /// then write what it changed, not the files put back.
-    fn project_again(&self) -> Run {
+    fn project_again(&self) -> (Run, Duration) {
         let files: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(self.state_dir())
             .unwrap()
             .flat_map(|session| fs::read_dir(session.unwrap().path()).unwrap())
@@ -340,7 +342,7 @@ impl Bench {
                 (p, bytes)
             })
             .collect();
-        best(|| {
+        paired(&self.transcript.path, || {
             for (p, bytes) in &files {
                 fs::write(p, bytes).unwrap();
                 fs::File::open(p).unwrap().sync_all().unwrap();
@@ -349,11 +351,10 @@ impl Bench {
         })
     }
 
-    /// Prints a row for `turn`: the run against the baseline on the file as
-    /// it is now.
-    fn row(&self, turn: &str, run: Run) {
+    /// Prints a row for `turn`: the run against `base`, the baseline on the
+    /// file as it is now.
+    fn row(&self, turn: &str, (run, base): (Run, Duration)) {
         let size = fs::metadata(&self.transcript.path).unwrap().len();
-        let base = baseline(&self.transcript.path);
         println!(
             "| {} | {turn} | {} | {} | {} | {:.2}× | {:.0} MB ({:.1}×) |",
             self.name,
@@ -394,8 +395,12 @@ impl Bench {
     fn apply(&mut self) -> String {
         let args = self.compress_args();
         self.transcript.compress_call("cmp_bench", &args);
+        // Run once, as it changes the state: the baseline beside it is the
+        // fastest of the rounds just before and after.
+        let before = baseline_once(&self.transcript.path);
         let run = self.noa("apply", &["-v"]);
-        self.row("apply", run);
+        let after = (1..REPEAT).map(|_| baseline_once(&self.transcript.path));
+        self.row("apply", (run, after.fold(before, Duration::min)));
         let panel = fs::read_to_string(self.stdout()).unwrap();
         // `-v` says where the time went: reading, the engine, writing.
         let phases = fs::read_to_string(self.stdout().with_extension("err"))
@@ -443,19 +448,20 @@ fn run_session(root: &Path, name: &str, kind: Kind, messages: usize) -> String {
         dir,
         transcript,
     };
+    let path = b.transcript.path.clone();
     b.row(
         "first turn",
-        best(|| {
+        paired(&path, || {
             let _ = fs::remove_dir_all(b.state_dir());
             b.project()
         }),
     );
     let full_view = b.view_size();
-    b.row("next turn, unchanged", best(|| b.project()));
+    b.row("next turn, unchanged", paired(&path, || b.project()));
     b.transcript.exchange();
     b.row("next turn, appended", b.project_again());
     let applied = b.apply();
-    b.row("next turn, compressed", best(|| b.project()));
+    b.row("next turn, compressed", paired(&path, || b.project()));
     let compressed_view = b.view_size();
     b.transcript.exchange();
     b.row("next turn, compressed + appended", b.project_again());
