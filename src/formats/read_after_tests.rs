@@ -219,8 +219,8 @@ fn a_log_built_a_line_at_a_time_reads_as_one_read_with_its_records() {
 }
 
 /// `text` read by a [`PieceReader`] in pieces that end at `ends`, as a
-/// short log is read and as a long one is (on two threads): both read
-/// alike.
+/// short log is read and as a long one is (a Claude Code log's pieces
+/// read lean on a thread of their own): both read alike.
 fn in_pieces(
     name: &str,
     text: &str,
