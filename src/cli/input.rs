@@ -164,7 +164,7 @@ fn read_input(global: &Global, path: &Path) -> Result<(String, Vec<u8>), CliErro
 /// allocations that do not reuse them: a Claude Code first turn at 10K
 /// messages peaked at 109 MB without this, 85 MB with it. It is called too
 /// as each piece of a Claude Code log is let go while the rest is built
-/// (4 MB each, kept beside the messages otherwise): with
+/// (up to 4 MB each, kept beside the messages otherwise): with
 /// [`hand_back_at_once`] after it, the 99K first turn peaks at 269 MB where
 /// it peaked at 294–311 MB.
 fn hand_back_freed_memory() {
@@ -259,8 +259,14 @@ fn load_bytes(
     locate(global, path, &name, transcript, read)
 }
 
-/// How many bytes of a transcript read in pieces are read at a time.
-const PIECE: usize = 4 << 20;
+/// How many bytes of a transcript of `size` bytes read in pieces are read
+/// at a time: a sixteenth of it, from 1 to 4 MB. A piece is read while the
+/// one before is parsed, and held until it is: a chat log of 15.5 MB read
+/// in pieces of 4 MB peaked at 43 MB, in pieces of 1 MB at 37, and at 99K
+/// messages (156 MB) pieces of 1 MB took longer than pieces of 4.
+fn piece_size(size: usize) -> usize {
+    (size / 16).clamp(1 << 20, 4 << 20)
+}
 
 /// Reads a JSONL chat, Anthropic or Claude Code log a piece at a time (see
 /// [`formats::read_in_pieces`]), its bytes digested as they pass when
@@ -329,17 +335,18 @@ fn read_pieces(
     let mut failed = None;
     let mut buf = Vec::new();
     let (mut digest, mut length, mut last) = (Digest::default(), 0, None);
+    let piece_size = piece_size(size);
     loop {
         // Room for the next piece and no more: a Claude Code log's pieces
         // are held as read.
         let left = size.saturating_sub(length as usize);
-        buf.reserve_exact(PIECE.min(left) + 1);
+        buf.reserve_exact(piece_size.min(left) + 1);
         prefault(&mut buf);
         let read = (&mut file)
-            .take(PIECE as u64)
+            .take(piece_size as u64)
             .read_to_end(&mut buf)
             .map_err(PieceError::Io)?;
-        let whole = read < PIECE;
+        let whole = read < piece_size;
         // A piece ends where a line does; a line longer than what is held
         // is read on until it ends.
         let end = match memchr::memrchr(b'\n', &buf) {
