@@ -83,7 +83,6 @@ pub struct Unfilled {
     pub at: usize,
     /// The length of its words, in bytes.
     pub len: usize,
-    tag: Option<String>,
     suffix: String,
     cut: Option<Cut>,
 }
@@ -92,27 +91,22 @@ impl Unfilled {
     /// Gives `m`, the view's message at [`Unfilled::at`], its text from
     /// `words`, the original's: what it would have been, had they been read.
     pub fn fill(&self, m: &mut CoreMessage, words: &str) {
-        dress(
-            m,
-            words,
-            self.tag.as_deref(),
-            &self.suffix,
-            self.cut.as_ref(),
-        );
+        dress(m, words, &self.suffix, self.cut.as_ref());
     }
 }
 
-/// Gives a view's copy `m` its text from its original's `words`: cut, or
-/// whole and tagged, its count kept.
-fn dress(m: &mut CoreMessage, words: &str, tag: Option<&str>, suffix: &str, cut: Option<&Cut>) {
+/// Gives a view's copy `m` its text from its original's `words` and the
+/// `suffix` its tag adds: cut, or whole and tagged, its count kept.
+fn dress(m: &mut CoreMessage, words: &str, suffix: &str, cut: Option<&Cut>) {
     if let Some(c) = cut {
         m.text = c.text(words, suffix);
         return;
     }
     let counted = m.counted.clone();
     m.text = words.to_string();
-    if let Some(t) = tag {
-        m.append_tag(t);
+    if !suffix.is_empty() {
+        // The tag, after the line break that puts it on a line of its own.
+        m.append_tag(suffix.strip_prefix('\n').unwrap_or(suffix));
     }
     m.counted = counted;
 }
@@ -122,9 +116,10 @@ struct Held<'a> {
     original: &'a CoreMessage,
     /// False once its words were copied in.
     live: bool,
-    /// The ref tag, once given.
-    tag: Option<String>,
-    /// What the tag adds to the text (see [`tag::suffix`]).
+    /// What its ref tag, once given, adds to the text (see
+    /// [`tag::suffix`]); empty while it has none. The tag itself is not
+    /// kept beside it: a long view holds tens of thousands of results,
+    /// most of them left out before it goes.
     suffix: String,
     /// Characters of the text with the tag, once counted.
     chars: Option<usize>,
@@ -176,7 +171,6 @@ impl<'a> Unworded<'a> {
         let held = Held {
             original: m,
             live: true,
-            tag: None,
             suffix: String::new(),
             chars: None,
             cut: None,
@@ -248,11 +242,8 @@ impl<'a> Unworded<'a> {
         let Some(h) = self.held_mut(m) else {
             return false;
         };
-        h.tag = tag(h.original);
-        h.suffix = h
-            .tag
-            .as_deref()
-            .map_or(String::new(), |t| tag::suffix(h.original.text_len(), t));
+        h.suffix =
+            tag(h.original).map_or(String::new(), |t| tag::suffix(h.original.text_len(), &t));
         true
     }
 
@@ -385,13 +376,7 @@ impl<'a> Unworded<'a> {
         h.live = false;
         self.live -= 1;
         let h = &*h;
-        dress(
-            m,
-            &h.original.text,
-            h.tag.as_deref(),
-            &h.suffix,
-            h.cut.as_ref(),
-        );
+        dress(m, &h.original.text, &h.suffix, h.cut.as_ref());
     }
 
     /// Copies the words of every message of `view` still held; those whose
@@ -415,7 +400,6 @@ impl<'a> Unworded<'a> {
             self.unfilled.push(Unfilled {
                 at: i,
                 len: len.get() as usize,
-                tag: h.tag.take(),
                 suffix: std::mem::take(&mut h.suffix),
                 cut: h.cut,
             });
