@@ -69,7 +69,9 @@ pub fn reapply(
     // long prefix make each step down the ordered set a long compare.
     let sticky: IdSet<'_> = sticky.iter().map(Name::as_str).collect();
     for (i, m) in view.iter_mut().enumerate() {
-        if !sticky.contains(m.id.as_str()) {
+        // Only tool results are ever cut ([`cut_largest`] takes no other):
+        // the others, most of a view, are not looked up.
+        if m.content_type != ContentType::ToolResult || !sticky.contains(m.id.as_str()) {
             unworded.count(m, cfg);
             continue;
         }
