@@ -530,6 +530,101 @@ fn a_chat_log_read_in_pieces_gives_what_a_whole_read_gives() {
     assert_eq!(said, stderr(&whole));
 }
 
+/// A Claude Code log named as a file is read in pieces, read lean on a
+/// thread of their own once a few are in, and its records built on two
+/// threads, the later ones without the earlier: a log of several megabytes
+/// with a prompt rewound early and, last, a turn of fifty calls whose
+/// results straddle the split (each named from its call, made on the
+/// other side) gives the view it gives read whole from stdin.
+#[test]
+fn a_claude_code_log_read_in_pieces_gives_what_a_whole_read_gives() {
+    let dir = TempDir::new();
+    let record =
+        |kind: &str, uuid: &str, parent: Option<&str>, content: Value, id: Option<&str>| {
+            let mut r = serde_json::json!({
+                "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s",
+                "message": {"role": kind, "content": content},
+            });
+            if let Some(id) = id {
+                r["message"]["id"] = Value::from(id);
+            }
+            r.to_string()
+        };
+    let text = |t: &str| serde_json::json!([{"type": "text", "text": t}]);
+    let mut lines = Vec::new();
+    let mut last = String::from("u0");
+    lines.push(record("user", "u0", None, text("the task"), None));
+    for i in 1..1_500 {
+        let (prompt, reply) = (format!("u{i}"), format!("a{i}"));
+        if i == 300 {
+            // A prompt the user rewound: it and its reply stay out of view.
+            lines.push(record(
+                "user",
+                "x1",
+                Some(&last),
+                text("abandoned prompt"),
+                None,
+            ));
+            lines.push(record(
+                "assistant",
+                "x2",
+                Some("x1"),
+                text("abandoned"),
+                Some("m_x"),
+            ));
+        }
+        let words = format!("step {i} ") + &"and more words ".repeat(100);
+        lines.push(record("user", &prompt, Some(&last), text(&words), None));
+        let answer = text(&format!("done {i}"));
+        lines.push(record(
+            "assistant",
+            &reply,
+            Some(&prompt),
+            answer,
+            Some(&format!("m{i}")),
+        ));
+        last = reply;
+    }
+    // The last turn: fifty calls of one response, then their results.
+    for k in 0..50 {
+        let call = serde_json::json!([{"type": "tool_use", "id": format!("c{k}"), "name": "Read", "input": {"k": k}}]);
+        let uuid = format!("p{k}");
+        lines.push(record(
+            "assistant",
+            &uuid,
+            Some(&last),
+            call,
+            Some("m_last"),
+        ));
+        last = uuid;
+    }
+    for k in 0..50 {
+        let output = format!("row {k} of the file\n").repeat(5_000);
+        let result = serde_json::json!([{"type": "tool_result", "tool_use_id": format!("c{k}"), "content": output}]);
+        let uuid = format!("r{k}");
+        lines.push(record("user", &uuid, Some(&last), result, None));
+        last = uuid;
+    }
+    let log = lines.join("\n") + "\n";
+    assert!(log.len() > 6 << 20, "{}", log.len());
+    let file = dir.path().join("session.jsonl");
+    fs::write(&file, &log).unwrap();
+    let (view, pieces) = project(&file, &dir.path().join("a"), &[]);
+    let whole = project_stdin(log.as_bytes(), &dir.path().join("b"), &[]);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    assert_eq!(pieces.stdout, whole.stdout);
+    let shown = serde_json::to_string(&view).unwrap();
+    assert!(
+        !shown.contains("abandoned"),
+        "the rewound prompt is left out"
+    );
+    assert_eq!(
+        shown.matches(r#"src=\"Read\""#).count(),
+        50,
+        "each result named"
+    );
+}
+
 /// The process holds no transparent huge page while it waits for its
 /// transcript: they are turned off as the binary is loaded, before the
 /// runtime's first allocation, which would otherwise bring the allocator's
