@@ -246,28 +246,20 @@ pub(crate) fn read(
     bad: BadLines,
     keep_records: bool,
 ) -> Result<Transcript, ReadError> {
-    read_pieces(
-        name,
-        &mut [Cow::Borrowed(text)],
-        bad,
-        keep_records,
-        &|| {},
-        false,
-    )
+    read_pieces(name, &mut [Cow::Borrowed(text)], bad, keep_records, &|| {})
 }
 
 /// [`read`] of a log held in pieces, each ending where a line does: a piece
 /// is let go once the records chosen from it are built, so the log's text
 /// and all the messages built from it are never held at once; `let_go` is
-/// called after each. With `two_threads`, the records are built on two
-/// (see [`build`]).
+/// called after each. The records of a log held in more than one piece are
+/// built on two threads (see [`build`]).
 pub(crate) fn read_pieces(
     name: &str,
     pieces: &mut [Cow<'_, str>],
     bad: BadLines,
     keep_records: bool,
     let_go: &(dyn Fn() + Sync),
-    two_threads: bool,
 ) -> Result<Transcript, ReadError> {
     let mut scanned = Scanned::default();
     let mut first_line = 1;
@@ -277,14 +269,7 @@ pub(crate) fn read_pieces(
     }
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let plan = plan(name, scanned, &mut warnings)?;
-    build(
-        name,
-        pieces,
-        plan,
-        warnings,
-        (bad, keep_records, two_threads),
-        let_go,
-    )
+    build(name, pieces, plan, warnings, (bad, keep_records), let_go)
 }
 
 /// The size of log from which its pieces are read lean on a thread of
@@ -370,19 +355,12 @@ impl PieceScan {
         let Some(Scanning { send, done }) = self.scanning.take() else {
             let mut pieces: Vec<Cow<'_, str>> =
                 self.held.drain(..).map(|(p, _)| Cow::Owned(p)).collect();
-            return read_pieces(&name, &mut pieces, bad, false, let_go, true);
+            return read_pieces(&name, &mut pieces, bad, false, let_go);
         };
         drop(send);
         let (pieces, plan, warnings) = done.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         let mut pieces: Vec<Cow<'_, str>> = pieces.into_iter().map(Cow::Owned).collect();
-        build(
-            &name,
-            &mut pieces,
-            plan?,
-            warnings,
-            (bad, false, true),
-            let_go,
-        )
+        build(&name, &mut pieces, plan?, warnings, (bad, false), let_go)
     }
 }
 
@@ -455,23 +433,19 @@ impl Kept {
 }
 
 /// Builds the records `plan` chose among `pieces`, letting go of each piece
-/// once its records are built. With `two_threads`, the later pieces'
-/// records are parsed on a thread of their own while this one builds the
-/// earlier ones, then taken in order.
+/// once its records are built. The later pieces' records (see
+/// [`later_half`]) are parsed on a thread of their own while this one
+/// builds the earlier ones, then taken in order.
 fn build(
     name: &str,
     pieces: &mut [Cow<'_, str>],
     plan: Plan,
     mut warnings: Vec<(usize, String)>,
-    (bad, keep_records, two_threads): (BadLines, bool, bool),
+    (bad, keep_records): (BadLines, bool),
     let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
     let mut build = Builder::new((name, keep_records, bad), ToolNames::default());
-    let split = match two_threads {
-        true => later_half(&plan.steps),
-        false => plan.steps.len(),
-    };
-    let (early, late) = plan.steps.split_at(split);
+    let (early, late) = plan.steps.split_at(later_half(&plan.steps));
     let at = late.first().map_or(pieces.len(), |s| s.piece);
     let (early_pieces, late_pieces) = pieces.split_at_mut(at);
     let stop = AtomicBool::new(false);
