@@ -43,6 +43,11 @@ pub fn suffix(len: usize, tag: &str) -> String {
     [separator(len), tag].concat()
 }
 
+/// The tag a [`suffix`] adds: the suffix less the line break before it.
+pub fn of_suffix(suffix: &str) -> &str {
+    suffix.strip_prefix(separator(1)).unwrap_or(suffix)
+}
+
 /// What goes between a body of `len` bytes and its tag: a line break,
 /// unless the tag is the whole body.
 fn separator(len: usize) -> &'static str {
@@ -102,6 +107,14 @@ fn is_tag(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_suffix_gives_back_its_tag() {
+        let tag = render("m00042", 1200, Some("Bash"));
+        for len in [0, 1, 4000] {
+            assert_eq!(of_suffix(&suffix(len, &tag)), tag);
+        }
+    }
 
     #[test]
     fn renders_user_and_tool_tags() {

@@ -105,8 +105,7 @@ fn dress(m: &mut CoreMessage, words: &str, suffix: &str, cut: Option<&Cut>) {
     let counted = m.counted.clone();
     m.text = words.to_string();
     if !suffix.is_empty() {
-        // The tag, after the line break that puts it on a line of its own.
-        m.append_tag(suffix.strip_prefix('\n').unwrap_or(suffix));
+        m.append_tag(tag::of_suffix(suffix));
     }
     m.counted = counted;
 }
