@@ -267,13 +267,24 @@ fn in_pieces_on(
 
 #[test]
 fn a_log_read_in_pieces_reads_as_it_reads_whole() {
+    // Call ids come round again under other tools' names, and some results
+    // answer a call many lines (pieces) before them: each is named from the
+    // last call of its id before it, wherever the pieces end.
     let lines: Vec<String> = (0..120)
         .map(|i| match i % 6 {
+            0 if i % 12 == 0 && i > 0 => format!(
+                r#"{{"role":"tool","tool_call_id":"c{}","content":"late"}}"#,
+                (i - 11) % 24
+            ),
             0 => format!(r#"{{"role":"user","content":"step {}"}}"#, i % 7),
             1 => format!(
-                r#"{{"role":"assistant","content":null,"tool_calls":[{{"id":"c{i}","type":"function","function":{{"name":"Read","arguments":"{{}}"}}}}]}}"#
+                r#"{{"role":"assistant","content":null,"tool_calls":[{{"id":"c{}","type":"function","function":{{"name":"Tool{i}","arguments":"{{}}"}}}}]}}"#,
+                i % 24
             ),
-            2 => format!(r#"{{"role":"tool","tool_call_id":"c{}","content":"output"}}"#, i - 1),
+            2 => format!(
+                r#"{{"role":"tool","tool_call_id":"c{}","content":"output"}}"#,
+                (i - 1) % 24
+            ),
             3 => r#"{"kind":"note"}"#.to_string(),
             4 => String::new(),
             _ => "{broken".to_string(),
