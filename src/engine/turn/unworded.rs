@@ -277,6 +277,10 @@ impl<'a> Unworded<'a> {
             Some(h) => h
                 .chars
                 .unwrap_or_else(|| h.original.tally().chars() + tokens::chars(&h.suffix)),
+            // Read off the length where the text is known to be ASCII:
+            // most of a long history's are, and scanning them all was a
+            // pass over every word of it.
+            None if m.counted.ascii() => m.text.len(),
             None => tokens::chars(&m.text),
         }
     }
