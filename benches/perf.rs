@@ -22,8 +22,9 @@
 //! Each row prints the file's size at that step, the command's wall time,
 //! the baseline on the file as it is then, their ratio, and the command's
 //! peak resident memory (VmHWM, sampled from /proc) in MB and against the
-//! file size. Every turn is the best of 3 rounds, each the baseline then the
-//! turn (so a neighbour's load falls on both alike), with the highest peak
+//! file size. Every turn is the best of 3 rounds (7 for a file under 32 MB),
+//! each the baseline then the turn (so a neighbour's load falls on both
+//! alike), with the highest peak
 //! memory seen: the first turn starts each run without state, and a turn
 //! that changes the state has the session's files put back before each
 //! run; apply runs once, between rounds of the baseline. Under the table, a note per session says what the
@@ -55,6 +56,13 @@ const NOA: &str = env!("CARGO_BIN_EXE_noa");
 
 /// Repetitions of a step that leaves state as it was, and of the baseline.
 const REPEAT: usize = 3;
+
+/// Rounds for a file under [`SHORT`]: a run of tens of milliseconds is
+/// moved most by a neighbour's passing load (the 10K baseline read 27 ms in
+/// one row and 42 in the next of the same run), and seven rounds of it
+/// cost less than a second.
+const SHORT_REPEAT: usize = 7;
+const SHORT: u64 = 32 << 20;
 
 /// The summary of every entry in the bench's Compress call: a model's
 /// length, above the minimum apply accepts.
@@ -110,7 +118,7 @@ fn measure(cmd: &mut Command, out: &Path) -> Run {
     }
 }
 
-/// `REPEAT` rounds of the baseline on the file at `path` (as it is before
+/// [`rounds`] of the baseline on the file at `path` (as it is before
 /// the first) and then `run`: the fastest of each, with the highest peak
 /// memory seen. A neighbour's load on a shared machine comes and goes
 /// within seconds, so taken round by round it falls on both alike, where
@@ -121,13 +129,21 @@ fn paired(path: &Path, mut run: impl FnMut() -> Run) -> (Run, Duration) {
         peak_kb: 0,
     };
     let mut base = Duration::MAX;
-    for _ in 0..REPEAT {
+    for _ in 0..rounds(path) {
         base = base.min(baseline_once(path));
         let r = run();
         best.time = best.time.min(r.time);
         best.peak_kb = best.peak_kb.max(r.peak_kb);
     }
     (best, base)
+}
+
+/// How many rounds a turn on the file at `path` is timed in.
+fn rounds(path: &Path) -> usize {
+    match fs::metadata(path).unwrap().len() < SHORT {
+        true => SHORT_REPEAT,
+        false => REPEAT,
+    }
 }
 
 /// The baseline, once: every line parsed into a serde_json value and
@@ -399,7 +415,8 @@ impl Bench {
         // fastest of the rounds just before and after.
         let before = baseline_once(&self.transcript.path);
         let run = self.noa("apply", &["-v"]);
-        let after = (1..REPEAT).map(|_| baseline_once(&self.transcript.path));
+        let after =
+            (1..rounds(&self.transcript.path)).map(|_| baseline_once(&self.transcript.path));
         self.row("apply", (run, after.fold(before, Duration::min)));
         let panel = fs::read_to_string(self.stdout()).unwrap();
         // `-v` says where the time went: reading, the engine, writing.
