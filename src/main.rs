@@ -7,13 +7,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Turns transparent huge pages off as the program is loaded, before the
 /// runtime's first allocation: that allocation reserves the allocator's
 /// arena and touches its first pages, which would otherwise come as two
-/// huge pages of 2 MB to zero. See [`noa::cli::huge_pages`].
+/// huge pages of 2 MB to zero. See [`noa::cli::huge_pages_off`].
 #[cfg(target_os = "linux")]
 #[used]
 #[unsafe(link_section = ".init_array")]
 static HUGE_PAGES_OFF: extern "C" fn() = {
     extern "C" fn off() {
-        noa::cli::huge_pages(false);
+        noa::cli::huge_pages_off();
     }
     off
 };

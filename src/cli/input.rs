@@ -186,38 +186,31 @@ pub(super) fn hand_back_at_once() {
     unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 0) }
 }
 
-/// Transparent huge pages for this process from here on, or none.
+/// Turns transparent huge pages off for this process.
 ///
-/// Off from the start: the binary calls this as it is loaded, before the
-/// runtime's first allocation reserves the allocator's arena and touches
-/// it. The allocator marks its arena for huge pages, so that touch cost
-/// every process two of them, 4 MB to zero (`noa --version` peaked at
-/// 8.4 MB, 4.9 MB without), and up to 20 ms where the machine's free
-/// memory had gone back to its host. A first turn of 10K messages peaked
-/// at 62 MB with them where it peaks at 37.
+/// The binary calls this as it is loaded, before the runtime's first
+/// allocation reserves the allocator's arena and touches it. The allocator
+/// marks its arena for huge pages, so that touch cost every process two of
+/// them, 4 MB to zero (`noa --version` peaked at 8.4 MB, 4.9 MB without),
+/// and up to 20 ms where the machine's free memory had gone back to its
+/// host. A first turn of 10K messages peaked at 62 MB with them where it
+/// peaks at 37.
 ///
-/// On for a warm turn whose read cache is large but a small part of its
-/// transcript (a long session mostly compressed): such a turn decodes tens
-/// of megabytes of small structures into fresh memory, and with pages of
-/// 2 MB rather than 4 KB the chat 99K one spent 112–118 ms of CPU where it
-/// spent 161–163, peaking at 98 MB where it peaked at 77 (0.6× its 156 MB
-/// file, against 0.5×). The arena keeps its mark, so turning them on
-/// reaches it.
-pub fn huge_pages(on: bool) {
+/// No turn turns them back on. A warm turn of a long compressed session,
+/// which decodes tens of megabytes of small structures into fresh memory,
+/// once did: its typical run was about a tenth faster, but one run in
+/// three or four waited for the 2 MB pages to be backed, at 3–7 times its
+/// time (the chat 99K one: 227–748 ms where it otherwise took 83–127, and
+/// 98–135 ms without them, in twenty runs each), and it peaked 20 MB higher.
+pub fn huge_pages_off() {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_THP_DISABLE takes plain integers and changes only how
     // the kernel backs this process's memory; a kernel without it refuses
     // the call, which leaves things as they were.
     unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, libc::c_ulong::from(!on), 0, 0, 0);
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0, 0, 0);
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = on;
 }
-
-/// The read cache that turns [`huge_pages`] on: at least this large, and at
-/// most a quarter of the transcript (so most of the words were not kept).
-const HUGE_CACHE: u64 = 8 << 20;
 
 /// mimalloc's `mi_option_purge_delay` (milliseconds a freed page is kept
 /// before it goes back; 0 for at once), by its place in the option list of
@@ -445,10 +438,10 @@ fn load_warm(
 ) -> Result<Option<Loaded>, CliError> {
     // Whatever goes wrong reading here, the whole read says it properly.
     let name = path.display().to_string();
-    let Ok((mut file, file_len)) = fs::File::open(path).and_then(|f| {
-        let meta = f.metadata()?;
-        meta.is_file()
-            .then_some((f, meta.len()))
+    let Ok(mut file) = fs::File::open(path).and_then(|f| {
+        f.metadata()?
+            .is_file()
+            .then_some(f)
             .ok_or(io::ErrorKind::InvalidInput.into())
     }) else {
         return Ok(None);
@@ -479,12 +472,6 @@ fn load_warm(
     let (session, _) = session_dir(global, path, &session_id, parent.as_deref());
     if !session.state_path().exists() {
         return Ok(None);
-    }
-    if session
-        .read_cache_len()
-        .is_some_and(|n| n >= HUGE_CACHE && n.saturating_mul(4) <= file_len)
-    {
-        huge_pages(true);
     }
     // The prefix is streamed through its digest on a thread of its own
     // while the cache's messages are decoded: for a long session the two

@@ -25,7 +25,7 @@ use thiserror::Error;
 
 pub use args::Cli;
 pub use exit::Exit;
-pub use input::huge_pages;
+pub use input::huge_pages_off;
 
 use crate::formats::ReadError;
 use crate::store::StoreError;

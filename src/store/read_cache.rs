@@ -739,13 +739,6 @@ impl SessionDir {
         self.dir.join(FILE)
     }
 
-    /// The size of the session's read cache, if it has one.
-    pub fn read_cache_len(&self) -> Option<u64> {
-        std::fs::metadata(self.read_cache_path())
-            .ok()
-            .map(|m| m.len())
-    }
-
     /// The session's read cache, if there is one that decodes, with what
     /// `read` made of the length of transcript it says was read: called as
     /// soon as the trailer is read, before the messages are decoded, so the
