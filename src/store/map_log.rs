@@ -74,6 +74,11 @@ pub fn read_prefix(path: &Path, len: u64) -> Result<Vec<u8>, LogError> {
 /// before state.json names the new length.
 pub fn append_after(path: &Path, keep: u64, bytes: &[u8]) -> io::Result<()> {
     let mut f = fs::OpenOptions::new().write(true).open(path)?;
+    // Nothing to add to a log that ends where the state says: nothing to
+    // cut or sync either.
+    if bytes.is_empty() && f.metadata()?.len() == keep {
+        return Ok(());
+    }
     f.set_len(keep)?;
     f.seek(io::SeekFrom::End(0))?;
     f.write_all(bytes)?;
@@ -173,13 +178,27 @@ where
         let entries = current.map(|(k, v)| (Name::new(k), v)).collect();
         return written_afresh(entries, rewrite);
     };
-    // Both sides are in key order: one merge walk finds the changes, and
-    // what `current` holds is the log's entries after them.
+    // The entries `current` begins with unchanged stay where they are: most
+    // turns change none, or a few near the end, and a long session's logs
+    // hold tens of thousands (moving each into a new list was 8 ms of a
+    // compressed 99K-message turn).
+    let mut entries = logged.entries;
+    let mut current = current.peekable();
+    let mut same = 0;
+    while let Some((k, v)) = current.peek()
+        && entries
+            .get(same)
+            .is_some_and(|(ok, ov)| ok.as_str() == *k && ov == v)
+    {
+        current.next();
+        same += 1;
+    }
+    // Both sides are in key order: one merge walk of the rest finds the
+    // changes, and what `current` holds is the log's entries after them.
     let mut changes = String::new();
     let mut lines = 0;
-    let mut entries = Vec::with_capacity(logged.entries.len());
-    let mut old = logged.entries.into_iter().peekable();
-    let mut current = current.peekable();
+    let rest = entries.split_off(same);
+    let mut old = rest.into_iter().peekable();
     loop {
         let order = match (old.peek(), current.peek()) {
             (None, None) => break,
@@ -365,6 +384,22 @@ mod tests {
             read::<usize>(&path, second.extent),
             Err(LogError::Damaged("missing"))
         ));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn appending_nothing_cuts_a_crashed_tail_and_leaves_a_whole_log() {
+        let dir = temp("nothing");
+        let path = dir.join("m.log");
+        let text = || fs::read_to_string(&path).unwrap();
+        fs::write(&path, "+ a 1\n").unwrap();
+        append_after(&path, 6, b"").unwrap();
+        assert_eq!(text(), "+ a 1\n");
+        fs::write(&path, "+ a 1\n+ b").unwrap();
+        append_after(&path, 6, b"").unwrap();
+        assert_eq!(text(), "+ a 1\n");
+        append_after(&path, 6, b"+ c 3\n").unwrap();
+        assert_eq!(text(), "+ a 1\n+ c 3\n");
         fs::remove_dir_all(&dir).unwrap();
     }
 

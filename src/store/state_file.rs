@@ -164,6 +164,10 @@ pub struct SessionDir {
     /// wrote them.
     tokens_logged: RefCell<Option<Logged<usize>>>,
     truncated_logged: RefCell<Option<Logged<usize>>>,
+    /// state.json's bytes as this process last read or wrote them: a save
+    /// that would write the same bytes leaves the file alone, so a turn
+    /// that changes nothing (a host's retry) syncs and renames nothing.
+    state_json: RefCell<Option<Vec<u8>>>,
 }
 
 /// Token figures frozen per ref: `+ m00042 1234`.
@@ -374,6 +378,7 @@ impl SessionDir {
             blocks_logged: RefCell::new(None),
             tokens_logged: RefCell::new(None),
             truncated_logged: RefCell::new(None),
+            state_json: RefCell::new(None),
         }
     }
 
@@ -387,6 +392,7 @@ impl SessionDir {
             blocks_logged: RefCell::new(None),
             tokens_logged: RefCell::new(None),
             truncated_logged: RefCell::new(None),
+            state_json: RefCell::new(None),
         }
     }
 
@@ -498,6 +504,7 @@ impl SessionDir {
             None => None,
         };
         self.logged.replace(logged);
+        self.state_json.replace(Some(text.into_bytes()));
         Ok(Some(state))
     }
 
@@ -706,7 +713,10 @@ impl SessionDir {
         let mut bytes =
             serde_json::to_vec_pretty(&disk).map_err(|e| StoreError::io(&path, e.into()))?;
         bytes.push(b'\n');
-        self.write("state.json", &bytes)?;
+        if self.state_json.borrow().as_ref() != Some(&bytes) {
+            self.write("state.json", &bytes)?;
+            self.state_json.replace(Some(bytes));
+        }
         self.logged.replace(Some((log, sum)));
         self.blocks_logged.replace(blocks_logged);
         self.tokens_logged.replace(Some(tokens_logged));
@@ -976,6 +986,36 @@ mod tests {
                 .message_refs,
             loaded.message_refs
         );
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A save of the state as it was loaded (a retried turn) leaves
+    /// state.json as it is, the same file, not a copy renamed over it; a
+    /// save that changes it writes it, and one of the state loaded by
+    /// another handle writes it too, as nothing says what that one holds.
+    #[test]
+    fn a_save_that_changes_nothing_leaves_state_json_alone() {
+        use std::os::unix::fs::MetadataExt;
+        let base = temp("unchanged");
+        let mut st = CompressionState::new("sess");
+        st.message_refs.insert_numbered("h_1", 1);
+        SessionDir::new(&base, "sess").save(&st).unwrap();
+        let s = SessionDir::new(&base, "sess");
+        let inode = || fs::metadata(s.state_path()).unwrap().ino();
+        let first = inode();
+        let mut loaded = s.load().unwrap().unwrap();
+        s.save(&loaded).unwrap();
+        assert_eq!(inode(), first, "unchanged: not written again");
+        loaded.message_refs.insert_numbered("h_2", 2);
+        s.save(&loaded).unwrap();
+        let second = inode();
+        assert_ne!(second, first, "changed: written");
+        s.save(&loaded).unwrap();
+        assert_eq!(inode(), second, "as this handle last wrote it");
+        SessionDir::new(&base, "sess").save(&loaded).unwrap();
+        assert_ne!(inode(), second, "another handle knows nothing of it");
+        let again = SessionDir::new(&base, "sess").load().unwrap().unwrap();
+        assert_eq!(again.message_refs, loaded.message_refs);
         fs::remove_dir_all(&base).unwrap();
     }
 
