@@ -318,7 +318,13 @@ impl CacheSource<'_> {
     /// The messages from the `from`th on.
     fn messages<W: Write>(&self, e: &mut Encoder<W>, from: usize) -> io::Result<()> {
         let t = self.transcript;
-        let unparsed: HashMap<usize, &Unparsed> = self.unparsed.iter().map(|u| (u.0, u)).collect();
+        // Only those of the messages written here: a turn that appends
+        // nothing to a long uncompressed session's cache holds tens of
+        // thousands before them.
+        let unparsed: HashMap<usize, &Unparsed> = (self.unparsed.iter())
+            .filter(|u| u.0 >= from)
+            .map(|u| (u.0, u))
+            .collect();
         let before: usize = t.messages.iter().take(from).map(|m| m.blocks.len()).sum();
         let mut flat = self.history.iter().enumerate().skip(before);
         let mut kept = Vec::new();
@@ -375,6 +381,26 @@ impl CacheSource<'_> {
         e.cuts(self.cuts, self.tokenizer)?;
         e.finish(at)
     }
+}
+
+/// `items` in the order of their ids, which are unique, so any sort gives
+/// the one order. Each is sorted by its id's first eight bytes as a number,
+/// held beside it, and by the whole id only where those are the same: a
+/// long session has tens of thousands of cuts, sorted every turn, and
+/// comparing their ids as strings read each one from wherever it lay.
+fn in_id_order<'c, T>(items: impl Iterator<Item = &'c (String, T)>) -> Vec<&'c (String, T)> {
+    let mut keyed: Vec<(u64, &(String, T))> = items.map(|k| (leading(&k.0), k)).collect();
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.0.cmp(&b.1.0)));
+    keyed.into_iter().map(|(_, k)| k).collect()
+}
+
+/// The first eight bytes of `s` (zeros past its end) as a number: two
+/// strings whose numbers differ order as the numbers do.
+fn leading(s: &str) -> u64 {
+    let mut first = [0u8; 8];
+    let n = s.len().min(8);
+    first[..n].copy_from_slice(&s.as_bytes()[..n]);
+    u64::from_be_bytes(first)
 }
 
 /// Where a cache's messages are decoded to, a block at a time: a warm turn
@@ -1041,9 +1067,7 @@ impl<W: Write> Encoder<W> {
     /// cuts largest output first and a retry of it takes them back in the
     /// view's order, and both leave the same cache.
     fn cuts(&mut self, cuts: &[(String, KeptCut)], tokenizer: Tokenizer) -> io::Result<()> {
-        let mut on: Vec<&(String, KeptCut)> =
-            cuts.iter().filter(|k| k.1.tokenizer == tokenizer).collect();
-        on.sort_by(|a, b| a.0.cmp(&b.0));
+        let on = in_id_order(cuts.iter().filter(|k| k.1.tokenizer == tokenizer));
         self.u64(on.len() as u64)?;
         for (id, k) in on {
             self.str(id)?;
@@ -1367,6 +1391,26 @@ fn slot_of(kind: u64, n: u64) -> Option<Slot> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Cuts are written in the order of their ids, whichever order
+        /// they come in: ids shorter or longer than eight bytes, sharing
+        /// their first bytes, or holding NULs and characters of several
+        /// bytes.
+        #[test]
+        fn cuts_go_in_the_order_of_their_ids(
+            ids in proptest::collection::btree_set("(h_)?[0a-c\\x00é]{0,10}", 0..40),
+            turn in 0usize..40,
+        ) {
+            let want: Vec<&String> = ids.iter().collect();
+            let mut items: Vec<(String, usize)> = ids.iter().map(|id| (id.clone(), 0)).collect();
+            items.reverse();
+            let half = turn.min(items.len());
+            items[..half].reverse();
+            let got: Vec<&String> = in_id_order(items.iter()).into_iter().map(|k| &k.0).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
 
     #[test]
     fn the_digest_sees_every_byte_and_the_length() {
