@@ -205,10 +205,20 @@ fn project_with<'a>(
     let (mut truncation, cut) =
         truncate::reapply(&mut view, &mut unworded, &state.host.truncated, cfg);
     let reapplied = truncation.count;
+    // Where each output cut again was first cut, looked up by hash when
+    // many are: a long session cuts tens of thousands again each turn, and
+    // each step down the ordered map compares ids that share a long prefix.
+    let first = &state.host.truncated_at;
+    let hashed: Option<IdMap<'_, usize>> = (!cut.is_empty() && cut.len() * 16 >= first.len())
+        .then(|| first.iter().map(|(id, &n)| (id.as_str(), n)).collect());
     let cuts: Vec<(usize, usize, usize)> = cut
         .into_iter()
         .map(|(i, saved)| {
-            let made = state.host.truncated_at.get(view[i].id.as_str()).copied();
+            let id = view[i].id.as_str();
+            let made = match &hashed {
+                Some(h) => h.get(id).copied(),
+                None => first.get(id).copied(),
+            };
             (i, saved, made.unwrap_or(0))
         })
         .collect();
