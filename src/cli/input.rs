@@ -198,10 +198,11 @@ pub(super) fn hand_back_at_once() {
 ///
 /// No turn turns them back on. A warm turn of a long compressed session,
 /// which decodes tens of megabytes of small structures into fresh memory,
-/// once did: its typical run was about a tenth faster, but one run in
-/// three or four waited for the 2 MB pages to be backed, at 3–7 times its
-/// time (the chat 99K one: 227–748 ms where it otherwise took 83–127, and
-/// 98–135 ms without them, in twenty runs each), and it peaked 20 MB higher.
+/// once did: its fastest runs were faster, but where the machine's free
+/// memory goes back to its host, faults on 2 MB pages waited for them to be
+/// backed (the chat 99K one, thirty runs each way: 13 took over 200 ms with
+/// them, up to 910, and none without, 101–171 ms), and it peaked 17 MB
+/// higher.
 pub fn huge_pages_off() {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_THP_DISABLE takes plain integers and changes only how
