@@ -202,26 +202,14 @@ fn project_with<'a>(
     }
     // Results cut on earlier turns are cut again; the others held are
     // counted.
-    let (mut truncation, cut) =
-        truncate::reapply(&mut view, &mut unworded, &state.host.truncated, cfg);
+    let host = &state.host;
+    let (mut truncation, cuts) = truncate::reapply(
+        &mut view,
+        &mut unworded,
+        (&host.truncated, &host.truncated_at),
+        cfg,
+    );
     let reapplied = truncation.count;
-    // Where each output cut again was first cut, looked up by hash when
-    // many are: a long session cuts tens of thousands again each turn, and
-    // each step down the ordered map compares ids that share a long prefix.
-    let first = &state.host.truncated_at;
-    let hashed: Option<IdMap<'_, usize>> = (!cut.is_empty() && cut.len() * 16 >= first.len())
-        .then(|| first.iter().map(|(id, &n)| (id.as_str(), n)).collect());
-    let cuts: Vec<(usize, usize, usize)> = cut
-        .into_iter()
-        .map(|(i, saved)| {
-            let id = view[i].id.as_str();
-            let made = match &hashed {
-                Some(h) => h.get(id).copied(),
-                None => first.get(id).copied(),
-            };
-            (i, saved, made.unwrap_or(0))
-        })
-        .collect();
 
     // Measure the view as it would go out, on the provider's scale.
     let estimate: usize = view.iter().map(|m| cfg.tokens(m)).sum();

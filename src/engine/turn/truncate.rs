@@ -7,10 +7,10 @@
 //! under the target. A result cut once stays cut on later turns, so its bytes
 //! do not flip back and forth in the provider's prefix cache.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::model::config::Config;
-use crate::engine::model::identity::IdSet;
+use crate::engine::model::identity::IdMap;
 use crate::engine::model::marker::{MARKER, marked};
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
 use crate::engine::model::name::Name;
@@ -56,32 +56,46 @@ impl Truncation {
 /// Cuts made on earlier turns, made again: a result cut once stays cut.
 /// A result the view holds without its words is cut from its original (see
 /// [`Unworded`]); every other held result is counted here. Also returns,
-/// for each cut, its place in the view and what it saved.
+/// for each cut, its place in the view, what it saved, and the history
+/// length `first_at` says it was first cut at (0 where it says none).
 pub fn reapply(
     view: &mut [CoreMessage],
     unworded: &mut Unworded,
-    sticky: &BTreeSet<Name>,
+    (sticky, first_at): (&BTreeSet<Name>, &BTreeMap<Name, usize>),
     cfg: &Config,
-) -> (Truncation, Vec<(usize, usize)>) {
+) -> (Truncation, Vec<(usize, usize, usize)>) {
     let mut done = Truncation::default();
     let mut each = Vec::new();
-    // Hashed once: every message in view is looked up, and ids that share a
-    // long prefix make each step down the ordered set a long compare.
-    let sticky: IdSet<'_> = sticky.iter().map(Name::as_str).collect();
+    // Hashed once, each with where it was first cut (both lists are in the
+    // ids' order, so one walk pairs them): every message in view is looked
+    // up, and ids that share a long prefix make each step down an ordered
+    // set a long compare.
+    let mut first = first_at.iter().peekable();
+    let sticky: IdMap<'_, usize> = (sticky.iter())
+        .map(|id| {
+            while first.next_if(|(f, _)| *f < id).is_some() {}
+            let made = first.next_if(|(f, _)| *f == id).map_or(0, |(_, &n)| n);
+            (id.as_str(), made)
+        })
+        .collect();
     for (i, m) in view.iter_mut().enumerate() {
         // Only tool results are ever cut ([`cut_largest`] takes no other):
         // the others, most of a view, are not looked up.
-        if m.content_type != ContentType::ToolResult || !sticky.contains(m.id.as_str()) {
+        let made = match m.content_type {
+            ContentType::ToolResult => sticky.get(m.id.as_str()).copied(),
+            _ => None,
+        };
+        let Some(made) = made else {
             unworded.count(m, cfg);
             continue;
-        }
+        };
         let at = unworded.place(m);
         let saved = cut_either((m, at), KEEP_CHARS, cfg, unworded)
             .or_else(|| cut_either((m, at), LAST_RESORT_KEEP_CHARS, cfg, unworded));
         match saved {
             Some(saved) => {
                 done.add(saved);
-                each.push((i, saved));
+                each.push((i, saved, made));
             }
             None => unworded.count(m, cfg),
         }
@@ -722,14 +736,35 @@ mod tests {
         assert_eq!(v.last().unwrap().id, "a9");
     }
 
+    /// Each output cut again is paired with where it was first cut,
+    /// whichever other ids either list holds before, between or after it.
+    #[test]
+    fn each_cut_again_says_where_it_was_first_cut() {
+        let cfg = Config::default();
+        let sticky = BTreeSet::from(["b", "d", "f", "h"].map(Name::from));
+        let first_at = BTreeMap::from(
+            [("a", 1), ("d", 4), ("e", 5), ("h", 8), ("i", 9)].map(|(k, n)| (Name::from(k), n)),
+        );
+        let mut v: Vec<CoreMessage> = ["b", "c", "d", "f", "h"]
+            .map(|id| result(id, 200_000))
+            .into();
+        tail(&mut v);
+        let (t, cuts) = reapply(&mut v, &mut Unworded::default(), (&sticky, &first_at), &cfg);
+        let made: Vec<(usize, usize)> = cuts.iter().map(|&(i, _, n)| (i, n)).collect();
+        assert_eq!(made, vec![(0, 0), (2, 4), (3, 0), (4, 8)]);
+        assert_eq!(t.count, 4);
+    }
+
     #[test]
     fn a_cut_result_stays_cut() {
         let cfg = Config::default();
         let sticky = BTreeSet::from([Name::from("a")]);
+        let first_at = BTreeMap::from([(Name::from("a"), 7)]);
         let mut v = vec![result("a", 200_000)];
         tail(&mut v);
-        let (t, _) = reapply(&mut v, &mut Unworded::default(), &sticky, &cfg);
+        let (t, cuts) = reapply(&mut v, &mut Unworded::default(), (&sticky, &first_at), &cfg);
         assert_eq!(t.count, 1);
+        assert_eq!(cuts, vec![(0, t.saved, 7)], "where it was first cut");
         assert!(v[0].text.contains(MARKER));
         // Held without its words, it is cut from the original alike.
         let history = [result("a", 200_000)];
@@ -738,8 +773,9 @@ mod tests {
         let mut held: Vec<CoreMessage> = history.iter().map(|m| unworded.copy(m)).collect();
         unworded.tag(&held[0], |_| None);
         assert!(held[0].text.is_empty());
-        let (again, _) = reapply(&mut held, &mut unworded, &sticky, &cfg);
+        let (again, cuts) = reapply(&mut held, &mut unworded, (&sticky, &BTreeMap::new()), &cfg);
         assert_eq!((again.count, again.saved), (t.count, t.saved));
+        assert_eq!(cuts, vec![(0, t.saved, 0)], "first cut at no known length");
         assert!(held[0].text.is_empty(), "built only when the view is done");
         unworded.word_all(&mut held);
         assert_eq!(held[0].text, v[0].text);
@@ -792,8 +828,9 @@ mod tests {
             let at = unworded.place(&held[0]);
             proptest::prop_assert_eq!(unworded.marked_at(at, &held[0]), marked(&whole[0].text));
             proptest::prop_assert_eq!(unworded.chars(&held[0]), tokens::chars(&whole[0].text));
-            let (want, _) = reapply(&mut whole, &mut Unworded::default(), &sticky, &cfg);
-            let (got, _) = reapply(&mut held, &mut unworded, &sticky, &cfg);
+            let none = BTreeMap::new();
+            let (want, _) = reapply(&mut whole, &mut Unworded::default(), (&sticky, &none), &cfg);
+            let (got, _) = reapply(&mut held, &mut unworded, (&sticky, &none), &cfg);
             unworded.word_all(&mut held);
             proptest::prop_assert_eq!((got.count, got.saved), (want.count, want.saved));
             proptest::prop_assert_eq!(&held[0].text, &whole[0].text);
