@@ -114,6 +114,12 @@ impl<'g> Context<'g> {
         Ok(())
     }
 
+    /// Whether the transcript's prefix is the one the read cache read (see
+    /// [`HowRead::confirm`](super::input::HowRead::confirm)).
+    pub fn confirm_prefix(&mut self) -> bool {
+        self.loaded.read.confirm()
+    }
+
     /// Whether the transcript was read on from the session's read cache.
     pub fn warm(&self) -> bool {
         self.loaded.read.warm
@@ -509,6 +515,29 @@ impl<'g> Context<'g> {
         map
     }
 
+    /// [`Context::state`], for a turn whose transcript's prefix may not be
+    /// confirmed yet ([`PrefixCheck`](super::input::PrefixCheck)): the turn
+    /// projects meanwhile on a state that belongs to the transcript and
+    /// knows all its calls, but whatever the transcript would make it say of
+    /// the state (an error, a warning, a state rebuilt) waits for the
+    /// prefix, and a prefix that changed is read whole first.
+    pub fn turn_state(&mut self) -> Result<CompressionState, CliError> {
+        if self.loaded.read.check.is_some() {
+            let early = self.early_state.take();
+            let quiet = match &early {
+                Some(Ok(Some(s))) => {
+                    check_belongs(&self.loaded, s).is_ok() && self.unknown_calls(s).is_empty()
+                }
+                _ => false,
+            };
+            self.early_state.set(early);
+            if !quiet && !self.confirm_prefix() {
+                self.read_whole()?;
+            }
+        }
+        self.state()
+    }
+
     /// The state a session lost, from the transcript's records: when there
     /// is no state.json but the transcript records Compress calls that made
     /// blocks. One line on stderr says so. `None` when there is nothing to
@@ -547,23 +576,7 @@ impl<'g> Context<'g> {
         if self.global.quiet {
             return;
         }
-        let made_blocks: HashSet<&str> = state
-            .blocks
-            .iter()
-            .map(|b| b.compress_call_id.as_str())
-            .collect();
-        let known = |id: &str| state.host.applied.contains_key(id) || made_blocks.contains(id);
-        let unknown: Vec<&str> = self
-            .history
-            .iter()
-            .filter(|m| {
-                m.content_type == ContentType::ToolResult
-                    && m.tool_name == COMPRESS_TOOL
-                    && block_count(&m.text) > 0
-                    && !known(&m.tool_call_id)
-            })
-            .map(|m| m.tool_call_id.as_str())
-            .collect();
+        let unknown = self.unknown_calls(state);
         if let Some(first) = unknown.first() {
             let _ = writeln!(
                 std::io::stderr(),
@@ -573,6 +586,27 @@ impl<'g> Context<'g> {
                 if unknown.len() > 1 { ", …" } else { "" },
             );
         }
+    }
+
+    /// The ids of the Compress calls the transcript records as having made
+    /// blocks that `state` knows nothing of.
+    fn unknown_calls(&self, state: &CompressionState) -> Vec<&str> {
+        let made_blocks: HashSet<&str> = state
+            .blocks
+            .iter()
+            .map(|b| b.compress_call_id.as_str())
+            .collect();
+        let known = |id: &str| state.host.applied.contains_key(id) || made_blocks.contains(id);
+        self.history
+            .iter()
+            .filter(|m| {
+                m.content_type == ContentType::ToolResult
+                    && m.tool_name == COMPRESS_TOOL
+                    && block_count(&m.text) > 0
+                    && !known(&m.tool_call_id)
+            })
+            .map(|m| m.tool_call_id.as_str())
+            .collect()
     }
 }
 

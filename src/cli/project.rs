@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
 use super::context::{Access, CacheWrite, Context, Turn};
-use super::input::{emit, load_for_turn, warn};
+use super::input::{emit, load_unconfirmed, warn};
 use super::{CliError, Exit};
 use crate::engine::{CompressionState, Projection, tokens, window_from_error};
 use crate::formats::{ViewFormat, reassemble_among};
@@ -18,7 +18,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     } else {
         Access::Write
     };
-    let loaded = load_for_turn(global, &args.transcript, Some(access))?;
+    let loaded = load_unconfirmed(global, &args.transcript, Some(access))?;
     let mut cx = Context::open(global, loaded, access)?;
     let learned = args.overflow_error.as_deref().map(window_from_error);
     let unread_window = matches!(learned, Some(None))
@@ -28,7 +28,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
             state.host.learned_window = Some(w);
         }
     };
-    let mut state = cx.state()?;
+    let mut state = cx.turn_state()?;
     learn(&mut state);
     let turn = Turn {
         input_tokens: args.input_tokens.and_then(|f| f.0),
@@ -159,14 +159,17 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
 }
 
 /// Projects the turn. A transcript read on from the read cache is read
-/// whole after projecting when a message whose words the cache left out is
-/// no longer hidden (the state folds less away than when the cache was
-/// written), or the cache's JSON for a message in view does not parse, or
-/// the words it kept back for the view cannot be read; the turn is then
-/// projected afresh from the state on disk, with what `learn` adds to it:
-/// the rare case pays for a second load, so the common one keeps no copy
-/// of the state. Words kept back that this turn cannot do without (another
-/// counter, a cache to write anew) are read before projecting.
+/// whole after projecting when its prefix is not the one the cache read
+/// (its digest is taken meanwhile: see
+/// [`PrefixCheck`](super::input::PrefixCheck)), when a message whose words
+/// the cache left out is no longer hidden (the state folds less away than
+/// when the cache was written), or the cache's JSON for a message in view
+/// does not parse, or the words it kept back for the view cannot be read;
+/// the turn is then projected afresh from the state on disk, with what
+/// `learn` adds to it: the rare case pays for a second load, so the common
+/// one keeps no copy of the state. Words kept back that this turn cannot do
+/// without (another counter, a cache to write anew) are read before
+/// projecting.
 fn project_turn(
     cx: &mut Context,
     state: &mut CompressionState,
@@ -179,6 +182,14 @@ fn project_turn(
         cx.read_whole()?;
     }
     let mut p = cx.project(state, turn);
+    if warm && !cx.confirm_prefix() {
+        // Another transcript than the cache read: the turn starts again
+        // from it and the state on disk, as if there were no cache.
+        cx.read_whole()?;
+        *state = cx.state()?;
+        learn(state);
+        return Ok(cx.project(state, turn));
+    }
     if warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view) || !cx.fill_unfilled(&mut p))
     {
         cx.read_whole()?;

@@ -573,28 +573,21 @@ impl ReadCache {
     /// The cache from its bytes; `None` when they are not a cache this
     /// version of noa wrote whole.
     pub fn decode(bytes: &[u8]) -> Option<ReadCache> {
-        ReadCache::read_from(io::Cursor::new(bytes), false, |_| ()).map(|(cache, ())| cache)
+        ReadCache::read_from(io::Cursor::new(bytes), false)
     }
 }
 
 impl<M: Decode> ReadCache<M> {
-    /// The cache read from `file`, with what `read` made of the length of
-    /// the transcript it says was read; `None` when it is not a cache this
-    /// version of noa wrote whole. The trailer is read first, and `read`
-    /// called then, so the caller can check the transcript while the
-    /// messages are decoded; the messages then a chunk at a time, so a
-    /// cache that holds a long session's words is never held whole beside
-    /// the messages decoded from it. The checksum is checked once all is
+    /// The cache read from `file`; `None` when it is not a cache this
+    /// version of noa wrote whole. The trailer is read first, then the
+    /// messages a chunk at a time, so a cache that holds a long session's
+    /// words is never held whole beside the messages decoded from it. The checksum is checked once all is
     /// read, and nothing is returned unless it holds. With `withhold`, the
     /// words of each tool output a projection can decide on by length
     /// alone ([`may_withhold`]) are passed over, through the checksum, and
     /// left in the file: a long uncompressed session's turn shows few of
     /// them.
-    fn read_from<T>(
-        mut file: impl Read + Seek,
-        withhold: bool,
-        read: impl FnOnce(u64) -> T,
-    ) -> Option<(ReadCache<M>, T)> {
+    fn read_from(mut file: impl Read + Seek, withhold: bool) -> Option<ReadCache<M>> {
         let len = file.seek(SeekFrom::End(0)).ok()?;
         let mut last = [0u8; 16];
         file.seek(SeekFrom::Start(len.checked_sub(16)?)).ok()?;
@@ -651,7 +644,6 @@ impl<M: Decode> ReadCache<M> {
         if !r.0.is_empty() {
             return None;
         }
-        let made = read(length);
         file.rewind().ok()?;
         let mut r = Chunks::new(file.take(at), at);
         if r.take(MAGIC.len())? != MAGIC {
@@ -755,7 +747,7 @@ impl<M: Decode> ReadCache<M> {
             cuts,
             end,
         };
-        Some((cache, made))
+        Some(cache)
     }
 }
 
@@ -765,23 +757,17 @@ impl SessionDir {
         self.dir.join(FILE)
     }
 
-    /// The session's read cache, if there is one that decodes, with what
-    /// `read` made of the length of transcript it says was read: called as
-    /// soon as the trailer is read, before the messages are decoded, so the
-    /// caller can check the transcript meanwhile. Long tool outputs' words
-    /// are left in the file, held open ([`WordsFile`]).
-    pub fn load_read_cache<T>(
-        &self,
-        read: impl FnOnce(u64) -> T,
-    ) -> Option<(ReadCache<WarmMessages>, T)> {
+    /// The session's read cache, if there is one that decodes. Long tool
+    /// outputs' words are left in the file, held open ([`WordsFile`]).
+    pub fn load_read_cache(&self) -> Option<ReadCache<WarmMessages>> {
         let path = self.read_cache_path();
         let file = std::fs::File::open(&path).ok()?;
-        let (mut cache, made) = ReadCache::<WarmMessages>::read_from(&file, true, read)?;
+        let mut cache = ReadCache::<WarmMessages>::read_from(&file, true)?;
         if !cache.messages.withheld.is_empty() {
             let file = Mutex::new(file);
             cache.messages.words = Some(WordsFile { path, file });
         }
-        Some((cache, made))
+        Some(cache)
     }
 
     /// Appends to the read cache what follows `end`, which it was read
@@ -1638,8 +1624,8 @@ mod append_tests {
     }
 
     fn warm(bytes: &[u8], withhold: bool) -> Option<Warm> {
-        let read = ReadCache::<WarmMessages>::read_from(io::Cursor::new(bytes), withhold, |_| ());
-        read.map(|(cache, ())| cache.into_transcript())
+        let read = ReadCache::<WarmMessages>::read_from(io::Cursor::new(bytes), withhold);
+        read.map(ReadCache::into_transcript)
     }
 
     proptest::proptest! {

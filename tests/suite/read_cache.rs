@@ -338,6 +338,16 @@ fn session(messages: Vec<Value>, shape: Shape) {
             }
         }
         match i % 9 {
+            // Someone rewrites an early message at greater length: where the
+            // prefix the cache read ended, a line is torn in two, and what
+            // follows is not JSON. The turn reads it whole, as it would
+            // with no cache, rather than report the torn line.
+            1 => {
+                let edited = text.replacen("Task: fix", "Task: find and fix, then test,", 1);
+                fs::write(&path, &edited).unwrap();
+                assert_eq!(turn(dir, shape, &format!("turn {i}, rewritten")).1, "whole");
+                fs::write(&path, &text).unwrap();
+            }
             // The host retries: nothing appended.
             3 => assert_eq!(turn(dir, shape, &format!("turn {i}, again")).1, "cache"),
             // Someone edits an early message: the prefix changed.
@@ -478,6 +488,37 @@ fn real_logs_read_on_from_the_cache_match_whole_reads() {
         }
         assert!(reads >= 3, "{file}: {reads} turns read from the cache");
     }
+}
+
+/// A transcript replaced by another of the same session, beside the state
+/// that other one left but the read cache of the first: what the cache
+/// holds belongs to no message of the state. The turn is the one the new
+/// transcript gives read whole, not a refusal of the state: what the
+/// transcript makes a turn say of its state waits for the prefix's digest.
+#[test]
+fn a_stale_cache_beside_the_state_of_another_transcript_is_not_held_against_it() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    let (a, b) = (synth::chat_session(1, 12), synth::chat_session(2, 16));
+    fs::write(dir.join("t.jsonl"), synth::jsonl(&a)).unwrap();
+    project_file(dir, "st", "t.jsonl", "t");
+    fs::write(dir.join("t.jsonl"), synth::jsonl(&b)).unwrap();
+    project_file(dir, "other", "t.jsonl", "t");
+    // The other transcript's state, beside the first one's cache.
+    copy_dir(&dir.join("other"), &dir.join("cold"));
+    fs::remove_file(dir.join("cold/t/read-cache.bin")).unwrap();
+    copy_dir(&dir.join("cold"), &dir.join("st2"));
+    fs::copy(
+        dir.join("st/t/read-cache.bin"),
+        dir.join("st2/t/read-cache.bin"),
+    )
+    .unwrap();
+    let warm = project_file(dir, "st2", "t.jsonl", "t");
+    let cold = project_file(dir, "cold", "t.jsonl", "t");
+    assert_eq!(warm.report["read"], "whole");
+    assert!(warm.view == cold.view, "the views differ");
+    assert_eq!(warm.report, cold.report);
+    assert!(warm.state == cold.state, "the states differ");
 }
 
 #[test]
