@@ -277,14 +277,20 @@ mod tests {
 
     /// An original a warm read left in the read cache is archived with the
     /// words read from there, as it would be with them in memory; one whose
-    /// words cannot be found there fails the archive and writes nothing.
+    /// words cannot be found there, or do not match their digest, fails the
+    /// archive and writes nothing.
     #[test]
     fn an_original_left_in_the_read_cache_is_archived_whole() {
         let base = temp("left");
         let s = SessionDir::new(&base, "sess");
         s.create().unwrap();
         let words = "the original output\n".repeat(20);
-        fs::write(s.dir.join("read-cache.bin"), format!("head{words}tail")).unwrap();
+        // As the cache holds long words: their digest, then them.
+        let mut bytes = crate::store::digest(words.as_bytes())
+            .to_le_bytes()
+            .to_vec();
+        bytes.extend_from_slice(format!("{words}tail").as_bytes());
+        fs::write(s.dir.join("read-cache.bin"), &bytes).unwrap();
         let whole = CoreMessage::tool_result("m1", "c1", "Read", words.as_str());
         let unread = CoreMessage {
             text: String::new(),
@@ -293,7 +299,7 @@ mod tests {
         };
         let archive = file("tier1/b1.md");
         let cache = crate::store::WordsFile::open(s.dir.join("read-cache.bin")).unwrap();
-        let left = cache.left([("m1", 4)].into_iter().collect());
+        let left = cache.left([("m1", 8)].into_iter().collect());
         let state = CompressionState::new("sess");
         s.commit([&archive], (&originals(&unread), &left), &state)
             .unwrap();
@@ -306,6 +312,15 @@ mod tests {
             .commit([&archive], (&originals(&unread), &nowhere), &state)
             .unwrap_err();
         assert!(err.to_string().contains("read cache"), "{err}");
+        assert!(!s.dir.join("tier1/b1.md").exists());
+        bytes[20] ^= 1;
+        fs::write(s.dir.join("read-cache.bin"), &bytes).unwrap();
+        let damaged = crate::store::WordsFile::open(s.dir.join("read-cache.bin")).unwrap();
+        let left = damaged.left([("m1", 8)].into_iter().collect());
+        let err = s
+            .commit([&archive], (&originals(&unread), &left), &state)
+            .unwrap_err();
+        assert!(err.to_string().contains("digest"), "{err}");
         assert!(!s.dir.join("tier1/b1.md").exists());
         fs::remove_dir_all(&base).unwrap();
     }

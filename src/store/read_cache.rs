@@ -11,7 +11,9 @@
 //! The cache is never trusted blindly: a transcript shorter than the prefix,
 //! a prefix whose digest differs, another format, tokenizer or noa version,
 //! or a file that does not decode or fails its own checksum, all mean "read
-//! it whole". It is written
+//! it whole". Long words stand apart from the checksum, each with a digest
+//! of its own beside it, checked when they are read: a warm turn passes
+//! over those it does not show without reading them. It is written
 //! without fsync: losing it costs one cold read, nothing else.
 //!
 //! The file is its messages, then a trailer (how far the transcript was
@@ -38,16 +40,22 @@ use super::{SessionDir, StoreError};
 
 /// The layout's version: 2 since a block's JSON holds a null where its
 /// core holds the words, 3 since the header trails the messages, 4 since
-/// the trailer ends with the turn's cuts, 5 since it counts the blocks.
-const MAGIC: &[u8] = b"noa read cache 5\n";
+/// the trailer ends with the turn's cuts, 5 since it counts the blocks, 6
+/// since long words stand apart from the checksum.
+const MAGIC: &[u8] = b"noa read cache 6\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
 
-/// The shortest words a warm turn leaves in the file (see
-/// [`CoreMessage::withheld`]): shorter ones cost less to decode than to
-/// find again when the view shows them.
+/// The shortest words that stand apart from the checksum, and so the
+/// shortest a warm turn leaves in the file (see [`CoreMessage::withheld`]):
+/// shorter ones cost less to decode than to find again when the view shows
+/// them.
 const WITHHELD_MIN: usize = 128;
+
+/// The flag of a block whose words stand apart: after their length, a
+/// digest of them, then the words, none of it in the checksum.
+const APART: u64 = 1 << 4;
 
 /// A 64-bit digest of a transcript prefix, at memory speed: four lanes of
 /// multiply-rotate over eight-byte words. It tells an unchanged prefix from
@@ -686,15 +694,17 @@ impl<M: Decode> ReadCache<M> {
                     ..CoreMessage::text("", role, String::new())
                 };
                 let len = usize::try_from(r.u64()?).ok()?;
-                let words_at = if withhold
-                    && kept
-                    && len >= WITHHELD_MIN
-                    && may_withhold(&core, len, tokenizer)
-                {
+                let apart = flags & APART != 0;
+                let words_at = if apart && withhold && kept && may_withhold(&core, len, tokenizer) {
                     core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
-                    Some(r.skip(len)?)
+                    Some(r.pass_apart(len)?)
                 } else {
-                    core.text = std::str::from_utf8(r.take(len)?).ok()?.to_string();
+                    let words = if apart {
+                        r.take_apart(len)?
+                    } else {
+                        r.take(len)?
+                    };
+                    core.text = std::str::from_utf8(words).ok()?.to_string();
                     None
                 };
                 let raw = r.opt()?;
@@ -720,7 +730,7 @@ impl<M: Decode> ReadCache<M> {
         }
         // The checksum is taken through the messages first: where they end
         // is where a turn that appends takes it on from.
-        let through = r.sum;
+        let through = r.sum_through();
         let mut whole = through.clone();
         whole.update(&trailer);
         if whole.finish() != sum {
@@ -830,13 +840,24 @@ impl WordsFile {
         Ok(WordsFile { path, file })
     }
 
-    /// The words at each `(offset, length)` of the file.
+    /// The words at each `(offset, length)` of the file, each checked
+    /// against the digest before it.
     pub fn read(&self, spans: &[(u64, usize)]) -> Result<Vec<String>, StoreError> {
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         let read = spans.iter().map(|&(at, len)| {
+            let mut d = [0u8; 8];
             let mut words = vec![0u8; len];
-            file.seek(SeekFrom::Start(at))?;
+            file.seek(SeekFrom::Start(
+                at.checked_sub(8).ok_or(io::ErrorKind::InvalidData)?,
+            ))?;
+            file.read_exact(&mut d)?;
             file.read_exact(&mut words)?;
+            if digest(&words) != u64::from_le_bytes(d) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "words that do not match their digest",
+                ));
+            }
             String::from_utf8(words).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
         });
         read.collect::<io::Result<_>>()
@@ -988,6 +1009,14 @@ impl<W: Write> Encoder<W> {
     fn u64(&mut self, n: u64) -> io::Result<()> {
         self.bytes(&n.to_le_bytes())
     }
+    /// Long words, apart from the checksum: their digest, then them.
+    fn apart(&mut self, words: &[u8]) -> io::Result<()> {
+        self.pass_on()?;
+        self.out.write_all(&digest(words).to_le_bytes())?;
+        self.out.write_all(words)?;
+        self.written += 8 + words.len() as u64;
+        Ok(())
+    }
     fn str(&mut self, s: &str) -> io::Result<()> {
         self.u64(s.len() as u64)?;
         self.bytes(s.as_bytes())
@@ -1108,9 +1137,16 @@ impl<W: Write> Encoder<W> {
         self.str(&c.tool_name)?;
         self.str(&c.tool_call_id)?;
         let facts = u64::from(ascii) << 2 | u64::from(unmarked) << 3;
-        self.u64(u64::from(c.opaque) | u64::from(kept) << 1 | facts)?;
+        let apart = kept && c.text.len() >= WITHHELD_MIN;
+        let flags = u64::from(c.opaque) | u64::from(kept) << 1 | facts;
+        self.u64(flags | if apart { APART } else { 0 })?;
         self.u64(tokens)?;
-        self.str(if kept { &c.text } else { "" })?;
+        if apart {
+            self.u64(c.text.len() as u64)?;
+            self.apart(c.text.as_bytes())?;
+        } else {
+            self.str(if kept { &c.text } else { "" })?;
+        }
         self.opt(raw)?;
         self.u64(source.record as u64)?;
         let (slot, n) = slot_code(source.slot);
@@ -1186,8 +1222,9 @@ impl Fields for Reader<'_> {
 /// still in the core's own cache when its fields are decoded.
 const READ_CHUNK: usize = 128 << 10;
 
-/// Fields of a stream read a chunk at a time, every chunk through the
-/// checksum as it comes.
+/// Fields of a stream read a chunk at a time, every byte of them through
+/// the checksum, and the words that stand apart from it passed over or
+/// checked against their own digest.
 struct Chunks<R> {
     src: io::Take<R>,
     /// The bytes `src` held to begin with.
@@ -1195,10 +1232,13 @@ struct Chunks<R> {
     buf: Vec<u8>,
     /// Where the next field starts in `buf`.
     at: usize,
+    /// Where the bytes of `buf` the checksum has not taken in start: fields
+    /// are taken in once they are read, a run of them at a time.
+    summed: usize,
     sum: Digest,
 }
 
-impl<R: Read> Chunks<R> {
+impl<R: Read + Seek> Chunks<R> {
     /// Fields of `src`, which holds `size` bytes.
     fn new(src: io::Take<R>, size: u64) -> Chunks<R> {
         Chunks {
@@ -1206,38 +1246,55 @@ impl<R: Read> Chunks<R> {
             size,
             buf: Vec::new(),
             at: 0,
+            summed: 0,
             sum: Digest::default(),
         }
     }
 
-    /// Passes over the next `n` bytes: through the checksum, a chunk at a
-    /// time, but not kept. Returns where they start in the stream.
-    fn skip(&mut self, n: usize) -> Option<u64> {
+    /// The checksum of every field read so far.
+    fn sum_through(&mut self) -> Digest {
+        self.sum.update(&self.buf[self.summed..self.at]);
+        self.summed = self.at;
+        self.sum.clone()
+    }
+
+    /// Passes over `n` words that stand apart, and their digest, without
+    /// reading them: the file is sought past what is not held already.
+    /// Returns where the words start in the stream.
+    fn pass_apart(&mut self, n: usize) -> Option<u64> {
+        self.sum_through();
+        let n = n.checked_add(8)?;
         if n > self.left() {
             return None;
         }
         let held = self.buf.len() - self.at;
-        let start = self.size - self.src.limit() - held as u64;
+        let start = self.size - self.src.limit() - held as u64 + 8;
         if n <= held {
             self.at += n;
-            return Some(start);
-        }
-        let mut rest = (n - held) as u64;
-        while rest > 0 {
-            self.buf.clear();
-            let src = &mut self.src;
-            src.take(rest.min(READ_CHUNK as u64))
-                .read_to_end(&mut self.buf)
+        } else {
+            let rest = (n - held) as u64;
+            let limit = self.src.limit() - rest;
+            self.src
+                .get_mut()
+                .seek(SeekFrom::Current(rest as i64))
                 .ok()?;
-            if self.buf.is_empty() {
-                return None;
-            }
-            self.sum.update(&self.buf);
-            rest -= self.buf.len() as u64;
+            self.src.set_limit(limit);
+            self.buf.clear();
+            self.at = 0;
         }
-        self.buf.clear();
-        self.at = 0;
+        self.summed = self.at;
         Some(start)
+    }
+
+    /// The next `n` words that stand apart, checked against their digest.
+    fn take_apart(&mut self, n: usize) -> Option<&[u8]> {
+        self.sum_through();
+        let d = self.u64()?;
+        self.summed = self.at;
+        self.take(n)?;
+        self.summed = self.at;
+        let words = &self.buf[self.at - n..self.at];
+        (digest(words) == d).then_some(words)
     }
 
     /// Reads on until at least `n` bytes are held past `at`; kept out of
@@ -1250,8 +1307,9 @@ impl<R: Read> Chunks<R> {
         if n > self.left() {
             return None;
         }
+        self.sum.update(&self.buf[self.summed..self.at]);
         self.buf.drain(..self.at);
-        self.at = 0;
+        (self.at, self.summed) = (0, 0);
         let have = self.buf.len();
         let limit = usize::try_from(self.src.limit()).unwrap_or(usize::MAX);
         let want = n.max(READ_CHUNK).min(have.saturating_add(limit));
@@ -1260,12 +1318,11 @@ impl<R: Read> Chunks<R> {
         src.take((want - have) as u64)
             .read_to_end(&mut self.buf)
             .ok()?;
-        self.sum.update(&self.buf[have..]);
         (self.buf.len() >= n).then_some(())
     }
 }
 
-impl<R: Read> Fields for Chunks<R> {
+impl<R: Read + Seek> Fields for Chunks<R> {
     #[inline(always)]
     fn take(&mut self, n: usize) -> Option<&[u8]> {
         if self.buf.len() - self.at < n {
@@ -1461,7 +1518,8 @@ mod tests {
                 raw: Some("{}".into()),
                 blocks: vec![
                     CachedBlock {
-                        core: CoreMessage::tool_result("h_1", "c1", "Read", "out"),
+                        // Long enough to stand apart from the checksum.
+                        core: CoreMessage::tool_result("h_1", "c1", "Read", "out ".repeat(40)),
                         tokens: 1,
                         facts: (true, true),
                         kept: true,
@@ -1515,13 +1573,18 @@ mod tests {
         let bytes = cache.encode();
         let mut decoded = ReadCache::decode(&bytes).unwrap();
         // Where the messages end: the trailer follows them, and the
-        // checksum taken through them is the one appending goes on from.
+        // checksum taken through them, all but the words that stand apart
+        // and their digest, is the one appending goes on from.
         let end = std::mem::take(&mut decoded.end);
         assert_eq!(decoded, cache);
         assert_eq!((end.messages, end.len), (1, bytes.len() as u64));
+        let words = cache.messages[0].blocks[0].core.text.as_bytes();
+        let w = bytes.windows(words.len()).position(|b| b == words).unwrap();
+        assert_eq!(bytes[w - 8..w], digest(words).to_le_bytes());
         assert_eq!(end.sum, {
             let mut d = Digest::default();
-            d.update(&bytes[..end.at as usize]);
+            d.update(&bytes[..w - 8]);
+            d.update(&bytes[w + words.len()..end.at as usize]);
             d
         });
         assert_eq!(ReadCache::decode(&bytes[..bytes.len() - 1]), None);
@@ -1544,6 +1607,16 @@ mod tests {
         let mut decoded = ReadCache::decode(&bytes).unwrap();
         decoded.end = CacheEnd::default();
         assert_eq!(decoded, large);
+        // A warm read passes over every one of those words, seeking past
+        // the longest, and finds each where it said.
+        let warm = ReadCache::<WarmMessages>::read_from(io::Cursor::new(&bytes), true).unwrap();
+        let warm = warm.into_transcript();
+        assert_eq!(warm.withheld.len(), 3_000);
+        for &(i, at) in &warm.withheld {
+            let words = large.messages[i / 2].blocks[0].core.text.as_bytes();
+            assert_eq!(warm.history[i].text_len(), words.len());
+            assert_eq!(&bytes[at as usize..][..words.len()], words);
+        }
     }
 }
 
@@ -1702,10 +1775,13 @@ mod append_tests {
         let all: Vec<&str> = whole.history.iter().map(|m| m.text.as_str()).collect();
         assert_eq!(worded[..i], all[..i]);
         assert_eq!(worded[i + 1..], all[i + 1..]);
-        // Words left in the file still go through the checksum.
+        // Words left in the file stand apart from the checksum: a read of
+        // every word finds them damaged, a warm read only once it reads
+        // them (below).
         let mut damaged = bytes.clone();
         damaged[at as usize + 3] ^= 0x20;
-        assert!(warm(&damaged, true).is_none());
+        assert!(warm(&damaged, false).is_none());
+        assert_eq!(warm(&damaged, true).unwrap().withheld, left.withheld);
         // A cache written from a history without those words is refused,
         // never written with them empty.
         let t = read("t", &text, None, BadLines::Fail).unwrap();
@@ -1736,10 +1812,15 @@ mod append_tests {
         let other = base.join("other");
         std::fs::write(&other, "x".repeat(file.len())).unwrap();
         std::fs::rename(&other, session.read_cache_path()).unwrap();
-        let words = held.read(&[(at, long.len()), (at, 4)]).unwrap();
-        assert_eq!(words, [long.clone(), long[..4].to_string()]);
+        let words = held.read(&[(at, long.len()), (at, long.len())]).unwrap();
+        assert_eq!(words, [long.clone(), long.clone()]);
+        // Less than the words whole does not match their digest.
+        assert!(held.read(&[(at, 4)]).is_err());
         assert!(held.read(&[(bad, 2)]).is_err());
         assert!(held.read(&[(bad, 9)]).is_err());
+        std::fs::write(session.read_cache_path(), &damaged).unwrap();
+        let damaged = WordsFile::open(session.read_cache_path()).unwrap();
+        assert!(damaged.read(&[(at, long.len())]).is_err());
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
