@@ -14,6 +14,7 @@ use crate::engine::{
     self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage, IdMap,
     IdSet, Name,
 };
+use crate::store::LeftWords;
 
 /// Runs `noa apply`.
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
@@ -110,9 +111,27 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     };
     let engine = watch.lap();
     let left = cx.left_words();
-    let bytes =
-        (cx.session()).commit(&answer.outcome.archives, (&originals, &left), &answer.state)?;
+    let committed =
+        (cx.session()).commit(&answer.outcome.archives, (&originals, &left), &answer.state);
     drop((left, originals));
+    let bytes = match committed {
+        // Words the cache kept back that cannot be read back from it (a
+        // damaged word fails its digest): nothing was written, and the
+        // call is answered again from the transcript read whole.
+        Err(e) if cx.warm() && e.in_read_cache() => {
+            cx.read_whole()?;
+            let originals = cx.originals();
+            answer = answer_on(
+                &cx,
+                &originals,
+                cx.reload_state()?,
+                find_call(&cx.history, args)?,
+            );
+            let none = LeftWords::default();
+            (cx.session()).commit(&answer.outcome.archives, (&originals, &none), &answer.state)?
+        }
+        committed => committed?,
+    };
     // The cache is left without the words the new blocks fold away, so the
     // next turn reads on from a small one; those it keeps that it kept back
     // are read first. It only saves work: a cache that cannot be written

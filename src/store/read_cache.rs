@@ -761,6 +761,15 @@ impl<M: Decode> ReadCache<M> {
     }
 }
 
+impl StoreError {
+    /// Whether it is the read cache that could not be read: words a warm
+    /// read left there, missing or damaged. The transcript read whole has
+    /// them.
+    pub fn in_read_cache(&self) -> bool {
+        matches!(self, StoreError::Io { path, .. } if path.file_name() == Some(FILE.as_ref()))
+    }
+}
+
 impl SessionDir {
     /// Where the session's read cache lives.
     fn read_cache_path(&self) -> PathBuf {

@@ -521,6 +521,58 @@ fn a_stale_cache_beside_the_state_of_another_transcript_is_not_held_against_it()
     assert!(warm.state == cold.state, "the states differ");
 }
 
+/// Words the read cache kept back, damaged when a call needs them for its
+/// archives (each long one carries its own digest, outside the cache's
+/// checksum): the call is answered from the transcript read whole, as it
+/// is without the cache, rather than failing on the cache.
+#[test]
+fn a_damaged_word_in_the_cache_costs_a_whole_read_not_the_call() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    let mut log = Log {
+        shape: Shape::Chat,
+        records: 0,
+        parent: Value::Null,
+    };
+    let mut text = String::new();
+    let mut nudge = None;
+    for chunk in synth::chat_session(11, 90).chunks(5) {
+        for m in chunk {
+            text.push_str(&log.lines(m));
+        }
+        fs::write(dir.join("t.jsonl"), &text).unwrap();
+        let t = project(dir, "st", Shape::Chat);
+        if !t.report["nudge"].is_null() {
+            nudge = Some(last_text(&t.view));
+            break;
+        }
+    }
+    let nudge = nudge.expect("a nudge");
+    // A byte flipped in the middle of every long output the cache holds.
+    let cache = dir.join("st/t/read-cache.bin");
+    let mut bytes = fs::read(&cache).unwrap();
+    let mut damaged = 0;
+    for line in text.lines() {
+        let m: Value = serde_json::from_str(line).unwrap();
+        let Some(out) = m["content"].as_str().filter(|_| m["role"] == "tool") else {
+            continue;
+        };
+        let out = out.as_bytes();
+        if let Some(at) = (out.len() >= 200)
+            .then(|| bytes.windows(out.len()).position(|w| w == out))
+            .flatten()
+        {
+            bytes[at + out.len() / 2] ^= 1;
+            damaged += 1;
+        }
+    }
+    assert!(damaged > 0);
+    fs::write(&cache, &bytes).unwrap();
+    let mut warm = 0;
+    compress(dir, &mut text, &mut log, (&nudge, 1), &mut warm);
+    assert_eq!(warm, 0, "the call was answered from the damaged cache");
+}
+
 #[test]
 fn a_cache_from_another_version_or_damaged_is_not_used() {
     let tmp = TempDir::new();
