@@ -179,7 +179,14 @@ fn project_turn(
     let warm = cx.warm();
     let unread_serves = cx.decides_unread(state) && cx.appends_cache(state);
     if warm && !unread_serves && !cx.read_withheld() {
+        // The state was checked against the transcript read on from the
+        // cache: the one read whole is that one only if its prefix is.
+        let same = cx.confirm_prefix();
         cx.read_whole()?;
+        if !same {
+            *state = cx.state()?;
+            learn(state);
+        }
     }
     let mut p = cx.project(state, turn);
     if warm && !cx.confirm_prefix() {

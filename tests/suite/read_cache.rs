@@ -521,6 +521,75 @@ fn a_stale_cache_beside_the_state_of_another_transcript_is_not_held_against_it()
     assert!(warm.state == cold.state, "the states differ");
 }
 
+/// Flips a byte in the middle of every long output of the chat log `text`
+/// the read cache at `cache` holds; returns how many.
+fn damage_long_outputs(cache: &Path, text: &str) -> usize {
+    let mut bytes = fs::read(cache).unwrap();
+    let mut damaged = 0;
+    for line in text.lines() {
+        let m: Value = serde_json::from_str(line).unwrap();
+        let Some(out) = m["content"].as_str().filter(|_| m["role"] == "tool") else {
+            continue;
+        };
+        let out = out.as_bytes();
+        if let Some(at) = (out.len() >= 200)
+            .then(|| bytes.windows(out.len()).position(|w| w == out))
+            .flatten()
+        {
+            bytes[at + out.len() / 2] ^= 1;
+            damaged += 1;
+        }
+    }
+    fs::write(cache, &bytes).unwrap();
+    damaged
+}
+
+/// A transcript replaced by another that shares no message with it, whose
+/// first line ends where the first one did, beside the first one's state
+/// and read cache; the turn counts with another tokenizer, so it must read
+/// the words the cache kept back before projecting, and a damaged one
+/// sends it to the whole read. The state is refused as it is with no
+/// cache: it belongs to the transcript the cache read, not this one.
+#[test]
+fn a_transcript_read_whole_before_projecting_is_checked_against_the_state() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    let first = synth::jsonl(&synth::chat_session(1, 12));
+    fs::write(dir.join("t.jsonl"), &first).unwrap();
+    project_file(dir, "st", "t.jsonl", "t");
+    assert!(damage_long_outputs(&dir.join("st/t/read-cache.bin"), &first) > 0);
+    let line = json!({"role": "user", "content": ""}).to_string();
+    let pad = "x".repeat(first.len() - line.len() - 1);
+    let other = format!(
+        "{}\n{}",
+        json!({"role": "user", "content": pad}),
+        synth::jsonl(&synth::chat_session(2, 16))
+    );
+    assert_eq!(other.as_bytes()[first.len() - 1], b'\n');
+    fs::write(dir.join("t.jsonl"), &other).unwrap();
+    copy_dir(&dir.join("st"), &dir.join("cold"));
+    fs::remove_file(dir.join("cold/t/read-cache.bin")).unwrap();
+    for st in ["cold", "st"] {
+        let out = noa(
+            dir,
+            &[
+                "project",
+                "t.jsonl",
+                "--state-dir",
+                st,
+                "--tokenizer",
+                "o200k",
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{st}: {err}");
+        assert!(
+            err.contains("belongs to a different transcript"),
+            "{st}: {err}"
+        );
+    }
+}
+
 /// Words the read cache kept back, damaged when a call needs them for its
 /// archives (each long one carries its own digest, outside the cache's
 /// checksum): the call is answered from the transcript read whole, as it
@@ -548,26 +617,7 @@ fn a_damaged_word_in_the_cache_costs_a_whole_read_not_the_call() {
         }
     }
     let nudge = nudge.expect("a nudge");
-    // A byte flipped in the middle of every long output the cache holds.
-    let cache = dir.join("st/t/read-cache.bin");
-    let mut bytes = fs::read(&cache).unwrap();
-    let mut damaged = 0;
-    for line in text.lines() {
-        let m: Value = serde_json::from_str(line).unwrap();
-        let Some(out) = m["content"].as_str().filter(|_| m["role"] == "tool") else {
-            continue;
-        };
-        let out = out.as_bytes();
-        if let Some(at) = (out.len() >= 200)
-            .then(|| bytes.windows(out.len()).position(|w| w == out))
-            .flatten()
-        {
-            bytes[at + out.len() / 2] ^= 1;
-            damaged += 1;
-        }
-    }
-    assert!(damaged > 0);
-    fs::write(&cache, &bytes).unwrap();
+    assert!(damage_long_outputs(&dir.join("st/t/read-cache.bin"), &text) > 0);
     let mut warm = 0;
     compress(dir, &mut text, &mut log, (&nudge, 1), &mut warm);
     assert_eq!(warm, 0, "the call was answered from the damaged cache");
