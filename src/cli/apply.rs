@@ -90,22 +90,27 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             },
         )
     };
+    // The call answered again on the transcript read whole.
+    let answer_whole = |cx: &mut Context| -> Result<Answer, CliError> {
+        cx.read_whole()?;
+        let originals = cx.originals();
+        let state = cx.reload_state()?;
+        Ok(answer_on(
+            cx,
+            &originals,
+            state,
+            find_call(&cx.history, args)?,
+        ))
+    };
     // The history by id: what the call is answered against and its
     // archives are rendered from.
     let originals = cx.originals();
     let mut answer = answer_on(&cx, &originals, state, (raw, call_id.clone(), cut));
     let originals = if cx.warm() && archives_elided(&cx, &answer) {
         // A block over a message whose words the cache left out would
-        // archive nothing of it: read whole and answer again.
-        cx.read_whole()?;
-        let originals = cx.originals();
-        answer = answer_on(
-            &cx,
-            &originals,
-            cx.reload_state()?,
-            find_call(&cx.history, args)?,
-        );
-        originals
+        // archive nothing of it.
+        answer = answer_whole(&mut cx)?;
+        cx.originals()
     } else {
         originals
     };
@@ -116,18 +121,10 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     drop((left, originals));
     let bytes = match committed {
         // Words the cache kept back that cannot be read back from it (a
-        // damaged word fails its digest): nothing was written, and the
-        // call is answered again from the transcript read whole.
+        // damaged word fails its digest): nothing was written.
         Err(e) if cx.warm() && e.in_read_cache() => {
-            cx.read_whole()?;
-            let originals = cx.originals();
-            answer = answer_on(
-                &cx,
-                &originals,
-                cx.reload_state()?,
-                find_call(&cx.history, args)?,
-            );
-            let none = LeftWords::default();
+            answer = answer_whole(&mut cx)?;
+            let (originals, none) = (cx.originals(), LeftWords::default());
             (cx.session()).commit(&answer.outcome.archives, (&originals, &none), &answer.state)?
         }
         committed => committed?,
