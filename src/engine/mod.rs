@@ -50,7 +50,9 @@ pub use turn::host::window_from_error;
 pub use turn::sync::Coverage;
 pub use turn::truncate::{Cut, KeptCut};
 pub use turn::view::drop_unpaired;
-pub use turn::{Projection, TurnInput, Unfilled, baked, may_withhold, project};
+pub use turn::{
+    Projection, TurnInput, Unfilled, baked, may_withhold, may_withhold_knowing, project,
+};
 
 pub use pressure::gauge::Recorded;
 pub use pressure::nudge_text::{format_block_map, format_breakdown, format_ranges};

@@ -12,8 +12,10 @@
 //! a prefix whose digest differs, another format, tokenizer or noa version,
 //! or a file that does not decode or fails its own checksum, all mean "read
 //! it whole". Long words stand apart from the checksum, each with a digest
-//! of its own beside it, checked when they are read: a warm turn passes
-//! over those it does not show without reading them. It is written
+//! of its own beside it, checked when they are read: the messages are
+//! written in segments, a segment's fields and then its long words, so a
+//! warm turn reads the fields and seeks past the words it does not show.
+//! It is written
 //! without fsync: losing it costs one cold read, nothing else.
 //!
 //! The file is its messages, then a trailer (how far the transcript was
@@ -31,6 +33,7 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::engine::{
     ContentType, CoreMessage, Counted, Cut, IdMap, KeptCut, Name, Role, Tokenizer, may_withhold,
+    may_withhold_knowing,
 };
 use crate::formats::{
     Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, Slot, Transcript,
@@ -41,8 +44,9 @@ use super::{SessionDir, StoreError};
 /// The layout's version: 2 since a block's JSON holds a null where its
 /// core holds the words, 3 since the header trails the messages, 4 since
 /// the trailer ends with the turn's cuts, 5 since it counts the blocks, 6
-/// since long words stand apart from the checksum.
-const MAGIC: &[u8] = b"noa read cache 6\n";
+/// since long words stand apart from the checksum, 7 since they follow
+/// their segment's fields.
+const MAGIC: &[u8] = b"noa read cache 7\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
@@ -53,9 +57,19 @@ const FILE: &str = "read-cache.bin";
 /// them.
 const WITHHELD_MIN: usize = 128;
 
-/// The flag of a block whose words stand apart: after their length, a
-/// digest of them, then the words, none of it in the checksum.
+/// The flag of a block whose words stand apart, those a warm read may
+/// leave in the file ([`may_withhold`], [`WITHHELD_MIN`] bytes or more):
+/// its fields give their length, and the words follow the fields of its
+/// segment, each after a digest of them, none of it in the checksum.
 const APART: u64 = 1 << 4;
+
+/// How many bytes of long words a segment gathers before it ends: they are
+/// held in memory until their messages' fields are written.
+const SEGMENT: usize = 1 << 20;
+
+/// Where a message's line would be, the end of a segment: the length of its
+/// words follows, then the words.
+const SEGMENT_END: u64 = u64::MAX;
 
 /// A 64-bit digest of a transcript prefix, at memory speed: four lanes of
 /// multiply-rotate over eight-byte words. It tells an unchanged prefix from
@@ -268,9 +282,6 @@ pub struct CachedBlock {
     pub raw: Option<String>,
     /// Where it came from in the records.
     pub source: BlockSource,
-    /// Where its words start in the cache file, when a warm turn left
-    /// them there ([`CoreMessage::withheld`]).
-    pub words_at: Option<u64>,
 }
 
 /// What a turn leaves in the read cache, borrowed from the turn: the cache
@@ -366,10 +377,11 @@ impl CacheSource<'_> {
                         .map(|(_, r)| r.as_str()),
                     None => Some(b.raw.text()),
                 };
-                e.block(core, kept, tokens, raw, b.source)?;
+                e.block(core, kept, tokens, raw, (b.source, self.tokenizer))?;
             }
+            e.end_segment(true)?;
         }
-        Ok(())
+        e.end_segment(false)
     }
 
     fn trailer<W: Write>(&self, mut e: Encoder<W>) -> io::Result<W> {
@@ -419,8 +431,24 @@ pub trait Decode: Sized {
     fn with_capacity(messages: usize, blocks: usize) -> Self;
     /// One message, its blocks still to come: `blocks` of them.
     fn message(&mut self, message: CachedMessage, blocks: usize);
-    /// One block of the last message, its core's count known.
+    /// One block of the last message, its core's count known; its words,
+    /// when they stand apart, come at its segment's end.
     fn block(&mut self, block: CachedBlock);
+    /// The words of a block decoded before: the `bi`th of the `mi`th
+    /// message, the `i`th of all.
+    fn fill(&mut self, at: Place, text: String);
+    /// Where in the file the words of a block decoded before, handed over
+    /// without them ([`CoreMessage::withheld`]), lie.
+    fn left_at(&mut self, at: Place, words: u64);
+}
+
+/// A block's place among those decoded: its message's, its own in the
+/// message, and its own among all.
+#[derive(Debug, Clone, Copy)]
+pub struct Place {
+    mi: usize,
+    bi: usize,
+    i: usize,
 }
 
 impl Decode for Vec<CachedMessage> {
@@ -436,6 +464,12 @@ impl Decode for Vec<CachedMessage> {
             m.blocks.push(block);
         }
     }
+    fn fill(&mut self, at: Place, text: String) {
+        if let Some(b) = self.get_mut(at.mi).and_then(|m| m.blocks.get_mut(at.bi)) {
+            b.core.text = text;
+        }
+    }
+    fn left_at(&mut self, _: Place, _: u64) {}
 }
 
 /// The cached messages as a warm turn works on them: host messages, the
@@ -498,12 +532,17 @@ impl Decode for WarmMessages {
             kept.2.push((m.blocks.len(), raw));
         }
         self.elided.push(!b.kept);
-        if let Some(at) = b.words_at {
-            self.withheld.push((self.history.len(), at));
-        }
         m.blocks
             .push(Block::of(&b.core, RawJson::default(), b.source));
         self.history.push(b.core);
+    }
+    fn fill(&mut self, at: Place, text: String) {
+        if let Some(m) = self.history.get_mut(at.i) {
+            m.text = text;
+        }
+    }
+    fn left_at(&mut self, at: Place, words: u64) {
+        self.withheld.push((at.i, words));
     }
 }
 
@@ -553,10 +592,12 @@ impl ReadCache {
                 e.message(m.line, m.prompt_tokens, m.raw.as_deref(), m.blocks.len())?;
                 for b in &m.blocks {
                     let tokens = (b.tokens, b.facts);
-                    e.block(&b.core, b.kept, tokens, b.raw.as_deref(), b.source)?;
+                    let at = (b.source, self.tokenizer);
+                    e.block(&b.core, b.kept, tokens, b.raw.as_deref(), at)?;
                 }
+                e.end_segment(true)?;
             }
-            Ok(())
+            e.end_segment(false)
         };
         let mut e = Encoder::new(Vec::new());
         write(&mut e).expect("writing to memory");
@@ -661,8 +702,15 @@ impl<M: Decode> ReadCache<M> {
         let room = |n: u64, r: &Chunks<_>| usize::try_from(n).unwrap_or(usize::MAX).min(r.left());
         let mut messages = M::with_capacity(room(n, &r), room(blocks, &r));
         let mut decoded = 0u64;
-        for _ in 0..n {
-            let line = r.u64()?;
+        // The blocks of the segment whose words stand apart, with their
+        // length and whether they are left in the file.
+        let mut apart: Vec<(Place, usize, bool)> = Vec::new();
+        for mi in 0..n {
+            let mut line = r.u64()?;
+            if line == SEGMENT_END {
+                r.segment(&mut apart, &mut messages)?;
+                line = r.u64()?;
+            }
             let prompt_tokens = r.u64()?.checked_sub(1);
             let raw = r.opt()?;
             let n = r.u64()?;
@@ -673,8 +721,7 @@ impl<M: Decode> ReadCache<M> {
                 blocks: Vec::new(),
             };
             messages.message(head, room(n, &r));
-            decoded += n;
-            for _ in 0..n {
+            for bi in 0..n {
                 let id = r.name()?;
                 let role = role_of(r.u64()?)?;
                 let content_type = kind_of(r.u64()?)?;
@@ -694,19 +741,20 @@ impl<M: Decode> ReadCache<M> {
                     ..CoreMessage::text("", role, String::new())
                 };
                 let len = usize::try_from(r.u64()?).ok()?;
-                let apart = flags & APART != 0;
-                let words_at = if apart && withhold && kept && may_withhold(&core, len, tokenizer) {
-                    core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
-                    Some(r.pass_apart(len)?)
+                if flags & APART != 0 {
+                    let left = withhold && kept && may_withhold(&core, len, tokenizer);
+                    if left {
+                        core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
+                    }
+                    let (mi, bi, i) = (
+                        usize::try_from(mi).ok()?,
+                        usize::try_from(bi).ok()?,
+                        usize::try_from(decoded).ok()?,
+                    );
+                    apart.push((Place { mi, bi, i }, len, left));
                 } else {
-                    let words = if apart {
-                        r.take_apart(len)?
-                    } else {
-                        r.take(len)?
-                    };
-                    core.text = std::str::from_utf8(words).ok()?.to_string();
-                    None
-                };
+                    core.text = std::str::from_utf8(r.take(len)?).ok()?.to_string();
+                }
                 let raw = r.opt()?;
                 let record = usize::try_from(r.u64()?).ok()?;
                 let slot = slot_of(r.u64()?, r.u64()?)?;
@@ -717,15 +765,20 @@ impl<M: Decode> ReadCache<M> {
                     kept,
                     raw,
                     source: BlockSource { record, slot },
-                    words_at,
                 };
                 messages.block(block);
+                decoded += 1;
             }
         }
         if decoded != blocks {
             return None;
         }
+        // The last segment ends after the last message.
         if r.left() != 0 {
+            (r.u64()? == SEGMENT_END).then_some(())?;
+            r.segment(&mut apart, &mut messages)?;
+        }
+        if r.left() != 0 || !apart.is_empty() {
             return None;
         }
         // The checksum is taken through the messages first: where they end
@@ -986,6 +1039,9 @@ struct Encoder<W> {
     /// Fields gather here and go to the checksum and the writer a chunk at
     /// a time: a cache is hundreds of thousands of small fields.
     buf: Vec<u8>,
+    /// The long words of the segment, each after its digest: written once
+    /// its fields are.
+    words: Vec<u8>,
 }
 
 /// How many bytes [`Encoder`] gathers before it passes them on.
@@ -998,6 +1054,7 @@ impl<W: Write> Encoder<W> {
             sum: Digest::default(),
             written: 0,
             buf: Vec::with_capacity(CHUNK),
+            words: Vec::new(),
         }
     }
 
@@ -1018,12 +1075,25 @@ impl<W: Write> Encoder<W> {
     fn u64(&mut self, n: u64) -> io::Result<()> {
         self.bytes(&n.to_le_bytes())
     }
-    /// Long words, apart from the checksum: their digest, then them.
-    fn apart(&mut self, words: &[u8]) -> io::Result<()> {
+    /// Long words, apart from the checksum, for the segment's end: their
+    /// digest, then them.
+    fn apart(&mut self, words: &[u8]) {
+        self.words.extend_from_slice(&digest(words).to_le_bytes());
+        self.words.extend_from_slice(words);
+    }
+    /// Ends the segment, when it holds long words: its end and their
+    /// length, then the words. `full` ends it only once it holds
+    /// [`SEGMENT`] bytes of them.
+    fn end_segment(&mut self, full: bool) -> io::Result<()> {
+        if self.words.is_empty() || full && self.words.len() < SEGMENT {
+            return Ok(());
+        }
+        self.u64(SEGMENT_END)?;
+        self.u64(self.words.len() as u64)?;
         self.pass_on()?;
-        self.out.write_all(&digest(words).to_le_bytes())?;
-        self.out.write_all(words)?;
-        self.written += 8 + words.len() as u64;
+        self.out.write_all(&self.words)?;
+        self.written += self.words.len() as u64;
+        self.words.clear();
         Ok(())
     }
     fn str(&mut self, s: &str) -> io::Result<()> {
@@ -1131,7 +1201,7 @@ impl<W: Write> Encoder<W> {
         kept: bool,
         (tokens, (ascii, unmarked)): (u64, (bool, bool)),
         raw: Option<&str>,
-        source: BlockSource,
+        (source, tokenizer): (BlockSource, Tokenizer),
     ) -> io::Result<()> {
         if kept && c.withheld.is_some() {
             // Its words are in the file being replaced: never written empty.
@@ -1146,13 +1216,16 @@ impl<W: Write> Encoder<W> {
         self.str(&c.tool_name)?;
         self.str(&c.tool_call_id)?;
         let facts = u64::from(ascii) << 2 | u64::from(unmarked) << 3;
-        let apart = kept && c.text.len() >= WITHHELD_MIN;
+        let len = c.text.len();
+        let apart = kept
+            && len >= WITHHELD_MIN
+            && may_withhold_knowing(c, (ascii, unmarked), len, tokenizer);
         let flags = u64::from(c.opaque) | u64::from(kept) << 1 | facts;
         self.u64(flags | if apart { APART } else { 0 })?;
         self.u64(tokens)?;
         if apart {
             self.u64(c.text.len() as u64)?;
-            self.apart(c.text.as_bytes())?;
+            self.apart(c.text.as_bytes());
         } else {
             self.str(if kept { &c.text } else { "" })?;
         }
@@ -1267,21 +1340,23 @@ impl<R: Read + Seek> Chunks<R> {
         self.sum.clone()
     }
 
-    /// Passes over `n` words that stand apart, and their digest, without
-    /// reading them: the file is sought past what is not held already.
-    /// Returns where the words start in the stream.
-    fn pass_apart(&mut self, n: usize) -> Option<u64> {
+    /// Where the next field starts in the stream.
+    fn position(&self) -> u64 {
+        self.size - self.src.limit() - (self.buf.len() - self.at) as u64
+    }
+
+    /// Passes over the next `n` bytes, which stand apart from the checksum,
+    /// without reading them: the file is sought past what is not held.
+    fn pass(&mut self, n: u64) -> Option<()> {
         self.sum_through();
-        let n = n.checked_add(8)?;
-        if n > self.left() {
+        if n > self.left() as u64 {
             return None;
         }
-        let held = self.buf.len() - self.at;
-        let start = self.size - self.src.limit() - held as u64 + 8;
+        let held = (self.buf.len() - self.at) as u64;
         if n <= held {
-            self.at += n;
+            self.at += n as usize;
         } else {
-            let rest = (n - held) as u64;
+            let rest = n - held;
             let limit = self.src.limit() - rest;
             self.src
                 .get_mut()
@@ -1292,7 +1367,33 @@ impl<R: Read + Seek> Chunks<R> {
             self.at = 0;
         }
         self.summed = self.at;
-        Some(start)
+        Some(())
+    }
+
+    /// The words of a segment (after its end and their length), given to
+    /// the blocks `apart` names, or passed over where they are left in the
+    /// file; `apart` is emptied.
+    fn segment<M: Decode>(
+        &mut self,
+        apart: &mut Vec<(Place, usize, bool)>,
+        messages: &mut M,
+    ) -> Option<()> {
+        let words = self.u64()?;
+        let mut at = self.position();
+        let end = at.checked_add(words)?;
+        // Words left in the file are passed over a run at a time.
+        for (place, len, left) in apart.drain(..) {
+            if left {
+                messages.left_at(place, at + 8);
+            } else {
+                self.pass(at - self.position())?;
+                let text = std::str::from_utf8(self.take_apart(len)?).ok()?.to_string();
+                messages.fill(place, text);
+            }
+            at += 8 + len as u64;
+        }
+        (at == end).then_some(())?;
+        self.pass(end - self.position())
     }
 
     /// The next `n` words that stand apart, checked against their digest.
@@ -1537,7 +1638,6 @@ mod tests {
                             record: 0,
                             slot: Slot::Part(2),
                         },
-                        words_at: None,
                     },
                     // A name past the inline length, one not ASCII, and a
                     // block whose words were not kept.
@@ -1556,7 +1656,6 @@ mod tests {
                             record: 0,
                             slot: Slot::Part(3),
                         },
-                        words_at: None,
                     },
                 ],
             }],
@@ -1616,15 +1715,43 @@ mod tests {
         let mut decoded = ReadCache::decode(&bytes).unwrap();
         decoded.end = CacheEnd::default();
         assert_eq!(decoded, large);
-        // A warm read passes over every one of those words, seeking past
-        // the longest, and finds each where it said.
-        let warm = ReadCache::<WarmMessages>::read_from(io::Cursor::new(&bytes), true).unwrap();
+        // A warm read passes over every one of those words, reading the
+        // fields and seeking past the words (but for what one read takes
+        // in past the fields), and finds each where it said.
+        let read = std::rc::Rc::new(std::cell::Cell::new(0));
+        let file = Counting(io::Cursor::new(&bytes), std::rc::Rc::clone(&read));
+        let warm = ReadCache::<WarmMessages>::read_from(file, true).unwrap();
         let warm = warm.into_transcript();
         assert_eq!(warm.withheld.len(), 3_000);
+        let mut left = 0;
         for &(i, at) in &warm.withheld {
             let words = large.messages[i / 2].blocks[0].core.text.as_bytes();
             assert_eq!(warm.history[i].text_len(), words.len());
             assert_eq!(&bytes[at as usize..][..words.len()], words);
+            left += words.len();
+        }
+        assert!(
+            read.get() + left <= bytes.len() + READ_CHUNK,
+            "{} of {} read",
+            read.get(),
+            bytes.len()
+        );
+    }
+
+    /// A file that counts the bytes read from it.
+    struct Counting<R>(R, std::rc::Rc<std::cell::Cell<usize>>);
+
+    impl<R: Read> Read for Counting<R> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.1.set(self.1.get() + n);
+            Ok(n)
+        }
+    }
+
+    impl<R: Seek> Seek for Counting<R> {
+        fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+            self.0.seek(to)
         }
     }
 }

@@ -10,4 +10,4 @@ pub mod view;
 
 pub use carry::Carry;
 pub use pipeline::{Projection, TurnInput, baked, project, project_carried};
-pub use unworded::{Unfilled, may_withhold};
+pub use unworded::{Unfilled, may_withhold, may_withhold_knowing};

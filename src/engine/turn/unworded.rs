@@ -59,12 +59,23 @@ pub struct Unworded<'a> {
 /// and from a tool named short enough that its ref tag is shorter than
 /// what a cut keeps. Its length is then all a projection reads of it.
 pub fn may_withhold(m: &CoreMessage, len: usize, tokenizer: Tokenizer) -> bool {
+    may_withhold_knowing(m, (m.counted.ascii(), m.counted.unmarked()), len, tokenizer)
+}
+
+/// [`may_withhold`], with what is known of the text given apart from its
+/// count: whether it is all ASCII, and whether it holds no marker.
+pub fn may_withhold_knowing(
+    m: &CoreMessage,
+    (ascii, unmarked): (bool, bool),
+    len: usize,
+    tokenizer: Tokenizer,
+) -> bool {
     m.content_type == ContentType::ToolResult
         && m.tool_name != COMPRESS_TOOL
         && m.tool_name.len() <= MAX_WITHHELD_TOOL_NAME
         && tokenizer == Tokenizer::Estimate
-        && m.counted.ascii()
-        && m.counted.unmarked()
+        && ascii
+        && unmarked
         && len > 0
         && u32::try_from(len).is_ok()
 }
