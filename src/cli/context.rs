@@ -523,15 +523,17 @@ impl<'g> Context<'g> {
     /// prefix, and a prefix that changed is read whole first.
     pub fn turn_state(&mut self) -> Result<CompressionState, CliError> {
         if self.loaded.read.check.is_some() {
-            let early = self.early_state.take();
-            let quiet = match &early {
-                Some(Ok(Some(s))) => {
-                    check_belongs(&self.loaded, s).is_ok() && self.unknown_calls(s).is_empty()
+            match self.early_state.take() {
+                // What `state` would check, and nothing it would say.
+                Some(Ok(Some(s)))
+                    if check_belongs(&self.loaded, &s).is_ok()
+                        && self.unknown_calls(&s).is_empty() =>
+                {
+                    return Ok(s);
                 }
-                _ => false,
-            };
-            self.early_state.set(early);
-            if !quiet && !self.confirm_prefix() {
+                early => self.early_state.set(early),
+            }
+            if !self.confirm_prefix() {
                 self.read_whole()?;
             }
         }

@@ -592,7 +592,7 @@ fn load_warm(
         {
             return Ok(None);
         }
-        let lines = cache.lines + memchr::memchr_iter(b'\n', &tail).count() as u64;
+        let lines = cache.lines + formats::newlines(&tail) as u64;
         let prefix = (cache.length, cache.digest);
         let check = PrefixCheck::start(file, prefix, tail.clone(), lines);
         let mut loaded = match read_on(global, path, &name, &session, cache, tail) {

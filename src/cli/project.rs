@@ -176,25 +176,27 @@ fn project_turn(
     turn: Turn,
     learn: impl Fn(&mut CompressionState),
 ) -> Result<Projection, CliError> {
+    // Another transcript than the cache read: the turn starts again from
+    // it and the state on disk, as if there were no cache.
+    let afresh = |cx: &mut Context, state: &mut CompressionState| -> Result<(), CliError> {
+        cx.read_whole()?;
+        *state = cx.state()?;
+        learn(state);
+        Ok(())
+    };
     let warm = cx.warm();
     let unread_serves = cx.decides_unread(state) && cx.appends_cache(state);
     if warm && !unread_serves && !cx.read_withheld() {
         // The state was checked against the transcript read on from the
         // cache: the one read whole is that one only if its prefix is.
-        let same = cx.confirm_prefix();
-        cx.read_whole()?;
-        if !same {
-            *state = cx.state()?;
-            learn(state);
+        match cx.confirm_prefix() {
+            true => cx.read_whole()?,
+            false => afresh(cx, state)?,
         }
     }
     let mut p = cx.project(state, turn);
     if warm && !cx.confirm_prefix() {
-        // Another transcript than the cache read: the turn starts again
-        // from it and the state on disk, as if there were no cache.
-        cx.read_whole()?;
-        *state = cx.state()?;
-        learn(state);
+        afresh(cx, state)?;
         return Ok(cx.project(state, turn));
     }
     if warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view) || !cx.fill_unfilled(&mut p))

@@ -265,7 +265,7 @@ pub(crate) fn read_pieces(
     let mut first_line = 1;
     for piece in pieces.iter() {
         scanned.piece(name, piece, first_line, bad);
-        first_line += jsonl::newlines(piece);
+        first_line += jsonl::newlines(piece.as_bytes());
     }
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let plan = plan(name, scanned, &mut warnings)?;

@@ -28,8 +28,8 @@ pub fn lines(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// How many lines end in `text`, counted at memory speed.
-pub fn newlines(text: &str) -> usize {
-    memchr::memchr_iter(b'\n', text.as_bytes()).count()
+pub fn newlines(text: impl AsRef<[u8]>) -> usize {
+    memchr::memchr_iter(b'\n', text.as_ref()).count()
 }
 
 /// One parsed line.

@@ -11,16 +11,16 @@
 //! The cache is never trusted blindly: a transcript shorter than the prefix,
 //! a prefix whose digest differs, another format, tokenizer or noa version,
 //! or a file that does not decode or fails its own checksum, all mean "read
-//! it whole". Long words stand apart from the checksum, each with a digest
-//! of its own beside it, checked when they are read: the messages are
-//! written in segments, a segment's fields and then its long words, so a
-//! warm turn reads the fields and seeks past the words it does not show.
-//! It is written
-//! without fsync: losing it costs one cold read, nothing else.
+//! it whole". It is written without fsync: losing it costs one cold read,
+//! nothing else.
 //!
-//! The file is its messages, then a trailer (how far the transcript was
-//! read, the session, the reader's carry, how many messages), then where
-//! the trailer starts and a checksum of everything before. A turn that only
+//! The file is its messages in segments, then a trailer (how far the
+//! transcript was read, the session, the reader's carry, how many
+//! messages), then where the trailer starts and a checksum of everything
+//! before but the long tool outputs a warm turn may leave unread: those
+//! follow their segment's fields, each after a digest of its own, checked
+//! when it is read, so a warm turn reads the fields and seeks past the
+//! outputs it does not show. A turn that only
 //! read on appends: the old trailer is cut off and the new messages and a
 //! new trailer written in its place, the checksum taken on from where the
 //! messages ended. A turn that folds words away writes the file anew.
@@ -630,12 +630,13 @@ impl<M: Decode> ReadCache<M> {
     /// The cache read from `file`; `None` when it is not a cache this
     /// version of noa wrote whole. The trailer is read first, then the
     /// messages a chunk at a time, so a cache that holds a long session's
-    /// words is never held whole beside the messages decoded from it. The checksum is checked once all is
-    /// read, and nothing is returned unless it holds. With `withhold`, the
-    /// words of each tool output a projection can decide on by length
-    /// alone ([`may_withhold`]) are passed over, through the checksum, and
-    /// left in the file: a long uncompressed session's turn shows few of
-    /// them.
+    /// words is never held whole beside the messages decoded from it. The
+    /// checksum is checked once all is read, and nothing is returned unless
+    /// it holds. With `withhold`, the words that stand apart (the tool
+    /// outputs a projection can decide on by length alone, [`may_withhold`])
+    /// are sought past and left in the file, their digests unchecked until
+    /// they are read: a long uncompressed session's turn shows few of them;
+    /// without it, each is read and checked.
     fn read_from(mut file: impl Read + Seek, withhold: bool) -> Option<ReadCache<M>> {
         let len = file.seek(SeekFrom::End(0)).ok()?;
         let mut last = [0u8; 16];
@@ -1224,7 +1225,7 @@ impl<W: Write> Encoder<W> {
         self.u64(flags | if apart { APART } else { 0 })?;
         self.u64(tokens)?;
         if apart {
-            self.u64(c.text.len() as u64)?;
+            self.u64(len as u64)?;
             self.apart(c.text.as_bytes());
         } else {
             self.str(if kept { &c.text } else { "" })?;

@@ -371,23 +371,20 @@ const REFS_LOG: &str = "refs.log";
 impl SessionDir {
     /// The directory for `session` under `base`.
     pub fn new(base: &Path, session: &str) -> SessionDir {
-        SessionDir {
-            dir: base.join(session),
-            session: session.to_string(),
-            logged: RefCell::new(None),
-            blocks_logged: RefCell::new(None),
-            tokens_logged: RefCell::new(None),
-            truncated_logged: RefCell::new(None),
-            state_json: RefCell::new(None),
-        }
+        SessionDir::at(base.join(session), session)
     }
 
     /// The directory of a subagent spawned by `parent`: under the parent's,
     /// so its archives sit beside the ones it inherited.
     pub fn subagent(base: &Path, parent: &str, agent: &str) -> SessionDir {
+        SessionDir::at(base.join(parent).join("subagents").join(agent), agent)
+    }
+
+    /// `session`'s directory at `dir`, nothing of it read yet.
+    fn at(dir: PathBuf, session: &str) -> SessionDir {
         SessionDir {
-            dir: base.join(parent).join("subagents").join(agent),
-            session: agent.to_string(),
+            dir,
+            session: session.to_string(),
             logged: RefCell::new(None),
             blocks_logged: RefCell::new(None),
             tokens_logged: RefCell::new(None),
@@ -989,6 +986,16 @@ mod tests {
         fs::remove_dir_all(&base).unwrap();
     }
 
+    /// A base dir named for `name` holding session `sess` saved with one
+    /// ref, and a handle on it that has read nothing yet.
+    fn saved_with_one_ref(name: &str) -> (PathBuf, SessionDir) {
+        let base = temp(name);
+        let mut st = CompressionState::new("sess");
+        st.message_refs.insert_numbered("h_1", 1);
+        SessionDir::new(&base, "sess").save(&st).unwrap();
+        (base.clone(), SessionDir::new(&base, "sess"))
+    }
+
     /// A save of the state as it was loaded (a retried turn) leaves
     /// state.json as it is, the same file, not a copy renamed over it; a
     /// save that changes it writes it, and one of the state loaded by
@@ -996,11 +1003,7 @@ mod tests {
     #[test]
     fn a_save_that_changes_nothing_leaves_state_json_alone() {
         use std::os::unix::fs::MetadataExt;
-        let base = temp("unchanged");
-        let mut st = CompressionState::new("sess");
-        st.message_refs.insert_numbered("h_1", 1);
-        SessionDir::new(&base, "sess").save(&st).unwrap();
-        let s = SessionDir::new(&base, "sess");
+        let (base, s) = saved_with_one_ref("unchanged");
         let inode = || fs::metadata(s.state_path()).unwrap().ino();
         let first = inode();
         let mut loaded = s.load().unwrap().unwrap();
@@ -1025,11 +1028,7 @@ mod tests {
     /// what the failed one appended.
     #[test]
     fn a_save_after_a_failed_one_goes_on_from_the_state_on_disk() {
-        let base = temp("refs-retry");
-        let mut st = CompressionState::new("sess");
-        st.message_refs.insert_numbered("h_1", 1);
-        SessionDir::new(&base, "sess").save(&st).unwrap();
-        let s = SessionDir::new(&base, "sess");
+        let (base, s) = saved_with_one_ref("refs-retry");
         let mut loaded = s.load().unwrap().unwrap();
         loaded.message_refs.insert_numbered("h_2", 2);
         let tmp = s
