@@ -378,7 +378,9 @@ impl Bench {
             ms(run.time),
             ms(base),
             run.time.as_secs_f64() / base.as_secs_f64(),
-            run.peak_kb as f64 / 1024.0,
+            // In MB as the size is (VmHWM is in KiB), so the ratio reads
+            // off the two columns.
+            run.peak_kb as f64 * 1024.0 / 1e6,
             run.peak_kb as f64 * 1024.0 / size as f64
         );
     }
