@@ -125,6 +125,13 @@ impl<'g> Context<'g> {
         self.loaded.read.warm
     }
 
+    /// Whether the transcript was read whole with its long outputs set
+    /// aside (see [`super::set_aside`]): they are filled in as a warm
+    /// turn's are.
+    pub fn set_aside(&self) -> bool {
+        !self.warm() && !self.loaded.read.withheld.is_empty()
+    }
+
     /// How the transcript was read, as reports name it: `cache` (on from
     /// the read cache) or `whole`.
     pub fn read_how(&self) -> &'static str {
@@ -314,6 +321,7 @@ impl<'g> Context<'g> {
         let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
         let elided = &self.loaded.read.elided;
         let keep = |i: usize, m: &CoreMessage| keeps(elided, hidden, &shown, i, m);
+        let left = self.left_words();
         let source = CacheSource {
             transcript: self.transcript(),
             history: &self.history,
@@ -322,6 +330,7 @@ impl<'g> Context<'g> {
             keep: &keep,
             unparsed: &self.loaded.read.raws,
             cuts,
+            left: Some(&left),
         };
         match (how, &self.loaded.read.appendable) {
             (CacheWrite::Append, Some(end)) => {
@@ -352,10 +361,13 @@ impl<'g> Context<'g> {
         let tokenizer = self.config(state).tokenizer;
         let (transcript, history) = (&self.loaded.transcript, &self.history[..]);
         let dir = self.loaded.session.dir.as_path();
+        let left = self.left_words();
         hand_back_at_once();
         Some(std::thread::scope(|s| {
-            let drafting =
-                s.spawn(move || every_word(transcript, history, (tokenizer, mark), &[]).draft(dir));
+            let left = &left;
+            let drafting = s.spawn(move || {
+                every_word(transcript, history, (tokenizer, mark), &[], left).draft(dir)
+            });
             let p = self.project(state, turn);
             let draft = drafting
                 .join()
@@ -374,7 +386,14 @@ impl<'g> Context<'g> {
     ) -> Result<(), CliError> {
         let mark = self.loaded.read.mark.unwrap_or_default();
         let tokenizer = self.config(state).tokenizer;
-        let source = every_word(self.transcript(), &self.history, (tokenizer, mark), cuts);
+        let left = self.left_words();
+        let source = every_word(
+            self.transcript(),
+            &self.history,
+            (tokenizer, mark),
+            cuts,
+            &left,
+        );
         Ok(source.finish_draft(draft?)?)
     }
 
@@ -637,6 +656,7 @@ fn every_word<'a>(
     history: &'a [CoreMessage],
     (tokenizer, mark): (Tokenizer, (u64, u64, u64)),
     cuts: &'a [(String, KeptCut)],
+    left: &'a LeftWords<'a>,
 ) -> CacheSource<'a> {
     fn keep(_: usize, _: &CoreMessage) -> bool {
         true
@@ -649,6 +669,7 @@ fn every_word<'a>(
         keep: &keep,
         unparsed: &[],
         cuts,
+        left: Some(left),
     }
 }
 

@@ -3,12 +3,13 @@
 use std::fs;
 use std::io::{self, IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::CliError;
 use super::args::{FormatArg, Global};
 use super::context::Access;
+use super::set_aside::{SetApart, Setter, set_aside_from};
 use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
 use crate::store::{Digest, ReadCache, SessionDir, SessionLock, StoreError, WarmMessages};
@@ -171,7 +172,7 @@ impl Drop for PrefixCheck {
 /// directory. Stdin needs an explicit state dir and session: noa never
 /// guesses where originals are kept.
 pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
-    if let Some(loaded) = load_in_pieces(global, path, false)? {
+    if let Some(loaded) = load_in_pieces(global, path, false, None)? {
         return Ok(loaded);
     }
     let (name, bytes) = read_input(global, path)?;
@@ -200,7 +201,7 @@ pub fn load_for_turn(
     path: &Path,
     early: Option<Access>,
 ) -> Result<Loaded, CliError> {
-    let mut loaded = load_unconfirmed(global, path, early)?;
+    let mut loaded = load_unconfirmed(global, path, early, false)?;
     if !loaded.read.confirm() {
         return load_whole(global, path);
     }
@@ -211,23 +212,35 @@ pub fn load_for_turn(
 /// anything: read on from the cache, the prefix's digest is still being
 /// taken, and the turn asks [`HowRead::confirm`] once it has projected (see
 /// [`PrefixCheck`]).
+///
+/// `set_aside`: whether a long transcript read whole sets its long tool
+/// outputs aside (see [`super::set_aside`]), for a turn that writes and
+/// can fill them in.
 pub fn load_unconfirmed(
     global: &Global,
     path: &Path,
     early: Option<Access>,
+    set_aside: bool,
 ) -> Result<Loaded, CliError> {
     if path.as_os_str() != "-"
         && let Some(loaded) = load_warm(global, path, early)?
     {
         return Ok(loaded);
     }
-    load_whole(global, path)
+    let aside = (set_aside && early == Some(Access::Write)).then(|| state_base(global, path));
+    load_whole_in(global, path, aside.as_deref())
 }
 
 /// Reads a transcript for a turn whole, its bytes marked for the read cache
 /// the turn leaves.
 pub fn load_whole(global: &Global, path: &Path) -> Result<Loaded, CliError> {
-    if let Some(loaded) = load_in_pieces(global, path, true)? {
+    load_whole_in(global, path, None)
+}
+
+/// [`load_whole`], setting a long transcript's long outputs aside in a file
+/// in `aside` when it names a directory.
+fn load_whole_in(global: &Global, path: &Path, aside: Option<&Path>) -> Result<Loaded, CliError> {
+    if let Some(loaded) = load_in_pieces(global, path, true, aside)? {
         return Ok(loaded);
     }
     let (name, bytes) = read_input(global, path)?;
@@ -368,7 +381,12 @@ fn piece_size(size: usize) -> usize {
 /// file that cannot be opened, a NUL byte or bytes that are not UTF-8 (the
 /// whole read reports each of these with its place, or reads past them as
 /// `--skip-bad-lines` asks).
-fn load_in_pieces(global: &Global, path: &Path, mark: bool) -> Result<Option<Loaded>, CliError> {
+fn load_in_pieces(
+    global: &Global,
+    path: &Path,
+    mark: bool,
+    aside: Option<&Path>,
+) -> Result<Option<Loaded>, CliError> {
     if path.as_os_str() == "-" || path.is_dir() {
         return Ok(None);
     }
@@ -380,7 +398,11 @@ fn load_in_pieces(global: &Global, path: &Path, mark: bool) -> Result<Option<Loa
     let spinner = reading_spinner(global, &name, size);
     // A Claude Code log's messages are built by `finish`, once every piece
     // is in: the spinner stays until then.
-    let read = read_pieces(global, file, &name, (size, mark))
+    let apart = Arc::new(Mutex::new(SetApart::default()));
+    let aside = aside
+        .filter(|_| size >= set_aside_from())
+        .map(|dir| (dir, Arc::clone(&apart)));
+    let read = read_pieces(global, file, &name, (size, mark), aside)
         .map(|pieces| pieces.map(|p| (p.reader.finish(&hand_back_freed_memory), p.mark)));
     spinner.finish_and_clear();
     let read = read.map_err(|e| match e {
@@ -394,8 +416,11 @@ fn load_in_pieces(global: &Global, path: &Path, mark: bool) -> Result<Option<Loa
         return Ok(None);
     };
     hand_back_freed_memory();
+    let apart = std::mem::take(&mut *apart.lock().unwrap_or_else(PoisonError::into_inner));
     let read = HowRead {
         mark,
+        withheld: apart.at,
+        words: apart.words,
         ..HowRead::default()
     };
     let transcript = transcript?;
@@ -422,6 +447,7 @@ fn read_pieces(
     mut file: fs::File,
     name: &str,
     (size, mark): (usize, bool),
+    mut aside: Option<(&Path, Arc<Mutex<SetApart>>)>,
 ) -> Result<Option<Pieces>, PieceError> {
     let mut reader = None;
     let mut failed = None;
@@ -464,7 +490,15 @@ fn read_pieces(
             None => {
                 let bad = bad_lines(global);
                 match formats::read_in_pieces(format(global.format), name, &text, whole, bad) {
-                    Some(r) => reader.insert(r),
+                    Some(mut r) => {
+                        let setter = (aside.take())
+                            .filter(|_| r.may_set_aside())
+                            .and_then(|(dir, a)| Setter::new(dir, a));
+                        if let Some(setter) = setter {
+                            r.set_aside(Box::new(setter));
+                        }
+                        reader.insert(r)
+                    }
                     None => return Ok(None),
                 }
             }
@@ -750,6 +784,18 @@ fn locate(
     })
 }
 
+/// The directory the sessions of the transcript at `path` are kept in.
+fn state_base(global: &Global, path: &Path) -> PathBuf {
+    match &global.state_dir {
+        Some(d) => d.clone(),
+        None => path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+            .join(".noa"),
+    }
+}
+
 /// A session's directory and the state dir above it. A subagent's state and
 /// archives live under the session that spawned it.
 fn session_dir(
@@ -758,14 +804,7 @@ fn session_dir(
     session_id: &str,
     parent: Option<&str>,
 ) -> (SessionDir, PathBuf) {
-    let base = match &global.state_dir {
-        Some(d) => d.clone(),
-        None => path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default()
-            .join(".noa"),
-    };
+    let base = state_base(global, path);
     let session = match (&global.session, parent) {
         (None, Some(parent)) if parent != session_id => {
             SessionDir::subagent(&base, parent, session_id)

@@ -18,7 +18,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     } else {
         Access::Write
     };
-    let loaded = load_unconfirmed(global, &args.transcript, Some(access))?;
+    let loaded = load_unconfirmed(global, &args.transcript, Some(access), true)?;
     let mut cx = Context::open(global, loaded, access)?;
     let learned = args.overflow_error.as_deref().map(window_from_error);
     let unread_window = matches!(learned, Some(None))
@@ -34,8 +34,28 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         input_tokens: args.input_tokens.and_then(|f| f.0),
         force_nudge: args.nudge,
     };
-    let (p, draft) = match cx.project_drafting(&mut state, turn) {
-        Some((p, draft)) => (p, Some(draft)),
+    // Words set aside that another counter must read are read back first.
+    if cx.set_aside() && !cx.decides_unread(&state) && !cx.read_withheld() {
+        cx.read_whole()?;
+    }
+    let drafted = cx.project_drafting(&mut state, turn).map(|(mut p, draft)| {
+        let filled = !cx.set_aside() || cx.fill_unfilled(&mut p);
+        (p, draft, filled)
+    });
+    let (p, draft) = match drafted {
+        Some((p, draft, true)) => (p, Some(draft)),
+        // The words set aside for the view could not be read back: the
+        // turn starts again from the transcript read whole and the state
+        // on disk, nothing written yet.
+        Some((_, draft, false)) => {
+            if let Ok(draft) = draft {
+                draft.discard();
+            }
+            cx.read_whole()?;
+            state = cx.reload_state()?;
+            learn(&mut state);
+            (project_turn(&mut cx, &mut state, turn, learn)?, None)
+        }
         None => (project_turn(&mut cx, &mut state, turn, learn)?, None),
     };
     let (t, session, settings) = (cx.transcript(), cx.session(), &cx.settings);
@@ -185,6 +205,9 @@ fn project_turn(
         Ok(())
     };
     let warm = cx.warm();
+    if cx.set_aside() && !cx.decides_unread(state) && !cx.read_withheld() {
+        cx.read_whole()?;
+    }
     let unread_serves = cx.decides_unread(state) && cx.appends_cache(state);
     if warm && !unread_serves && !cx.read_withheld() {
         // The state was checked against the transcript read on from the
@@ -195,6 +218,12 @@ fn project_turn(
         }
     }
     let mut p = cx.project(state, turn);
+    if cx.set_aside() && !cx.fill_unfilled(&mut p) {
+        cx.read_whole()?;
+        *state = cx.reload_state()?;
+        learn(state);
+        return Ok(cx.project(state, turn));
+    }
     if warm && !cx.confirm_prefix() {
         afresh(cx, state)?;
         return Ok(cx.project(state, turn));

@@ -35,6 +35,7 @@ mod turn;
 pub use model::config::Config;
 pub use model::identity::{ClusterCounter, IdHash, IdMap, IdSet, base_of, derive_id};
 pub use model::lineage;
+pub use model::marker::marked;
 pub use model::message::COMPRESS_TOOL;
 pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};
 pub use model::name::Name;

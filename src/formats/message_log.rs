@@ -303,6 +303,11 @@ impl PipedBuilder {
         Ok(())
     }
 
+    /// The messages built so far.
+    pub(crate) fn built_messages(&mut self) -> &mut [HostMessage] {
+        &mut self.built.messages
+    }
+
     /// The transcript of every piece read, once the last is built.
     pub(crate) fn finish(mut self, name: &str) -> Result<Transcript, ReadError> {
         self.to_parse = None;

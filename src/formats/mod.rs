@@ -454,6 +454,29 @@ pub struct PieceReader {
     name: String,
     bad: BadLines,
     next_line: usize,
+    aside: Option<Aside>,
+}
+
+/// Where the blocks a reader builds go as they are built (see
+/// [`PieceReader::set_aside`]), and how many it has handed over.
+struct Aside {
+    taker: Box<dyn SetAside>,
+    messages: usize,
+    blocks: usize,
+}
+
+/// Takes the words of blocks a [`PieceReader`] builds, as it builds them,
+/// so a long log's are not all held at once: what it takes it leaves as
+/// [`CoreMessage::withheld`] says, the block's count and facts learned, and
+/// gives each such block's base ([`ClusterCounter::base`]) once the log is
+/// read, the reader then giving every block its id.
+pub trait SetAside {
+    /// Offered `core`, the `at`th block of the log, just built.
+    fn offer(&mut self, at: usize, core: &mut CoreMessage);
+    /// The blocks taken, each with its place and base, in order; with its
+    /// words when they could not be set aside after all (say the disk
+    /// filled), to go back where they were.
+    fn finish(&mut self) -> Vec<(usize, Name, Option<String>)>;
 }
 
 enum Pieces {
@@ -511,6 +534,7 @@ pub fn read_in_pieces(
         name: name.to_string(),
         bad,
         next_line: 1,
+        aside: None,
     })
 }
 
@@ -527,7 +551,35 @@ impl PieceReader {
             }
         }
         self.next_line += lines;
+        if let (Pieces::Built(built), Some(aside)) = (&mut self.pieces, &mut self.aside) {
+            aside.offer(built.built_messages());
+        }
         Ok(())
+    }
+
+    /// Offers every block built from here on to `taker` (see [`SetAside`]),
+    /// as each piece is built: a chat or Anthropic log's. A Claude Code log
+    /// or a rollout, whose messages are built once every piece is in (and
+    /// a Claude Code message may take blocks from records far after its
+    /// first), keeps its words: offered then, they cost the turn a pass
+    /// over them all on one thread for memory it had already reached.
+    /// Only for a reader that [`PieceReader::may_set_aside`].
+    pub fn set_aside(&mut self, taker: Box<dyn SetAside>) {
+        debug_assert!(
+            self.may_set_aside(),
+            "only a message log's blocks are set aside"
+        );
+        self.aside = Some(Aside {
+            taker,
+            messages: 0,
+            blocks: 0,
+        });
+    }
+
+    /// Whether the log's blocks can be set aside as they are built (see
+    /// [`PieceReader::set_aside`]).
+    pub fn may_set_aside(&self) -> bool {
+        matches!(self.pieces, Pieces::Built(_))
     }
 
     /// Reads a log of any size on as many threads as a long one is read
@@ -553,8 +605,42 @@ impl PieceReader {
             Pieces::Scanned(scan) => scan.finish(let_go)?,
             Pieces::Rollout(rollout) => rollout.finish(),
         };
+        if let Some(mut aside) = self.aside {
+            aside.offer(&mut transcript.messages);
+            aside.give_bases(&mut transcript.messages);
+            let_go();
+        }
         assign_ids(&mut transcript);
         Ok(transcript)
+    }
+}
+
+impl Aside {
+    /// Offers the blocks of `messages` not offered yet.
+    fn offer(&mut self, messages: &mut [HostMessage]) {
+        for m in messages.iter_mut().skip(self.messages) {
+            for core in &mut m.cores {
+                self.taker.offer(self.blocks, core);
+                self.blocks += 1;
+            }
+        }
+        self.messages = self.messages.max(messages.len());
+    }
+
+    /// Gives each block taken its base as its id, for [`assign_ids`], and
+    /// its words back when they could not be set aside.
+    fn give_bases(&mut self, messages: &mut [HostMessage]) {
+        let mut taken = self.taker.finish().into_iter().peekable();
+        let cores = messages.iter_mut().flat_map(|m| m.cores.iter_mut());
+        for (at, core) in cores.enumerate() {
+            if let Some((_, base, words)) = taken.next_if(|(i, _, _)| *i == at) {
+                core.id = base;
+                if let Some(words) = words {
+                    core.text = words;
+                    core.withheld = None;
+                }
+            }
+        }
     }
 }
 
@@ -650,6 +736,10 @@ fn bases_on(messages: &[HostMessage], threads: usize) -> Vec<Name> {
     fn run(messages: &[HostMessage]) -> Vec<Name> {
         (messages.iter().flat_map(|m| m.cores.iter().zip(&m.blocks)))
             .map(|(core, b)| {
+                // A block set aside carries its base, taken with its words.
+                if core.withheld.is_some() {
+                    return core.id.clone();
+                }
                 let base = ClusterCounter::base(core, || b.raw.text().to_string());
                 // Read while it is in this core's cache from hashing.
                 core.counted.learn(&core.text);

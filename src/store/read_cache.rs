@@ -55,7 +55,7 @@ const FILE: &str = "read-cache.bin";
 /// shortest a warm turn leaves in the file (see [`CoreMessage::withheld`]):
 /// shorter ones cost less to decode than to find again when the view shows
 /// them.
-const WITHHELD_MIN: usize = 128;
+pub const WITHHELD_MIN: usize = 128;
 
 /// The flag of a block whose words stand apart, those a warm read may
 /// leave in the file ([`may_withhold`], [`WITHHELD_MIN`] bytes or more):
@@ -302,6 +302,10 @@ pub struct CacheSource<'a> {
     pub unparsed: &'a [Unparsed],
     /// The cuts the turn made ([`Projection::cuts`](crate::engine::Projection::cuts)).
     pub cuts: &'a [(String, KeptCut)],
+    /// Where the words of the history's messages handed over without
+    /// them lie ([`CoreMessage::withheld`]), for those the cache keeps:
+    /// read one at a time as they are written, never all held at once.
+    pub left: Option<&'a LeftWords<'a>>,
 }
 
 impl CacheSource<'_> {
@@ -347,6 +351,7 @@ impl CacheSource<'_> {
         let before: usize = t.messages.iter().take(from).map(|m| m.blocks.len()).sum();
         let mut flat = self.history.iter().enumerate().skip(before);
         let mut kept = Vec::new();
+        let mut left = self.left.map(LeftWords::in_order);
         for (mi, m) in t.messages.iter().enumerate().skip(from) {
             let cores: Vec<(usize, &CoreMessage)> = flat.by_ref().take(m.blocks.len()).collect();
             kept.clear();
@@ -366,7 +371,17 @@ impl CacheSource<'_> {
                 m.blocks.len(),
             )?;
             for (bi, ((b, core), &kept)) in m.blocks.iter().zip(cores).zip(&kept).enumerate() {
-                let tokens = core.counted.of(self.tokenizer, &core.text);
+                let words = match (core.withheld, &mut left) {
+                    (Some(len), Some(left)) if kept && self.tokenizer == Tokenizer::Estimate => {
+                        Words::Digested(left.digested(&core.id, len.get() as usize)?)
+                    }
+                    _ => Words::Text(&core.text),
+                };
+                let tokens = match words {
+                    Words::Text(text) => core.counted.of(self.tokenizer, text),
+                    // Set aside by its length, which the estimate counts.
+                    Words::Digested(_) => core.counted.of(Tokenizer::Estimate, ""),
+                };
                 let facts = (core.counted.ascii(), core.counted.unmarked());
                 let tokens = (tokens as u64, facts);
                 let raw = match earlier {
@@ -377,7 +392,7 @@ impl CacheSource<'_> {
                         .map(|(_, r)| r.as_str()),
                     None => Some(b.raw.text()),
                 };
-                e.block(core, kept, tokens, raw, (b.source, self.tokenizer))?;
+                e.block((core, words), kept, tokens, raw, (b.source, self.tokenizer))?;
             }
             e.end_segment(true)?;
         }
@@ -593,7 +608,8 @@ impl ReadCache {
                 for b in &m.blocks {
                     let tokens = (b.tokens, b.facts);
                     let at = (b.source, self.tokenizer);
-                    e.block(&b.core, b.kept, tokens, b.raw.as_deref(), at)?;
+                    let words = Words::Text(&b.core.text);
+                    e.block((&b.core, words), b.kept, tokens, b.raw.as_deref(), at)?;
                 }
                 e.end_segment(true)?;
             }
@@ -930,6 +946,34 @@ impl WordsFile {
             })
     }
 
+    /// The words at `at`, `len` bytes, checked against the digest before
+    /// them, read through `buf`, which holds the file's bytes from
+    /// `start`: a read of words in the order they lie reads the file a
+    /// megabyte at a time rather than a word at a time.
+    fn read_through<'b>(
+        &self,
+        (buf, start): (&'b mut Vec<u8>, &mut u64),
+        at: u64,
+        len: usize,
+    ) -> io::Result<&'b [u8]> {
+        let from = at.checked_sub(8).ok_or(io::ErrorKind::InvalidData)?;
+        let end = at + len as u64;
+        if from < *start || end > *start + buf.len() as u64 {
+            let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+            file.seek(SeekFrom::Start(from))?;
+            buf.clear();
+            (&mut *file)
+                .take((len + 8).max(1 << 20) as u64)
+                .read_to_end(buf)?;
+            *start = from;
+            if buf.len() < len + 8 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        let here = (from - *start) as usize;
+        Ok(&buf[here..here + 8 + len])
+    }
+
     /// Where the words of each message lie in it (`at`, by id), to be read
     /// by the messages' ids.
     pub fn left<'a>(&'a self, at: IdMap<'a, u64>) -> LeftWords<'a> {
@@ -937,6 +981,77 @@ impl WordsFile {
             file: Some(self),
             at,
         }
+    }
+}
+
+/// Long tool outputs a first turn sets aside as it reads a long
+/// transcript, so their words are not all held at once: written as the
+/// read cache writes the words it keeps apart (each after its digest), and
+/// read back as a [`WordsFile`] for the few the view shows and for the
+/// cache the turn leaves. The file is unlinked as soon as it is made: it
+/// is the process's alone, and goes with it however the process ends.
+#[derive(Debug)]
+pub struct AsideFile {
+    out: io::BufWriter<std::fs::File>,
+    path: PathBuf,
+    written: u64,
+}
+
+impl AsideFile {
+    /// A new file in `dir`, already unlinked.
+    pub fn create(dir: &std::path::Path) -> io::Result<AsideFile> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!(".set-aside.{}.tmp", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        // Where a file cannot be unlinked while open, it stays until the
+        // process is done with it.
+        let _ = std::fs::remove_file(&path);
+        Ok(AsideFile {
+            out: io::BufWriter::with_capacity(1 << 20, file),
+            path,
+            written: 0,
+        })
+    }
+
+    /// One writing to `file`, as it stands (say a device that is full).
+    #[cfg(test)]
+    pub fn over(file: std::fs::File) -> AsideFile {
+        AsideFile {
+            out: io::BufWriter::with_capacity(1 << 20, file),
+            path: PathBuf::from("aside"),
+            written: 0,
+        }
+    }
+
+    /// Writes `words` after their digest; returns where they start, as
+    /// [`WordsFile::read`] takes it.
+    pub fn put(&mut self, words: &str) -> io::Result<u64> {
+        self.out
+            .write_all(&digest(words.as_bytes()).to_le_bytes())?;
+        self.out.write_all(words.as_bytes())?;
+        self.written += 8 + words.len() as u64;
+        Ok(self.written - words.len() as u64)
+    }
+
+    /// Writes out what [`AsideFile::put`] holds back.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    /// The words written, to be read back.
+    pub fn into_words(self) -> io::Result<WordsFile> {
+        let file = self
+            .out
+            .into_inner()
+            .map_err(io::IntoInnerError::into_error)?;
+        Ok(WordsFile {
+            path: self.path,
+            file: Mutex::new(file),
+        })
     }
 }
 
@@ -969,6 +1084,16 @@ impl LeftWords<'_> {
         }
     }
 
+    /// A reader of these words for a pass that asks for them in the order
+    /// they lie in the file.
+    pub fn in_order(&self) -> InOrder<'_> {
+        InOrder {
+            left: self,
+            buf: Vec::new(),
+            start: 0,
+        }
+    }
+
     /// `messages` given their words from the read cache.
     pub fn worded(&self, messages: &[&CoreMessage]) -> Result<Vec<CoreMessage>, StoreError> {
         let wanted: Vec<(&str, usize)> = (messages.iter())
@@ -987,12 +1112,41 @@ impl LeftWords<'_> {
     }
 }
 
+/// [`LeftWords`] read in the order they lie (see [`LeftWords::in_order`]).
+pub struct InOrder<'a> {
+    left: &'a LeftWords<'a>,
+    buf: Vec<u8>,
+    start: u64,
+}
+
+impl InOrder<'_> {
+    /// The words of the message `id`, `len` bytes of them, after their
+    /// digest, as they lie: not checked against it, for a writer that
+    /// copies both into a file whose reader checks them.
+    pub fn digested(&mut self, id: &str, len: usize) -> io::Result<&[u8]> {
+        let (Some(file), Some(&at)) = (self.left.file, self.left.at.get(id)) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "words a message was handed over without are not in the read cache",
+            ));
+        };
+        file.read_through((&mut self.buf, &mut self.start), at, len)
+    }
+}
+
 /// A new read cache in its temp file, its messages written and its trailer
 /// not yet: see [`CacheSource::draft`].
 pub struct CacheDraft {
     out: Encoder<io::BufWriter<std::fs::File>>,
     tmp: PathBuf,
     path: PathBuf,
+}
+
+impl CacheDraft {
+    /// Lets the draft go: its temp file is removed.
+    pub fn discard(self) {
+        let _ = std::fs::remove_file(&self.tmp);
+    }
 }
 
 impl CacheSource<'_> {
@@ -1027,6 +1181,24 @@ impl CacheSource<'_> {
             let _ = std::fs::remove_file(&tmp);
             StoreError::Io { path, source }
         })
+    }
+}
+
+/// A block's words as the writer is given them: its text, or words set
+/// aside in a file, read back after their digest.
+#[derive(Clone, Copy)]
+enum Words<'w> {
+    Text(&'w str),
+    Digested(&'w [u8]),
+}
+
+impl Words<'_> {
+    /// Their length in bytes.
+    fn len(self) -> usize {
+        match self {
+            Words::Text(text) => text.len(),
+            Words::Digested(digested) => digested.len() - 8,
+        }
     }
 }
 
@@ -1198,13 +1370,13 @@ impl<W: Write> Encoder<W> {
     /// its texts are read again.
     fn block(
         &mut self,
-        c: &CoreMessage,
+        (c, words): (&CoreMessage, Words),
         kept: bool,
         (tokens, (ascii, unmarked)): (u64, (bool, bool)),
         raw: Option<&str>,
         (source, tokenizer): (BlockSource, Tokenizer),
     ) -> io::Result<()> {
-        if kept && c.withheld.is_some() {
+        if kept && c.withheld.is_some() && matches!(words, Words::Text("")) {
             // Its words are in the file being replaced: never written empty.
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -1217,18 +1389,28 @@ impl<W: Write> Encoder<W> {
         self.str(&c.tool_name)?;
         self.str(&c.tool_call_id)?;
         let facts = u64::from(ascii) << 2 | u64::from(unmarked) << 3;
-        let len = c.text.len();
+        let len = words.len();
         let apart = kept
             && len >= WITHHELD_MIN
             && may_withhold_knowing(c, (ascii, unmarked), len, tokenizer);
         let flags = u64::from(c.opaque) | u64::from(kept) << 1 | facts;
         self.u64(flags | if apart { APART } else { 0 })?;
         self.u64(tokens)?;
-        if apart {
-            self.u64(len as u64)?;
-            self.apart(c.text.as_bytes());
-        } else {
-            self.str(if kept { &c.text } else { "" })?;
+        match words {
+            Words::Text(text) if apart => {
+                self.u64(len as u64)?;
+                self.apart(text.as_bytes());
+            }
+            Words::Digested(digested) if apart => {
+                self.u64(len as u64)?;
+                self.words.extend_from_slice(digested);
+            }
+            Words::Text(text) => self.str(if kept { text } else { "" })?,
+            Words::Digested(digested) => {
+                let text = std::str::from_utf8(&digested[8..])
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                self.str(if kept { text } else { "" })?;
+            }
         }
         self.opt(raw)?;
         self.u64(source.record as u64)?;
@@ -1793,6 +1975,7 @@ mod append_tests {
             keep: &keep,
             unparsed: &[],
             cuts: &[],
+            left: None,
         };
         match end {
             None => source.write_to(Vec::new()).unwrap(),
@@ -1931,6 +2114,7 @@ mod append_tests {
             keep: &keep,
             unparsed: &[],
             cuts: &[],
+            left: None,
         };
         assert!(source.write_to(Vec::new()).is_err());
         // Read back from the session's cache file: found where the read

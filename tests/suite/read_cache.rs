@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::agent_loop::ranges_from_nudge;
-use super::common::{TempDir, noa};
+use super::common::{TempDir, noa, noa_setting_aside};
 use super::synth;
 
 const LIMIT: usize = 30_000;
@@ -85,6 +85,20 @@ fn project(dir: &Path, st: &str, shape: Shape) -> Turn {
 /// `noa project` of `file` with state under `st`, the session's state
 /// being `session`'s.
 fn project_file(dir: &Path, st: &str, file: &str, session: &str) -> Turn {
+    project_with(dir, st, (file, session), noa)
+}
+
+/// [`project`], a transcript read whole setting its long outputs aside.
+fn project_setting_aside(dir: &Path, st: &str, shape: Shape) -> Turn {
+    project_with(dir, st, ("t.jsonl", shape.session()), noa_setting_aside)
+}
+
+fn project_with(
+    dir: &Path,
+    st: &str,
+    (file, session): (&str, &str),
+    noa: fn(&Path, &[&str]) -> std::process::Output,
+) -> Turn {
     let out = noa(
         dir,
         &[
@@ -122,33 +136,46 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Projects the turn as the host does and, from a copy of the same state
-/// without the read cache, whole; asserts they agree and returns the
+/// Projects the turn as the host does and, from copies of the same state
+/// without the read cache, whole: as it is read, and with its long
+/// outputs set aside (see `noa_setting_aside`). Asserts they all agree,
+/// and that both whole reads leave the same read cache; returns the
 /// host's turn and how it read the transcript.
 fn turn(dir: &Path, shape: Shape, what: &str) -> (Turn, String) {
-    if dir.join("st").exists() {
-        copy_dir(&dir.join("st"), &dir.join("cold"));
-        let _ = fs::remove_file(
-            dir.join("cold")
-                .join(shape.session())
-                .join("read-cache.bin"),
-        );
+    let first = !dir.join("st").exists();
+    for copy in ["cold", "aside"] {
+        let _ = fs::remove_dir_all(dir.join(copy));
+        if !first {
+            copy_dir(&dir.join("st"), &dir.join(copy));
+            let cache = dir.join(copy).join(shape.session()).join("read-cache.bin");
+            let _ = fs::remove_file(cache);
+        }
     }
     let warm = project(dir, "st", shape);
-    if dir.join("cold").exists() {
-        let cold = project(dir, "cold", shape);
-        assert_eq!(cold.report["read"], "whole", "{what}");
-        assert!(warm.view == cold.view, "{what}: the views differ");
+    let aside = project_setting_aside(dir, "aside", shape);
+    let mut whole = vec![("set aside", aside)];
+    if !first {
+        whole.push(("whole", project(dir, "cold", shape)));
+    }
+    for (how, cold) in whole {
+        assert_eq!(cold.report["read"], "whole", "{what}, {how}");
+        assert!(warm.view == cold.view, "{what}, {how}: the views differ");
         let mut report = warm.report.clone();
         report["read"] = cold.report["read"].clone();
-        assert_eq!(report, cold.report, "{what}");
+        assert_eq!(report, cold.report, "{what}, {how}");
         assert!(
             warm.state == cold.state,
-            "{what}: the states differ\n{}\n---\n{}",
+            "{what}, {how}: the states differ\n{}\n---\n{}",
             warm.state,
             cold.state
         );
     }
+    let cache = |st: &str| fs::read(dir.join(st).join(shape.session()).join("read-cache.bin"));
+    let against = if first { "st" } else { "cold" };
+    assert!(
+        cache("aside").ok() == cache(against).ok(),
+        "{what}: a whole read that set its outputs aside left another read cache"
+    );
     let read = warm.report["read"].as_str().unwrap().to_string();
     (warm, read)
 }
@@ -713,6 +740,52 @@ fn a_dry_run_reads_from_the_cache_but_leaves_it_alone() {
         serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap();
     assert_eq!(report["read"], "cache");
     assert_eq!(fs::read(dir.join("st/t/read-cache.bin")).unwrap(), cache);
+}
+
+#[test]
+fn a_turn_counted_by_another_tokenizer_reads_back_what_it_set_aside() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    fs::write(
+        dir.join("t.jsonl"),
+        synth::jsonl(&synth::chat_session(17, 40)),
+    )
+    .unwrap();
+    let args = |st: &'static str| {
+        [
+            "project",
+            "t.jsonl",
+            "--state-dir",
+            st,
+            "--tokenizer",
+            "o200k",
+            "--limit",
+            "20000",
+        ]
+    };
+    let plain = noa(dir, &args("plain"));
+    let aside = noa_setting_aside(dir, &args("aside"));
+    assert!(plain.status.success() && aside.status.success());
+    assert!(plain.stdout == aside.stdout, "the views differ");
+    for file in ["state.json", "read-cache.bin", "refs.log"] {
+        let read = |st: &str| fs::read(dir.join(st).join("t").join(file)).unwrap();
+        assert!(read("plain") == read("aside"), "{file} differs");
+    }
+}
+
+#[test]
+fn a_dry_run_sets_nothing_aside() {
+    let tmp = TempDir::new();
+    let dir = tmp.path();
+    fs::write(
+        dir.join("t.jsonl"),
+        synth::jsonl(&synth::chat_session(18, 20)),
+    )
+    .unwrap();
+    let out = noa_setting_aside(dir, &["project", "t.jsonl", "--dry-run"]);
+    assert!(out.status.success());
+    assert!(!out.stdout.is_empty());
+    assert!(!dir.join(".noa").exists(), "a dry run made the state dir");
 }
 
 /// The state dir of a session as an older noa left it: version 1 (every

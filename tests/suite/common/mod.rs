@@ -102,11 +102,23 @@ pub fn edit_blocks(state_path: &Path, blocks: &serde_json::Value) {
 
 /// Runs `noa` with the given arguments, no colour, from `cwd`.
 pub fn noa(cwd: &Path, args: &[&str]) -> Output {
+    noa_with(cwd, args, &[])
+}
+
+/// [`noa`] with `NOA_SET_ASIDE_FROM=0`: a transcript of any size read
+/// whole sets its long outputs aside.
+pub fn noa_setting_aside(cwd: &Path, args: &[&str]) -> Output {
+    noa_with(cwd, args, &[("NOA_SET_ASIDE_FROM", "0")])
+}
+
+fn noa_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noa"))
         .args(args)
         .current_dir(cwd)
         .env("NO_COLOR", "1")
         .env_remove("NOA_STATE_DIR")
+        .env_remove("NOA_SET_ASIDE_FROM")
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }

@@ -1,0 +1,279 @@
+//! Long tool outputs a first turn of a long transcript sets aside on disk
+//! as it reads, so their words are never all held at once.
+//!
+//! A first turn held every word of the transcript while it projected (147
+//! MB of a 156 MB chat log), and its peak memory was 1.6–1.7 times the
+//! file. The outputs a projection can decide on by their length alone (see
+//! [`may_withhold`]) need not be held: each is handed, as its block is
+//! built, to a thread that takes its base id and writes it to a file of
+//! the process's own, and the turn goes on as a warm turn does with the
+//! outputs its read cache kept back. The view's few are read back before
+//! it goes out, and the read cache the turn leaves is written from the
+//! file a word at a time.
+
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use crate::engine::{
+    ClusterCounter, ContentType, CoreMessage, Counted, Name, Tokenizer, marked,
+    may_withhold_knowing,
+};
+use crate::formats::SetAside;
+use crate::store::{AsideFile, WITHHELD_MIN, WordsFile};
+
+/// The size from which a transcript's long outputs are set aside: below
+/// it, holding them costs less than writing them out and reading back the
+/// few shown. `NOA_SET_ASIDE_FROM` (bytes) moves it: 0 sets every long
+/// transcript's aside, one a host short of memory may want.
+pub(super) fn set_aside_from() -> usize {
+    std::env::var("NOA_SET_ASIDE_FROM")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(64 << 20)
+}
+
+/// What was set aside, once the log is read: where each block's words lie
+/// in the file, by the block's place, and the file.
+#[derive(Debug, Default)]
+pub(super) struct SetApart {
+    pub at: Vec<(usize, u64)>,
+    pub words: Option<WordsFile>,
+}
+
+/// A block taken, on its way to the writing thread.
+type Taken = (usize, CoreMessage);
+
+/// What the writing thread did with each block: its place and base, and
+/// where its words lie, or the words when they could not be written.
+type Written = Vec<(usize, Name, Result<u64, String>)>;
+
+/// The [`SetAside`] a reader hands its blocks to.
+pub(super) struct Setter {
+    to: Option<SyncSender<Vec<Taken>>>,
+    /// Blocks taken and not sent yet: they go a megabyte at a time, where
+    /// one at a time the two threads spent more on waking each other.
+    batch: Vec<Taken>,
+    bytes: usize,
+    writing: Option<JoinHandle<(Written, Option<WordsFile>)>>,
+    /// Where the caller finds what was set aside once the log is read.
+    apart: Arc<Mutex<SetApart>>,
+}
+
+impl Setter {
+    /// A setter writing to a new file in `dir`; `None` when it cannot be
+    /// made. `apart` receives what was set aside.
+    pub(super) fn new(dir: &Path, apart: Arc<Mutex<SetApart>>) -> Option<Setter> {
+        Some(Setter::writing_to(AsideFile::create(dir).ok()?, apart))
+    }
+
+    fn writing_to(file: AsideFile, apart: Arc<Mutex<SetApart>>) -> Setter {
+        // A few megabytes in flight at most: a slow disk holds the reader
+        // back rather than the words piling up.
+        let (to, taken) = mpsc::sync_channel::<Vec<Taken>>(2);
+        let writing = std::thread::spawn(move || write(file, taken));
+        Setter {
+            to: Some(to),
+            batch: Vec::new(),
+            bytes: 0,
+            writing: Some(writing),
+            apart,
+        }
+    }
+}
+
+/// Takes in the blocks `taken` brings: each one's base, and its words
+/// written to `file` a megabyte at a time. The words of a batch that
+/// cannot be written, and of every block after it, are given back.
+fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Option<WordsFile>) {
+    let mut written: Written = Vec::new();
+    let mut batch: Vec<(usize, Name, String)> = Vec::new();
+    let mut bytes = 0;
+    let mut failed = false;
+    let mut flush = |batch: &mut Vec<(usize, Name, String)>, written: &mut Written| {
+        if !failed {
+            let placed: std::io::Result<Vec<u64>> =
+                batch.iter().map(|(_, _, words)| file.put(words)).collect();
+            match placed.and_then(|at| file.flush().map(|()| at)) {
+                Ok(at) => {
+                    let placed = batch.drain(..).zip(at);
+                    written.extend(placed.map(|((i, base, _), at)| (i, base, Ok(at))));
+                    return;
+                }
+                Err(_) => failed = true,
+            }
+        }
+        written.extend(
+            batch
+                .drain(..)
+                .map(|(i, base, words)| (i, base, Err(words))),
+        );
+    };
+    for (at, m) in taken.into_iter().flatten() {
+        let base = ClusterCounter::base(&m, String::new);
+        bytes += m.text.len();
+        batch.push((at, base, m.text));
+        if bytes >= BATCH {
+            flush(&mut batch, &mut written);
+            bytes = 0;
+        }
+    }
+    flush(&mut batch, &mut written);
+    let words = match written.iter().any(|(_, _, w)| w.is_ok()) {
+        true => file.into_words().ok(),
+        false => None,
+    };
+    (written, words)
+}
+
+/// The words a batch of blocks gathers before it goes on.
+const BATCH: usize = 1 << 20;
+
+impl Setter {
+    /// Sends the blocks taken since the last batch to the writer. A writer
+    /// gone (it cannot have ended before it is told to: it panicked) is
+    /// the process's end: its panic is passed on at `finish`.
+    fn send(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        self.bytes = 0;
+        if let Some(to) = &self.to
+            && to.send(batch).is_err()
+        {
+            self.to = None;
+        }
+    }
+}
+
+impl SetAside for Setter {
+    fn offer(&mut self, at: usize, core: &mut CoreMessage) {
+        let len = core.text.len();
+        if core.content_type != ContentType::ToolResult
+            || core.opaque
+            || len < WITHHELD_MIN
+            || !core.text.is_ascii()
+            || marked(&core.text)
+            || !may_withhold_knowing(core, (true, true), len, Tokenizer::Estimate)
+        {
+            return;
+        }
+        if self.to.is_none() {
+            return;
+        }
+        let taken = CoreMessage {
+            text: std::mem::take(&mut core.text),
+            ..core.clone()
+        };
+        // What a read of the words would have learned of them: all ASCII,
+        // no marker, an estimate of a token per four bytes.
+        core.counted = Counted::known_with(Tokenizer::Estimate, len.div_ceil(4), (true, true));
+        core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
+        self.batch.push((at, taken));
+        self.bytes += len;
+        if self.bytes >= BATCH {
+            self.send();
+        }
+    }
+
+    fn finish(&mut self) -> Vec<(usize, Name, Option<String>)> {
+        self.send();
+        self.to = None;
+        let Some(writing) = self.writing.take() else {
+            return Vec::new();
+        };
+        let (written, words) = writing
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let mut apart = self.apart.lock().unwrap_or_else(PoisonError::into_inner);
+        apart.words = words;
+        (written.into_iter())
+            .map(|(i, base, placed)| match placed {
+                Ok(at) => {
+                    apart.at.push((i, at));
+                    (i, base, None)
+                }
+                Err(words) => (i, base, Some(words)),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::{self, BadLines, Transcript};
+
+    /// A chat log whose tool outputs are long enough to be set aside, some
+    /// of them twice over (their ids then count repeats).
+    fn log() -> String {
+        let mut log = String::new();
+        for i in 0..400 {
+            let call = format!("call_{i}");
+            let output = format!("line {} of the file\n", i % 7).repeat(20);
+            log.push_str(&format!(
+                "{}\n{}\n",
+                serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"id": call, "type": "function", "function": {"name": "Read", "arguments": "{}"}}]}),
+                serde_json::json!({"role": "tool", "tool_call_id": call, "content": output}),
+            ));
+        }
+        log
+    }
+
+    /// `log` read in two pieces, its blocks offered to `setter` if any.
+    fn read(log: &str, setter: Option<Setter>) -> Transcript {
+        let cut = log[..log.len() / 2].rfind('\n').unwrap() + 1;
+        let mut r = formats::read_in_pieces(None, "t.jsonl", &log[..cut], false, BadLines::Fail)
+            .expect("a chat log reads in pieces");
+        if let Some(s) = setter {
+            r.set_aside(Box::new(s));
+        }
+        r.read(log[..cut].to_string()).unwrap();
+        r.read(log[cut..].to_string()).unwrap();
+        r.finish(&|| {}).unwrap()
+    }
+
+    fn cores(t: &Transcript) -> Vec<(String, String, Option<NonZeroU32>)> {
+        (t.messages.iter().flat_map(|m| &m.cores))
+            .map(|c| (c.id.to_string(), c.text.clone(), c.withheld))
+            .collect()
+    }
+
+    #[test]
+    fn words_set_aside_read_back_as_they_were_with_the_same_ids() {
+        let dir = std::env::temp_dir().join(format!("noa-aside-{}", std::process::id()));
+        let apart = Arc::new(Mutex::new(SetApart::default()));
+        let setter = Setter::new(&dir, Arc::clone(&apart)).unwrap();
+        let (whole, aside) = (read(&log(), None), read(&log(), Some(setter)));
+        let apart = std::mem::take(&mut *apart.lock().unwrap());
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(apart.at.len(), 400);
+        let words = apart.words.unwrap();
+        for ((whole, aside), (at, offset)) in cores(&whole)
+            .into_iter()
+            .zip(cores(&aside))
+            .skip(1)
+            .step_by(2)
+            .zip(apart.at.iter().map(|&(i, o)| (i, o)))
+        {
+            assert_eq!(whole.0, aside.0, "block {at}");
+            assert_eq!(aside.1, "");
+            let len = aside.2.unwrap().get() as usize;
+            assert_eq!(words.read(&[(offset, len)]).unwrap(), [whole.1]);
+        }
+    }
+
+    #[test]
+    fn words_that_cannot_be_written_stay_where_they_were() {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+        let Ok(full) = full else {
+            return;
+        };
+        let apart = Arc::new(Mutex::new(SetApart::default()));
+        let setter = Setter::writing_to(AsideFile::over(full), Arc::clone(&apart));
+        let (whole, aside) = (read(&log(), None), read(&log(), Some(setter)));
+        assert_eq!(cores(&aside), cores(&whole));
+        let apart = apart.lock().unwrap();
+        assert!(apart.at.is_empty() && apart.words.is_none());
+    }
+}
