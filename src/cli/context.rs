@@ -22,7 +22,7 @@ use crate::engine::{
     recorded_calls,
 };
 use crate::formats::Transcript;
-use crate::store::{CacheDraft, CacheSource, LeftWords, SessionDir, SessionLock, StoreError};
+use crate::store::{CacheDraft, CacheSource, Left, LeftWords, SessionDir, SessionLock, StoreError};
 
 /// Whether a command writes the session (and so takes its lock first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,6 +223,16 @@ impl<'g> Context<'g> {
         (self.loaded.read.appendable.as_ref()).is_some_and(|end| end.tokenizer == tokenizer)
     }
 
+    /// Where the words of the history's messages handed over without them
+    /// lie, by place: what a read cache written anew copies them from.
+    fn left(&self) -> Option<Left<'_>> {
+        let read = &self.loaded.read;
+        (read.words.as_ref()).map(|file| Left {
+            at: &read.withheld,
+            file,
+        })
+    }
+
     /// Where the words the read cache kept back lie in it, by message id:
     /// what archives of those messages are rendered from.
     pub fn left_words(&self) -> LeftWords<'_> {
@@ -321,7 +331,6 @@ impl<'g> Context<'g> {
         let shown: HashSet<&str> = view.iter().map(|m| m.id.as_str()).collect();
         let elided = &self.loaded.read.elided;
         let keep = |i: usize, m: &CoreMessage| keeps(elided, hidden, &shown, i, m);
-        let left = self.left_words();
         let source = CacheSource {
             transcript: self.transcript(),
             history: &self.history,
@@ -330,7 +339,7 @@ impl<'g> Context<'g> {
             keep: &keep,
             unparsed: &self.loaded.read.raws,
             cuts,
-            left: Some(&left),
+            left: self.left(),
         };
         match (how, &self.loaded.read.appendable) {
             (CacheWrite::Append, Some(end)) => {
@@ -361,10 +370,9 @@ impl<'g> Context<'g> {
         let tokenizer = self.config(state).tokenizer;
         let (transcript, history) = (&self.loaded.transcript, &self.history[..]);
         let dir = self.loaded.session.dir.as_path();
-        let left = self.left_words();
+        let left = self.left();
         hand_back_at_once();
         Some(std::thread::scope(|s| {
-            let left = &left;
             let drafting = s.spawn(move || {
                 every_word(transcript, history, (tokenizer, mark), &[], left).draft(dir)
             });
@@ -386,13 +394,13 @@ impl<'g> Context<'g> {
     ) -> Result<(), CliError> {
         let mark = self.loaded.read.mark.unwrap_or_default();
         let tokenizer = self.config(state).tokenizer;
-        let left = self.left_words();
+        let left = self.left();
         let source = every_word(
             self.transcript(),
             &self.history,
             (tokenizer, mark),
             cuts,
-            &left,
+            left,
         );
         Ok(source.finish_draft(draft?)?)
     }
@@ -656,7 +664,7 @@ fn every_word<'a>(
     history: &'a [CoreMessage],
     (tokenizer, mark): (Tokenizer, (u64, u64, u64)),
     cuts: &'a [(String, KeptCut)],
-    left: &'a LeftWords<'a>,
+    left: Option<Left<'a>>,
 ) -> CacheSource<'a> {
     fn keep(_: usize, _: &CoreMessage) -> bool {
         true
@@ -669,7 +677,7 @@ fn every_word<'a>(
         keep: &keep,
         unparsed: &[],
         cuts,
-        left: Some(left),
+        left,
     }
 }
 

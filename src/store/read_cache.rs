@@ -304,8 +304,18 @@ pub struct CacheSource<'a> {
     pub cuts: &'a [(String, KeptCut)],
     /// Where the words of the history's messages handed over without
     /// them lie ([`CoreMessage::withheld`]), for those the cache keeps:
-    /// read one at a time as they are written, never all held at once.
-    pub left: Option<&'a LeftWords<'a>>,
+    /// read as they are written, never all held at once.
+    pub left: Option<Left<'a>>,
+}
+
+/// Where the words of history messages handed over without them lie.
+#[derive(Debug, Clone, Copy)]
+pub struct Left<'a> {
+    /// Each one's place in the history, in order, and where its words
+    /// start in `file`.
+    pub at: &'a [(usize, u64)],
+    /// The file they are in.
+    pub file: &'a WordsFile,
 }
 
 impl CacheSource<'_> {
@@ -351,12 +361,11 @@ impl CacheSource<'_> {
         let before: usize = t.messages.iter().take(from).map(|m| m.blocks.len()).sum();
         let mut flat = self.history.iter().enumerate().skip(before);
         let mut kept = Vec::new();
-        let mut left = self.left.map(LeftWords::in_order);
+        let mut left = self.left.map(|l| (l.at, l.file.in_order()));
         for (mi, m) in t.messages.iter().enumerate().skip(from) {
             let cores: Vec<(usize, &CoreMessage)> = flat.by_ref().take(m.blocks.len()).collect();
             kept.clear();
             kept.extend(cores.iter().map(|&(i, c)| (self.keep)(i, c)));
-            let cores = cores.into_iter().map(|(_, c)| c);
             let earlier = unparsed.get(&mi);
             // JSON is serialized only where its words are kept.
             let raw = match earlier {
@@ -370,10 +379,21 @@ impl CacheSource<'_> {
                 raw,
                 m.blocks.len(),
             )?;
-            for (bi, ((b, core), &kept)) in m.blocks.iter().zip(cores).zip(&kept).enumerate() {
+            for (bi, ((b, (i, core)), &kept)) in m.blocks.iter().zip(cores).zip(&kept).enumerate() {
                 let words = match (core.withheld, &mut left) {
-                    (Some(len), Some(left)) if kept && self.tokenizer == Tokenizer::Estimate => {
-                        Words::Digested(left.digested(&core.id, len.get() as usize)?)
+                    (Some(len), Some((at, words)))
+                        if kept && self.tokenizer == Tokenizer::Estimate =>
+                    {
+                        // The places come in order, as the history's do.
+                        let skip = at.iter().take_while(|&&(j, _)| j < i).count();
+                        *at = &at[skip..];
+                        let Some(&(_, offset)) = at.first().filter(|&&(j, _)| j == i) else {
+                            return Err(io::Error::new(
+                                io::ErrorKind::NotFound,
+                                "words a message was handed over without are not in the file",
+                            ));
+                        };
+                        Words::Digested(words.digested(offset, len.get() as usize)?)
                     }
                     _ => Words::Text(&core.text),
                 };
@@ -974,6 +994,16 @@ impl WordsFile {
         Ok(&buf[here..here + 8 + len])
     }
 
+    /// A reader of its words for a pass that asks for them in the order
+    /// they lie.
+    fn in_order(&self) -> InOrder<'_> {
+        InOrder {
+            file: self,
+            buf: Vec::new(),
+            start: 0,
+        }
+    }
+
     /// Where the words of each message lie in it (`at`, by id), to be read
     /// by the messages' ids.
     pub fn left<'a>(&'a self, at: IdMap<'a, u64>) -> LeftWords<'a> {
@@ -1084,16 +1114,6 @@ impl LeftWords<'_> {
         }
     }
 
-    /// A reader of these words for a pass that asks for them in the order
-    /// they lie in the file.
-    pub fn in_order(&self) -> InOrder<'_> {
-        InOrder {
-            left: self,
-            buf: Vec::new(),
-            start: 0,
-        }
-    }
-
     /// `messages` given their words from the read cache.
     pub fn worded(&self, messages: &[&CoreMessage]) -> Result<Vec<CoreMessage>, StoreError> {
         let wanted: Vec<(&str, usize)> = (messages.iter())
@@ -1112,25 +1132,21 @@ impl LeftWords<'_> {
     }
 }
 
-/// [`LeftWords`] read in the order they lie (see [`LeftWords::in_order`]).
-pub struct InOrder<'a> {
-    left: &'a LeftWords<'a>,
+/// A [`WordsFile`] read in the order its words lie (see
+/// [`WordsFile::in_order`]).
+struct InOrder<'a> {
+    file: &'a WordsFile,
     buf: Vec<u8>,
     start: u64,
 }
 
 impl InOrder<'_> {
-    /// The words of the message `id`, `len` bytes of them, after their
-    /// digest, as they lie: not checked against it, for a writer that
-    /// copies both into a file whose reader checks them.
-    pub fn digested(&mut self, id: &str, len: usize) -> io::Result<&[u8]> {
-        let (Some(file), Some(&at)) = (self.left.file, self.left.at.get(id)) else {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                "words a message was handed over without are not in the read cache",
-            ));
-        };
-        file.read_through((&mut self.buf, &mut self.start), at, len)
+    /// The `len` bytes of words at `at`, after their digest, as they lie:
+    /// not checked against it, for a writer that copies both into a file
+    /// whose reader checks them.
+    fn digested(&mut self, at: u64, len: usize) -> io::Result<&[u8]> {
+        self.file
+            .read_through((&mut self.buf, &mut self.start), at, len)
     }
 }
 
