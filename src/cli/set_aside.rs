@@ -94,9 +94,8 @@ fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Op
     let mut failed = false;
     let mut flush = |batch: &mut Vec<(usize, Name, String)>, written: &mut Written| {
         if !failed {
-            let placed: std::io::Result<Vec<u64>> =
-                batch.iter().map(|(_, _, words)| file.put(words)).collect();
-            match placed.and_then(|at| file.flush().map(|()| at)) {
+            let words: Vec<&str> = batch.iter().map(|(_, _, w)| w.as_str()).collect();
+            match file.put(&words) {
                 Ok(at) => {
                     let placed = batch.drain(..).zip(at);
                     written.extend(placed.map(|((i, base, _), at)| (i, base, Ok(at))));
@@ -121,10 +120,7 @@ fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Op
         }
     }
     flush(&mut batch, &mut written);
-    let words = match written.iter().any(|(_, _, w)| w.is_ok()) {
-        true => file.into_words().ok(),
-        false => None,
-    };
+    let words = (written.iter().any(|(_, _, w)| w.is_ok())).then(|| file.into_words());
     (written, words)
 }
 

@@ -1022,7 +1022,7 @@ impl WordsFile {
 /// is the process's alone, and goes with it however the process ends.
 #[derive(Debug)]
 pub struct AsideFile {
-    out: io::BufWriter<std::fs::File>,
+    file: std::fs::File,
     path: PathBuf,
     written: u64,
 }
@@ -1041,7 +1041,7 @@ impl AsideFile {
         // process is done with it.
         let _ = std::fs::remove_file(&path);
         Ok(AsideFile {
-            out: io::BufWriter::with_capacity(1 << 20, file),
+            file,
             path,
             written: 0,
         })
@@ -1051,37 +1051,46 @@ impl AsideFile {
     #[cfg(test)]
     pub fn over(file: std::fs::File) -> AsideFile {
         AsideFile {
-            out: io::BufWriter::with_capacity(1 << 20, file),
+            file,
             path: PathBuf::from("aside"),
             written: 0,
         }
     }
 
-    /// Writes `words` after their digest; returns where they start, as
-    /// [`WordsFile::read`] takes it.
-    pub fn put(&mut self, words: &str) -> io::Result<u64> {
-        self.out
-            .write_all(&digest(words.as_bytes()).to_le_bytes())?;
-        self.out.write_all(words.as_bytes())?;
-        self.written += 8 + words.len() as u64;
-        Ok(self.written - words.len() as u64)
-    }
-
-    /// Writes out what [`AsideFile::put`] holds back.
-    pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+    /// Writes each of `words` after its digest, in one call where the
+    /// system takes them all (the words are copied once, into the file's
+    /// pages); returns where each one starts, as [`WordsFile::read`] takes
+    /// it.
+    pub fn put(&mut self, words: &[&str]) -> io::Result<Vec<u64>> {
+        let digests: Vec<[u8; 8]> = (words.iter())
+            .map(|w| digest(w.as_bytes()).to_le_bytes())
+            .collect();
+        let mut slices: Vec<io::IoSlice<'_>> = (digests.iter().zip(words))
+            .flat_map(|(d, w)| [io::IoSlice::new(d), io::IoSlice::new(w.as_bytes())])
+            .collect();
+        let mut left = &mut slices[..];
+        while !left.is_empty() {
+            match self.file.write_vectored(left) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => io::IoSlice::advance_slices(&mut left, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((words.iter())
+            .map(|w| {
+                self.written += 8 + w.len() as u64;
+                self.written - w.len() as u64
+            })
+            .collect())
     }
 
     /// The words written, to be read back.
-    pub fn into_words(self) -> io::Result<WordsFile> {
-        let file = self
-            .out
-            .into_inner()
-            .map_err(io::IntoInnerError::into_error)?;
-        Ok(WordsFile {
+    pub fn into_words(self) -> WordsFile {
+        WordsFile {
             path: self.path,
-            file: Mutex::new(file),
-        })
+            file: Mutex::new(self.file),
+        }
     }
 }
 
