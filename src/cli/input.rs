@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::CliError;
 use super::args::{FormatArg, Global};
 use super::context::Access;
-use super::set_aside::{SetApart, Setter, set_aside_from};
+use super::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
 use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
 use crate::store::{Digest, ReadCache, SessionDir, SessionLock, StoreError, WarmMessages};
@@ -399,10 +399,9 @@ fn load_in_pieces(
     // A Claude Code log's messages are built by `finish`, once every piece
     // is in: the spinner stays until then.
     let apart = Arc::new(Mutex::new(SetApart::default()));
-    let aside = aside
-        .filter(|_| size >= set_aside_from())
-        .map(|dir| (dir, Arc::clone(&apart)));
-    let read = read_pieces(global, file, &name, (size, mark), aside)
+    let aside = aside.filter(|_| size >= set_aside_from());
+    let setting = aside.map(|dir| (dir, Arc::clone(&apart)));
+    let read = read_pieces(global, file, &name, (size, mark), setting)
         .map(|pieces| pieces.map(|p| (p.reader.finish(&hand_back_freed_memory), p.mark)));
     spinner.finish_and_clear();
     let read = read.map_err(|e| match e {
@@ -416,14 +415,22 @@ fn load_in_pieces(
         return Ok(None);
     };
     hand_back_freed_memory();
-    let apart = std::mem::take(&mut *apart.lock().unwrap_or_else(PoisonError::into_inner));
+    let mut transcript = transcript?;
+    let mut apart = std::mem::take(&mut *apart.lock().unwrap_or_else(PoisonError::into_inner));
+    // A log whose words could not be set aside as it was built has them
+    // set aside now.
+    if let Some(dir) = aside
+        && apart.words.is_none()
+        && matches!(transcript.format, Format::ClaudeCode | Format::Codex)
+    {
+        apart = set_aside_read(&mut transcript.messages, dir).unwrap_or_default();
+    }
     let read = HowRead {
         mark,
         withheld: apart.at,
         words: apart.words,
         ..HowRead::default()
     };
-    let transcript = transcript?;
     locate(global, path, &name, transcript, read).map(Some)
 }
 

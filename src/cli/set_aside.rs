@@ -21,7 +21,7 @@ use crate::engine::{
     ClusterCounter, ContentType, CoreMessage, Counted, Name, Tokenizer, marked,
     may_withhold_knowing,
 };
-use crate::formats::SetAside;
+use crate::formats::{HostMessage, SetAside};
 use crate::store::{AsideFile, WITHHELD_MIN, WordsFile};
 
 /// The size from which a transcript's long outputs are set aside: below
@@ -33,6 +33,56 @@ pub(super) fn set_aside_from() -> usize {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(64 << 20)
+}
+
+/// Sets aside the long outputs of `messages`, a log read whole with its ids
+/// given: a Claude Code log's or a rollout's, whose messages are built
+/// once every piece is in (and a Claude Code message may take blocks from
+/// records far after its first). The words go to a file in `dir` on a
+/// thread of their own while the turn goes on to project; whatever reads
+/// them back waits for it (see [`WordsFile`]). `None`, every word where it
+/// was, when there is nothing to set aside or no file to set it in.
+pub(super) fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApart> {
+    let taken = |c: &CoreMessage| {
+        let len = c.text.len();
+        let facts = (c.counted.ascii(), c.counted.unmarked());
+        c.content_type == ContentType::ToolResult
+            && !c.opaque
+            && len >= WITHHELD_MIN
+            && may_withhold_knowing(c, facts, len, Tokenizer::Estimate)
+    };
+    let cores = || messages.iter().flat_map(|m| &m.cores);
+    if !cores().any(taken) {
+        return None;
+    }
+    let file = AsideFile::create(dir).ok()?;
+    let (mut at, mut words, mut end) = (Vec::new(), Vec::new(), 0);
+    let cores = messages.iter_mut().flat_map(|m| &mut m.cores);
+    for (i, core) in cores.enumerate().filter(|(_, c)| taken(c)) {
+        let len = core.text.len();
+        // Where the words will start: after those before and its digest.
+        at.push((i, end + 8));
+        end += 8 + len as u64;
+        words.push(std::mem::take(&mut core.text));
+        core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
+    }
+    match file.write_later(words) {
+        Ok(words) => Some(SetApart {
+            at,
+            words: Some(words),
+        }),
+        Err((_, words)) => {
+            let mut words = at.iter().map(|&(i, _)| i).zip(words).peekable();
+            let cores = messages.iter_mut().flat_map(|m| &mut m.cores);
+            for (i, core) in cores.enumerate() {
+                if let Some((_, text)) = words.next_if(|(j, _)| *j == i) {
+                    core.text = text;
+                    core.withheld = None;
+                }
+            }
+            None
+        }
+    }
 }
 
 /// What was set aside, once the log is read: where each block's words lie

@@ -874,7 +874,11 @@ impl SessionDir {
         let mut cache = ReadCache::<WarmMessages>::read_from(&file, true)?;
         if !cache.messages.withheld.is_empty() {
             let file = Mutex::new(file);
-            cache.messages.words = Some(WordsFile { path, file });
+            cache.messages.words = Some(WordsFile {
+                path,
+                file,
+                writing: Mutex::default(),
+            });
         }
         Some(cache)
     }
@@ -929,6 +933,18 @@ impl SessionDir {
 pub struct WordsFile {
     path: PathBuf,
     file: Mutex<std::fs::File>,
+    /// The words still being written to it, when they are (see
+    /// [`AsideFile::write_later`]): a read waits for them.
+    writing: Mutex<Writing>,
+}
+
+/// Whether a [`WordsFile`]'s words are all in it.
+#[derive(Debug, Default)]
+enum Writing {
+    #[default]
+    Done,
+    Pending(std::thread::JoinHandle<io::Result<()>>),
+    Failed(io::ErrorKind, String),
 }
 
 impl WordsFile {
@@ -936,12 +952,20 @@ impl WordsFile {
     #[cfg(test)]
     pub(crate) fn open(path: PathBuf) -> io::Result<WordsFile> {
         let file = Mutex::new(std::fs::File::open(&path)?);
-        Ok(WordsFile { path, file })
+        Ok(WordsFile {
+            path,
+            file,
+            writing: Mutex::default(),
+        })
     }
 
     /// The words at each `(offset, length)` of the file, each checked
     /// against the digest before it.
     pub fn read(&self, spans: &[(u64, usize)]) -> Result<Vec<String>, StoreError> {
+        self.ready().map_err(|source| StoreError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         let read = spans.iter().map(|&(at, len)| {
             let mut d = [0u8; 8];
@@ -979,6 +1003,7 @@ impl WordsFile {
         let from = at.checked_sub(8).ok_or(io::ErrorKind::InvalidData)?;
         let end = at + len as u64;
         if from < *start || end > *start + buf.len() as u64 {
+            self.ready()?;
             let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
             file.seek(SeekFrom::Start(from))?;
             buf.clear();
@@ -992,6 +1017,24 @@ impl WordsFile {
         }
         let here = (from - *start) as usize;
         Ok(&buf[here..here + 8 + len])
+    }
+
+    /// Waits for the words still being written, if any: an error when
+    /// they could not be.
+    fn ready(&self) -> io::Result<()> {
+        let mut writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Writing::Pending(_) = &*writing
+            && let Writing::Pending(h) = std::mem::take(&mut *writing)
+        {
+            *writing = match h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)) {
+                Ok(()) => Writing::Done,
+                Err(e) => Writing::Failed(e.kind(), e.to_string()),
+            };
+        }
+        match &*writing {
+            Writing::Failed(kind, what) => Err(io::Error::new(*kind, what.clone())),
+            _ => Ok(()),
+        }
     }
 
     /// A reader of its words for a pass that asks for them in the order
@@ -1090,7 +1133,42 @@ impl AsideFile {
         WordsFile {
             path: self.path,
             file: Mutex::new(self.file),
+            writing: Mutex::default(),
         }
+    }
+
+    /// Writes `words` on a thread of its own, each after its digest, a
+    /// megabyte at a time, each freed once written; returns the file to
+    /// read them back from, whose reads wait for the writing (and fail if
+    /// it failed). Each one's place is where the one before ends, eight
+    /// bytes of digest on: the caller knows them before they are written.
+    /// The words come back when no reader can be had of the file.
+    pub fn write_later(self, words: Vec<String>) -> Result<WordsFile, (io::Error, Vec<String>)> {
+        let file = match self.file.try_clone() {
+            Ok(file) => file,
+            Err(e) => return Err((e, words)),
+        };
+        let path = self.path.clone();
+        let mut out = self;
+        let writing = std::thread::spawn(move || {
+            let mut batch = Vec::new();
+            let mut bytes = 0;
+            for w in words {
+                bytes += w.len();
+                batch.push(w);
+                if bytes >= 1 << 20 {
+                    out.put(&batch.iter().map(String::as_str).collect::<Vec<_>>())?;
+                    (batch, bytes) = (Vec::new(), 0);
+                }
+            }
+            out.put(&batch.iter().map(String::as_str).collect::<Vec<_>>())?;
+            Ok(())
+        });
+        Ok(WordsFile {
+            path,
+            file: Mutex::new(file),
+            writing: Mutex::new(Writing::Pending(writing)),
+        })
     }
 }
 
@@ -2168,5 +2246,37 @@ mod append_tests {
         let damaged = WordsFile::open(session.read_cache_path()).unwrap();
         assert!(damaged.read(&[(at, long.len())]).is_err());
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn words_written_later_are_read_back_once_written_or_fail_when_they_cannot_be() {
+        let words: Vec<String> = (0..3000)
+            .map(|i| format!("output {i}\n").repeat(i % 300 + 1))
+            .collect();
+        let mut at = Vec::new();
+        let mut end = 0;
+        for w in &words {
+            at.push((end + 8, w.len()));
+            end += 8 + w.len() as u64;
+        }
+        let dir = std::env::temp_dir().join(format!("noa-later-{}", std::process::id()));
+        let file = AsideFile::create(&dir).unwrap();
+        // Made and unlinked at once: nothing is left in the directory.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        let later = file.write_later(words.clone()).unwrap();
+        assert_eq!(later.read(&at).unwrap(), words);
+        let mut in_order = later.in_order();
+        for (w, &(at, len)) in words.iter().zip(&at) {
+            let digested = in_order.digested(at, len).unwrap();
+            assert_eq!(&digested[8..], w.as_bytes());
+            assert_eq!(digested[..8], digest(w.as_bytes()).to_le_bytes());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+            return;
+        };
+        let failed = AsideFile::over(full).write_later(words).unwrap();
+        assert!(failed.read(&at[..1]).is_err());
+        assert!(failed.in_order().digested(at[0].0, at[0].1).is_err());
     }
 }
