@@ -84,11 +84,14 @@ pub struct HowRead {
     /// From the cache: the cuts the last turn made, when the messages they
     /// were made of still stand as the cache holds them.
     pub cuts: Vec<(String, crate::engine::KeptCut)>,
-    /// From the cache: where the words of each message of `prefix` handed
-    /// over without them lie in it, by place (see
-    /// [`CoreMessage::withheld`](crate::engine::CoreMessage::withheld)).
+    /// Where the words of each message handed over without them lie, by
+    /// its place in the history (see
+    /// [`CoreMessage::withheld`](crate::engine::CoreMessage::withheld)):
+    /// messages of `prefix` the cache kept them of, or, read whole, long
+    /// outputs set aside as they were read (see [`super::set_aside`]).
     pub withheld: Vec<(usize, u64)>,
-    /// From the cache: the file those words are read from, held open.
+    /// The file those words are read from, held open: the read cache, or
+    /// the file they were set aside in.
     pub words: Option<crate::store::WordsFile>,
 }
 

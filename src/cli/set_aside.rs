@@ -4,12 +4,16 @@
 //! A first turn held every word of the transcript while it projected (147
 //! MB of a 156 MB chat log), and its peak memory was 1.6–1.7 times the
 //! file. The outputs a projection can decide on by their length alone (see
-//! [`may_withhold`]) need not be held: each is handed, as its block is
-//! built, to a thread that takes its base id and writes it to a file of
-//! the process's own, and the turn goes on as a warm turn does with the
-//! outputs its read cache kept back. The view's few are read back before
-//! it goes out, and the read cache the turn leaves is written from the
-//! file a word at a time.
+//! [`may_withhold`](crate::engine::may_withhold)) need not be held. A chat
+//! or Anthropic log hands each one, as its block is built, to a thread that
+//! takes its base id and writes its words to a file of the process's own
+//! ([`Setter`]); a Claude Code log or a rollout, whose messages are built
+//! once every piece is in, hands them over once its ids are given, and
+//! the turn projects while they are written ([`set_aside_read`]). The turn
+//! then goes on as a warm turn does with the outputs its read cache kept
+//! back: the view's few are read back before it goes out, and the read
+//! cache the turn leaves copies the rest from the file in order, a
+//! megabyte at a time.
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -93,6 +97,9 @@ pub(super) struct SetApart {
     pub words: Option<WordsFile>,
 }
 
+/// The words a batch of blocks gathers before it goes to the writer.
+const BATCH: usize = 1 << 20;
+
 /// A block taken, on its way to the writing thread.
 type Taken = (usize, CoreMessage);
 
@@ -132,52 +139,7 @@ impl Setter {
             apart,
         }
     }
-}
 
-/// Takes in the blocks `taken` brings: each one's base, and its words
-/// written to `file` a megabyte at a time. The words of a batch that
-/// cannot be written, and of every block after it, are given back.
-fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Option<WordsFile>) {
-    let mut written: Written = Vec::new();
-    let mut batch: Vec<(usize, Name, String)> = Vec::new();
-    let mut bytes = 0;
-    let mut failed = false;
-    let mut flush = |batch: &mut Vec<(usize, Name, String)>, written: &mut Written| {
-        if !failed {
-            let words: Vec<&str> = batch.iter().map(|(_, _, w)| w.as_str()).collect();
-            match file.put(&words) {
-                Ok(at) => {
-                    let placed = batch.drain(..).zip(at);
-                    written.extend(placed.map(|((i, base, _), at)| (i, base, Ok(at))));
-                    return;
-                }
-                Err(_) => failed = true,
-            }
-        }
-        written.extend(
-            batch
-                .drain(..)
-                .map(|(i, base, words)| (i, base, Err(words))),
-        );
-    };
-    for (at, m) in taken.into_iter().flatten() {
-        let base = ClusterCounter::base(&m, String::new);
-        bytes += m.text.len();
-        batch.push((at, base, m.text));
-        if bytes >= BATCH {
-            flush(&mut batch, &mut written);
-            bytes = 0;
-        }
-    }
-    flush(&mut batch, &mut written);
-    let words = (written.iter().any(|(_, _, w)| w.is_ok())).then(|| file.into_words());
-    (written, words)
-}
-
-/// The words a batch of blocks gathers before it goes on.
-const BATCH: usize = 1 << 20;
-
-impl Setter {
     /// Sends the blocks taken since the last batch to the writer. A writer
     /// gone (it cannot have ended before it is told to: it panicked) is
     /// the process's end: its panic is passed on at `finish`.
@@ -185,11 +147,38 @@ impl Setter {
         let batch = std::mem::take(&mut self.batch);
         self.bytes = 0;
         if let Some(to) = &self.to
+            && !batch.is_empty()
             && to.send(batch).is_err()
         {
             self.to = None;
         }
     }
+}
+
+/// Takes in the blocks `taken` brings, a batch at a time: each one's base,
+/// and its words written to `file`. The words of a batch that cannot be
+/// written, and of every block after it, are given back.
+fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Option<WordsFile>) {
+    let mut written: Written = Vec::new();
+    let mut failed = false;
+    for batch in taken {
+        let bases = batch
+            .iter()
+            .map(|(_, m)| ClusterCounter::base(m, String::new));
+        let bases: Vec<Name> = bases.collect();
+        let words: Vec<&str> = batch.iter().map(|(_, m)| m.text.as_str()).collect();
+        let placed = match failed {
+            false => file.put(&words).ok(),
+            true => None,
+        };
+        failed = placed.is_none();
+        let mut placed = placed.into_iter().flatten();
+        for ((i, m), base) in batch.into_iter().zip(bases) {
+            written.push((i, base, placed.next().ok_or(m.text)));
+        }
+    }
+    let words = (written.iter().any(|(_, _, w)| w.is_ok())).then(|| file.into_words());
+    (written, words)
 }
 
 impl SetAside for Setter {
