@@ -742,15 +742,18 @@ fn a_dry_run_reads_from_the_cache_but_leaves_it_alone() {
     assert_eq!(fs::read(dir.join("st/t/read-cache.bin")).unwrap(), cache);
 }
 
+/// A folder holding t.jsonl, a generated chat session of `turns` turns.
+fn chat_log(seed: u64, turns: usize) -> TempDir {
+    let tmp = TempDir::new();
+    let log = synth::jsonl(&synth::chat_session(seed, turns));
+    fs::write(tmp.path().join("t.jsonl"), log).unwrap();
+    tmp
+}
+
 #[test]
 fn a_turn_counted_by_another_tokenizer_reads_back_what_it_set_aside() {
-    let tmp = TempDir::new();
+    let tmp = chat_log(17, 40);
     let dir = tmp.path();
-    fs::write(
-        dir.join("t.jsonl"),
-        synth::jsonl(&synth::chat_session(17, 40)),
-    )
-    .unwrap();
     let args = |st: &'static str| {
         [
             "project",
@@ -775,13 +778,8 @@ fn a_turn_counted_by_another_tokenizer_reads_back_what_it_set_aside() {
 
 #[test]
 fn a_dry_run_sets_nothing_aside() {
-    let tmp = TempDir::new();
+    let tmp = chat_log(18, 20);
     let dir = tmp.path();
-    fs::write(
-        dir.join("t.jsonl"),
-        synth::jsonl(&synth::chat_session(18, 20)),
-    )
-    .unwrap();
     let out = noa_setting_aside(dir, &["project", "t.jsonl", "--dry-run"]);
     assert!(out.status.success());
     assert!(!out.stdout.is_empty());
