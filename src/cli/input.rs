@@ -398,11 +398,32 @@ fn load_in_pieces(
     };
     let name = path.display().to_string();
     let size = file.metadata().map_or(0, |m| m.len() as usize);
-    let spinner = reading_spinner(global, &name, size);
-    // A Claude Code log's messages are built by `finish`, once every piece
-    // is in: the spinner stays until then.
     let apart = Arc::new(Mutex::new(SetApart::default()));
     let aside = aside.filter(|_| size >= set_aside_from());
+    // The state dir the set-aside file is made in, when the read makes it:
+    // a read that fails leaves it as it found it.
+    let made = aside.filter(|dir| !dir.exists());
+    let read = read_set_aside(global, path, (file, name, size), mark, (aside, apart));
+    if let Some(dir) = made
+        && !matches!(read, Ok(Some(_)))
+    {
+        let _ = fs::remove_dir(dir);
+    }
+    read
+}
+
+/// [`load_in_pieces`] of the opened `file`, setting its long outputs aside
+/// in `aside` when it names a directory.
+fn read_set_aside(
+    global: &Global,
+    path: &Path,
+    (file, name, size): (fs::File, String, usize),
+    mark: bool,
+    (aside, apart): (Option<&Path>, Arc<Mutex<SetApart>>),
+) -> Result<Option<Loaded>, CliError> {
+    // A Claude Code log's messages are built by `finish`, once every piece
+    // is in: the spinner stays until then.
+    let spinner = reading_spinner(global, &name, size);
     let setting = aside.map(|dir| (dir, Arc::clone(&apart)));
     let read = read_pieces(global, file, &name, (size, mark), setting)
         .map(|pieces| pieces.map(|p| (p.reader.finish(&hand_back_freed_memory), p.mark)));

@@ -777,6 +777,21 @@ fn a_turn_counted_by_another_tokenizer_reads_back_what_it_set_aside() {
 }
 
 #[test]
+fn a_first_turn_that_fails_leaves_no_state_dir_for_what_it_set_aside() {
+    let tmp = chat_log(19, 30);
+    let dir = tmp.path();
+    let mut log = fs::read_to_string(dir.join("t.jsonl")).unwrap();
+    log.push_str("{\"role\": \"user\", \"content\": \n");
+    fs::write(dir.join("t.jsonl"), log).unwrap();
+    let out = noa_setting_aside(dir, &["project", "t.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        !dir.join(".noa").exists(),
+        "a failed read left the state dir"
+    );
+}
+
+#[test]
 fn a_dry_run_sets_nothing_aside() {
     let tmp = chat_log(18, 20);
     let dir = tmp.path();
