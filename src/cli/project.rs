@@ -39,7 +39,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         cx.read_whole()?;
     }
     let drafted = cx.project_drafting(&mut state, turn).map(|(mut p, draft)| {
-        let filled = !cx.set_aside() || cx.fill_unfilled(&mut p);
+        let filled = cx.fill_unfilled(&mut p);
         (p, draft, filled)
     });
     let (p, draft) = match drafted {
@@ -205,9 +205,6 @@ fn project_turn(
         Ok(())
     };
     let warm = cx.warm();
-    if cx.set_aside() && !cx.decides_unread(state) && !cx.read_withheld() {
-        cx.read_whole()?;
-    }
     let unread_serves = cx.decides_unread(state) && cx.appends_cache(state);
     if warm && !unread_serves && !cx.read_withheld() {
         // The state was checked against the transcript read on from the
@@ -218,17 +215,14 @@ fn project_turn(
         }
     }
     let mut p = cx.project(state, turn);
-    if cx.set_aside() && !cx.fill_unfilled(&mut p) {
-        cx.read_whole()?;
-        *state = cx.reload_state()?;
-        learn(state);
-        return Ok(cx.project(state, turn));
-    }
     if warm && !cx.confirm_prefix() {
         afresh(cx, state)?;
         return Ok(cx.project(state, turn));
     }
-    if warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view) || !cx.fill_unfilled(&mut p))
+    // Words kept back, by the cache or set aside in a whole read, that
+    // cannot be read back: the transcript is read whole.
+    if (warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view)))
+        || !cx.fill_unfilled(&mut p)
     {
         cx.read_whole()?;
         *state = cx.reload_state()?;

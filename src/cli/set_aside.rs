@@ -47,14 +47,7 @@ pub(super) fn set_aside_from() -> usize {
 /// them back waits for it (see [`WordsFile`]). `None`, every word where it
 /// was, when there is nothing to set aside or no file to set it in.
 pub(super) fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApart> {
-    let taken = |c: &CoreMessage| {
-        let len = c.text.len();
-        let facts = (c.counted.ascii(), c.counted.unmarked());
-        c.content_type == ContentType::ToolResult
-            && !c.opaque
-            && len >= WITHHELD_MIN
-            && may_withhold_knowing(c, facts, len, Tokenizer::Estimate)
-    };
+    let taken = |c: &CoreMessage| sets_aside(c, || (c.counted.ascii(), c.counted.unmarked()));
     let cores = || messages.iter().flat_map(|m| &m.cores);
     if !cores().any(taken) {
         return None;
@@ -87,6 +80,19 @@ pub(super) fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option
             None
         }
     }
+}
+
+/// Whether `c`'s words are set aside: an output a warm turn's read cache
+/// would keep back, decided on by its length alone. `facts` (all ASCII, no
+/// marker) are asked only of a long enough tool output, since learning
+/// them reads the words.
+fn sets_aside(c: &CoreMessage, facts: impl FnOnce() -> (bool, bool)) -> bool {
+    let len = c.text.len();
+    // An opaque block's text is a stand-in: its id is hashed from its JSON.
+    !c.opaque
+        && c.content_type == ContentType::ToolResult
+        && len >= WITHHELD_MIN
+        && may_withhold_knowing(c, facts(), len, Tokenizer::Estimate)
 }
 
 /// What was set aside, once the log is read: where each block's words lie
@@ -183,19 +189,11 @@ fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Op
 
 impl SetAside for Setter {
     fn offer(&mut self, at: usize, core: &mut CoreMessage) {
+        let text = core.text.as_str();
+        if self.to.is_none() || !sets_aside(core, || (text.is_ascii(), !marked(text))) {
+            return;
+        }
         let len = core.text.len();
-        if core.content_type != ContentType::ToolResult
-            || core.opaque
-            || len < WITHHELD_MIN
-            || !core.text.is_ascii()
-            || marked(&core.text)
-            || !may_withhold_knowing(core, (true, true), len, Tokenizer::Estimate)
-        {
-            return;
-        }
-        if self.to.is_none() {
-            return;
-        }
         let taken = CoreMessage {
             text: std::mem::take(&mut core.text),
             ..core.clone()
