@@ -22,8 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use crate::engine::{
-    ClusterCounter, ContentType, CoreMessage, Counted, Name, Tokenizer, marked,
-    may_withhold_knowing,
+    ClusterCounter, ContentType, CoreMessage, Counted, Facts, Name, Tokenizer, may_withhold_knowing,
 };
 use crate::formats::{HostMessage, SetAside};
 use crate::store::{AsideFile, WITHHELD_MIN, WordsFile};
@@ -47,7 +46,7 @@ pub(super) fn set_aside_from() -> usize {
 /// them back waits for it (see [`WordsFile`]). `None`, every word where it
 /// was, when there is nothing to set aside or no file to set it in.
 pub(super) fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApart> {
-    let taken = |c: &CoreMessage| sets_aside(c, || (c.counted.ascii(), c.counted.unmarked()));
+    let taken = |c: &CoreMessage| sets_aside(c, || c.counted.facts());
     let cores = || messages.iter().flat_map(|m| &m.cores);
     if !cores().any(taken) {
         return None;
@@ -83,10 +82,10 @@ pub(super) fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option
 }
 
 /// Whether `c`'s words are set aside: an output a warm turn's read cache
-/// would keep back, decided on by its length alone. `facts` (all ASCII, no
-/// marker) are asked only of a long enough tool output, since learning
+/// would keep back, decided on by its length and characters alone.
+/// `facts` are asked only of a long enough tool output, since learning
 /// them reads the words.
-fn sets_aside(c: &CoreMessage, facts: impl FnOnce() -> (bool, bool)) -> bool {
+fn sets_aside(c: &CoreMessage, facts: impl FnOnce() -> Facts) -> bool {
     let len = c.text.len();
     // An opaque block's text is a stand-in: its id is hashed from its JSON.
     !c.opaque
@@ -189,8 +188,15 @@ fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Op
 
 impl SetAside for Setter {
     fn offer(&mut self, at: usize, core: &mut CoreMessage) {
+        // What a read of the words learns of them, their count and facts,
+        // learned only of a long enough output.
+        let learned = Counted::default();
         let text = core.text.as_str();
-        if self.to.is_none() || !sets_aside(core, || (text.is_ascii(), !marked(text))) {
+        let facts = || {
+            learned.learn(text);
+            learned.facts()
+        };
+        if self.to.is_none() || !sets_aside(core, facts) {
             return;
         }
         let len = core.text.len();
@@ -198,9 +204,7 @@ impl SetAside for Setter {
             text: std::mem::take(&mut core.text),
             ..core.clone()
         };
-        // What a read of the words would have learned of them: all ASCII,
-        // no marker, an estimate of a token per four bytes.
-        core.counted = Counted::known_with(Tokenizer::Estimate, len.div_ceil(4), (true, true));
+        core.counted = learned;
         core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
         self.batch.push((at, taken));
         self.bytes += len;

@@ -37,7 +37,7 @@ pub use model::identity::{ClusterCounter, IdHash, IdMap, IdSet, base_of, derive_
 pub use model::lineage;
 pub use model::marker::marked;
 pub use model::message::COMPRESS_TOOL;
-pub use model::message::{ContentType, CoreMessage, Counted, Edit, Role};
+pub use model::message::{ContentType, CoreMessage, Counted, Edit, Facts, Role};
 pub use model::name::Name;
 pub use model::refs::{BLOCKED, MAX_REF, NUDGE_ID};
 pub use model::state::{

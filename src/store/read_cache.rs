@@ -32,8 +32,8 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
 use crate::engine::{
-    ContentType, CoreMessage, Counted, Cut, IdMap, KeptCut, Name, Role, Tokenizer, may_withhold,
-    may_withhold_knowing,
+    ContentType, CoreMessage, Counted, Cut, Facts, IdMap, KeptCut, Name, Role, Tokenizer,
+    may_withhold, may_withhold_knowing,
 };
 use crate::formats::{
     Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, Slot, Transcript,
@@ -45,8 +45,10 @@ use super::{SessionDir, StoreError};
 /// core holds the words, 3 since the header trails the messages, 4 since
 /// the trailer ends with the turn's cuts, 5 since it counts the blocks, 6
 /// since long words stand apart from the checksum, 7 since they follow
-/// their segment's fields.
-const MAGIC: &[u8] = b"noa read cache 7\n";
+/// their segment's fields, 8 since a block's flags say how its estimate
+/// was rounded (see [`Facts`]) and a cut whether its ends count
+/// characters.
+const MAGIC: &[u8] = b"noa read cache 8\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
@@ -62,6 +64,12 @@ pub const WITHHELD_MIN: usize = 128;
 /// its fields give their length, and the words follow the fields of its
 /// segment, each after a digest of them, none of it in the checksum.
 const APART: u64 = 1 << 4;
+
+/// The flag of a block whose text holds no CJK character, counted by the
+/// estimate; the two bits above it say how its count was rounded
+/// ([`Facts::round`]).
+const PLAIN: u64 = 1 << 5;
+const ROUND_SHIFT: u32 = 6;
 
 /// How many bytes of long words a segment gathers before it ends: they are
 /// held in memory until their messages' fields are written.
@@ -273,9 +281,8 @@ pub struct CachedBlock {
     pub core: CoreMessage,
     /// Its token count.
     pub tokens: u64,
-    /// Whether its text is known to be all ASCII, and to hold no marker
-    /// (see [`Counted`]).
-    pub facts: (bool, bool),
+    /// What is known of its text (see [`Counted`]).
+    pub facts: Facts,
     /// Whether its text and JSON were kept (it may still be shown).
     pub kept: bool,
     /// Its JSON, when kept.
@@ -402,8 +409,7 @@ impl CacheSource<'_> {
                     // Set aside by its length, which the estimate counts.
                     Words::Digested(_) => core.counted.of(Tokenizer::Estimate, ""),
                 };
-                let facts = (core.counted.ascii(), core.counted.unmarked());
-                let tokens = (tokens as u64, facts);
+                let tokens = (tokens as u64, core.counted.facts());
                 let raw = match earlier {
                     _ if !kept => None,
                     Some((_, _, blocks)) => blocks
@@ -766,7 +772,12 @@ impl<M: Decode> ReadCache<M> {
                 let tool_call_id = r.name()?;
                 let flags = r.u64()?;
                 let tokens = r.u64()?;
-                let (facts, kept) = ((flags & 4 != 0, flags & 8 != 0), flags & 2 != 0);
+                let facts = Facts {
+                    ascii: flags & 4 != 0,
+                    unmarked: flags & 8 != 0,
+                    round: (flags & PLAIN != 0).then_some((flags >> ROUND_SHIFT & 3) as u8),
+                };
+                let kept = flags & 2 != 0;
                 let mut core = CoreMessage {
                     id,
                     role,
@@ -1442,7 +1453,13 @@ impl<W: Write> Encoder<W> {
         for (id, k) in on {
             self.str(id)?;
             let c = &k.cut;
-            for n in [k.keep, k.text_len, c.head_end, c.tail_start] {
+            for n in [
+                k.keep,
+                k.text_len,
+                c.head_end,
+                c.tail_start,
+                usize::from(c.in_chars),
+            ] {
                 self.u64(n as u64)?;
             }
             self.u64(k.suffix)?;
@@ -1468,14 +1485,12 @@ impl<W: Write> Encoder<W> {
     }
 
     /// One block: its flat message, with the words only when `kept`, and
-    /// its count with what is known of its text (all ASCII, no marker).
-    /// Those facts are flags a cache written before them leaves unset:
-    /// its texts are read again.
+    /// its count with what is known of its text ([`Facts`]).
     fn block(
         &mut self,
         (c, words): (&CoreMessage, Words),
         kept: bool,
-        (tokens, (ascii, unmarked)): (u64, (bool, bool)),
+        (tokens, facts): (u64, Facts),
         raw: Option<&str>,
         (source, tokenizer): (BlockSource, Tokenizer),
     ) -> io::Result<()> {
@@ -1491,12 +1506,13 @@ impl<W: Write> Encoder<W> {
         self.u64(kind_code(c.content_type))?;
         self.str(&c.tool_name)?;
         self.str(&c.tool_call_id)?;
-        let facts = u64::from(ascii) << 2 | u64::from(unmarked) << 3;
+        let plain = facts
+            .round
+            .map_or(0, |r| PLAIN | u64::from(r & 3) << ROUND_SHIFT);
+        let bits = u64::from(facts.ascii) << 2 | u64::from(facts.unmarked) << 3 | plain;
         let len = words.len();
-        let apart = kept
-            && len >= WITHHELD_MIN
-            && may_withhold_knowing(c, (ascii, unmarked), len, tokenizer);
-        let flags = u64::from(c.opaque) | u64::from(kept) << 1 | facts;
+        let apart = kept && len >= WITHHELD_MIN && may_withhold_knowing(c, facts, len, tokenizer);
+        let flags = u64::from(c.opaque) | u64::from(kept) << 1 | bits;
         self.u64(flags | if apart { APART } else { 0 })?;
         self.u64(tokens)?;
         match words {
@@ -1740,7 +1756,7 @@ impl Reader<'_> {
         (0..self.u64()?)
             .map(|_| {
                 let id = self.str()?.to_string();
-                let mut f = [0u64; 9];
+                let mut f = [0u64; 10];
                 for n in &mut f {
                     *n = self.u64()?;
                 }
@@ -1749,6 +1765,7 @@ impl Reader<'_> {
                     text_len,
                     head_end,
                     tail_start,
+                    in_chars,
                     suffix,
                     before,
                     cut_tokens,
@@ -1763,6 +1780,11 @@ impl Reader<'_> {
                     cut_tokens: n(cut_tokens)?,
                     after: n(after)?,
                     chars: n(chars)?,
+                    in_chars: match in_chars {
+                        0 => false,
+                        1 => true,
+                        _ => return None,
+                    },
                 };
                 let kept = KeptCut {
                     tokenizer,
@@ -1916,8 +1938,12 @@ mod tests {
                     CachedBlock {
                         // Long enough to stand apart from the checksum.
                         core: CoreMessage::tool_result("h_1", "c1", "Read", "out ".repeat(40)),
-                        tokens: 1,
-                        facts: (true, true),
+                        tokens: 40,
+                        facts: Facts {
+                            ascii: true,
+                            unmarked: true,
+                            round: Some(0),
+                        },
                         kept: true,
                         raw: Some("\"out\"".into()),
                         source: BlockSource {
@@ -1935,7 +1961,7 @@ mod tests {
                             "",
                         ),
                         tokens: 1,
-                        facts: (false, false),
+                        facts: Facts::default(),
                         kept: false,
                         raw: None,
                         source: BlockSource {
@@ -1959,6 +1985,7 @@ mod tests {
                         cut_tokens: 1_238,
                         after: 1_047,
                         chars: 4_188,
+                        in_chars: true,
                     },
                 },
             )],
@@ -2128,13 +2155,13 @@ mod append_tests {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
 
         /// Over chat logs of tool outputs of every kind (short, long, not
-        /// ASCII, holding the marker, some folded away), a warm read that
-        /// leaves words in the file gives the history a read of every word
-        /// gives but for those texts, and each of those lies in the file
-        /// where the read says, byte for byte.
+        /// ASCII, with CJK characters, holding the marker, some folded
+        /// away), a warm read that leaves words in the file gives the
+        /// history a read of every word gives but for those texts, and each
+        /// of those lies in the file where the read says, byte for byte.
         #[test]
         fn words_left_in_the_cache_lie_where_the_read_says(
-            outputs in proptest::collection::vec(("[a-z \n]{0,400}", 0u8..6), 1..30),
+            outputs in proptest::collection::vec(("[a-z \n]{0,400}", 0u8..7), 1..30),
             fold in proptest::collection::vec(0usize..90, 0..6),
         ) {
             let mut lines = vec![json!({"role": "user", "content": "go"}).to_string()];
@@ -2143,6 +2170,7 @@ mod append_tests {
                     0 => format!("{words}é"),
                     1 => format!("{words}[truncated for context space"),
                     2 => words.repeat(3),
+                    3 => format!("{words}中"),
                     _ => words.clone(),
                 };
                 let id = format!("c{i}");
@@ -2161,7 +2189,7 @@ mod append_tests {
                         let len = w.text.len();
                         proptest::prop_assert!(m.text.is_empty() && m.text_len() == len && len >= WITHHELD_MIN);
                         proptest::prop_assert_eq!(&bytes[start as usize..][..len], w.text.as_bytes());
-                        proptest::prop_assert!(w.text.is_ascii() && !w.text.contains("[truncated"));
+                        proptest::prop_assert!(!w.text.contains('中') && !w.text.contains("[truncated"));
                     }
                     None => proptest::prop_assert_eq!(m, w),
                 }
@@ -2171,33 +2199,40 @@ mod append_tests {
     }
 
     #[test]
-    fn a_warm_read_leaves_long_ascii_outputs_in_the_file_where_it_finds_them_again() {
+    fn a_warm_read_leaves_long_outputs_without_cjk_in_the_file_where_it_finds_them_again() {
         let long = "a line of output, all ASCII\n".repeat(40);
+        let accented = "une ligne répétée\n".repeat(40);
         let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "Read", "arguments": "{}"}});
         let lines = [
             json!({"role": "user", "content": "read them"}),
-            json!({"role": "assistant", "content": null, "tool_calls": [call("c1"), call("c2"), call("c3"), call("c4")]}),
+            json!({"role": "assistant", "content": null, "tool_calls": [call("c1"), call("c2"), call("c3"), call("c4"), call("c5")]}),
             json!({"role": "tool", "tool_call_id": "c1", "content": long}),
-            json!({"role": "tool", "tool_call_id": "c2", "content": "é".repeat(200)}),
+            json!({"role": "tool", "tool_call_id": "c2", "content": "中".repeat(200)}),
             json!({"role": "tool", "tool_call_id": "c3", "content": "short"}),
             json!({"role": "tool", "tool_call_id": "c4", "content": format!("{long}[truncated for context space]")}),
+            json!({"role": "tool", "tool_call_id": "c5", "content": accented}),
         ];
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
         let bytes = written(&text, &[], None, &[]);
         let (left, whole) = (warm(&bytes, true).unwrap(), warm(&bytes, false).unwrap());
-        // Only the long ASCII output without the marker stays in the file.
+        // Only the long outputs without a CJK character or the marker stay
+        // in the file, their characters known without them.
         assert!(whole.withheld.is_empty());
-        let [(i, at)] = left.withheld[..] else {
+        let [(i, at), (j, at_accented)] = left.withheld[..] else {
             panic!("{:?}", left.withheld);
         };
-        let m = &left.history[i];
-        assert_eq!((m.text.as_str(), m.text_len()), ("", long.len()));
-        assert_eq!(&bytes[at as usize..][..long.len()], long.as_bytes());
-        assert_eq!(whole.history[i].text, long);
+        for (k, at, words) in [(i, at, &long), (j, at_accented, &accented)] {
+            let m = &left.history[k];
+            assert_eq!((m.text.as_str(), m.text_len()), ("", words.len()));
+            assert_eq!(m.tally().chars(), words.chars().count());
+            assert_eq!(&bytes[at as usize..][..words.len()], words.as_bytes());
+            assert_eq!(&whole.history[k].text, words);
+        }
         let worded: Vec<&str> = left.history.iter().map(|m| m.text.as_str()).collect();
         let all: Vec<&str> = whole.history.iter().map(|m| m.text.as_str()).collect();
         assert_eq!(worded[..i], all[..i]);
-        assert_eq!(worded[i + 1..], all[i + 1..]);
+        assert_eq!(worded[i + 1..j], all[i + 1..j]);
+        assert_eq!(worded[j + 1..], all[j + 1..]);
         // Words left in the file stand apart from the checksum: a read of
         // every word finds them damaged, a warm read only once it reads
         // them (below).

@@ -59,7 +59,16 @@ impl Log {
         };
         let id = format!("msg_{}", self.records);
         let mut out = String::new();
-        for b in blocks {
+        for mut b in blocks {
+            // An output of several lines numbered as Claude Code's Read
+            // tool numbers a file's (an arrow after each number): not
+            // ASCII, as most of a real session's output bytes are not.
+            if let Some(text) = b["content"].as_str().filter(|t| t.lines().nth(1).is_some()) {
+                let numbered: String = (text.lines().enumerate())
+                    .map(|(i, line)| format!("{:>6}\u{2192}{line}\n", i + 1))
+                    .collect();
+                b["content"] = json!(numbered);
+            }
             self.records += 1;
             let uuid = format!("00000000-0000-4000-8000-{:012}", self.records);
             let record = json!({"parentUuid": self.parent, "isSidechain": false, "type": role, "sessionId": "s1",

@@ -122,8 +122,9 @@ pub struct CoreMessage {
     /// then empty. A warm turn leaves long tool outputs in the read cache
     /// until its view shows them (see
     /// [`Unfilled`](crate::engine::turn::Unfilled)); only an output known
-    /// to be all ASCII and to hold no marker, counted by the estimate, so
-    /// that its length is all a projection needs of it.
+    /// to hold no CJK character and no marker, counted by the estimate,
+    /// whose memo knows its characters ([`Counted::chars`]), so that its
+    /// length and its characters are all a projection needs of it.
     pub withheld: Option<NonZeroU32>,
 }
 
@@ -154,10 +155,31 @@ const ASCII: u64 = 1 << 40;
 const UNMARKED: u64 = 1 << 41;
 /// The bits of the text's facts, which outlast a count by another counter.
 const FACTS: u64 = ASCII | UNMARKED;
+/// The bit of an estimate's [`Counted`] word that says the text holds no
+/// CJK character: the estimate is then its characters over four, rounded
+/// up, and the two bits above it say by how much it was rounded, so the
+/// characters can be told from the count. Not one of [`FACTS`]: another
+/// counter's count leaves nothing to tell them from.
+const PLAIN: u64 = 1 << 42;
+/// Where the rounding of a [`PLAIN`] estimate starts.
+const ROUND_SHIFT: u32 = 43;
+
+/// What one read of a text tells beside its count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The text is all ASCII.
+    pub ascii: bool,
+    /// The text holds no [`MARKER`](super::marker::MARKER).
+    pub unmarked: bool,
+    /// Of a text without CJK characters counted by the estimate, how much
+    /// its count was rounded up: four times the count less the
+    /// characters, from which the characters follow.
+    pub round: Option<u8>,
+}
 
 /// Which counter took the count a [`Counted`] word holds (0 for none).
 fn counter(word: u64) -> u64 {
-    (word & !FACTS) >> 32
+    (word & !(FACTS | PLAIN | 3 << ROUND_SHIFT)) >> 32
 }
 
 impl Counted {
@@ -166,21 +188,27 @@ impl Counted {
         Counted(AtomicU64::new(Self::word(tokenizer, tokens)))
     }
 
-    /// [`Counted::known`], with what is known of the text: whether it is
-    /// all ASCII, and whether it holds no marker.
-    pub fn known_with(
-        tokenizer: Tokenizer,
-        tokens: usize,
-        (ascii, unmarked): (bool, bool),
-    ) -> Counted {
-        let facts = flag(ascii, ASCII) | flag(unmarked, UNMARKED);
-        Counted(AtomicU64::new(Self::word(tokenizer, tokens) | facts))
+    /// [`Counted::known`], with what is known of the text ([`Facts`]; its
+    /// rounding only for a count by the estimate).
+    pub fn known_with(tokenizer: Tokenizer, tokens: usize, facts: Facts) -> Counted {
+        let bits = flag(facts.ascii, ASCII) | flag(facts.unmarked, UNMARKED);
+        let plain = match (tokenizer, facts.round) {
+            (Tokenizer::Estimate, Some(round)) => PLAIN | u64::from(round & 3) << ROUND_SHIFT,
+            _ => 0,
+        };
+        Counted(AtomicU64::new(Self::word(tokenizer, tokens) | bits | plain))
     }
 
     /// The word of the estimate whose tally is `tally`, of a text of `len`
-    /// bytes: all ASCII when every byte is a character counted a quarter.
+    /// bytes: all ASCII when every byte is a character counted a quarter,
+    /// and plain, with its rounding, when no character is CJK.
     fn estimate(tally: Tally, len: usize) -> u64 {
-        Self::word(Tokenizer::Estimate, tally.tokens()) | flag(tally == Tally::ascii(len), ASCII)
+        let tokens = tally.tokens();
+        let plain = match tally.cjk() {
+            0 => PLAIN | ((4 * tokens - tally.chars()) as u64) << ROUND_SHIFT,
+            _ => 0,
+        };
+        Self::word(Tokenizer::Estimate, tokens) | flag(tally == Tally::ascii(len), ASCII) | plain
     }
 
     fn word(tokenizer: Tokenizer, tokens: usize) -> u64 {
@@ -232,6 +260,26 @@ impl Counted {
             self.0.store(word, Ordering::Relaxed);
         }
         tally
+    }
+
+    /// What is known of the text beside its count.
+    pub fn facts(&self) -> Facts {
+        let word = self.0.load(Ordering::Relaxed);
+        let estimated = counter(word) == counter(Self::word(Tokenizer::Estimate, 0));
+        Facts {
+            ascii: word & ASCII != 0,
+            unmarked: word & UNMARKED != 0,
+            round: (estimated && word & PLAIN != 0).then_some((word >> ROUND_SHIFT & 3) as u8),
+        }
+    }
+
+    /// The characters of a text counted by the estimate and known to hold
+    /// no CJK character, told from its count and rounding (see [`Facts`]);
+    /// `None` when that is not known.
+    pub fn chars(&self) -> Option<usize> {
+        let round = usize::from(self.facts().round?);
+        let tokens = (self.0.load(Ordering::Relaxed) & u64::from(u32::MAX)) as usize;
+        (4 * tokens).checked_sub(round)
     }
 
     /// Whether the text is known to be all ASCII.
@@ -373,7 +421,8 @@ impl CoreMessage {
     /// always are (see [`Counted::tally`]).
     pub fn tally(&self) -> Tally {
         match self.withheld {
-            Some(len) => Tally::ascii(len.get() as usize),
+            // No CJK character: every one counts as an ASCII one does.
+            Some(len) => Tally::ascii(self.counted.chars().unwrap_or(len.get() as usize)),
             None => self.counted.tally(&self.text),
         }
     }
@@ -457,6 +506,30 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// The characters of a text without CJK ones are told from its
+        /// estimate and how it was rounded, learned in one read and kept
+        /// through a cache's flags; of one with a CJK character, or counted
+        /// by another counter, they are not known.
+        #[test]
+        fn the_characters_of_a_plain_text_follow_from_its_count(text in "(\\PC|[a-z ]{0,20}|[é→中]){0,40}") {
+            let m = CoreMessage::tool_result("r", "c", "Read", text.clone());
+            m.counted.learn(&text);
+            let plain = Tally::of(&text).cjk() == 0;
+            let chars = text.chars().count();
+            proptest::prop_assert_eq!(m.counted.chars(), plain.then_some(chars));
+            let facts = m.counted.facts();
+            let tokens = Tokenizer::Estimate.count(&text);
+            let kept = Counted::known_with(Tokenizer::Estimate, tokens, facts);
+            proptest::prop_assert_eq!(kept.facts(), facts);
+            proptest::prop_assert_eq!(kept.chars(), plain.then_some(chars));
+            proptest::prop_assert_eq!(Counted::known_with(Tokenizer::O200k, tokens, facts).chars(), None);
+            m.counted.of(Tokenizer::O200k, &text);
+            proptest::prop_assert_eq!(m.counted.chars(), None);
+            proptest::prop_assert_eq!(m.counted.ascii(), text.is_ascii());
+        }
+    }
+
     #[test]
     fn a_changed_text_is_counted_again() {
         let mut m = CoreMessage::text("u", Role::User, "plain words");
@@ -482,7 +555,12 @@ mod tests {
         assert_eq!(m.counted.of(Tokenizer::O200k, &m.text), exact);
         assert!(m.counted.ascii() && m.counted.unmarked());
         assert_eq!(m.counted.of(Tokenizer::Estimate, &m.text), 2);
-        let known = Counted::known_with(Tokenizer::O200k, 7, (true, false));
+        let facts = Facts {
+            ascii: true,
+            unmarked: false,
+            round: Some(1),
+        };
+        let known = Counted::known_with(Tokenizer::O200k, 7, facts);
         assert_eq!(known.of(Tokenizer::O200k, "ignored"), 7);
         assert!(known.ascii() && !known.unmarked());
         assert_eq!(

@@ -75,6 +75,11 @@ impl Tally {
         self.cjk + self.other.div_ceil(4)
     }
 
+    /// The CJK characters tallied.
+    pub fn cjk(self) -> usize {
+        self.cjk
+    }
+
     /// The characters tallied, of both kinds.
     pub fn chars(self) -> usize {
         self.cjk + self.other

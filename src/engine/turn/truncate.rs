@@ -267,13 +267,19 @@ pub struct Cut {
     pub after: usize,
     /// Characters in its text.
     pub chars: usize,
+    /// Whether `head_end` and `tail_start` count characters rather than
+    /// bytes: a cut of a text that is not all ASCII, so that a cut of its
+    /// words not read (see [`Body::Unread`]) is the cut of its words read.
+    /// Its bytes are placed when its text is built.
+    pub in_chars: bool,
 }
 
 impl Cut {
     /// The text of the cut of `text` followed by `suffix`, built in one
     /// allocation.
     pub fn text(&self, text: &str, suffix: &str) -> String {
-        let (head, tail) = (&text[..self.head_end], &text[self.tail_start..]);
+        let (head_end, tail_start) = self.ends(text);
+        let (head, tail) = (&text[..head_end], &text[tail_start..]);
         let mut cut = String::with_capacity(head.len() + NOTE_LEN + tail.len() + suffix.len());
         cut.push_str(head);
         write_note(&mut cut, self.cut_tokens, self.before);
@@ -285,9 +291,25 @@ impl Cut {
     /// Whether its ends fall on character boundaries of `text`, in order:
     /// a cut kept from another turn is never sliced at a wrong place.
     pub fn fits(&self, text: &str) -> bool {
-        self.head_end <= self.tail_start
-            && text.is_char_boundary(self.head_end)
-            && text.is_char_boundary(self.tail_start)
+        match self.in_chars {
+            true => self.head_end <= self.tail_start && self.tail_start <= tokens::chars(text),
+            false => {
+                self.head_end <= self.tail_start
+                    && text.is_char_boundary(self.head_end)
+                    && text.is_char_boundary(self.tail_start)
+            }
+        }
+    }
+
+    /// The byte offsets of its ends in `text`, which it [`fits`](Cut::fits).
+    fn ends(&self, text: &str) -> (usize, usize) {
+        match self.in_chars {
+            false => (self.head_end, self.tail_start),
+            true => {
+                let at = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+                (at(self.head_end), at(self.tail_start))
+            }
+        }
     }
 
     /// What the cut saves.
@@ -388,28 +410,35 @@ pub fn cut_pieces(
     if !longer || body.marked() || marked(suffix) {
         return None;
     }
-    // Byte offsets of the head's end and the tail's start, counted in
-    // characters; the tail's last characters are the suffix's.
+    // Where the head ends and the tail starts in the body (bytes of words
+    // read, characters of words not), counted in characters; the tail's
+    // last characters are the suffix's.
+    let tail_keep = keep - tokens::chars(suffix);
     let head_end = body.head_end(keep);
-    let tail_start = body.tail_start(keep - tokens::chars(suffix));
+    let tail_start = body.tail_start(tail_keep);
     let kept = [
         body.tally(0..head_end),
-        body.tally(tail_start..body.len()),
+        body.tally(tail_start..body.end()),
         Tally::of(suffix),
     ];
     let (before, cut_tokens) = match (cfg.tokenizer, body) {
         (Tokenizer::Estimate, _) => {
-            let m = match body.ascii() {
-                true => Tally::ascii(tail_start - head_end),
-                false => body.tally(head_end..tail_start),
-            };
+            let m = body.tally(head_end..tail_start);
             ((kept[0] + m + kept[1] + kept[2]).tokens(), m.tokens())
         }
         (_, Body::Words(text, _)) => (before(), cfg.count(&text[head_end..tail_start])),
         // Words not read are counted by the estimate alone.
-        (_, Body::Ascii(_)) => return None,
+        (_, Body::Unread { .. }) => return None,
     };
     let noted = Tally::of(&note(cut_tokens, before)) + kept[0] + kept[1] + kept[2];
+    // A cut of a text that is not all ASCII is placed by characters, so
+    // that one made without the words is the one made with them.
+    let chars = body.chars();
+    let in_chars = body.len() != chars;
+    let (head_end, tail_start) = match in_chars {
+        true => (keep.min(chars), chars.saturating_sub(tail_keep)),
+        false => (head_end, tail_start),
+    };
     let mut cut = Cut {
         head_end,
         tail_start,
@@ -417,6 +446,7 @@ pub fn cut_pieces(
         cut_tokens,
         after: noted.tokens(),
         chars: noted.chars(),
+        in_chars,
     };
     if cfg.tokenizer != Tokenizer::Estimate
         && let Body::Words(text, _) = body
@@ -426,16 +456,17 @@ pub fn cut_pieces(
     Some(cut)
 }
 
-/// What a cut is made of: the words, with their memo, or the length of
-/// words not read ([`CoreMessage::withheld`]), which are all ASCII and hold
-/// no marker. Every figure of a cut of those by the estimate follows from
-/// the length; the cut is built once the words are read.
+/// What a cut is made of: the words, with their memo, or the length and
+/// characters of words not read ([`CoreMessage::withheld`]), which hold no
+/// CJK character and no marker. Every figure of a cut of those by the
+/// estimate follows from their characters, each a quarter token; the cut
+/// is built once the words are read.
 #[derive(Debug, Clone, Copy)]
 pub enum Body<'a> {
     /// The words and what their memo knows of them.
     Words(&'a str, &'a Counted),
-    /// The length in bytes of ASCII words not read.
-    Ascii(usize),
+    /// Words not read: their length in bytes, and their characters.
+    Unread { len: usize, chars: usize },
 }
 
 impl<'a> Body<'a> {
@@ -443,14 +474,24 @@ impl<'a> Body<'a> {
     fn len(self) -> usize {
         match self {
             Body::Words(text, _) => text.len(),
-            Body::Ascii(len) => len,
+            Body::Unread { len, .. } => len,
+        }
+    }
+
+    /// Where it ends, placed as its ends are: its length in bytes, or in
+    /// characters for words not read.
+    fn end(self) -> usize {
+        match self {
+            Body::Words(text, _) => text.len(),
+            Body::Unread { chars, .. } => chars,
         }
     }
 
     /// Its words when they are not known to be all ASCII. Of the others,
-    /// every figure below follows from the length: a long view cuts
-    /// thousands of outputs, and reading each one's ends again to learn
-    /// that cost a third of the cutting.
+    /// every figure below follows from the characters, where the ends are
+    /// placed (bytes of ASCII words, characters of words not read): a long
+    /// view cuts thousands of outputs, and reading each one's ends again
+    /// to learn that cost a third of the cutting.
     fn mixed(self) -> Option<&'a str> {
         match self {
             Body::Words(text, memo) if !memo.ascii() => Some(text),
@@ -459,38 +500,39 @@ impl<'a> Body<'a> {
     }
 
     fn chars(self) -> usize {
-        self.mixed().map_or(self.len(), tokens::chars)
-    }
-
-    fn ascii(self) -> bool {
-        self.mixed().is_none()
+        match self {
+            Body::Unread { chars, .. } => chars,
+            _ => self.mixed().map_or(self.len(), tokens::chars),
+        }
     }
 
     fn marked(self) -> bool {
         match self {
             Body::Words(text, memo) => memo.marked(text),
-            Body::Ascii(_) => false,
+            Body::Unread { .. } => false,
         }
     }
 
     fn head_end(self, keep: usize) -> usize {
         match self.mixed() {
             Some(text) => head_end(text, keep),
-            None => keep.min(self.len()),
+            None => keep.min(self.chars()),
         }
     }
 
     fn tail_start(self, keep: usize) -> usize {
         match self.mixed() {
             Some(text) => tail_start(text, keep),
-            None => self.len().saturating_sub(keep),
+            None => self.chars().saturating_sub(keep),
         }
     }
 
-    /// The estimate's tally of the bytes in `range`.
+    /// The estimate's tally of what lies in `range`, placed as its ends
+    /// are.
     fn tally(self, range: std::ops::Range<usize>) -> Tally {
         match self.mixed() {
             Some(text) => Tally::of(&text[range]),
+            // No CJK character: every one counts as an ASCII one does.
             None => Tally::ascii(range.len()),
         }
     }
@@ -500,7 +542,11 @@ impl<'a> Body<'a> {
     pub fn fits(self, cut: &Cut) -> bool {
         match self {
             Body::Words(text, _) => cut.fits(text),
-            Body::Ascii(len) => cut.head_end <= cut.tail_start && cut.tail_start <= len,
+            Body::Unread { len, chars } => {
+                cut.in_chars == (len != chars)
+                    && cut.head_end <= cut.tail_start
+                    && cut.tail_start <= chars
+            }
         }
     }
 }

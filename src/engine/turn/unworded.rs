@@ -19,7 +19,9 @@ use std::cell::Cell;
 use crate::engine::model::config::Config;
 use crate::engine::model::identity::{IdMap, Places};
 use crate::engine::model::marker::marked;
-use crate::engine::model::message::{COMPRESS_TOOL, ContentType, CoreMessage, Counted, Edit};
+use crate::engine::model::message::{
+    COMPRESS_TOOL, ContentType, CoreMessage, Counted, Edit, Facts,
+};
 use crate::engine::model::tag;
 use crate::engine::model::tokenizer::Tokenizer;
 use crate::engine::model::tokens::{self, Tally};
@@ -55,18 +57,20 @@ pub struct Unworded<'a> {
 /// Whether a projection can be handed `m` without its `len` bytes of words
 /// ([`CoreMessage::withheld`]) and decide on it as it would with them: a
 /// tool result (not a Compress answer, whose words the host's books read),
-/// counted by the estimate, known to be all ASCII and to hold no marker,
-/// and from a tool named short enough that its ref tag is shorter than
-/// what a cut keeps. Its length is then all a projection reads of it.
+/// counted by the estimate, known to hold no CJK character (its characters
+/// then follow from its count: see [`Facts`]) and no marker, and from a
+/// tool named short enough that its ref tag is shorter than what a cut
+/// keeps. Its length and characters are then all a projection reads of it.
 pub fn may_withhold(m: &CoreMessage, len: usize, tokenizer: Tokenizer) -> bool {
-    may_withhold_knowing(m, (m.counted.ascii(), m.counted.unmarked()), len, tokenizer)
+    may_withhold_knowing(m, m.counted.facts(), len, tokenizer)
 }
 
 /// [`may_withhold`], with what is known of the text given apart from its
-/// count: whether it is all ASCII, and whether it holds no marker.
+/// count ([`Facts`]): whether it holds no marker, and how its estimate was
+/// rounded, known only of a text without CJK characters.
 pub fn may_withhold_knowing(
     m: &CoreMessage,
-    (ascii, unmarked): (bool, bool),
+    facts: Facts,
     len: usize,
     tokenizer: Tokenizer,
 ) -> bool {
@@ -74,8 +78,8 @@ pub fn may_withhold_knowing(
         && m.tool_name != COMPRESS_TOOL
         && m.tool_name.len() <= MAX_WITHHELD_TOOL_NAME
         && tokenizer == Tokenizer::Estimate
-        && ascii
-        && unmarked
+        && facts.round.is_some()
+        && facts.unmarked
         && len > 0
         && u32::try_from(len).is_ok()
 }
@@ -142,7 +146,10 @@ impl Held<'_> {
     /// were not read.
     fn body(&self) -> Body<'_> {
         match self.original.withheld {
-            Some(len) => Body::Ascii(len.get() as usize),
+            Some(len) => Body::Unread {
+                len: len.get() as usize,
+                chars: self.original.tally().chars(),
+            },
             None => Body::Words(&self.original.text, &self.original.counted),
         }
     }
