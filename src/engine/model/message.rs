@@ -417,8 +417,9 @@ impl CoreMessage {
     }
 
     /// The estimate's tally of its text, its words read or not: read off
-    /// the length when the text is known to be ASCII, as words not read
-    /// always are (see [`Counted::tally`]).
+    /// the length when the text is known to be ASCII (see
+    /// [`Counted::tally`]), and off the characters of words not read,
+    /// which hold no CJK character.
     pub fn tally(&self) -> Tally {
         match self.withheld {
             // No CJK character: every one counts as an ASCII one does.

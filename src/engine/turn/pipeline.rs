@@ -868,13 +868,13 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
-        /// A turn handed long ASCII outputs without their words, their words
-        /// filled in once the view is done, gives the view, the figures,
-        /// the cuts and the state the turn with every word gives; and so
-        /// does the next turn, taking back the cuts the first made: over
-        /// windows that leave them whole, cut them or leave most out, for
-        /// outputs with a marker or non-ASCII words (which keep theirs)
-        /// among them.
+        /// A turn handed long outputs without CJK characters (ASCII or
+        /// not) without their words, their words filled in once the view
+        /// is done, gives the view, the figures, the cuts and the state the
+        /// turn with every word gives; and so does the next turn, taking
+        /// back the cuts the first made: over windows that leave them
+        /// whole, cut them or leave most out, for outputs with a marker or
+        /// a CJK character (which keep their words) among them.
         #[test]
         fn a_turn_without_the_words_of_long_outputs_gives_what_it_gives_with_them(
             sizes in proptest::collection::vec((0usize..30_000, 0u8..8), 1..24),
@@ -886,6 +886,8 @@ mod tests {
                 match kind {
                     0 => body.push('é'),
                     1 => body.push_str(crate::engine::model::marker::MARKER),
+                    3 => body.insert(body.len() / 2, '中'),
+                    4 => body = body.replace(" of", " \u{2192}"),
                     _ => {}
                 }
                 let tool = if kind == 2 { "Compress" } else { "Read" };

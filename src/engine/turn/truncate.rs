@@ -931,6 +931,32 @@ mod tests {
             proptest::prop_assert_eq!(known, read);
         }
 
+        /// A cut of words not read, placed by their length and characters
+        /// alone, is the cut of the same words read through, and builds the
+        /// same text from them, when they hold no CJK character.
+        #[test]
+        fn a_cut_of_words_not_read_is_the_cut_read_through(
+            pieces in proptest::collection::vec("[a-z \n]{1,40}|é|\u{2192}", 0..400),
+            keep in proptest::sample::select(vec![KEEP_CHARS, LAST_RESORT_KEEP_CHARS]),
+            suffix in proptest::option::of("\n\\[m0001[0-9] · [0-9]{1,4} tok · Read\\]"),
+        ) {
+            let text = pieces.concat();
+            let suffix = suffix.unwrap_or_default();
+            let cfg = Config::default();
+            let learned = Counted::default();
+            learned.learn(&text);
+            let unread = Body::Unread { len: text.len(), chars: learned.chars().unwrap() };
+            let read = cut_pieces(Body::Words(&text, &learned), &suffix, keep, &cfg, || 0);
+            let blind = cut_pieces(unread, &suffix, keep, &cfg, || 0);
+            proptest::prop_assert_eq!(blind, read);
+            if let Some(c) = blind {
+                proptest::prop_assert!(unread.fits(&c) && Body::Words(&text, &learned).fits(&c));
+                proptest::prop_assert_eq!(c.in_chars, !text.is_ascii());
+                let built = c.text(&text, &suffix);
+                proptest::prop_assert_eq!(tokens::chars(&built), c.chars);
+            }
+        }
+
         #[test]
         fn the_kept_ends_are_counted_in_characters(text in "[a é中]{0,30}", keep in 1usize..12) {
             let head = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
