@@ -583,8 +583,11 @@ impl<'g> Context<'g> {
         let rebuilt = self.rebuild(&originals)?;
         let write = self.access == Access::Write;
         if write {
-            self.session()
-                .commit_rebuilt(&rebuilt.archives, &originals, &rebuilt.state)?;
+            self.session().commit_rebuilt(
+                &rebuilt.archives,
+                (&originals, &self.left_words()),
+                &rebuilt.state,
+            )?;
         }
         if !self.global.quiet {
             let _ = writeln!(

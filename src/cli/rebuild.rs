@@ -75,8 +75,11 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         });
     }
 
-    let (adopted, written) =
-        session.commit_rebuilt(&rebuilt.archives, &originals, &rebuilt.state)?;
+    let (adopted, written) = session.commit_rebuilt(
+        &rebuilt.archives,
+        (&originals, &cx.left_words()),
+        &rebuilt.state,
+    )?;
     let text = if args.json {
         json!({
             "replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(),

@@ -37,14 +37,14 @@ impl SessionDir {
     pub fn commit_rebuilt(
         &self,
         archives: &[ArchiveFile],
-        originals: &IdMap<'_, &CoreMessage>,
+        (originals, left): (&IdMap<'_, &CoreMessage>, &LeftWords),
         state: &CompressionState,
     ) -> Result<(usize, usize), StoreError> {
         let (present, missing): (Vec<&ArchiveFile>, Vec<&ArchiveFile>) = archives
             .iter()
             .partition(|a| self.dir.join(&a.rel).exists());
         let written = missing.len();
-        self.commit(missing, (originals, &LeftWords::default()), state)?;
+        self.commit(missing, (originals, left), state)?;
         Ok((present.len(), written))
     }
 
@@ -340,7 +340,11 @@ mod tests {
         ];
         let m = CoreMessage::text("m1", Role::User, "the original");
         let (adopted, written) = s
-            .commit_rebuilt(&archives, &originals(&m), &CompressionState::new("sess"))
+            .commit_rebuilt(
+                &archives,
+                (&originals(&m), &LeftWords::default()),
+                &CompressionState::new("sess"),
+            )
             .unwrap();
         assert_eq!((adopted, written), (1, 1));
         assert_eq!(

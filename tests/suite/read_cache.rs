@@ -430,6 +430,7 @@ fn session(messages: Vec<Value>, shape: Shape) {
             fs::write(&path, &text).unwrap();
         }
     }
+    lost_state(dir, shape);
     assert!(compressions >= 3, "{compressions} compressions");
     assert!(
         reads > messages.len() / 10,
@@ -444,6 +445,49 @@ fn session(messages: Vec<Value>, shape: Shape) {
         warm_applies * 2 >= compressions,
         "{warm_applies} of {compressions} applies read from the cache"
     );
+}
+
+/// A host that lost the session's state: the next turn rebuilds it from
+/// the Compress calls the transcript records, archives and all, and does
+/// the same when it sets its long outputs aside (the archives are then
+/// rendered from the set-aside words) as when it holds every word; and
+/// when only state.json and the archives are lost, the turn reads on from
+/// the read cache and renders them from the words the cache kept back.
+fn lost_state(dir: &Path, shape: Shape) {
+    let (st, session) = (dir.join("st"), shape.session());
+    copy_dir(&st, &dir.join("kept"));
+    fs::remove_dir_all(&st).unwrap();
+    let whole = project(dir, "st", shape);
+    let files = session_files(dir, session);
+    assert!(
+        files.iter().any(|(name, _)| name.ends_with(".md")),
+        "no archive rebuilt"
+    );
+    let lost_files = |dir: &Path| {
+        let state = dir.join("st").join(session);
+        fs::remove_file(state.join("state.json")).unwrap();
+        for e in fs::read_dir(&state).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                fs::remove_dir_all(path).unwrap();
+            }
+        }
+    };
+    let runs = [("set aside", true), ("state.json and archives lost", false)];
+    for (how, whole_dir_lost) in runs {
+        fs::remove_dir_all(&st).unwrap();
+        let turn = match whole_dir_lost {
+            true => project_setting_aside(dir, "st", shape),
+            false => {
+                copy_dir(&dir.join("kept"), &st);
+                lost_files(dir);
+                project(dir, "st", shape)
+            }
+        };
+        assert!(turn.view == whole.view, "{how}: the views differ");
+        assert_eq!(turn.report["tokens"], whole.report["tokens"], "{how}");
+        assert!(session_files(dir, session) == files, "{how}: other state");
+    }
 }
 
 #[test]
