@@ -421,19 +421,24 @@ pub fn cut_pieces(
         body.tally(tail_start..body.end()),
         Tally::of(suffix),
     ];
-    let (before, cut_tokens) = match (cfg.tokenizer, body) {
+    // The characters of the middle, when its tally is taken.
+    let (before, cut_tokens, middle) = match (cfg.tokenizer, body) {
         (Tokenizer::Estimate, _) => {
             let m = body.tally(head_end..tail_start);
-            ((kept[0] + m + kept[1] + kept[2]).tokens(), m.tokens())
+            (
+                (kept[0] + m + kept[1] + kept[2]).tokens(),
+                m.tokens(),
+                Some(m.chars()),
+            )
         }
-        (_, Body::Words(text, _)) => (before(), cfg.count(&text[head_end..tail_start])),
+        (_, Body::Words(text, _)) => (before(), cfg.count(&text[head_end..tail_start]), None),
         // Words not read are counted by the estimate alone.
         (_, Body::Unread { .. }) => return None,
     };
     let noted = Tally::of(&note(cut_tokens, before)) + kept[0] + kept[1] + kept[2];
     // A cut of a text that is not all ASCII is placed by characters, so
     // that one made without the words is the one made with them.
-    let chars = body.chars();
+    let chars = middle.map_or_else(|| body.chars(), |m| kept[0].chars() + m + kept[1].chars());
     let in_chars = body.len() != chars;
     let (head_end, tail_start) = match in_chars {
         true => (keep.min(chars), chars.saturating_sub(tail_keep)),
