@@ -392,7 +392,10 @@ pub fn fingerprint(suffix: &str) -> u64 {
 /// `suffix` must be shorter than `keep` characters: the tail kept then ends
 /// with all of it. When the memo knows the text is all ASCII, what is cut
 /// out is tallied by its length, and when it knows the text holds no
-/// marker, the text is not searched for one.
+/// marker, the text is not searched for one; when it knows both that and
+/// the text's characters (see [`Facts`](crate::engine::Facts)), the text
+/// is cut as words not read are, from its length and characters alone:
+/// the same cut, without a pass over it.
 pub fn cut_pieces(
     body: Body,
     suffix: &str,
@@ -400,6 +403,15 @@ pub fn cut_pieces(
     cfg: &Config,
     before: impl FnOnce() -> usize,
 ) -> Option<Cut> {
+    let body = match body {
+        Body::Words(text, memo) if cfg.tokenizer == Tokenizer::Estimate && memo.unmarked() => {
+            memo.chars().map_or(body, |chars| Body::Unread {
+                len: text.len(),
+                chars,
+            })
+        }
+        _ => body,
+    };
     // More than `n` characters, not counted when the length settles it (a
     // character takes one to four bytes).
     let n = 2 * keep + 200;
@@ -937,8 +949,9 @@ mod tests {
         }
 
         /// A cut of words not read, placed by their length and characters
-        /// alone, is the cut of the same words read through, and builds the
-        /// same text from them, when they hold no CJK character.
+        /// alone, is the cut of the same words read through, as is one of
+        /// words whose memo knows their characters, and builds the same
+        /// text from them, when they hold no CJK character.
         #[test]
         fn a_cut_of_words_not_read_is_the_cut_read_through(
             pieces in proptest::collection::vec("[a-z \n]{1,40}|é|\u{2192}", 0..400),
@@ -951,9 +964,13 @@ mod tests {
             let learned = Counted::default();
             learned.learn(&text);
             let unread = Body::Unread { len: text.len(), chars: learned.chars().unwrap() };
-            let read = cut_pieces(Body::Words(&text, &learned), &suffix, keep, &cfg, || 0);
+            // Read through: a memo that knows nothing has every figure
+            // taken from the words.
+            let read = cut_pieces(Body::Words(&text, &Counted::default()), &suffix, keep, &cfg, || 0);
+            let known = cut_pieces(Body::Words(&text, &learned), &suffix, keep, &cfg, || 0);
             let blind = cut_pieces(unread, &suffix, keep, &cfg, || 0);
             proptest::prop_assert_eq!(blind, read);
+            proptest::prop_assert_eq!(known, read);
             if let Some(c) = blind {
                 proptest::prop_assert!(unread.fits(&c) && Body::Words(&text, &learned).fits(&c));
                 proptest::prop_assert_eq!(c.in_chars, !text.is_ascii());
