@@ -3,7 +3,8 @@
 //!
 //! A first turn held every word of the transcript while it projected (147
 //! MB of a 156 MB chat log), and its peak memory was 1.6–1.7 times the
-//! file. The outputs a projection can decide on by their length alone (see
+//! file. The outputs a projection can decide on by their length and
+//! characters alone (see
 //! [`may_withhold`](crate::engine::may_withhold)) need not be held. A chat
 //! or Anthropic log hands each one, as its block is built, to a thread that
 //! takes its base id and writes its words to a file of the process's own

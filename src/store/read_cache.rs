@@ -406,7 +406,7 @@ impl CacheSource<'_> {
                 };
                 let tokens = match words {
                     Words::Text(text) => core.counted.of(self.tokenizer, text),
-                    // Set aside by its length, which the estimate counts.
+                    // Set aside with its count and facts learned.
                     Words::Digested(_) => core.counted.of(Tokenizer::Estimate, ""),
                 };
                 let tokens = (tokens as u64, core.counted.facts());
@@ -675,7 +675,8 @@ impl<M: Decode> ReadCache<M> {
     /// words is never held whole beside the messages decoded from it. The
     /// checksum is checked once all is read, and nothing is returned unless
     /// it holds. With `withhold`, the words that stand apart (the tool
-    /// outputs a projection can decide on by length alone, [`may_withhold`])
+    /// outputs a projection can decide on by length and characters alone,
+    /// [`may_withhold`])
     /// are sought past and left in the file, their digests unchecked until
     /// they are read: a long uncompressed session's turn shows few of them;
     /// without it, each is read and checked.

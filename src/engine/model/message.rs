@@ -129,11 +129,12 @@ pub struct CoreMessage {
 }
 
 /// A message's token count, kept with it once counted, with the counter
-/// that took it: a count by another tokenizer is taken afresh. Two facts
-/// of the text are kept too, once a read of it learned them: that it is
-/// all ASCII (it is then tallied by its length), and that it holds no
-/// truncation marker (it is then cut without being searched). A first
-/// turn learns all three where the ids are hashed, each text read once
+/// that took it: a count by another tokenizer is taken afresh. What a read
+/// of the text learned is kept too ([`Facts`]): that it is all ASCII (it
+/// is then tallied by its length), that it holds no truncation marker (it
+/// is then cut without being searched), and, for an estimate of a text
+/// without CJK characters, its characters. A first turn learns them all
+/// where the ids are hashed, each text read once
 /// while it is in the core's cache ([`Counted::learn`]), so the passes
 /// that count, tag and cut a long history need not read it again.
 ///
@@ -169,7 +170,7 @@ const ROUND_SHIFT: u32 = 43;
 pub struct Facts {
     /// The text is all ASCII.
     pub ascii: bool,
-    /// The text holds no [`MARKER`](super::marker::MARKER).
+    /// The text holds no truncation marker.
     pub unmarked: bool,
     /// Of a text without CJK characters counted by the estimate, how much
     /// its count was rounded up: four times the count less the

@@ -269,7 +269,7 @@ pub struct Cut {
     pub chars: usize,
     /// Whether `head_end` and `tail_start` count characters rather than
     /// bytes: a cut of a text that is not all ASCII, so that a cut of its
-    /// words not read (see [`Body::Unread`]) is the cut of its words read.
+    /// words not read is the cut of its words read.
     /// Its bytes are placed when its text is built.
     pub in_chars: bool,
 }

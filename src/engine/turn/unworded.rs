@@ -11,8 +11,8 @@
 //! back instead while it still fits (see [`KeptCut`]). When the view is
 //! done, what is still in it gets its text: the words copied in and tagged,
 //! or its cut built. A result whose words the history does not hold
-//! ([`CoreMessage::withheld`]) is decided on by its length alone, and left
-//! for the host to fill in ([`Unfilled`]).
+//! ([`CoreMessage::withheld`]) is decided on by its length and characters
+//! alone, and left for the host to fill in ([`Unfilled`]).
 
 use std::cell::Cell;
 
