@@ -194,7 +194,7 @@ impl Counted {
     pub fn known_with(tokenizer: Tokenizer, tokens: usize, facts: Facts) -> Counted {
         let bits = flag(facts.ascii, ASCII) | flag(facts.unmarked, UNMARKED);
         let plain = match (tokenizer, facts.round) {
-            (Tokenizer::Estimate, Some(round)) => PLAIN | u64::from(round & 3) << ROUND_SHIFT,
+            (Tokenizer::Estimate, Some(round)) => plain(round),
             _ => 0,
         };
         Counted(AtomicU64::new(Self::word(tokenizer, tokens) | bits | plain))
@@ -206,7 +206,8 @@ impl Counted {
     fn estimate(tally: Tally, len: usize) -> u64 {
         let tokens = tally.tokens();
         let plain = match tally.cjk() {
-            0 => PLAIN | ((4 * tokens - tally.chars()) as u64) << ROUND_SHIFT,
+            // Rounding a quarter up adds at most three.
+            0 => plain((4 * tokens - tally.chars()) as u8),
             _ => 0,
         };
         Self::word(Tokenizer::Estimate, tokens) | flag(tally == Tally::ascii(len), ASCII) | plain
@@ -298,6 +299,11 @@ impl Counted {
     pub fn marked(&self, text: &str) -> bool {
         !self.unmarked() && marked(text)
     }
+}
+
+/// The bits of a [`PLAIN`] estimate rounded up by `round`.
+fn plain(round: u8) -> u64 {
+    PLAIN | u64::from(round & 3) << ROUND_SHIFT
 }
 
 /// `bit` when `set`.
