@@ -403,7 +403,17 @@ fn load_in_pieces(
     // The state dir the set-aside file is made in, when the read makes it:
     // a read that fails leaves it as it found it.
     let made = aside.filter(|dir| !dir.exists());
+    // Words set aside that lie in the transcript are read back from it.
+    let transcript = aside.and_then(|_| file.try_clone().ok());
     let read = read_set_aside(global, path, (file, name, size), mark, (aside, apart));
+    let read = read.map(|loaded| {
+        loaded.map(|mut loaded| {
+            if let (Some(words), Some(file)) = (&mut loaded.read.words, transcript) {
+                words.reading_transcript(loaded.path.display().to_string(), file);
+            }
+            loaded
+        })
+    });
     if let Some(dir) = made
         && !matches!(read, Ok(Some(_)))
     {
@@ -659,6 +669,11 @@ fn load_warm(
         }
         let lines = cache.lines + formats::newlines(&tail) as u64;
         let prefix = (cache.length, cache.digest);
+        // Words the cache left in the transcript are read from the very
+        // file whose prefix is digested.
+        let Ok(transcript) = file.try_clone() else {
+            return Ok(None);
+        };
         let check = PrefixCheck::start(file, prefix, tail.clone(), lines);
         let mut loaded = match read_on(global, path, &name, &session, cache, tail) {
             Ok(Some(loaded)) => loaded,
@@ -666,6 +681,9 @@ fn load_warm(
             // A prefix that changed may leave the bytes after it torn.
             Err(e) => return check.finish().map_or(Ok(None), |_| Err(e)),
         };
+        if let Some(words) = &mut loaded.read.words {
+            words.reading_transcript(name.clone(), transcript);
+        }
         loaded.read.check = Some(check);
         // The same directory (read_on checks it), and the handle that
         // loaded its state remembers the logs the save appends to.

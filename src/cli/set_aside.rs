@@ -16,7 +16,7 @@
 //! cache the turn leaves copies the rest from the file in order, a
 //! megabyte at a time.
 
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::Path;
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,7 +26,7 @@ use crate::engine::{
     ClusterCounter, ContentType, CoreMessage, Counted, Facts, Name, Tokenizer, may_withhold_knowing,
 };
 use crate::formats::{HostMessage, SetAside};
-use crate::store::{AsideFile, WITHHELD_MIN, WordsFile};
+use crate::store::{AsideFile, IN_TRANSCRIPT, WITHHELD_MIN, WordsFile};
 
 /// The size from which a transcript's long outputs are set aside: below
 /// it, holding them costs less than writing them out and reading back the
@@ -53,10 +53,17 @@ pub(super) fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option
         return None;
     }
     let file = AsideFile::create(dir).ok()?;
+    // Words that lie in the transcript as one string are not written: the
+    // transcript is where they are read back from.
     let (mut at, mut words, mut end) = (Vec::new(), Vec::new(), 0);
-    let cores = messages.iter_mut().flat_map(|m| &mut m.cores);
-    for (i, core) in cores.enumerate().filter(|(_, c)| taken(c)) {
+    let mut spanned = Vec::new();
+    for (i, (core, words_at)) in with_places(messages).filter(|(_, (c, _))| taken(c)) {
         let len = core.text.len();
+        if let Some(words_at) = words_at {
+            at.push((i, IN_TRANSCRIPT | words_at.get()));
+            spanned.push(i);
+            continue;
+        }
         // Where the words will start: after those before and its digest.
         at.push((i, end + 8));
         end += 8 + len as u64;
@@ -64,14 +71,23 @@ pub(super) fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option
         core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
     }
     match file.write_later(words) {
-        Ok(words) => Some(SetApart {
-            at,
-            words: Some(words),
-        }),
+        Ok(words) => {
+            let mut spanned = spanned.into_iter().peekable();
+            for (i, (core, _)) in with_places(messages) {
+                if spanned.next_if_eq(&i).is_some() {
+                    let len = std::mem::take(&mut core.text).len();
+                    core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
+                }
+            }
+            Some(SetApart {
+                at,
+                words: Some(words),
+            })
+        }
         Err((_, words)) => {
-            let mut words = at.iter().map(|&(i, _)| i).zip(words).peekable();
-            let cores = messages.iter_mut().flat_map(|m| &mut m.cores);
-            for (i, core) in cores.enumerate() {
+            let written = at.iter().filter(|(_, o)| o & IN_TRANSCRIPT == 0);
+            let mut words = written.map(|&(i, _)| i).zip(words).peekable();
+            for (i, (core, _)) in with_places(messages) {
                 if let Some((_, text)) = words.next_if(|(j, _)| *j == i) {
                     core.text = text;
                     core.withheld = None;
@@ -80,6 +96,19 @@ pub(super) fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option
             None
         }
     }
+}
+
+/// Every block's core of `messages`, with where its words lie in the
+/// transcript when that is known.
+fn with_places(
+    messages: &mut [HostMessage],
+) -> impl Iterator<Item = (usize, (&mut CoreMessage, Option<NonZeroU64>))> {
+    (messages.iter_mut())
+        .flat_map(|m| {
+            let HostMessage { cores, blocks, .. } = m;
+            cores.iter_mut().zip(blocks.iter().map(|b| b.words_at))
+        })
+        .enumerate()
 }
 
 /// Whether `c`'s words are set aside: an output a warm turn's read cache
@@ -106,8 +135,9 @@ pub(super) struct SetApart {
 /// The words a batch of blocks gathers before it goes to the writer.
 const BATCH: usize = 1 << 20;
 
-/// A block taken, on its way to the writing thread.
-type Taken = (usize, CoreMessage);
+/// A block taken, on its way to the writing thread: its place, and where
+/// its words lie in the transcript when they need not be written.
+type Taken = (usize, CoreMessage, Option<NonZeroU64>);
 
 /// What the writing thread did with each block: its place and base, and
 /// where its words lie, or the words when they could not be written.
@@ -170,17 +200,24 @@ fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Op
     for batch in taken {
         let bases = batch
             .iter()
-            .map(|(_, m)| ClusterCounter::base(m, String::new));
+            .map(|(_, m, _)| ClusterCounter::base(m, String::new));
         let bases: Vec<Name> = bases.collect();
-        let words: Vec<&str> = batch.iter().map(|(_, m)| m.text.as_str()).collect();
+        let words: Vec<&str> = (batch.iter())
+            .filter(|(_, _, words_at)| words_at.is_none())
+            .map(|(_, m, _)| m.text.as_str())
+            .collect();
         let placed = match failed {
             false => file.put(&words).ok(),
             true => None,
         };
         failed = placed.is_none();
         let mut placed = placed.into_iter().flatten();
-        for ((i, m), base) in batch.into_iter().zip(bases) {
-            written.push((i, base, placed.next().ok_or(m.text)));
+        for ((i, m, words_at), base) in batch.into_iter().zip(bases) {
+            let place = match words_at {
+                Some(at) => Ok(IN_TRANSCRIPT | at.get()),
+                None => placed.next().ok_or(m.text),
+            };
+            written.push((i, base, place));
         }
     }
     let words = (written.iter().any(|(_, _, w)| w.is_ok())).then(|| file.into_words());
@@ -188,7 +225,7 @@ fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Op
 }
 
 impl SetAside for Setter {
-    fn offer(&mut self, at: usize, core: &mut CoreMessage) {
+    fn offer(&mut self, at: usize, core: &mut CoreMessage, words_at: Option<NonZeroU64>) {
         // What a read of the words learns of them, their count and facts,
         // learned only of a long enough output.
         let learned = Counted::default();
@@ -207,7 +244,7 @@ impl SetAside for Setter {
         };
         core.counted = learned;
         core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
-        self.batch.push((at, taken));
+        self.batch.push((at, taken, words_at));
         self.bytes += len;
         if self.bytes >= BATCH {
             self.send();
@@ -243,16 +280,21 @@ mod tests {
     use crate::formats::{self, BadLines, Transcript};
 
     /// A chat log whose tool outputs are long enough to be set aside, some
-    /// of them twice over (their ids then count repeats).
+    /// of them twice over (their ids then count repeats); every third one
+    /// in parts, which the transcript does not hold as one string.
     fn log() -> String {
         let mut log = String::new();
         for i in 0..400 {
             let call = format!("call_{i}");
-            let output = format!("line {} of the file\n", i % 7).repeat(20);
+            let output = format!("line {} of the file \"é\"\n", i % 7).repeat(20);
+            let content = match i % 3 {
+                0 => serde_json::json!([{"type": "text", "text": output}]),
+                _ => output.into(),
+            };
             log.push_str(&format!(
                 "{}\n{}\n",
                 serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"id": call, "type": "function", "function": {"name": "Read", "arguments": "{}"}}]}),
-                serde_json::json!({"role": "tool", "tool_call_id": call, "content": output}),
+                serde_json::json!({"role": "tool", "tool_call_id": call, "content": content}),
             ));
         }
         log
@@ -284,9 +326,12 @@ mod tests {
         let setter = Setter::new(&dir, Arc::clone(&apart)).unwrap();
         let (whole, aside) = (read(&log(), None), read(&log(), Some(setter)));
         let apart = std::mem::take(&mut *apart.lock().unwrap());
-        let _ = std::fs::remove_dir_all(&dir);
+        let transcript = dir.join("t.jsonl");
+        std::fs::write(&transcript, log()).unwrap();
+        let mut words = apart.words.unwrap();
+        words.reading_transcript("t.jsonl".into(), std::fs::File::open(&transcript).unwrap());
         assert_eq!(apart.at.len(), 400);
-        let words = apart.words.unwrap();
+        let mut in_transcript = 0;
         for ((whole, aside), (at, offset)) in cores(&whole)
             .into_iter()
             .zip(cores(&aside))
@@ -296,9 +341,15 @@ mod tests {
         {
             assert_eq!(whole.0, aside.0, "block {at}");
             assert_eq!(aside.1, "");
+            // One output in three is in parts: only those are written.
+            let parts = at / 2 % 3 == 0;
+            assert_eq!(offset & IN_TRANSCRIPT == 0, parts, "block {at}");
+            in_transcript += usize::from(!parts);
             let len = aside.2.unwrap().get() as usize;
             assert_eq!(words.read(&[(offset, len)]).unwrap(), [whole.1]);
         }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(in_transcript, 266);
     }
 
     #[test]
@@ -310,8 +361,20 @@ mod tests {
         let apart = Arc::new(Mutex::new(SetApart::default()));
         let setter = Setter::writing_to(AsideFile::over(full), Arc::clone(&apart));
         let (whole, aside) = (read(&log(), None), read(&log(), Some(setter)));
-        assert_eq!(cores(&aside), cores(&whole));
+        // Words the transcript holds as one string need no writing: the
+        // rest come back.
         let apart = apart.lock().unwrap();
-        assert!(apart.at.is_empty() && apart.words.is_none());
+        let mut noted = apart.at.iter().peekable();
+        for (i, (whole, aside)) in cores(&whole).into_iter().zip(cores(&aside)).enumerate() {
+            match noted.next_if(|(j, _)| *j == i) {
+                Some((_, offset)) => {
+                    assert_ne!(offset & IN_TRANSCRIPT, 0, "block {i}");
+                    assert_eq!((aside.0, aside.1.as_str()), (whole.0, ""));
+                }
+                None => assert_eq!(aside, whole, "block {i}"),
+            }
+        }
+        assert_eq!(apart.at.len(), 266);
+        assert!(apart.words.is_some());
     }
 }

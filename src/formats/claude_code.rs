@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::anthropic::{ToolNames, host_message};
 use super::lean::{self, Lean, Scalar};
-use super::{BadLines, Carry, Format, HostMessage, ReadError, Transcript, jsonl};
+use super::{BadLines, Carry, Format, HostMessage, ReadError, Transcript, jsonl, span};
 
 const EXPECTED: &str =
     "each line is one Claude Code session record (a JSON object with a \"type\")";
@@ -246,19 +246,29 @@ pub(crate) fn read(
     bad: BadLines,
     keep_records: bool,
 ) -> Result<Transcript, ReadError> {
-    read_pieces(name, &mut [Cow::Borrowed(text)], bad, keep_records, &|| {})
+    read_pieces(
+        name,
+        &mut [Cow::Borrowed(text)],
+        bad,
+        keep_records,
+        None,
+        &|| {},
+    )
 }
 
 /// [`read`] of a log held in pieces, each ending where a line does: a piece
 /// is let go once the records chosen from it are built, so the log's text
 /// and all the messages built from it are never held at once; `let_go` is
 /// called after each. The records of a log held in more than one piece are
-/// built on two threads (see [`build`]).
+/// built on two threads (see [`build`]). With `at`, where the first piece
+/// starts in the transcript, the tool results note where their words lie
+/// in it ([`Block::words_at`](super::Block::words_at)).
 pub(crate) fn read_pieces(
     name: &str,
     pieces: &mut [Cow<'_, str>],
     bad: BadLines,
     keep_records: bool,
+    at: Option<u64>,
     let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
     let mut scanned = Scanned::default();
@@ -269,7 +279,14 @@ pub(crate) fn read_pieces(
     }
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let plan = plan(name, scanned, &mut warnings)?;
-    build(name, pieces, plan, warnings, (bad, keep_records), let_go)
+    build(
+        name,
+        pieces,
+        plan,
+        warnings,
+        (bad, keep_records, at),
+        let_go,
+    )
 }
 
 /// The size of log from which its pieces are read lean on a thread of
@@ -355,12 +372,19 @@ impl PieceScan {
         let Some(Scanning { send, done }) = self.scanning.take() else {
             let mut pieces: Vec<Cow<'_, str>> =
                 self.held.drain(..).map(|(p, _)| Cow::Owned(p)).collect();
-            return read_pieces(&name, &mut pieces, bad, false, let_go);
+            return read_pieces(&name, &mut pieces, bad, false, Some(0), let_go);
         };
         drop(send);
         let (pieces, plan, warnings) = done.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         let mut pieces: Vec<Cow<'_, str>> = pieces.into_iter().map(Cow::Owned).collect();
-        build(&name, &mut pieces, plan?, warnings, (bad, false), let_go)
+        build(
+            &name,
+            &mut pieces,
+            plan?,
+            warnings,
+            (bad, false, Some(0)),
+            let_go,
+        )
     }
 }
 
@@ -441,9 +465,18 @@ fn build(
     pieces: &mut [Cow<'_, str>],
     plan: Plan,
     mut warnings: Vec<(usize, String)>,
-    (bad, keep_records): (BadLines, bool),
+    (bad, keep_records, at): (BadLines, bool, Option<u64>),
     let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
+    // Where each piece starts in the transcript, taken before any is let go.
+    let starts: Option<Vec<u64>> = at.map(|at| {
+        let ends = pieces.iter().scan(at, |end, p| {
+            *end += p.len() as u64;
+            Some(*end)
+        });
+        std::iter::once(at).chain(ends).collect()
+    });
+    let record_at = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
     let mut build = Builder::new((name, keep_records, bad), ToolNames::default());
     let (early, late) = plan.steps.split_at(later_half(&plan.steps));
     let at = late.first().map_or(pieces.len(), |s| s.piece);
@@ -456,7 +489,7 @@ fn build(
             let record = parse_record(
                 (name, keep_records),
                 (step.line, step.assistant),
-                text,
+                (text, record_at(step)),
                 &mut tools,
             );
             let failed = record.is_err() && bad == BadLines::Fail;
@@ -470,7 +503,12 @@ fn build(
         let mut failed = None;
         walk(early_pieces, early, 0, let_go, |step, text| {
             failed = build
-                .add(step.line, text, step.assistant, &mut warnings)
+                .add(
+                    step.line,
+                    (text, record_at(step)),
+                    step.assistant,
+                    &mut warnings,
+                )
                 .err();
             failed.is_none()
         });
@@ -716,11 +754,12 @@ impl<'n, 't> Builder<'n, 't> {
         }
     }
 
-    /// Builds the record on `line`, whose text is `text`.
+    /// Builds the record on `line`, whose text is `text`, at the place
+    /// given in the transcript when it is known.
     fn add(
         &mut self,
         line: usize,
-        text: &str,
+        text: (&str, Option<u64>),
         assistant: bool,
         warnings: &mut Vec<(usize, String)>,
     ) -> Result<(), ReadError> {
@@ -827,7 +866,7 @@ struct Record {
 fn parse_record(
     (name, keep): (&str, bool),
     (line, assistant): (usize, bool),
-    text: &str,
+    (text, at): (&str, Option<u64>),
     tools: &mut ToolNames,
 ) -> Result<Option<Record>, ReadError> {
     let parsed = match keep {
@@ -844,10 +883,20 @@ fn parse_record(
         .filter(|_| assistant)
         .map(str::to_string);
     let prompt_tokens = assistant.then(|| prompt_size(message)).flatten();
-    Ok(host_message(message, line, 0, tools).map(|m| Record {
-        message: HostMessage { prompt_tokens, ..m },
-        response,
-        original,
+    // Found before the message is built, which moves its strings out.
+    let spans = match at {
+        Some(_) => span::output_spans(message, text, &[span::Step::Key("message")]),
+        None => Vec::new(),
+    };
+    Ok(host_message(message, line, 0, tools).map(|mut m| {
+        if let Some(at) = at {
+            span::note_spans(&mut m, &spans, at);
+        }
+        Record {
+            message: HostMessage { prompt_tokens, ..m },
+            response,
+            original,
+        }
     }))
 }
 
@@ -1141,7 +1190,7 @@ pub(crate) fn read_after(
     }
     let mut build = Builder::new((name, true, bad), tools);
     for (t, _) in chosen_turns() {
-        if let Err(e) = build.add(t.line, t.text, t.assistant, &mut warnings) {
+        if let Err(e) = build.add(t.line, (t.text, None), t.assistant, &mut warnings) {
             return Some(Err(e));
         }
     }

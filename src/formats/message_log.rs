@@ -1,12 +1,13 @@
 //! Logs of one request message per record: chat and Anthropic messages,
 //! as JSONL, one JSON array or a `{"messages": [...]}` document.
 
+use std::collections::VecDeque;
 use std::sync::mpsc;
 
 use serde_json::Value;
 
 use super::anthropic::ToolNames;
-use super::{BadLines, Format, HostMessage, ReadError, Transcript, jsonl};
+use super::{BadLines, Format, HostMessage, ReadError, Slot, Transcript, jsonl, span};
 
 /// How one format of such a log reads.
 pub(crate) struct MessageLog {
@@ -179,11 +180,15 @@ impl<'a> LineBuilder<'a> {
         read.map(drop)
     }
 
-    /// Builds the messages of a piece [`parse_piece`] parsed.
-    fn build(&mut self, name: &str, (values, bad_lines): ParsedPiece) {
+    /// Builds the messages of a piece [`parse_piece`] parsed, which starts
+    /// at `at` in the transcript.
+    fn build(&mut self, name: &str, (values, bad_lines): ParsedPiece, at: u64) {
         self.warnings.extend(bad_lines);
-        for (line, value) in values {
+        for (line, value, (line_at, spans)) in values {
             self.add(name, line, value);
+            if let (false, Some(m)) = (spans.is_empty(), self.messages.last_mut()) {
+                span::note_spans(m, &spans, at + line_at as u64);
+            }
         }
     }
 
@@ -203,9 +208,13 @@ impl<'a> LineBuilder<'a> {
     }
 }
 
-/// A piece's lines as JSON, each with its line number, and the warnings
-/// for the bad lines skipped.
-type ParsedPiece = (Vec<(usize, Value)>, Vec<String>);
+/// A piece's lines as JSON, each with its line number, where the line
+/// starts in the piece and where its tool outputs' strings lie in it
+/// ([`span::output_spans`]), and the warnings for the bad lines skipped.
+type ParsedPiece = (Vec<(usize, Value, Spans)>, Vec<String>);
+
+/// Where a line starts in its piece, and its outputs' strings in the line.
+type Spans = (usize, Vec<(Slot, usize)>);
 
 /// The lines of `text`, which starts on line `first_line`, parsed as
 /// [`LineBuilder::read`] parses them.
@@ -225,7 +234,15 @@ fn parse_piece(
         expected,
         bad,
         &mut warn,
-        |line, text| serde_json::from_str(text).map(|v| (line, v)),
+        |line, l| {
+            let value: Value = serde_json::from_str(l)?;
+            let spans = span::output_spans(&value, l, &[]);
+            Ok((
+                line,
+                value,
+                (l.as_ptr() as usize - text.as_ptr() as usize, spans),
+            ))
+        },
     )?;
     Ok((values, bad_lines))
 }
@@ -240,8 +257,9 @@ pub(crate) struct PipedBuilder {
     built: LineBuilder<'static>,
     to_parse: Option<mpsc::SyncSender<(String, usize)>>,
     parsed: mpsc::Receiver<Result<ParsedPiece, ReadError>>,
-    /// Pieces handed to the parser and not built yet.
-    waiting: usize,
+    /// Where each piece handed to the parser and not built yet starts in
+    /// the transcript.
+    waiting: VecDeque<u64>,
 }
 
 impl PipedBuilder {
@@ -265,30 +283,31 @@ impl PipedBuilder {
             built: LineBuilder::new(log),
             to_parse: Some(to_parse),
             parsed,
-            waiting: 0,
+            waiting: VecDeque::new(),
         }
     }
 
-    /// Hands `piece` (starting on line `first_line`) to the parser, and
-    /// builds the pieces before it as they come parsed.
+    /// Hands `piece` (starting on line `first_line`, at `at` in the
+    /// transcript) to the parser, and builds the pieces before it as they
+    /// come parsed.
     pub(crate) fn read(
         &mut self,
         name: &str,
         piece: String,
-        first_line: usize,
+        (first_line, at): (usize, u64),
     ) -> Result<(), ReadError> {
         match &self.to_parse {
-            Some(to) if to.send((piece, first_line)).is_ok() => self.waiting += 1,
+            Some(to) if to.send((piece, first_line)).is_ok() => self.waiting.push_back(at),
             // The parser stopped at a bad line: the pieces it parsed before,
             // then why.
             _ => {
                 self.to_parse = None;
-                while self.waiting > 0 {
+                while !self.waiting.is_empty() {
                     self.build_next(name)?;
                 }
             }
         }
-        while self.waiting > 1 {
+        while self.waiting.len() > 1 {
             self.build_next(name)?;
         }
         Ok(())
@@ -298,8 +317,8 @@ impl PipedBuilder {
         let Ok(parsed) = self.parsed.recv() else {
             panic!("the parser of a log's pieces ended without saying why");
         };
-        self.waiting -= 1;
-        self.built.build(name, parsed?);
+        let at = self.waiting.pop_front().unwrap_or_default();
+        self.built.build(name, parsed?, at);
         Ok(())
     }
 
@@ -311,7 +330,7 @@ impl PipedBuilder {
     /// The transcript of every piece read, once the last is built.
     pub(crate) fn finish(mut self, name: &str) -> Result<Transcript, ReadError> {
         self.to_parse = None;
-        while self.waiting > 0 {
+        while !self.waiting.is_empty() {
             self.build_next(name)?;
         }
         Ok(self.built.finish())

@@ -22,6 +22,9 @@ mod materialize;
 mod message_log;
 mod raw_json;
 mod reassemble;
+mod span;
+
+use std::num::NonZeroU64;
 
 use serde_json::Value;
 
@@ -34,6 +37,7 @@ pub use jsonl::{lines, newlines};
 pub use materialize::materialize;
 pub use raw_json::RawJson;
 pub use reassemble::{reassemble, reassemble_among};
+pub use span::string_end;
 
 /// A transcript format noa reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,6 +244,11 @@ pub struct Block {
     /// Where the block sits in [`Transcript::records`]: what
     /// [`materialize`] writes back when the block is kept.
     pub source: BlockSource,
+    /// Where in the transcript the JSON string its words were read from
+    /// starts (its opening quote), when they are one string of a line read
+    /// at a known place: the read cache points there rather than copying
+    /// them.
+    pub words_at: Option<NonZeroU64>,
 }
 
 impl Block {
@@ -251,6 +260,7 @@ impl Block {
             opaque: core.opaque,
             raw,
             source,
+            words_at: None,
         }
     }
 }
@@ -454,6 +464,9 @@ pub struct PieceReader {
     name: String,
     bad: BadLines,
     next_line: usize,
+    /// Where the next piece starts in the transcript: the pieces are the
+    /// log's bytes from its first, in order.
+    next_at: u64,
     aside: Option<Aside>,
 }
 
@@ -471,8 +484,10 @@ struct Aside {
 /// gives each such block's base ([`ClusterCounter::base`]) once the log is
 /// read, the reader then giving every block its id.
 pub trait SetAside {
-    /// Offered `core`, the `at`th block of the log, just built.
-    fn offer(&mut self, at: usize, core: &mut CoreMessage);
+    /// Offered `core`, the `at`th block of the log, just built, whose
+    /// words lie in the transcript at `words_at` when that is known (see
+    /// [`Block::words_at`]).
+    fn offer(&mut self, at: usize, core: &mut CoreMessage, words_at: Option<NonZeroU64>);
     /// The blocks taken, each with its place and base, in order; with its
     /// words when they could not be set aside after all (say the disk
     /// filled), to go back where they were.
@@ -534,6 +549,7 @@ pub fn read_in_pieces(
         name: name.to_string(),
         bad,
         next_line: 1,
+        next_at: 0,
         aside: None,
     })
 }
@@ -542,15 +558,18 @@ impl PieceReader {
     /// Reads the next piece: whole lines, but for the last piece, which
     /// ends where the log does.
     pub fn read(&mut self, piece: String) -> Result<(), ReadError> {
-        let lines = newlines(&piece);
+        let (lines, len) = (newlines(&piece), piece.len() as u64);
         match &mut self.pieces {
-            Pieces::Built(built) => built.read(&self.name, piece, self.next_line)?,
+            Pieces::Built(built) => {
+                built.read(&self.name, piece, (self.next_line, self.next_at))?
+            }
             Pieces::Scanned(scan) => scan.read(piece, self.next_line),
             Pieces::Rollout(rollout) => {
                 rollout.read(&self.name, &piece, self.next_line, self.bad)?
             }
         }
         self.next_line += lines;
+        self.next_at += len;
         if let (Pieces::Built(built), Some(aside)) = (&mut self.pieces, &mut self.aside) {
             aside.offer(built.built_messages());
         }
@@ -619,8 +638,8 @@ impl Aside {
     /// Offers the blocks of `messages` not offered yet.
     fn offer(&mut self, messages: &mut [HostMessage]) {
         for m in messages.iter_mut().skip(self.messages) {
-            for core in &mut m.cores {
-                self.taker.offer(self.blocks, core);
+            for (core, b) in m.cores.iter_mut().zip(&m.blocks) {
+                self.taker.offer(self.blocks, core, b.words_at);
                 self.blocks += 1;
             }
         }

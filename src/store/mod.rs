@@ -15,7 +15,7 @@ pub use atomic::write_atomic;
 pub use lock::SessionLock;
 pub use output::write_output;
 pub use read_cache::{
-    AsideFile, CacheDraft, CacheEnd, CacheSource, Digest, Left, LeftWords, ReadCache, Unparsed,
-    WITHHELD_MIN, Warm, WarmMessages, WordsFile, digest, fill_shown,
+    AsideFile, CacheDraft, CacheEnd, CacheSource, Digest, IN_TRANSCRIPT, Left, LeftWords,
+    ReadCache, Unparsed, WITHHELD_MIN, Warm, WarmMessages, WordsFile, digest, fill_shown,
 };
 pub use state_file::{SessionDir, StoreError};

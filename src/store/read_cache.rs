@@ -37,6 +37,7 @@ use crate::engine::{
 };
 use crate::formats::{
     Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, Slot, Transcript,
+    string_end,
 };
 
 use super::{SessionDir, StoreError};
@@ -47,8 +48,8 @@ use super::{SessionDir, StoreError};
 /// since long words stand apart from the checksum, 7 since they follow
 /// their segment's fields, 8 since a block's flags say how its estimate
 /// was rounded (see [`Facts`]) and a cut whether its ends count
-/// characters.
-const MAGIC: &[u8] = b"noa read cache 8\n";
+/// characters, 9 since long words may lie in the transcript ([`SPAN`]).
+const MAGIC: &[u8] = b"noa read cache 9\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
@@ -64,6 +65,17 @@ pub const WITHHELD_MIN: usize = 128;
 /// its fields give their length, and the words follow the fields of its
 /// segment, each after a digest of them, none of it in the checksum.
 const APART: u64 = 1 << 4;
+
+/// The flag of a block whose words stand apart and lie in the transcript,
+/// as one JSON string (see [`Block::words_at`]): its fields give where the
+/// string starts, and the words are not in the file at all. A first turn
+/// then writes none of the long outputs it reads, and the cache of an
+/// uncompressed session is not a copy of its outputs.
+const SPAN: u64 = 1 << 8;
+
+/// The mark of a place of words in the transcript rather than in the read
+/// cache or a set-aside file (see [`SPAN`]), where places are offsets.
+pub const IN_TRANSCRIPT: u64 = 1 << 63;
 
 /// The flag of a block whose text holds no CJK character, counted by the
 /// estimate; the two bits above it say how its count was rounded
@@ -400,14 +412,20 @@ impl CacheSource<'_> {
                                 "words a message was handed over without are not in the file",
                             ));
                         };
-                        Words::Digested(words.digested(offset, len.get() as usize)?)
+                        let len = len.get() as usize;
+                        match offset & IN_TRANSCRIPT {
+                            0 => Words::Digested(words.digested(offset, len)?),
+                            _ => Words::InTranscript(offset & !IN_TRANSCRIPT, len),
+                        }
                     }
                     _ => Words::Text(&core.text),
                 };
                 let tokens = match words {
                     Words::Text(text) => core.counted.of(self.tokenizer, text),
                     // Set aside with its count and facts learned.
-                    Words::Digested(_) => core.counted.of(Tokenizer::Estimate, ""),
+                    Words::Digested(_) | Words::InTranscript(..) => {
+                        core.counted.of(Tokenizer::Estimate, "")
+                    }
                 };
                 let tokens = (tokens as u64, core.counted.facts());
                 let raw = match earlier {
@@ -418,7 +436,14 @@ impl CacheSource<'_> {
                         .map(|(_, r)| r.as_str()),
                     None => Some(b.raw.text()),
                 };
-                e.block((core, words), kept, tokens, raw, (b.source, self.tokenizer))?;
+                let words_at = b.words_at.map(|at| at.get());
+                e.block(
+                    (core, words, words_at),
+                    kept,
+                    tokens,
+                    raw,
+                    (b.source, self.tokenizer),
+                )?;
             }
             e.end_segment(true)?;
         }
@@ -635,7 +660,7 @@ impl ReadCache {
                     let tokens = (b.tokens, b.facts);
                     let at = (b.source, self.tokenizer);
                     let words = Words::Text(&b.core.text);
-                    e.block((&b.core, words), b.kept, tokens, b.raw.as_deref(), at)?;
+                    e.block((&b.core, words, None), b.kept, tokens, b.raw.as_deref(), at)?;
                 }
                 e.end_segment(true)?;
             }
@@ -800,7 +825,16 @@ impl<M: Decode> ReadCache<M> {
                         usize::try_from(bi).ok()?,
                         usize::try_from(decoded).ok()?,
                     );
-                    apart.push((Place { mi, bi, i }, len, left));
+                    let place = Place { mi, bi, i };
+                    if flags & SPAN != 0 {
+                        // Words in the transcript are only ever left there:
+                        // a read that must hold them reads the transcript.
+                        let at = r.u64()?;
+                        (left && at & IN_TRANSCRIPT == 0).then_some(())?;
+                        messages.left_at(place, IN_TRANSCRIPT | at);
+                    } else {
+                        apart.push((place, len, left));
+                    }
                 } else {
                     core.text = std::str::from_utf8(r.take(len)?).ok()?.to_string();
                 }
@@ -890,6 +924,7 @@ impl SessionDir {
                 path,
                 file,
                 writing: Mutex::default(),
+                transcript: None,
             });
         }
         Some(cache)
@@ -948,6 +983,10 @@ pub struct WordsFile {
     /// The words still being written to it, when they are (see
     /// [`AsideFile::write_later`]): a read waits for them.
     writing: Mutex<Writing>,
+    /// The transcript the turn read, for the words that lie there
+    /// ([`IN_TRANSCRIPT`]), with its name: read at places, by any number
+    /// of threads at once (an `apply` renders its archives on several).
+    transcript: Option<(String, std::fs::File)>,
 }
 
 /// Whether a [`WordsFile`]'s words are all in it.
@@ -968,18 +1007,34 @@ impl WordsFile {
             path,
             file,
             writing: Mutex::default(),
+            transcript: None,
         })
     }
 
+    /// Reads the words that lie in the transcript ([`IN_TRANSCRIPT`]) from
+    /// `file`, the transcript the turn read (named `name`), held open: the
+    /// one whose prefix the turn proves unchanged by its digest.
+    pub fn reading_transcript(&mut self, name: String, file: std::fs::File) {
+        self.transcript = Some((name, file));
+    }
+
     /// The words at each `(offset, length)` of the file, each checked
-    /// against the digest before it.
+    /// against the digest before it; or, for an offset marked
+    /// [`IN_TRANSCRIPT`], in the transcript, checked for their length.
     pub fn read(&self, spans: &[(u64, usize)]) -> Result<Vec<String>, StoreError> {
         self.ready().map_err(|source| StoreError::Io {
             path: self.path.clone(),
             source,
         })?;
-        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        // Taken for the first words of the file itself: those in the
+        // transcript are read by any number of threads at once.
+        let mut file = None;
         let read = spans.iter().map(|&(at, len)| {
+            if at & IN_TRANSCRIPT != 0 {
+                return self.in_transcript(at & !IN_TRANSCRIPT, len);
+            }
+            let file = file
+                .get_or_insert_with(|| self.file.lock().unwrap_or_else(PoisonError::into_inner));
             let mut d = [0u8; 8];
             let mut words = vec![0u8; len];
             file.seek(SeekFrom::Start(
@@ -1000,6 +1055,56 @@ impl WordsFile {
                 path: self.path.clone(),
                 source,
             })
+    }
+
+    /// The words of the JSON string at `at` in the transcript, which are
+    /// `len` bytes once read: its bytes are read a little past `len` at
+    /// first, and on (up to the six bytes an escape can take for one)
+    /// until the string ends. An error when they are not such a string's.
+    fn in_transcript(&self, at: u64, len: usize) -> io::Result<String> {
+        let Some((name, file)) = &self.transcript else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "words that lie in the transcript, with no transcript to read them from",
+            ));
+        };
+        let damaged = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the words at byte {at} of {name}: {what}"),
+            )
+        };
+        let most = 6 * len + 2;
+        let (mut buf, mut want) = (Vec::new(), (len + len / 8 + 64).min(most));
+        loop {
+            let have = buf.len();
+            buf.resize(want, 0);
+            let mut got = have;
+            while got < want {
+                match read_at(file, &mut buf[got..], at + got as u64) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            buf.truncate(got);
+            if buf.first() != Some(&b'"') {
+                return Err(damaged("not a string"));
+            }
+            if let Some(end) = string_end(&buf, 0) {
+                let words: String =
+                    serde_json::from_slice(&buf[..end]).map_err(|e| damaged(&e.to_string()))?;
+                return match words.len() == len {
+                    true => Ok(words),
+                    false => Err(damaged("not the words the read cache names")),
+                };
+            }
+            if buf.len() < want || want == most {
+                return Err(damaged("a string that does not end"));
+            }
+            want = (want * 2).min(most);
+        }
     }
 
     /// The words at `at`, `len` bytes, checked against the digest before
@@ -1067,6 +1172,26 @@ impl WordsFile {
             at,
         }
     }
+}
+
+/// Reads from `file` at `at` without moving its offset: the transcript's
+/// handle is shared with the thread that digests it.
+#[cfg(unix)]
+fn read_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, at)
+}
+
+/// Reads from `file` at `at`. The offset it moves is shared with the
+/// thread that digests the transcript, whose digest then fails: a whole
+/// read, never a wrong one.
+#[cfg(windows)]
+fn read_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_read(file, buf, at)
+}
+
+#[cfg(not(any(unix, windows)))]
+fn read_at(_: &std::fs::File, _: &mut [u8], _: u64) -> io::Result<usize> {
+    Err(io::ErrorKind::Unsupported.into())
 }
 
 /// Long tool outputs a first turn sets aside as it reads a long
@@ -1146,6 +1271,7 @@ impl AsideFile {
             path: self.path,
             file: Mutex::new(self.file),
             writing: Mutex::default(),
+            transcript: None,
         }
     }
 
@@ -1180,6 +1306,7 @@ impl AsideFile {
             path,
             file: Mutex::new(file),
             writing: Mutex::new(Writing::Pending(writing)),
+            transcript: None,
         })
     }
 }
@@ -1305,6 +1432,9 @@ impl CacheSource<'_> {
 enum Words<'w> {
     Text(&'w str),
     Digested(&'w [u8]),
+    /// Words a turn holds no copy of, that lie in the transcript as the
+    /// JSON string at the place given, and are the length given once read.
+    InTranscript(u64, usize),
 }
 
 impl Words<'_> {
@@ -1313,6 +1443,7 @@ impl Words<'_> {
         match self {
             Words::Text(text) => text.len(),
             Words::Digested(digested) => digested.len() - 8,
+            Words::InTranscript(_, len) => len,
         }
     }
 }
@@ -1489,7 +1620,7 @@ impl<W: Write> Encoder<W> {
     /// its count with what is known of its text ([`Facts`]).
     fn block(
         &mut self,
-        (c, words): (&CoreMessage, Words),
+        (c, words, words_at): (&CoreMessage, Words, Option<u64>),
         kept: bool,
         (tokens, facts): (u64, Facts),
         raw: Option<&str>,
@@ -1513,9 +1644,22 @@ impl<W: Write> Encoder<W> {
         let bits = u64::from(facts.ascii) << 2 | u64::from(facts.unmarked) << 3 | plain;
         let len = words.len();
         let apart = kept && len >= WITHHELD_MIN && may_withhold_knowing(c, facts, len, tokenizer);
+        // Where long words lie in the transcript, when they do.
+        let span = match words {
+            Words::InTranscript(at, _) => Some(at),
+            Words::Text(_) => words_at,
+            Words::Digested(_) => None,
+        }
+        .filter(|_| apart);
         let flags = u64::from(c.opaque) | u64::from(kept) << 1 | bits;
-        self.u64(flags | if apart { APART } else { 0 })?;
+        let flags = flags | if apart { APART } else { 0 } | if span.is_some() { SPAN } else { 0 };
+        self.u64(flags)?;
         self.u64(tokens)?;
+        if let Some(at) = span {
+            self.u64(len as u64)?;
+            self.u64(at)?;
+            return self.block_end(raw, source);
+        }
         match words {
             Words::Text(text) if apart => {
                 self.u64(len as u64)?;
@@ -1531,7 +1675,20 @@ impl<W: Write> Encoder<W> {
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                 self.str(if kept { text } else { "" })?;
             }
+            // Only words a turn could leave where they are are handed over
+            // without them, and those stand apart.
+            Words::InTranscript(..) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "words that lie in the transcript do not stand apart",
+                ));
+            }
         }
+        self.block_end(raw, source)
+    }
+
+    /// The fields of a block after its words: its JSON and its source.
+    fn block_end(&mut self, raw: Option<&str>, source: BlockSource) -> io::Result<()> {
         self.opt(raw)?;
         self.u64(source.record as u64)?;
         let (slot, n) = slot_code(source.slot);

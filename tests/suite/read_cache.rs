@@ -627,9 +627,11 @@ fn damage_long_outputs(cache: &Path, text: &str) -> usize {
 /// A transcript replaced by another that shares no message with it, whose
 /// first line ends where the first one did, beside the first one's state
 /// and read cache; the turn counts with another tokenizer, so it must read
-/// the words the cache kept back before projecting, and a damaged one
-/// sends it to the whole read. The state is refused as it is with no
-/// cache: it belongs to the transcript the cache read, not this one.
+/// the words the cache kept back before projecting. A first turn's cache
+/// holds none of the long outputs: it points to them in the transcript,
+/// where another transcript's bytes now lie, and that sends the turn to
+/// the whole read. The state is refused as it is with no cache: it belongs
+/// to the transcript the cache read, not this one.
 #[test]
 fn a_transcript_read_whole_before_projecting_is_checked_against_the_state() {
     let tmp = TempDir::new();
@@ -637,7 +639,10 @@ fn a_transcript_read_whole_before_projecting_is_checked_against_the_state() {
     let first = synth::jsonl(&synth::chat_session(1, 12));
     fs::write(dir.join("t.jsonl"), &first).unwrap();
     project_file(dir, "st", "t.jsonl", "t");
-    assert!(damage_long_outputs(&dir.join("st/t/read-cache.bin"), &first) > 0);
+    assert_eq!(
+        damage_long_outputs(&dir.join("st/t/read-cache.bin"), &first),
+        0
+    );
     let line = json!({"role": "user", "content": ""}).to_string();
     let pad = "x".repeat(first.len() - line.len() - 1);
     let other = format!(
