@@ -736,12 +736,17 @@ fn read_on(
     if !decoded.is_empty() {
         return Ok(None);
     }
-    let first_line = cache.lines as usize + 1;
+    let (first_line, at) = (cache.lines as usize + 1, cache.length);
     let end = cache.end.clone();
     let warm = cache.into_transcript();
-    let Some(read_on) =
-        formats::read_after(name, &tail, first_line, warm.transcript, &warm.history, bad)
-    else {
+    let Some(read_on) = formats::read_after(
+        name,
+        (&tail, at),
+        first_line,
+        warm.transcript,
+        &warm.history,
+        bad,
+    ) else {
         return Ok(None);
     };
     let read_on = read_on?;

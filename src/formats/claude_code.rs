@@ -1100,7 +1100,7 @@ pub(crate) struct Prefix<'a> {
 /// name a session where the prefix named none: then the log is read whole.
 pub(crate) fn read_after(
     name: &str,
-    text: &str,
+    (text, at): (&str, u64),
     first_line: usize,
     bad: BadLines,
     prefix: Prefix,
@@ -1190,7 +1190,13 @@ pub(crate) fn read_after(
     }
     let mut build = Builder::new((name, true, bad), tools);
     for (t, _) in chosen_turns() {
-        if let Err(e) = build.add(t.line, (t.text, None), t.assistant, &mut warnings) {
+        let record_at = at + (t.text.as_ptr() as usize - text.as_ptr() as usize) as u64;
+        if let Err(e) = build.add(
+            t.line,
+            (t.text, Some(record_at)),
+            t.assistant,
+            &mut warnings,
+        ) {
             return Some(Err(e));
         }
     }

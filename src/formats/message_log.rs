@@ -73,22 +73,43 @@ impl MessageLog {
     }
 
     /// Reads the lines appended after a prefix an earlier turn read: `text`
-    /// starts on line `first_line`, and `tools` names the prefix's calls so
-    /// a result here can say which tool made it.
+    /// starts on line `first_line`, at `at` in the transcript, and `tools`
+    /// names the prefix's calls so a result here can say which tool made
+    /// it.
     pub(crate) fn read_after(
         &self,
         name: &str,
-        text: &str,
+        (text, at): (&str, u64),
         first_line: usize,
         bad: BadLines,
         tools: ToolNames,
     ) -> Result<Transcript, ReadError> {
         let mut warnings = Vec::new();
-        let records =
-            jsonl::records_from(name, text, first_line, self.expected, bad, &mut |_, w| {
-                warnings.push(w)
-            })?;
-        Ok(self.messages_of(name, records, tools, (warnings, true)))
+        let read = jsonl::lines_from(
+            name,
+            text,
+            first_line,
+            self.expected,
+            bad,
+            &mut |_, w| warnings.push(w),
+            |line, l| {
+                let value: Value = serde_json::from_str(l)?;
+                let spans = span::output_spans(&value, l, &[]);
+                let line_at = at + (l.as_ptr() as usize - text.as_ptr() as usize) as u64;
+                Ok((jsonl::Record { line, value }, (line_at, spans)))
+            },
+        )?;
+        let (records, spans): (Vec<_>, Vec<_>) = read.into_iter().unzip();
+        let lines: Vec<usize> = records.iter().map(|r| r.line).collect();
+        let mut t = self.messages_of(name, records, tools, (warnings, true));
+        // A record makes one message or none, in order: its line names it.
+        let mut messages = t.messages.iter_mut().peekable();
+        for (line, (line_at, spans)) in lines.into_iter().zip(spans) {
+            if let Some(m) = messages.next_if(|m| m.line == line) {
+                span::note_spans(m, &spans, line_at);
+            }
+        }
+        Ok(t)
     }
 
     /// The transcript of a log's records; `tools` names the calls of what

@@ -832,7 +832,8 @@ pub fn resumable(format: Format, text: &str) -> bool {
 
 /// Reads the lines appended to a transcript after `prefix`, what an earlier
 /// turn read of it, and adds them to it: `text` is what follows the
-/// prefix's bytes and starts on line `first_line`; `earlier` is the
+/// prefix's bytes (it starts at `at` in the transcript) and on line
+/// `first_line`; `earlier` is the
 /// prefix's flat history (a warm read keeps it beside the messages). Read
 /// this way, the messages, their ids and tool names are those a whole read
 /// gives, for a transcript [`resumable`] says may be read on.
@@ -840,7 +841,7 @@ pub fn resumable(format: Format, text: &str) -> bool {
 /// `None` for a format that is read whole.
 pub fn read_after(
     name: &str,
-    text: &str,
+    (text, at): (&str, u64),
     first_line: usize,
     mut prefix: Transcript,
     earlier: &[CoreMessage],
@@ -854,15 +855,15 @@ pub fn read_after(
     };
     let tools = anthropic::ToolNames::after(earlier);
     let tail = match prefix.format {
-        Format::Chat => chat::LOG.read_after(name, text, first_line, bad, tools),
-        Format::Anthropic => anthropic::LOG.read_after(name, text, first_line, bad, tools),
+        Format::Chat => chat::LOG.read_after(name, (text, at), first_line, bad, tools),
+        Format::Anthropic => anthropic::LOG.read_after(name, (text, at), first_line, bad, tools),
         Format::ClaudeCode => {
             let prefix = claude_code::Prefix {
                 carry,
                 cores: earlier,
                 has_session: prefix.session_id.is_some(),
             };
-            claude_code::read_after(name, text, first_line, bad, prefix, tools)?
+            claude_code::read_after(name, (text, at), first_line, bad, prefix, tools)?
         }
         Format::Codex => {
             let carry = prefix.carry.codex?;

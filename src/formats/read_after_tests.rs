@@ -54,8 +54,14 @@ fn cuts(name: &str, text: &str, stride: usize) -> usize {
         }
         let sizes: Vec<Option<usize>> = prefix.messages.iter().map(|m| m.prompt_tokens).collect();
         let earlier = prefix.cores();
-        let Some(after) = read_after(name, &text[cut..], k + 2, prefix, &earlier, BadLines::Fail)
-        else {
+        let Some(after) = read_after(
+            name,
+            (&text[cut..], cut as u64),
+            k + 2,
+            prefix,
+            &earlier,
+            BadLines::Fail,
+        ) else {
             continue;
         };
         let after = after.unwrap();
@@ -169,10 +175,20 @@ fn a_rewind_into_the_prefix_is_read_whole() {
     let rewind = line("e", "b", "user", "another second prompt");
     let p = read("s.jsonl", &prefix, None, BadLines::Fail).unwrap();
     let earlier = p.cores();
-    assert!(read_after("s.jsonl", &rewind, 5, p.clone(), &earlier, BadLines::Fail).is_none());
+    assert!(
+        read_after(
+            "s.jsonl",
+            (&rewind, 0),
+            5,
+            p.clone(),
+            &earlier,
+            BadLines::Fail
+        )
+        .is_none()
+    );
     // Going on from the last answer reads on.
     let on = line("e", "d", "user", "third prompt");
-    let after = read_after("s.jsonl", &on, 5, p, &earlier, BadLines::Fail)
+    let after = read_after("s.jsonl", (&on, 0), 5, p, &earlier, BadLines::Fail)
         .unwrap()
         .unwrap()
         .transcript;

@@ -602,13 +602,19 @@ fn a_stale_cache_beside_the_state_of_another_transcript_is_not_held_against_it()
 }
 
 /// Flips a byte in the middle of every long output of the chat log `text`
-/// the read cache at `cache` holds; returns how many.
+/// the read cache at `cache` holds; returns how many. An output in parts
+/// is held as its parts' text.
 fn damage_long_outputs(cache: &Path, text: &str) -> usize {
     let mut bytes = fs::read(cache).unwrap();
     let mut damaged = 0;
     for line in text.lines() {
         let m: Value = serde_json::from_str(line).unwrap();
-        let Some(out) = m["content"].as_str().filter(|_| m["role"] == "tool") else {
+        let parts = m["content"][0]["text"].as_str();
+        let Some(out) = m["content"]
+            .as_str()
+            .or(parts)
+            .filter(|_| m["role"] == "tool")
+        else {
             continue;
         };
         let out = out.as_bytes();
@@ -675,7 +681,8 @@ fn a_transcript_read_whole_before_projecting_is_checked_against_the_state() {
     }
 }
 
-/// Words the read cache kept back, damaged when a call needs them for its
+/// Words the read cache kept back (outputs in parts, which the transcript
+/// does not hold as one string), damaged when a call needs them for its
 /// archives (each long one carries its own digest, outside the cache's
 /// checksum): the call is answered from the transcript read whole, as it
 /// is without the cache, rather than failing on the cache.
@@ -692,7 +699,15 @@ fn a_damaged_word_in_the_cache_costs_a_whole_read_not_the_call() {
     let mut nudge = None;
     for chunk in synth::chat_session(11, 90).chunks(5) {
         for m in chunk {
-            text.push_str(&log.lines(m));
+            // Outputs in parts: the transcript does not hold their words as
+            // one string, so the cache does.
+            for line in log.lines(m).lines() {
+                let mut m: Value = serde_json::from_str(line).unwrap();
+                if let Some(out) = m["content"].as_str().filter(|_| m["role"] == "tool") {
+                    m["content"] = json!([{"type": "text", "text": out}]);
+                }
+                text.push_str(&format!("{m}\n"));
+            }
         }
         fs::write(dir.join("t.jsonl"), &text).unwrap();
         let t = project(dir, "st", Shape::Chat);
