@@ -267,6 +267,55 @@ mod tests {
         );
     }
 
+    /// Every tool output a real log's reader notes as one string of the
+    /// file, read in pieces as a first turn reads it (and a Claude Code log
+    /// on the threads a long one is read on), is that string there.
+    #[test]
+    fn every_output_noted_in_a_real_log_is_its_string_there() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/real");
+        let mut noted = 0;
+        let dirs = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
+        for sub in dirs.filter(|p| p.is_dir()) {
+            for file in std::fs::read_dir(sub).unwrap() {
+                let path = file.unwrap().path();
+                if path.extension().is_none_or(|e| e != "jsonl") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let name = path.display().to_string();
+                let bad = crate::formats::BadLines::Skip;
+                let Some(mut r) = crate::formats::read_in_pieces(None, &name, &text, true, bad)
+                else {
+                    continue;
+                };
+                r.on_two_threads();
+                // Three pieces, each ending where a line does.
+                let mut start = 0;
+                for k in 1..=3 {
+                    let end = match text[..text.len() * k / 3].rfind('\n') {
+                        Some(at) if k < 3 && at + 1 > start => at + 1,
+                        _ if k < 3 => continue,
+                        _ => text.len(),
+                    };
+                    r.read(text[start..end].to_string()).unwrap();
+                    start = end;
+                }
+                let t = r.finish(&|| {}).unwrap();
+                for m in &t.messages {
+                    for (b, c) in m.blocks.iter().zip(&m.cores) {
+                        let Some(at) = b.words_at else { continue };
+                        let at = at.get() as usize;
+                        let end = string_end(text.as_bytes(), at).unwrap();
+                        let words: String = serde_json::from_str(&text[at..end]).unwrap();
+                        assert_eq!(words, c.text, "{name}: byte {at}");
+                        noted += 1;
+                    }
+                }
+            }
+        }
+        assert!(noted > 50, "{noted} outputs noted");
+    }
+
     /// Any JSON value: strings with escapes, quotes, brackets and braces
     /// inside them, nested lists and objects.
     fn any_json() -> impl Strategy<Value = Value> {

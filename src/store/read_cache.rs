@@ -2441,6 +2441,85 @@ mod append_tests {
         std::fs::remove_dir_all(&base).unwrap();
     }
 
+    /// `text` read in pieces, as a first turn reads a file: its tool
+    /// outputs that are one string know where they lie in it.
+    fn read_in_pieces(text: &str) -> Transcript {
+        let mut r = crate::formats::read_in_pieces(None, "t", text, true, BadLines::Fail).unwrap();
+        r.read(text.to_string()).unwrap();
+        r.finish(&|| {}).unwrap()
+    }
+
+    #[test]
+    fn words_that_lie_in_the_transcript_are_pointed_to_and_read_from_it() {
+        let long = "a line of \"output\"\twith\u{1}escapes\n".repeat(40);
+        let accented = "une ligne répétée 😀\n".repeat(40);
+        // Every byte an escape: the string is six times its words.
+        let escaped = "\u{1}".repeat(300);
+        let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "Read", "arguments": "{}"}});
+        let calls: Vec<serde_json::Value> = (1..=6).map(|i| call(&format!("c{i}"))).collect();
+        let lines = [
+            json!({"role": "user", "content": "read them"}),
+            json!({"role": "assistant", "content": null, "tool_calls": calls}),
+            json!({"role": "tool", "tool_call_id": "c1", "content": long}),
+            json!({"role": "tool", "tool_call_id": "c2", "content": "中".repeat(200)}),
+            json!({"role": "tool", "content": accented, "tool_call_id": "c3"}),
+            json!({"role": "tool", "tool_call_id": "c4", "content": [{"type": "text", "text": long}]}),
+            json!({"role": "tool", "tool_call_id": "c5", "content": escaped}),
+            json!({"role": "tool", "tool_call_id": "c6", "content": "short"}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let mut t = read_in_pieces(&text);
+        let history = t.take_cores();
+        let keep = |_: usize, _: &CoreMessage| true;
+        let source = CacheSource {
+            transcript: &t,
+            history: &history,
+            tokenizer: Tokenizer::Estimate,
+            mark: (text.len() as u64, 8, digest(text.as_bytes())),
+            keep: &keep,
+            unparsed: &[],
+            cuts: &[],
+            left: None,
+        };
+        let bytes = source.write_to(Vec::new()).unwrap();
+        let holds = |words: &str| bytes.windows(words.len()).any(|w| w == words.as_bytes());
+        // The long outputs that are one string are not in the cache; the
+        // one in parts and the CJK one (read on every turn) are.
+        assert!(!holds(&accented) && !holds(&escaped) && holds(&long) && holds(&"中".repeat(200)));
+        // A read of every word cannot be served: they are not there.
+        assert!(warm(&bytes, false).is_none());
+        let left = warm(&bytes, true).unwrap();
+        let in_transcript: Vec<(usize, u64)> = (left.withheld.iter())
+            .filter(|(_, at)| at & IN_TRANSCRIPT != 0)
+            .copied()
+            .collect();
+        assert_eq!(in_transcript.len(), 3, "{:?}", left.withheld);
+        let dir = std::env::temp_dir().join(format!("noa-in-transcript-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.jsonl");
+        std::fs::write(&path, &text).unwrap();
+        std::fs::write(dir.join("cache"), &bytes).unwrap();
+        let mut words = WordsFile::open(dir.join("cache")).unwrap();
+        let wanted: Vec<(u64, usize)> = (in_transcript.iter())
+            .map(|&(i, at)| (at, left.history[i].text_len()))
+            .collect();
+        // Without the transcript they cannot be read.
+        assert!(words.read(&wanted).is_err());
+        words.reading_transcript("t.jsonl".into(), std::fs::File::open(&path).unwrap());
+        let read = words.read(&wanted).unwrap();
+        assert_eq!(read, [long.clone(), accented.clone(), escaped.clone()]);
+        // Words of another length, a place where no string starts, and a
+        // transcript cut short are errors: the turn reads it whole.
+        let (at, len) = wanted[0];
+        assert!(words.read(&[(at, len - 1)]).is_err());
+        assert!(words.read(&[(at + 1, len)]).is_err());
+        let cut = (at & !IN_TRANSCRIPT) as usize + 50;
+        std::fs::write(&path, &text[..cut]).unwrap();
+        words.reading_transcript("t.jsonl".into(), std::fs::File::open(&path).unwrap());
+        assert!(words.read(&[(at, len)]).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn words_written_later_are_read_back_once_written_or_fail_when_they_cannot_be() {
         let words: Vec<String> = (0..3000)
