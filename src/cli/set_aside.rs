@@ -5,16 +5,19 @@
 //! MB of a 156 MB chat log), and its peak memory was 1.6–1.7 times the
 //! file. The outputs a projection can decide on by their length and
 //! characters alone (see
-//! [`may_withhold`](crate::engine::may_withhold)) need not be held. A chat
-//! or Anthropic log hands each one, as its block is built, to a thread that
-//! takes its base id and writes its words to a file of the process's own
-//! ([`Setter`]); a Claude Code log or a rollout, whose messages are built
-//! once every piece is in, hands them over once its ids are given, and
-//! the turn projects while they are written ([`set_aside_read`]). The turn
-//! then goes on as a warm turn does with the outputs its read cache kept
-//! back: the view's few are read back before it goes out, and the read
-//! cache the turn leaves copies the rest from the file in order, a
-//! megabyte at a time.
+//! [`may_withhold`](crate::engine::may_withhold)) need not be held. Those
+//! the transcript holds as one JSON string
+//! ([`Block::words_at`](crate::formats::Block::words_at)), nearly
+//! all, are only let go: they are read back from the transcript, and the
+//! read cache points to them there. A chat or Anthropic log hands each one,
+//! as its block is built, to a thread that takes its base id and writes
+//! the words of the others to a file of the process's own ([`Setter`]); a
+//! Claude Code log or a rollout, whose messages are built once every piece
+//! is in, hands them over once its ids are given, and the turn projects
+//! while they are written ([`set_aside_read`]). The turn then goes on as a
+//! warm turn does with the outputs its read cache kept back: the view's few
+//! are read back before it goes out, and the read cache the turn leaves
+//! copies those in the file from it in order, a megabyte at a time.
 
 use std::num::{NonZeroU32, NonZeroU64};
 use std::path::Path;

@@ -885,7 +885,7 @@ fn parse_record(
     let prompt_tokens = assistant.then(|| prompt_size(message)).flatten();
     // Found before the message is built, which moves its strings out.
     let spans = match at {
-        Some(_) => span::output_spans(message, text, &[span::Step::Key("message")]),
+        Some(_) => span::output_spans(message, text, Some("message")),
         None => Vec::new(),
     };
     Ok(host_message(message, line, 0, tools).map(|mut m| {

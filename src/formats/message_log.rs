@@ -94,7 +94,7 @@ impl MessageLog {
             &mut |_, w| warnings.push(w),
             |line, l| {
                 let value: Value = serde_json::from_str(l)?;
-                let spans = span::output_spans(&value, l, &[]);
+                let spans = span::output_spans(&value, l, None);
                 let line_at = at + (l.as_ptr() as usize - text.as_ptr() as usize) as u64;
                 Ok((jsonl::Record { line, value }, (line_at, spans)))
             },
@@ -257,7 +257,7 @@ fn parse_piece(
         &mut warn,
         |line, l| {
             let value: Value = serde_json::from_str(l)?;
-            let spans = span::output_spans(&value, l, &[]);
+            let spans = span::output_spans(&value, l, None);
             Ok((
                 line,
                 value,

@@ -16,36 +16,157 @@ use crate::engine::ContentType;
 
 /// Where the words of each tool output of `message` lie in `line`, when
 /// they are one string: by the slot of the block they make, the place of
-/// the string's opening quote in the line. `within` is the path from the
-/// line to the message (a Claude Code record's `message`; none for a chat
-/// or Anthropic log, whose line is the message). Found before the message
-/// is built, which moves the strings out of `message`.
-pub(crate) fn output_spans(message: &Value, line: &str, within: &[Step]) -> Vec<(Slot, usize)> {
-    let line = line.as_bytes();
-    let at = |tail: &[Step]| string_at(line, &[within, tail].concat());
+/// the string's opening quote in the line. `within` names the key of the
+/// line's object that holds the message (a Claude Code record's `message`,
+/// which its reader refuses twice, so the first is the one); none for a
+/// chat or Anthropic log, whose line is the message. Found before the
+/// message is built, which moves the strings out of `message`.
+pub(crate) fn output_spans(
+    message: &Value,
+    line: &str,
+    within: Option<&str>,
+) -> Vec<(Slot, usize)> {
     let is_text = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    let tool = message.get("role").and_then(Value::as_str) == Some("tool");
+    let results = match message.get("content") {
+        Some(Value::Array(items)) => items.iter().any(|item| {
+            item.get("type").and_then(Value::as_str) == Some("tool_result")
+                && is_text(item.get("content"))
+        }),
+        content => tool && is_text(content),
+    };
+    if !results {
+        return Vec::new();
+    }
+    let line = line.as_bytes();
+    let at = match within {
+        Some(key) => first_member(line, skip_space(line, 0), key),
+        None => Some(skip_space(line, 0)),
+    };
+    let Some(Contents { whole, parts }) = at.and_then(|at| contents(line, at)) else {
+        return Vec::new();
+    };
     match message.get("content") {
-        // A chat tool message's output.
-        Some(content)
-            if is_text(Some(content))
-                && message.get("role").and_then(Value::as_str) == Some("tool") =>
-        {
-            at(&[Step::Key("content")])
-                .map(|a| (Slot::Content, a))
-                .into_iter()
-                .collect()
-        }
-        Some(Value::Array(items)) => (items.iter().enumerate())
-            .filter(|(_, item)| {
-                item.get("type").and_then(Value::as_str) == Some("tool_result")
-                    && is_text(item.get("content"))
+        Some(Value::Array(items)) => (parts.into_iter())
+            .filter(|&(k, _)| {
+                items.get(k).is_some_and(|item| {
+                    item.get("type").and_then(Value::as_str) == Some("tool_result")
+                        && is_text(item.get("content"))
+                })
             })
-            .filter_map(|(k, _)| {
-                let path = [Step::Key("content"), Step::Index(k), Step::Key("content")];
-                at(&path).map(|a| (Slot::Part(k), a))
-            })
+            .map(|(k, at)| (Slot::Part(k), at))
             .collect(),
-        _ => Vec::new(),
+        _ => whole.map(|at| (Slot::Content, at)).into_iter().collect(),
+    }
+}
+
+/// The strings a message's `content` holds, as serde_json reads them: the
+/// content itself when it is a string, else the `content` string of each
+/// object of the list, by place. Of keys that appear twice in one object,
+/// the last.
+#[derive(Default)]
+struct Contents {
+    whole: Option<usize>,
+    parts: Vec<(usize, usize)>,
+}
+
+/// [`Contents`] of the message object at `at`, in one pass over it.
+fn contents(line: &[u8], at: usize) -> Option<Contents> {
+    let mut found = Contents::default();
+    for_each_member(line, at, |key, v| {
+        if !is_key(key, "content") {
+            return skip_value(line, v);
+        }
+        found = Contents::default();
+        match line.get(v)? {
+            b'"' => {
+                found.whole = Some(v);
+                string_end(line, v)
+            }
+            b'[' => for_each_element(line, v, |k, item| {
+                let mut part = None;
+                let end = match line.get(item)? {
+                    b'{' => for_each_member(line, item, |key, v| {
+                        if is_key(key, "content") {
+                            part = (line.get(v) == Some(&b'"')).then_some(v);
+                        }
+                        skip_value(line, v)
+                    })?,
+                    _ => skip_value(line, item)?,
+                };
+                found.parts.extend(part.map(|p| (k, p)));
+                Some(end)
+            }),
+            _ => skip_value(line, v),
+        }
+    })?;
+    Some(found)
+}
+
+/// Where the value of the first `key` of the object at `at` starts.
+fn first_member(line: &[u8], at: usize, key: &str) -> Option<usize> {
+    let mut found = None;
+    for_each_member(line, at, |name, v| {
+        if is_key(name, key) {
+            found = Some(v);
+            // Nothing after it matters: the walk stops here.
+            return None;
+        }
+        skip_value(line, v)
+    });
+    found
+}
+
+/// Calls `each` with the key (as written between its quotes) and the
+/// place of the value of every member of the object at `at`, in order;
+/// `each` returns where the value ends. Where the object ends; `None` when
+/// it is not well-formed where the walk passes, or `each` stops it.
+fn for_each_member(
+    line: &[u8],
+    at: usize,
+    mut each: impl FnMut(&[u8], usize) -> Option<usize>,
+) -> Option<usize> {
+    (line.get(at) == Some(&b'{')).then_some(())?;
+    let mut i = skip_space(line, at + 1);
+    if line.get(i) == Some(&b'}') {
+        return Some(i + 1);
+    }
+    loop {
+        let end = string_end(line, i)?;
+        let name = &line[i + 1..end - 1];
+        i = skip_space(line, end);
+        (line.get(i) == Some(&b':')).then_some(())?;
+        i = skip_space(line, each(name, skip_space(line, i + 1))?);
+        match line.get(i)? {
+            b',' => i = skip_space(line, i + 1),
+            b'}' => return Some(i + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// Calls `each` with the place and start of every value of the list at
+/// `at`, in order; `each` returns where the value ends. Where the list
+/// ends.
+fn for_each_element(
+    line: &[u8],
+    at: usize,
+    mut each: impl FnMut(usize, usize) -> Option<usize>,
+) -> Option<usize> {
+    (line.get(at) == Some(&b'[')).then_some(())?;
+    let mut i = skip_space(line, at + 1);
+    if line.get(i) == Some(&b']') {
+        return Some(i + 1);
+    }
+    let mut k = 0;
+    loop {
+        i = skip_space(line, each(k, i)?);
+        match line.get(i)? {
+            b',' => i = skip_space(line, i + 1),
+            b']' => return Some(i + 1),
+            _ => return None,
+        }
+        k += 1;
     }
 }
 
@@ -61,30 +182,6 @@ pub(crate) fn note_spans(m: &mut HostMessage, spans: &[(Slot, usize)], line_at: 
     }
 }
 
-/// One step of a path into a JSON value: a key of an object, or a place
-/// in a list.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Step<'p> {
-    Key(&'p str),
-    Index(usize),
-}
-
-/// Where the JSON string that `path` leads to in `line` starts (its
-/// opening quote), as serde_json reads the line: of keys that appear twice
-/// in one object, the last. `None` when the path leads elsewhere or to
-/// something other than a string, or the line is not well-formed where the
-/// walk passes.
-pub(crate) fn string_at(line: &[u8], path: &[Step]) -> Option<usize> {
-    let mut at = skip_space(line, 0);
-    for step in path {
-        at = match *step {
-            Step::Key(key) => member(line, at, key)?,
-            Step::Index(i) => element(line, at, i)?,
-        };
-    }
-    (line.get(at) == Some(&b'"')).then_some(at)
-}
-
 /// Where the byte after the JSON string starting at `at` (its opening
 /// quote) is: `None` when it does not end in `bytes`.
 pub fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
@@ -97,48 +194,6 @@ pub fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
             _ => i += 2,
         }
     }
-}
-
-/// The value of the last `key` of the object at `at`.
-fn member(line: &[u8], at: usize, key: &str) -> Option<usize> {
-    if line.get(at) != Some(&b'{') {
-        return None;
-    }
-    let mut found = None;
-    let mut i = skip_space(line, at + 1);
-    if line.get(i) == Some(&b'}') {
-        return None;
-    }
-    loop {
-        let end = string_end(line, i)?;
-        let name = &line[i + 1..end - 1];
-        i = skip_space(line, end);
-        (line.get(i) == Some(&b':')).then_some(())?;
-        i = skip_space(line, i + 1);
-        if is_key(name, key) {
-            found = Some(i);
-        }
-        i = skip_space(line, skip_value(line, i)?);
-        match line.get(i)? {
-            b',' => i = skip_space(line, i + 1),
-            b'}' => return found,
-            _ => return None,
-        }
-    }
-}
-
-/// The `n`th value of the list at `at`.
-fn element(line: &[u8], at: usize, n: usize) -> Option<usize> {
-    if line.get(at) != Some(&b'[') {
-        return None;
-    }
-    let mut i = skip_space(line, at + 1);
-    for _ in 0..n {
-        i = skip_space(line, skip_value(line, i)?);
-        (line.get(i) == Some(&b',')).then_some(())?;
-        i = skip_space(line, i + 1);
-    }
-    (line.get(i).is_some_and(|&b| b != b']')).then_some(i)
 }
 
 /// Whether a key's bytes, as written between its quotes, say `key`: an
@@ -201,70 +256,81 @@ fn skip_space(line: &[u8], mut i: usize) -> usize {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use serde_json::{Value, json};
+    use serde_json::json;
 
-    /// The string `path` leads to, read by serde_json.
-    fn by_serde<'v>(v: &'v Value, path: &[Step]) -> Option<&'v str> {
-        let mut v = v;
-        for step in path {
-            v = match *step {
-                Step::Key(k) => v.as_object()?.get(k)?,
-                Step::Index(i) => v.as_array()?.get(i)?,
-            };
-        }
-        v.as_str()
+    /// The outputs `line` (holding its message at `within`) has, decoded.
+    fn found(line: &str, within: Option<&str>) -> Vec<(Slot, String)> {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let message = within.map_or(&v, |k| &v[k]);
+        (output_spans(message, line, within).into_iter())
+            .map(|(slot, at)| {
+                let end = string_end(line.as_bytes(), at).unwrap();
+                (slot, serde_json::from_str(&line[at..end]).unwrap())
+            })
+            .collect()
     }
 
-    /// The string at `at` in `line`, decoded.
-    fn decoded(line: &str, at: usize) -> String {
-        let end = string_end(line.as_bytes(), at).unwrap();
-        serde_json::from_str(&line[at..end]).unwrap()
+    /// The outputs serde_json reads in `message`: a tool message's string
+    /// content, or the string `content` of each `tool_result` of a list.
+    fn by_serde(message: &Value) -> Vec<(Slot, String)> {
+        let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+        match &message["content"] {
+            Value::Array(items) => (items.iter().enumerate())
+                .filter(|(_, item)| item["type"] == "tool_result")
+                .filter_map(|(k, item)| Some((Slot::Part(k), text(&item["content"])?)))
+                .collect(),
+            content if message["role"] == "tool" => text(content)
+                .map(|t| (Slot::Content, t))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn one(slot: Slot, text: &str) -> Vec<(Slot, String)> {
+        vec![(slot, text.to_string())]
     }
 
     #[test]
     fn finds_a_chat_tool_output_and_a_claude_code_tool_result() {
         let chat = r#"{"role":"tool","tool_call_id":"c1","content":"line 1\nline \"2\"\n"}"#;
-        let at = string_at(chat.as_bytes(), &[Step::Key("content")]).unwrap();
-        assert_eq!(decoded(chat, at), "line 1\nline \"2\"\n");
-        let cc = r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"x"},{"tool_use_id":"t","type":"tool_result","content":"     1→fn main() {}"}]},"uuid":"u"}"#;
-        let path = [
-            Step::Key("message"),
-            Step::Key("content"),
-            Step::Index(1),
-            Step::Key("content"),
-        ];
-        let at = string_at(cc.as_bytes(), &path).unwrap();
-        assert_eq!(decoded(cc, at), "     1→fn main() {}");
+        assert_eq!(
+            found(chat, None),
+            one(Slot::Content, "line 1\nline \"2\"\n")
+        );
+        let cc = r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"x"},{"tool_use_id":"t","type":"tool_result","content":"     1→fn main() {}"}]},"uuid":"u","toolUseResult":{"content":"     1→fn main() {}"}}"#;
+        assert_eq!(
+            found(cc, Some("message")),
+            one(Slot::Part(1), "     1→fn main() {}")
+        );
     }
 
     #[test]
     fn the_last_of_a_key_given_twice_wins_as_serde_json_reads_it() {
-        let line = r#"{"content":"first","con\u0074ent":"second","other":{"content":"x"}}"#;
+        let line =
+            r#"{"role":"tool","content":"first","con\u0074ent":"second","other":{"content":"x"}}"#;
         let v: Value = serde_json::from_str(line).unwrap();
-        let at = string_at(line.as_bytes(), &[Step::Key("content")]).unwrap();
-        assert_eq!(
-            decoded(line, at),
-            by_serde(&v, &[Step::Key("content")]).unwrap()
-        );
-        assert_eq!(decoded(line, at), "second");
+        assert_eq!(found(line, None), by_serde(&v));
+        assert_eq!(found(line, None), one(Slot::Content, "second"));
+        let twice = r#"{"role":"user","content":[{"type":"tool_result","content":"a"}],"content":[{"type":"text"},{"type":"tool_result","content":"b","content":"c"}]}"#;
+        let v: Value = serde_json::from_str(twice).unwrap();
+        assert_eq!(found(twice, None), one(Slot::Part(1), "c"));
+        assert_eq!(found(twice, None), by_serde(&v));
     }
 
     #[test]
-    fn a_path_to_no_string_finds_nothing() {
-        let line = r#"{"content":[{"text":"a"}],"n":12,"t":true}"#;
-        for path in [
-            &[Step::Key("content")][..],
-            &[Step::Key("n")],
-            &[Step::Key("missing")],
-            &[Step::Key("content"), Step::Index(1)],
-            &[Step::Index(0)],
+    fn outputs_that_are_not_one_string_are_not_found() {
+        for line in [
+            r#"{"role":"tool","content":[{"type":"text","text":"in parts"}]}"#,
+            r#"{"role":"user","content":"not a tool's"}"#,
+            r#"{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"x"}]}]}"#,
+            r#"{"role":"tool","content":""}"#,
         ] {
-            assert_eq!(string_at(line.as_bytes(), path), None, "{path:?}");
+            assert_eq!(found(line, None), [], "{line}");
         }
-        assert_eq!(
-            string_at(br#"{"content":"unterminated"#, &[Step::Key("content")]),
-            None
-        );
+        let unterminated = r#"{"role":"tool","content":"never ends"#;
+        let v = json!({"role": "tool", "content": "never ends"});
+        assert_eq!(output_spans(&v, unterminated, None), []);
     }
 
     /// Every tool output a real log's reader notes as one string of the
@@ -326,41 +392,51 @@ mod tests {
             any::<i32>().prop_map(Value::from),
             text.prop_map(Value::from),
         ];
-        leaf.prop_recursive(4, 40, 5, move |inner| {
+        leaf.prop_recursive(3, 24, 4, move |inner| {
             prop_oneof![
-                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-                prop::collection::vec(("[a-c]{1,2}", inner), 0..5)
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(("[a-c]{1,2}|content|type", inner), 0..4)
                     .prop_map(|kv| Value::Object(kv.into_iter().collect())),
             ]
         })
     }
 
+    /// A message of any shape: a role, and content that is a string, or a
+    /// list of blocks some of which are tool results (their content any
+    /// value), among other members of any value.
+    fn any_message() -> impl Strategy<Value = Value> {
+        let block = (any::<bool>(), any_json(), any_json()).prop_map(|(result, content, other)| {
+            let kind = if result { "tool_result" } else { "text" };
+            json!({"type": kind, "x": other, "content": content})
+        });
+        let content = prop_oneof![
+            "[a-c\"\\\\\n]{0,12}".prop_map(Value::from),
+            prop::collection::vec(block, 0..4).prop_map(Value::Array),
+            any_json(),
+        ];
+        (prop_oneof![Just("tool"), Just("user")], content, any_json()).prop_map(
+            |(role, content, other)| json!({"a": other, "role": role, "content": content}),
+        )
+    }
+
     proptest! {
-        /// Wherever a path of keys and places leads in any object, the walk
-        /// finds the string serde_json finds there, and none where it finds
-        /// none, whether the line is written compact or spaced out.
+        /// In any message, laid out compact or spaced, on its own or inside
+        /// a record, the walk finds the outputs serde_json reads there, each
+        /// where its string starts.
         #[test]
         fn the_walk_finds_what_serde_json_reads(
-            v in any_json(),
-            path in prop::collection::vec(prop_oneof![
-                "[a-c]{1,2}".prop_map(|k| (Some(k), 0usize)),
-                (0usize..4).prop_map(|i| (None, i)),
-            ], 1..4),
-            pretty in any::<bool>(),
+            message in any_message(),
+            around in any_json(),
+            (pretty, within) in (any::<bool>(), any::<bool>()),
         ) {
-            let v = json!({"a": v});
-            let steps: Vec<Step> = std::iter::once(Step::Key("a"))
-                .chain(path.iter().map(|(k, i)| match k {
-                    Some(k) => Step::Key(k),
-                    None => Step::Index(*i),
-                }))
-                .collect();
+            let record = json!({"b": around, "message": message, "z": 1});
+            let v = if within { &record } else { &message };
             let line = match pretty {
-                true => serde_json::to_string_pretty(&v).unwrap(),
-                false => serde_json::to_string(&v).unwrap(),
+                true => serde_json::to_string_pretty(v).unwrap(),
+                false => serde_json::to_string(v).unwrap(),
             };
-            let found = string_at(line.as_bytes(), &steps).map(|at| decoded(&line, at));
-            prop_assert_eq!(found.as_deref(), by_serde(&v, &steps));
+            let key = within.then_some("message");
+            prop_assert_eq!(found(&line, key), by_serde(&message));
         }
     }
 }

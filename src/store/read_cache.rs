@@ -6,7 +6,10 @@
 //! for what may still be shown — the text and the JSON the view is written
 //! from. Messages folded into blocks keep their figures but not their
 //! words, so once most of a session is compressed the cache is small and
-//! a turn costs the appended lines plus what is still visible.
+//! a turn costs the appended lines plus what is still visible. A long tool
+//! output the transcript holds as one JSON string is not copied at all:
+//! the cache keeps where that string starts ([`SPAN`]), and its words are
+//! read from the transcript, whose prefix the turn proves unchanged.
 //!
 //! The cache is never trusted blindly: a transcript shorter than the prefix,
 //! a prefix whose digest differs, another format, tokenizer or noa version,
