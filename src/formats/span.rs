@@ -4,8 +4,9 @@
 //! one JSON string in its line (a chat tool message's `content`, a
 //! `tool_result`'s). Knowing where that string starts, the read cache can
 //! point at it rather than copy it: the transcript holds the words already,
-//! and its prefix is proved unchanged every turn. The walk here only steps
-//! over the JSON around the path, a string at a time.
+//! and its prefix is proved unchanged every turn. The line, which serde_json
+//! has already read whole, is walked once more: its structure a byte at a
+//! time, its strings (most of its bytes) at memory speed.
 
 use std::num::NonZeroU64;
 
