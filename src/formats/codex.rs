@@ -11,7 +11,7 @@ use super::anthropic::ToolNames;
 use super::reassemble::{BlockEdit, Emitted, read_words};
 use super::{
     BadLines, Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, ReadBlock,
-    ReadError, Slot, Transcript, jsonl, take_string,
+    ReadError, Slot, Transcript, jsonl, span, take_string,
 };
 use crate::engine::{ContentType, CoreMessage, Role};
 
@@ -44,7 +44,7 @@ pub(crate) fn from_records(
     let mut rollout = Rollout::new(&CodexCarry::default(), warnings);
     rollout.keep_records = keep_records;
     for r in records {
-        rollout.take(name, r);
+        rollout.take(name, r, None);
     }
     rollout.finish(ToolNames::default()).0
 }
@@ -67,20 +67,21 @@ impl RolloutPieces {
         }
     }
 
-    /// Takes in the lines of `text`, which starts on line `first_line`.
+    /// Takes in the lines of `text`, which starts on line `first_line`, at
+    /// `at` in the transcript.
     pub(crate) fn read(
         &mut self,
         name: &str,
-        text: &str,
+        (text, at): (&str, u64),
         first_line: usize,
         bad: BadLines,
     ) -> Result<(), ReadError> {
         let bad_lines = &mut self.bad_lines;
-        let records = jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut |_, w| {
+        let records = records_at(name, (text, at), first_line, bad, &mut |_, w| {
             bad_lines.push(w)
         })?;
-        for r in records {
-            self.rollout.take(name, r);
+        for (r, output_at) in records {
+            self.rollout.take(name, r, output_at);
         }
         Ok(())
     }
@@ -102,28 +103,46 @@ impl RolloutPieces {
 /// named where the prefix named none.
 pub(crate) fn read_after(
     name: &str,
-    text: &str,
+    (text, at): (&str, u64),
     first_line: usize,
     bad: BadLines,
     (carry, has_session): (&CodexCarry, bool),
     tools: ToolNames,
 ) -> Option<Result<(Transcript, Option<SizeBefore>), ReadError>> {
     let mut warnings = Vec::new();
-    let records = match jsonl::records_from(name, text, first_line, EXPECTED, bad, &mut |_, w| {
+    let records = match records_at(name, (text, at), first_line, bad, &mut |_, w| {
         warnings.push(w)
     }) {
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };
     let mut rollout = Rollout::new(carry, warnings);
-    for r in records {
+    for (r, output_at) in records {
         let kind = r.value.get("type").and_then(Value::as_str);
         if kind == Some("compacted") || (kind == Some("session_meta") && !has_session) {
             return None;
         }
-        rollout.take(name, r);
+        rollout.take(name, r, output_at);
     }
     Some(Ok(rollout.finish(tools)))
+}
+
+/// The lines of `text` (at `at` in the transcript) as records, each with
+/// where its tool output's string lies in the transcript, when it is one
+/// ([`span::payload_output`]).
+fn records_at(
+    name: &str,
+    (text, at): (&str, u64),
+    first_line: usize,
+    bad: BadLines,
+    warn: &mut dyn FnMut(usize, String),
+) -> Result<Vec<(jsonl::Record, Option<u64>)>, ReadError> {
+    jsonl::lines_from(name, text, first_line, EXPECTED, bad, warn, |line, l| {
+        let value: Value = serde_json::from_str(l)?;
+        let line_at = at + (l.as_ptr() as usize - text.as_ptr() as usize) as u64;
+        let output_at = span::payload_output(&value, l).map(|o| line_at + o as u64);
+        Ok((jsonl::Record { line, value }, output_at))
+    })
 }
 
 /// The session a rollout's first lines name: its `session_meta` id.
@@ -151,11 +170,12 @@ struct Rollout {
     base: usize,
     /// The prefix's run of model output at its end, in items.
     trailing_outputs: usize,
-    /// `items[i]` is a model-visible item with the line it is on;
-    /// `originals[i]` the rollout line it is written back as by
-    /// `materialize` (for an item of a compaction's history, a
-    /// `response_item` line made for it).
-    items: Vec<(usize, Value)>,
+    /// `items[i]` is a model-visible item with the line it is on, and
+    /// where in the transcript a tool output's string lies when that is
+    /// known ([`span::payload_output`]); `originals[i]` the rollout line it
+    /// is written back as by `materialize` (for an item of a compaction's
+    /// history, a `response_item` line made for it).
+    items: Vec<(usize, Value, Option<u64>)>,
     originals: Vec<Value>,
     /// Prompt sizes from `token_count` events, each at the item that starts
     /// the response it was counted for. Codex repeats an event after the
@@ -192,7 +212,7 @@ impl Rollout {
         }
     }
 
-    fn take(&mut self, name: &str, mut r: jsonl::Record) {
+    fn take(&mut self, name: &str, mut r: jsonl::Record, output_at: Option<u64>) {
         // A model-visible item: moved out of its line, and the line kept
         // (with a copy of the item) only for `materialize`.
         if r.value.get("type").and_then(Value::as_str) == Some("response_item")
@@ -203,7 +223,7 @@ impl Rollout {
                 r.value["payload"] = p.clone();
                 self.originals.push(r.value);
             }
-            self.items.push((r.line, p));
+            self.items.push((r.line, p, output_at));
             return;
         }
         let kind = r.value.get("type").and_then(Value::as_str).unwrap_or("");
@@ -247,7 +267,7 @@ impl Rollout {
                 } else {
                     Vec::new()
                 };
-                self.items = history.into_iter().map(|h| (r.line, h)).collect();
+                self.items = history.into_iter().map(|h| (r.line, h, None)).collect();
                 // Figures counted before a compaction describe a history
                 // that is gone.
                 self.counted.clear();
@@ -304,17 +324,20 @@ impl Rollout {
             .items
             .iter()
             .rev()
-            .take_while(|(_, i)| is_output(i))
+            .take_while(|(_, i, _)| is_output(i))
             .count();
         let all_output = trailing == self.items.len();
         let items = self.items.len();
-        for (i, (line, item)) in self.items.into_iter().enumerate() {
+        for (i, (line, item, output_at)) in self.items.into_iter().enumerate() {
             let record = self.base + i;
             while let Some((_, tokens)) = counted.next_if(|&(at, _)| at <= record) {
                 pending = Some(tokens);
             }
-            if let Some(m) = host_message(item, line, record, &mut tools) {
+            if let Some(mut m) = host_message(item, line, record, &mut tools) {
                 last_message = Some(record);
+                if let Some(at) = output_at {
+                    span::note_spans(&mut m, &[(Slot::Content, 0)], at);
+                }
                 messages.push(HostMessage {
                     prompt_tokens: pending.take(),
                     ..m

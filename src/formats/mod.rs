@@ -565,7 +565,7 @@ impl PieceReader {
             }
             Pieces::Scanned(scan) => scan.read(piece, self.next_line),
             Pieces::Rollout(rollout) => {
-                rollout.read(&self.name, &piece, self.next_line, self.bad)?
+                rollout.read(&self.name, (&piece, self.next_at), self.next_line, self.bad)?
             }
         }
         self.next_line += lines;
@@ -868,7 +868,14 @@ pub fn read_after(
         Format::Codex => {
             let carry = prefix.carry.codex?;
             let has_session = prefix.session_id.is_some();
-            match codex::read_after(name, text, first_line, bad, (&carry, has_session), tools)? {
+            match codex::read_after(
+                name,
+                (text, at),
+                first_line,
+                bad,
+                (&carry, has_session),
+                tools,
+            )? {
                 Ok((tail, at)) => {
                     patch = at;
                     Ok(tail)

@@ -2,7 +2,7 @@
 //!
 //! A long tool output is most of a transcript's bytes, and almost always
 //! one JSON string in its line (a chat tool message's `content`, a
-//! `tool_result`'s). Knowing where that string starts, the read cache can
+//! `tool_result`'s, a Codex output item's `output`). Knowing where that string starts, the read cache can
 //! point at it rather than copy it: the transcript holds the words already,
 //! and its prefix is proved unchanged every turn. The line, which serde_json
 //! has already read whole, is walked once more: its structure a byte at a
@@ -59,6 +59,43 @@ pub(crate) fn output_spans(
             .collect(),
         _ => whole.map(|at| (Slot::Content, at)).into_iter().collect(),
     }
+}
+
+/// Where the output of a Codex rollout line's tool output item lies in
+/// `line`, when it is one string: the `output` of its `payload`, of each
+/// the last, as serde_json reads them.
+pub(crate) fn payload_output(record: &Value, line: &str) -> Option<usize> {
+    let payload = record.get("payload")?;
+    let kind = payload.get("type").and_then(Value::as_str);
+    let output = matches!(
+        kind,
+        Some("function_call_output" | "custom_tool_call_output" | "local_shell_call_output")
+    );
+    let text = payload.get("output").and_then(Value::as_str);
+    if record.get("type").and_then(Value::as_str) != Some("response_item")
+        || !output
+        || text.is_none_or(str::is_empty)
+    {
+        return None;
+    }
+    let line = line.as_bytes();
+    let mut found = None;
+    for_each_member(line, skip_space(line, 0), |key, v| {
+        if !is_key(key, "payload") {
+            return skip_value(line, v);
+        }
+        found = None;
+        match line.get(v)? {
+            b'{' => for_each_member(line, v, |key, w| {
+                if is_key(key, "output") {
+                    found = (line.get(w) == Some(&b'"')).then_some(w);
+                }
+                skip_value(line, w)
+            }),
+            _ => skip_value(line, v),
+        }
+    })?;
+    found
 }
 
 /// The strings a message's `content` holds, as serde_json reads them: the
@@ -320,6 +357,30 @@ mod tests {
     }
 
     #[test]
+    fn a_codex_output_is_found_where_serde_json_reads_it() {
+        let at = |line: &str| {
+            let v: Value = serde_json::from_str(line).unwrap();
+            payload_output(&v, line).map(|at| {
+                let end = string_end(line.as_bytes(), at).unwrap();
+                serde_json::from_str::<String>(&line[at..end]).unwrap()
+            })
+        };
+        let line = r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call_output","call_id":"c","output":"exit 0\nok \"done\""}}"#;
+        assert_eq!(at(line).as_deref(), Some("exit 0\nok \"done\""));
+        // Of a payload given twice, and an output given twice, the last.
+        let twice = r#"{"type":"response_item","payload":{"type":"function_call_output","output":"a"},"payload":{"output":"b","type":"custom_tool_call_output","output":"c"}}"#;
+        assert_eq!(at(twice).as_deref(), Some("c"));
+        for line in [
+            r#"{"type":"event_msg","payload":{"type":"function_call_output","output":"x"}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","output":"x"}}"#,
+            r#"{"type":"response_item","payload":{"type":"function_call_output","output":{"text":"x"}}}"#,
+            r#"{"type":"response_item","payload":{"type":"function_call_output","output":""}}"#,
+        ] {
+            assert_eq!(at(line), None, "{line}");
+        }
+    }
+
+    #[test]
     fn outputs_that_are_not_one_string_are_not_found() {
         for line in [
             r#"{"role":"tool","content":[{"type":"text","text":"in parts"}]}"#,
@@ -340,7 +401,8 @@ mod tests {
     #[test]
     fn every_output_noted_in_a_real_log_is_its_string_there() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/real");
-        let mut noted = 0;
+        // Claude Code's outputs, and Codex's (all short in these logs).
+        let mut noted = [0, 0];
         let dirs = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
         for sub in dirs.filter(|p| p.is_dir()) {
             for file in std::fs::read_dir(sub).unwrap() {
@@ -375,12 +437,12 @@ mod tests {
                         let end = string_end(text.as_bytes(), at).unwrap();
                         let words: String = serde_json::from_str(&text[at..end]).unwrap();
                         assert_eq!(words, c.text, "{name}: byte {at}");
-                        noted += 1;
+                        noted[usize::from(name.contains("codex"))] += 1;
                     }
                 }
             }
         }
-        assert!(noted > 50, "{noted} outputs noted");
+        assert!(noted[0] > 50 && noted[1] > 200, "{noted:?} outputs noted");
     }
 
     /// Any JSON value: strings with escapes, quotes, brackets and braces
