@@ -30,7 +30,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
@@ -304,6 +304,10 @@ pub struct CachedBlock {
     pub raw: Option<String>,
     /// Where it came from in the records.
     pub source: BlockSource,
+    /// Where its words lie in the transcript, when the cache points there
+    /// ([`SPAN`]): a cache written anew points there again, words read for
+    /// the view or not.
+    pub words_at: Option<NonZeroU64>,
 }
 
 /// What a turn leaves in the read cache, borrowed from the turn: the cache
@@ -601,8 +605,10 @@ impl Decode for WarmMessages {
             kept.2.push((m.blocks.len(), raw));
         }
         self.elided.push(!b.kept);
-        m.blocks
-            .push(Block::of(&b.core, RawJson::default(), b.source));
+        m.blocks.push(Block {
+            words_at: b.words_at,
+            ..Block::of(&b.core, RawJson::default(), b.source)
+        });
         self.history.push(b.core);
     }
     fn fill(&mut self, at: Place, text: String) {
@@ -818,6 +824,7 @@ impl<M: Decode> ReadCache<M> {
                     ..CoreMessage::text("", role, String::new())
                 };
                 let len = usize::try_from(r.u64()?).ok()?;
+                let mut words_at = None;
                 if flags & APART != 0 {
                     let left = withhold && kept && may_withhold(&core, len, tokenizer);
                     if left {
@@ -830,9 +837,10 @@ impl<M: Decode> ReadCache<M> {
                     );
                     let place = Place { mi, bi, i };
                     if flags & SPAN != 0 {
+                        words_at = NonZeroU64::new(r.u64()?);
                         // Words in the transcript are only ever left there:
                         // a read that must hold them reads the transcript.
-                        let at = r.u64()?;
+                        let at = words_at?.get();
                         (left && at & IN_TRANSCRIPT == 0).then_some(())?;
                         messages.left_at(place, IN_TRANSCRIPT | at);
                     } else {
@@ -851,6 +859,7 @@ impl<M: Decode> ReadCache<M> {
                     kept,
                     raw,
                     source: BlockSource { record, slot },
+                    words_at,
                 };
                 messages.block(block);
                 decoded += 1;
@@ -2111,6 +2120,7 @@ mod tests {
                             record: 0,
                             slot: Slot::Part(2),
                         },
+                        words_at: None,
                     },
                     // A name past the inline length, one not ASCII, and a
                     // block whose words were not kept.
@@ -2129,6 +2139,7 @@ mod tests {
                             record: 0,
                             slot: Slot::Part(3),
                         },
+                        words_at: None,
                     },
                 ],
             }],
@@ -2511,6 +2522,32 @@ mod append_tests {
         words.reading_transcript("t.jsonl".into(), std::fs::File::open(&path).unwrap());
         let read = words.read(&wanted).unwrap();
         assert_eq!(read, [long.clone(), accented.clone(), escaped.clone()]);
+        // A cache written anew from the warm read, the shown words filled
+        // from the transcript, points to them again rather than copying.
+        let mut filled = left.history.clone();
+        let mut from_transcript = in_transcript.iter().zip(&read);
+        for &(i, at) in &left.withheld {
+            let len = filled[i].text_len();
+            filled[i].text = match at & IN_TRANSCRIPT {
+                0 => String::from_utf8(bytes[at as usize..][..len].to_vec()).unwrap(),
+                _ => from_transcript.next().unwrap().1.clone(),
+            };
+            filled[i].withheld = None;
+        }
+        let again = CacheSource {
+            transcript: &left.transcript,
+            history: &filled,
+            unparsed: &left.raws,
+            ..source
+        };
+        let rewritten = again.write_to(Vec::new()).unwrap();
+        let copied = |words: &str| {
+            rewritten
+                .windows(words.len())
+                .any(|w| w == words.as_bytes())
+        };
+        assert!(!copied(&accented) && !copied(&escaped) && copied(&"中".repeat(200)));
+        assert_eq!(warm(&rewritten, true).unwrap().withheld, left.withheld);
         // Words of another length, a place where no string starts, and a
         // transcript cut short are errors: the turn reads it whole.
         let (at, len) = wanted[0];
