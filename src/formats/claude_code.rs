@@ -714,7 +714,7 @@ fn plan(
     let steps = steps
         .map(|(t, _)| {
             let piece = starts.partition_point(|&s| s <= t.index) - 1;
-            let start = t.text.as_ptr() as usize - texts[piece].as_ptr() as usize;
+            let start = jsonl::offset_in(texts[piece], t.text);
             Step {
                 piece,
                 at: start..start + t.text.len(),
@@ -1190,7 +1190,7 @@ pub(crate) fn read_after(
     }
     let mut build = Builder::new((name, true, bad), tools);
     for (t, _) in chosen_turns() {
-        let record_at = at + (t.text.as_ptr() as usize - text.as_ptr() as usize) as u64;
+        let record_at = at + jsonl::offset_in(text, t.text) as u64;
         if let Err(e) = build.add(
             t.line,
             (t.text, Some(record_at)),

@@ -132,17 +132,23 @@ pub(crate) fn read_after(
 /// ([`span::payload_output`]).
 fn records_at(
     name: &str,
-    (text, at): (&str, u64),
+    text: (&str, u64),
     first_line: usize,
     bad: BadLines,
     warn: &mut dyn FnMut(usize, String),
 ) -> Result<Vec<(jsonl::Record, Option<u64>)>, ReadError> {
-    jsonl::lines_from(name, text, first_line, EXPECTED, bad, warn, |line, l| {
-        let value: Value = serde_json::from_str(l)?;
-        let line_at = at + (l.as_ptr() as usize - text.as_ptr() as usize) as u64;
-        let output_at = span::payload_output(&value, l).map(|o| line_at + o as u64);
-        Ok((jsonl::Record { line, value }, output_at))
-    })
+    let read = jsonl::records_at(
+        name,
+        text,
+        first_line,
+        EXPECTED,
+        bad,
+        warn,
+        span::payload_output,
+    )?;
+    Ok((read.into_iter())
+        .map(|(r, line_at, output)| (r, output.map(|o| line_at + o as u64)))
+        .collect())
 }
 
 /// The session a rollout's first lines name: its `session_meta` id.

@@ -68,6 +68,34 @@ pub(crate) fn records_from(
     })
 }
 
+/// [`records_from`] of a text that starts at `at` in the transcript: each
+/// record with where its line starts there, and what `note` finds in the
+/// line beside its JSON (where its tool outputs' strings lie, say).
+pub(crate) fn records_at<T>(
+    name: &str,
+    (text, at): (&str, u64),
+    first_line: usize,
+    expected: &str,
+    bad: BadLines,
+    warn: &mut dyn FnMut(usize, String),
+    mut note: impl FnMut(&Value, &str) -> T,
+) -> Result<Vec<(Record, u64, T)>, ReadError> {
+    lines_from(name, text, first_line, expected, bad, warn, |line, l| {
+        let value: Value = serde_json::from_str(l)?;
+        let noted = note(&value, l);
+        Ok((
+            Record { line, value },
+            at + offset_in(text, l) as u64,
+            noted,
+        ))
+    })
+}
+
+/// Where `part`, a slice of `text`, starts in it.
+pub(crate) fn offset_in(text: &str, part: &str) -> usize {
+    part.as_ptr() as usize - text.as_ptr() as usize
+}
+
 /// Every non-blank line of `text` (which starts on line `first_line`)
 /// read by `parse`, given the line's number and text. A line `parse`
 /// rejects stops the read with its position, or with [`BadLines::Skip`]
@@ -91,7 +119,7 @@ pub(crate) fn lines_from<'t, T>(
             Ok(value) => out.push(value),
             Err(err) => {
                 // Only the last line can end where the text does.
-                let end = line.as_ptr() as usize - text.as_ptr() as usize + line.len();
+                let end = offset_in(text, line) + line.len();
                 let is_last = unterminated_last && end == text.len();
                 let e = ReadError::syntax(name, first_line + i, line, &err, expected, is_last);
                 match bad {

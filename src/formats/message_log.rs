@@ -1,7 +1,6 @@
 //! Logs of one request message per record: chat and Anthropic messages,
 //! as JSONL, one JSON array or a `{"messages": [...]}` document.
 
-use std::collections::VecDeque;
 use std::sync::mpsc;
 
 use serde_json::Value;
@@ -85,26 +84,25 @@ impl MessageLog {
         tools: ToolNames,
     ) -> Result<Transcript, ReadError> {
         let mut warnings = Vec::new();
-        let read = jsonl::lines_from(
+        let read = jsonl::records_at(
             name,
-            text,
+            (text, at),
             first_line,
             self.expected,
             bad,
             &mut |_, w| warnings.push(w),
-            |line, l| {
-                let value: Value = serde_json::from_str(l)?;
-                let spans = span::output_spans(&value, l, None);
-                let line_at = at + (l.as_ptr() as usize - text.as_ptr() as usize) as u64;
-                Ok((jsonl::Record { line, value }, (line_at, spans)))
-            },
+            |v, l| span::output_spans(v, l, None),
         )?;
-        let (records, spans): (Vec<_>, Vec<_>) = read.into_iter().unzip();
-        let lines: Vec<usize> = records.iter().map(|r| r.line).collect();
+        let mut records = Vec::with_capacity(read.len());
+        let mut spans = Vec::with_capacity(read.len());
+        for (r, line_at, s) in read {
+            spans.push((r.line, line_at, s));
+            records.push(r);
+        }
         let mut t = self.messages_of(name, records, tools, (warnings, true));
         // A record makes one message or none, in order: its line names it.
         let mut messages = t.messages.iter_mut().peekable();
-        for (line, (line_at, spans)) in lines.into_iter().zip(spans) {
+        for (line, line_at, spans) in spans {
             if let Some(m) = messages.next_if(|m| m.line == line) {
                 span::note_spans(m, &spans, line_at);
             }
@@ -201,23 +199,27 @@ impl<'a> LineBuilder<'a> {
         read.map(drop)
     }
 
-    /// Builds the messages of a piece [`parse_piece`] parsed, which starts
-    /// at `at` in the transcript.
-    fn build(&mut self, name: &str, (values, bad_lines): ParsedPiece, at: u64) {
+    /// Builds the messages of a piece [`parse_piece`] parsed.
+    fn build(&mut self, name: &str, (values, bad_lines): ParsedPiece) {
         self.warnings.extend(bad_lines);
-        for (line, value, (line_at, spans)) in values {
-            self.add(name, line, value);
-            if let (false, Some(m)) = (spans.is_empty(), self.messages.last_mut()) {
-                span::note_spans(m, &spans, at + line_at as u64);
+        for (jsonl::Record { line, value }, line_at, spans) in values {
+            if let Some(m) = self.add(name, line, value) {
+                span::note_spans(m, &spans, line_at);
             }
         }
     }
 
     /// Builds the message of the record on `line`, or warns it was skipped.
-    fn add(&mut self, name: &str, line: usize, mut value: Value) {
+    fn add(&mut self, name: &str, line: usize, mut value: Value) -> Option<&mut HostMessage> {
         match (self.log.message)(&mut value, line, self.messages.len(), &mut self.tools) {
-            Some(m) => self.messages.push(m),
-            None => self.skipped.push(self.log.skipped_warning(name, line)),
+            Some(m) => {
+                self.messages.push(m);
+                self.messages.last_mut()
+            }
+            None => {
+                self.skipped.push(self.log.skipped_warning(name, line));
+                None
+            }
         }
     }
 
@@ -229,42 +231,25 @@ impl<'a> LineBuilder<'a> {
     }
 }
 
-/// A piece's lines as JSON, each with its line number, where the line
-/// starts in the piece and where its tool outputs' strings lie in it
+/// A piece's lines as JSON, each with where the line starts in the
+/// transcript and where its tool outputs' strings lie in it
 /// ([`span::output_spans`]), and the warnings for the bad lines skipped.
-type ParsedPiece = (Vec<(usize, Value, Spans)>, Vec<String>);
+type ParsedPiece = (Vec<(jsonl::Record, u64, Vec<(Slot, usize)>)>, Vec<String>);
 
-/// Where a line starts in its piece, and its outputs' strings in the line.
-type Spans = (usize, Vec<(Slot, usize)>);
-
-/// The lines of `text`, which starts on line `first_line`, parsed as
-/// [`LineBuilder::read`] parses them.
+/// The lines of `text`, which starts on line `first_line` and at `at` in
+/// the transcript, parsed as [`LineBuilder::read`] parses them.
 fn parse_piece(
     name: &str,
-    text: &str,
+    text: (&str, u64),
     first_line: usize,
     expected: &str,
     bad: BadLines,
 ) -> Result<ParsedPiece, ReadError> {
     let mut bad_lines = Vec::new();
     let mut warn = |_, w| bad_lines.push(w);
-    let values = jsonl::lines_from(
-        name,
-        text,
-        first_line,
-        expected,
-        bad,
-        &mut warn,
-        |line, l| {
-            let value: Value = serde_json::from_str(l)?;
-            let spans = span::output_spans(&value, l, None);
-            Ok((
-                line,
-                value,
-                (l.as_ptr() as usize - text.as_ptr() as usize, spans),
-            ))
-        },
-    )?;
+    let values = jsonl::records_at(name, text, first_line, expected, bad, &mut warn, |v, l| {
+        span::output_spans(v, l, None)
+    })?;
     Ok((values, bad_lines))
 }
 
@@ -276,23 +261,22 @@ fn parse_piece(
 /// two pieces is held at a time.
 pub(crate) struct PipedBuilder {
     built: LineBuilder<'static>,
-    to_parse: Option<mpsc::SyncSender<(String, usize)>>,
+    to_parse: Option<mpsc::SyncSender<(String, usize, u64)>>,
     parsed: mpsc::Receiver<Result<ParsedPiece, ReadError>>,
-    /// Where each piece handed to the parser and not built yet starts in
-    /// the transcript.
-    waiting: VecDeque<u64>,
+    /// Pieces handed to the parser and not built yet.
+    waiting: usize,
 }
 
 impl PipedBuilder {
     pub(crate) fn new(log: &'static MessageLog, name: &str, bad: BadLines) -> PipedBuilder {
-        let (to_parse, pieces) = mpsc::sync_channel::<(String, usize)>(1);
+        let (to_parse, pieces) = mpsc::sync_channel::<(String, usize, u64)>(1);
         let (done, parsed) = mpsc::sync_channel(1);
         let (at, expected) = (name.to_string(), log.expected);
         // Detached: it ends when the pieces stop coming, and a reader
         // dropped on an error lets it go.
         std::thread::spawn(move || {
-            for (piece, first_line) in pieces {
-                let parsed = parse_piece(&at, &piece, first_line, expected, bad);
+            for (piece, first_line, piece_at) in pieces {
+                let parsed = parse_piece(&at, (&piece, piece_at), first_line, expected, bad);
                 drop(piece);
                 let stop = parsed.is_err();
                 if done.send(parsed).is_err() || stop {
@@ -304,7 +288,7 @@ impl PipedBuilder {
             built: LineBuilder::new(log),
             to_parse: Some(to_parse),
             parsed,
-            waiting: VecDeque::new(),
+            waiting: 0,
         }
     }
 
@@ -318,17 +302,17 @@ impl PipedBuilder {
         (first_line, at): (usize, u64),
     ) -> Result<(), ReadError> {
         match &self.to_parse {
-            Some(to) if to.send((piece, first_line)).is_ok() => self.waiting.push_back(at),
+            Some(to) if to.send((piece, first_line, at)).is_ok() => self.waiting += 1,
             // The parser stopped at a bad line: the pieces it parsed before,
             // then why.
             _ => {
                 self.to_parse = None;
-                while !self.waiting.is_empty() {
+                while self.waiting > 0 {
                     self.build_next(name)?;
                 }
             }
         }
-        while self.waiting.len() > 1 {
+        while self.waiting > 1 {
             self.build_next(name)?;
         }
         Ok(())
@@ -338,8 +322,8 @@ impl PipedBuilder {
         let Ok(parsed) = self.parsed.recv() else {
             panic!("the parser of a log's pieces ended without saying why");
         };
-        let at = self.waiting.pop_front().unwrap_or_default();
-        self.built.build(name, parsed?, at);
+        self.waiting -= 1;
+        self.built.build(name, parsed?);
         Ok(())
     }
 
@@ -351,7 +335,7 @@ impl PipedBuilder {
     /// The transcript of every piece read, once the last is built.
     pub(crate) fn finish(mut self, name: &str) -> Result<Transcript, ReadError> {
         self.to_parse = None;
-        while !self.waiting.is_empty() {
+        while self.waiting > 0 {
             self.build_next(name)?;
         }
         Ok(self.built.finish())

@@ -395,6 +395,29 @@ mod tests {
         assert_eq!(output_spans(&v, unterminated, None), []);
     }
 
+    /// A line that makes no message (an Anthropic record of another role)
+    /// gives its outputs' places to none: not to the message before it.
+    #[test]
+    fn a_record_skipped_notes_nothing_on_the_message_before() {
+        let lines = [
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "the first output"}]}),
+            json!({"role": "note", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "other words"}]}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let anthropic = Some(crate::formats::Format::Anthropic);
+        let bad = crate::formats::BadLines::Fail;
+        let mut r = crate::formats::read_in_pieces(anthropic, "t", &text, true, bad).unwrap();
+        r.read(text.clone()).unwrap();
+        let t = r.finish(&|| {}).unwrap();
+        assert_eq!(t.messages.len(), 1);
+        let at = t.messages[0].blocks[0].words_at.unwrap().get() as usize;
+        let end = string_end(text.as_bytes(), at).unwrap();
+        assert_eq!(
+            serde_json::from_str::<String>(&text[at..end]).unwrap(),
+            "the first output"
+        );
+    }
+
     /// Every tool output a real log's reader notes as one string of the
     /// file, read in pieces as a first turn reads it (and a Claude Code log
     /// on the threads a long one is read on), is that string there.
