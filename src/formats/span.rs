@@ -2,9 +2,10 @@
 //!
 //! A long tool output is most of a transcript's bytes, and almost always
 //! one JSON string in its line (a chat tool message's `content`, a
-//! `tool_result`'s, a Codex output item's `output`). Knowing where that string starts, the read cache can
-//! point at it rather than copy it: the transcript holds the words already,
-//! and its prefix is proved unchanged every turn. The line, which serde_json
+//! `tool_result`'s, a Codex output item's `output`). Knowing where that
+//! string starts, the read cache can point at it rather than copy it: the
+//! transcript holds the words already, and its prefix is proved unchanged
+//! every turn. The line, which serde_json
 //! has already read whole, is walked once more: its structure a byte at a
 //! time, its strings (most of its bytes) at memory speed.
 
@@ -28,12 +29,14 @@ pub(crate) fn output_spans(
     within: Option<&str>,
 ) -> Vec<(Slot, usize)> {
     let is_text = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    // A block whose output is one string.
+    let is_result = |item: &Value| {
+        item.get("type").and_then(Value::as_str) == Some("tool_result")
+            && is_text(item.get("content"))
+    };
     let tool = message.get("role").and_then(Value::as_str) == Some("tool");
     let results = match message.get("content") {
-        Some(Value::Array(items)) => items.iter().any(|item| {
-            item.get("type").and_then(Value::as_str) == Some("tool_result")
-                && is_text(item.get("content"))
-        }),
+        Some(Value::Array(items)) => items.iter().any(is_result),
         content => tool && is_text(content),
     };
     if !results {
@@ -49,12 +52,7 @@ pub(crate) fn output_spans(
     };
     match message.get("content") {
         Some(Value::Array(items)) => (parts.into_iter())
-            .filter(|&(k, _)| {
-                items.get(k).is_some_and(|item| {
-                    item.get("type").and_then(Value::as_str) == Some("tool_result")
-                        && is_text(item.get("content"))
-                })
-            })
+            .filter(|&(k, _)| items.get(k).is_some_and(is_result))
             .map(|(k, at)| (Slot::Part(k), at))
             .collect(),
         _ => whole.map(|at| (Slot::Content, at)).into_iter().collect(),
@@ -84,16 +82,9 @@ pub(crate) fn payload_output(record: &Value, line: &str) -> Option<usize> {
         if !is_key(key, "payload") {
             return skip_value(line, v);
         }
-        found = None;
-        match line.get(v)? {
-            b'{' => for_each_member(line, v, |key, w| {
-                if is_key(key, "output") {
-                    found = (line.get(w) == Some(&b'"')).then_some(w);
-                }
-                skip_value(line, w)
-            }),
-            _ => skip_value(line, v),
-        }
+        let (output, end) = string_member(line, v, "output")?;
+        found = output;
+        Some(end)
     })?;
     found
 }
@@ -122,16 +113,7 @@ fn contents(line: &[u8], at: usize) -> Option<Contents> {
                 string_end(line, v)
             }
             b'[' => for_each_element(line, v, |k, item| {
-                let mut part = None;
-                let end = match line.get(item)? {
-                    b'{' => for_each_member(line, item, |key, v| {
-                        if is_key(key, "content") {
-                            part = (line.get(v) == Some(&b'"')).then_some(v);
-                        }
-                        skip_value(line, v)
-                    })?,
-                    _ => skip_value(line, item)?,
-                };
+                let (part, end) = string_member(line, item, "content")?;
                 found.parts.extend(part.map(|p| (k, p)));
                 Some(end)
             }),
@@ -139,6 +121,22 @@ fn contents(line: &[u8], at: usize) -> Option<Contents> {
         }
     })?;
     Some(found)
+}
+
+/// Where the string the last `key` of the object at `at` holds starts,
+/// when it is a string, and where that value (object or not) ends.
+fn string_member(line: &[u8], at: usize, key: &str) -> Option<(Option<usize>, usize)> {
+    if line.get(at) != Some(&b'{') {
+        return Some((None, skip_value(line, at)?));
+    }
+    let mut found = None;
+    let end = for_each_member(line, at, |name, v| {
+        if is_key(name, key) {
+            found = (line.get(v) == Some(&b'"')).then_some(v);
+        }
+        skip_value(line, v)
+    })?;
+    Some((found, end))
 }
 
 /// Where the value of the first `key` of the object at `at` starts.
