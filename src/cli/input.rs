@@ -3,7 +3,6 @@
 use std::fs;
 use std::io::{self, IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::CliError;
@@ -12,7 +11,10 @@ use super::context::Access;
 use super::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
 use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
-use crate::store::{Digest, ReadCache, SessionDir, SessionLock, StoreError, WarmMessages};
+use crate::store::{
+    PrefixDigest, ReadCache, SessionDir, SessionLock, StoreError, TranscriptDigest, WarmMessages,
+    transcript_digest,
+};
 
 /// A transcript read from a file or stdin, with where its session lives.
 pub struct Loaded {
@@ -114,60 +116,67 @@ impl HowRead {
 /// it only says whether what was decoded may be used, and nothing the turn
 /// does before it is asked for is written or shown. For a long compressed
 /// session, loading the state and decoding the cache take both cores first,
-/// and the digest then runs beside the projection. Where it was taken
-/// beside the cache's decoding and waited for before reading on, the chat
-/// 99K compressed turn took 97 ms (median of fifteen runs, alternated),
-/// now 85; its retry before compression 226 ms, now 210 (eleven runs).
+/// and the digest then runs beside the projection; the turn's own thread
+/// takes its share of the pieces left once it asks ([`PrefixDigest`]).
+/// Where it was taken beside the cache's decoding and waited for before
+/// reading on, the chat 99K compressed turn took 97 ms (median of fifteen
+/// runs, alternated), then 85 beside the projection, where the turn then
+/// waited for it with one core idle; with both cores taking its pieces,
+/// about 7 less (see the README's benchmarks).
 #[derive(Debug)]
 pub struct PrefixCheck {
-    /// Gives the digest of the whole transcript read (the prefix and the
-    /// bytes after it) when the prefix's is the cache's, else `None`.
-    digesting: Option<std::thread::JoinHandle<Option<u64>>>,
-    /// Set when the check is dropped unasked: the digest stops.
-    stop: Arc<AtomicBool>,
+    digest: Arc<PrefixDigest>,
+    /// The thread that started on it.
+    helper: Option<std::thread::JoinHandle<()>>,
+    /// The digest the prefix must have.
+    expected: u64,
+    /// The bytes read after the prefix, whose digest goes on from it.
+    tail: Vec<u8>,
     /// Length and lines of the whole transcript read.
     length: u64,
     lines: u64,
 }
 
 impl PrefixCheck {
-    /// Starts digesting the first `length` bytes of `file` (which it
-    /// rewinds), to be compared with `expected`, then `tail`, the bytes
-    /// read after them.
+    /// Starts digesting the first `length` bytes of `file`, to be compared
+    /// with `expected`, then `tail`, the bytes read after them.
     fn start(file: fs::File, (length, expected): (u64, u64), tail: Vec<u8>, lines: u64) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::clone(&stop);
-        let whole = length + tail.len() as u64;
-        let digesting = std::thread::spawn(move || {
-            let mut digest = digest_prefix(file, length, &stopped)?;
-            (digest.finish() == expected).then(|| {
-                digest.update(&tail);
-                digest.finish()
-            })
-        });
+        let digest = Arc::new(PrefixDigest::new(file, length));
+        let taking = Arc::clone(&digest);
+        let helper = std::thread::spawn(move || taking.help());
         PrefixCheck {
-            digesting: Some(digesting),
-            stop,
-            length: whole,
+            digest,
+            helper: Some(helper),
+            expected,
+            length: length + tail.len() as u64,
+            tail,
             lines,
         }
     }
 
     /// The mark of the transcript read, as [`HowRead::mark`]; `None` when
-    /// the prefix is not the one the cache read.
+    /// the prefix is not the one the cache read. This thread takes the
+    /// pieces left meanwhile.
     fn finish(mut self) -> Option<(u64, u64, u64)> {
-        let digesting = self.digesting.take()?;
-        // A helper's panic is a bug, and goes on as this thread's would.
-        let digest = digesting
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e))?;
-        Some((self.length, self.lines, digest))
+        self.digest.help();
+        if let Some(helper) = self.helper.take() {
+            // A helper's panic is a bug, and goes on as this thread's would.
+            helper
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        }
+        let mut digest = self.digest.finish()?;
+        if digest.finish() != self.expected {
+            return None;
+        }
+        digest.update(&self.tail);
+        Some((self.length, self.lines, digest.finish()))
     }
 }
 
 impl Drop for PrefixCheck {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.digest.stop();
     }
 }
 
@@ -343,7 +352,7 @@ fn load_bytes(
     (mark, keep_records): (bool, bool),
 ) -> Result<Loaded, CliError> {
     let bad = bad_lines(global);
-    let digest = (mark && path.as_os_str() != "-").then(|| crate::store::digest(&bytes));
+    let digest = (mark && path.as_os_str() != "-").then(|| transcript_digest(&bytes));
     let (text, decoded) = formats::decode(&name, bytes, bad)?;
     let format = match format(global.format) {
         Some(f) => f,
@@ -493,7 +502,7 @@ fn read_pieces(
     let mut reader = None;
     let mut failed = None;
     let mut buf = Vec::new();
-    let (mut digest, mut length, mut last) = (Digest::default(), 0, None);
+    let (mut digest, mut length, mut last) = (TranscriptDigest::default(), 0, None);
     let piece_size = piece_size(size);
     loop {
         // Room for the next piece and no more: a Claude Code log's pieces
@@ -694,30 +703,6 @@ fn load_warm(
         }
         Ok(Some(loaded))
     })
-}
-
-/// The digest of the first `length` bytes of `file`; `None` when it is
-/// shorter or cannot be read, or `stop` is set meanwhile.
-fn digest_prefix(mut file: fs::File, length: u64, stop: &AtomicBool) -> Option<Digest> {
-    file.rewind().ok()?;
-    let mut digest = Digest::default();
-    // A buffer that stays in the core's own cache while it is hashed: with
-    // one of 1 MB, the digest of a 156 MB prefix took a third longer.
-    let mut buf = vec![0u8; 128 << 10];
-    let mut left = length;
-    while left > 0 {
-        if stop.load(Ordering::Relaxed) {
-            return None;
-        }
-        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        let n = match file.read(&mut buf[..want]) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => n,
-        };
-        digest.update(&buf[..n]);
-        left -= n as u64;
-    }
-    Some(digest)
 }
 
 /// The transcript read on from `cache` past its prefix, with `tail` the

@@ -20,7 +20,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::read_cache::Digest;
+use super::digest::Digest;
 use crate::engine::Name;
 
 /// How much of a log a state.json stands on. The digest tells a log
@@ -427,7 +427,7 @@ mod tests {
         let extent = Extent {
             bytes: text.len() as u64,
             lines: 8,
-            digest: crate::store::read_cache::digest(text.as_bytes()),
+            digest: crate::store::digest(text.as_bytes()),
         };
         let (map, logged) = read::<usize>(&path, extent).unwrap();
         let got: Vec<(&str, usize)> = map.iter().map(|(k, v)| (k.as_str(), *v)).collect();

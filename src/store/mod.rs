@@ -5,6 +5,7 @@
 
 mod archive;
 mod atomic;
+mod digest;
 mod lock;
 mod map_log;
 pub mod output;
@@ -12,10 +13,11 @@ mod read_cache;
 mod state_file;
 
 pub use atomic::write_atomic;
+pub use digest::{Digest, PrefixDigest, TranscriptDigest, digest, transcript_digest};
 pub use lock::SessionLock;
 pub use output::write_output;
 pub use read_cache::{
-    AsideFile, CacheDraft, CacheEnd, CacheSource, Digest, IN_TRANSCRIPT, Left, LeftWords,
-    ReadCache, Unparsed, WITHHELD_MIN, Warm, WarmMessages, WordsFile, digest, fill_shown,
+    AsideFile, CacheDraft, CacheEnd, CacheSource, IN_TRANSCRIPT, Left, LeftWords, ReadCache,
+    Unparsed, WITHHELD_MIN, Warm, WarmMessages, WordsFile, fill_shown,
 };
 pub use state_file::{SessionDir, StoreError};

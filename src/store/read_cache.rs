@@ -43,6 +43,7 @@ use crate::formats::{
     string_end,
 };
 
+use super::digest::{Digest, digest, read_at};
 use super::{SessionDir, StoreError};
 
 /// The layout's version: 2 since a block's JSON holds a null where its
@@ -51,8 +52,10 @@ use super::{SessionDir, StoreError};
 /// since long words stand apart from the checksum, 7 since they follow
 /// their segment's fields, 8 since a block's flags say how its estimate
 /// was rounded (see [`Facts`]) and a cut whether its ends count
-/// characters, 9 since long words may lie in the transcript ([`SPAN`]).
-const MAGIC: &[u8] = b"noa read cache 9\n";
+/// characters, 9 since long words may lie in the transcript ([`SPAN`]), 10
+/// since the transcript's digest is taken a megabyte at a time
+/// ([`TranscriptDigest`](super::TranscriptDigest)).
+const MAGIC: &[u8] = b"noa read cache 10\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
@@ -93,88 +96,6 @@ const SEGMENT: usize = 1 << 20;
 /// Where a message's line would be, the end of a segment: the length of its
 /// words follows, then the words.
 const SEGMENT_END: u64 = u64::MAX;
-
-/// A 64-bit digest of a transcript prefix, at memory speed: four lanes of
-/// multiply-rotate over eight-byte words. It tells an unchanged prefix from
-/// a changed one; it is not meant to resist someone forging a collision.
-pub fn digest(bytes: &[u8]) -> u64 {
-    let mut d = Digest::default();
-    d.update(bytes);
-    d.finish()
-}
-
-const K: [u64; 4] = [
-    0x9E37_79B9_7F4A_7C15,
-    0xC2B2_AE3D_27D4_EB4F,
-    0x1656_67B1_9E37_79F9,
-    0x85EB_CA77_C2B2_AE63,
-];
-
-/// [`digest`] taken a piece at a time, so a prefix can be checked while it
-/// streams past and the digest of the whole file go on from there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Digest {
-    lanes: [u64; 4],
-    len: u64,
-    pending: Vec<u8>,
-}
-
-impl Default for Digest {
-    fn default() -> Digest {
-        Digest {
-            lanes: K,
-            len: 0,
-            pending: Vec::with_capacity(32),
-        }
-    }
-}
-
-impl Digest {
-    /// Takes in the next bytes.
-    pub fn update(&mut self, mut bytes: &[u8]) {
-        self.len += bytes.len() as u64;
-        if !self.pending.is_empty() {
-            let take = (32 - self.pending.len()).min(bytes.len());
-            self.pending.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.pending.len() < 32 {
-                return;
-            }
-            let chunk = std::mem::take(&mut self.pending);
-            self.mix(&chunk);
-            self.pending = chunk;
-            self.pending.clear();
-        }
-        let mut chunks = bytes.chunks_exact(32);
-        for chunk in &mut chunks {
-            self.mix(chunk);
-        }
-        self.pending.extend_from_slice(chunks.remainder());
-    }
-
-    fn mix(&mut self, chunk: &[u8]) {
-        for (lane, (k, word)) in self
-            .lanes
-            .iter_mut()
-            .zip(K.iter().zip(chunk.chunks_exact(8)))
-        {
-            let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            *lane = (*lane ^ w).wrapping_mul(*k).rotate_left(31);
-        }
-    }
-
-    /// The digest of everything taken in so far.
-    pub fn finish(&self) -> u64 {
-        let mut h = self.len;
-        for (lane, k) in self.lanes.iter().zip(K) {
-            h = (h ^ lane).wrapping_mul(k).rotate_left(27);
-        }
-        for &b in &self.pending {
-            h = (h ^ u64::from(b)).wrapping_mul(K[0]).rotate_left(23);
-        }
-        h ^ (h >> 29)
-    }
-}
 
 /// What one turn read of a transcript, its messages decoded into `M`: as
 /// the cache keeps them, or straight into what a warm turn works on
@@ -1186,26 +1107,6 @@ impl WordsFile {
     }
 }
 
-/// Reads from `file` at `at` without moving its offset: the transcript's
-/// handle is shared with the thread that digests it.
-#[cfg(unix)]
-fn read_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> io::Result<usize> {
-    std::os::unix::fs::FileExt::read_at(file, buf, at)
-}
-
-/// Reads from `file` at `at`. The offset it moves is shared with the
-/// thread that digests the transcript, whose digest then fails: a whole
-/// read, never a wrong one.
-#[cfg(windows)]
-fn read_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> io::Result<usize> {
-    std::os::windows::fs::FileExt::seek_read(file, buf, at)
-}
-
-#[cfg(not(any(unix, windows)))]
-fn read_at(_: &std::fs::File, _: &mut [u8], _: u64) -> io::Result<usize> {
-    Err(io::ErrorKind::Unsupported.into())
-}
-
 /// Long tool outputs a first turn sets aside as it reads a long
 /// transcript, so their words are not all held at once: written as the
 /// read cache writes the words it keeps apart (each after its digest), and
@@ -2044,37 +1945,6 @@ mod tests {
     }
 
     #[test]
-    fn the_digest_sees_every_byte_and_the_length() {
-        let base: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let d = digest(&base);
-        for at in [0, 1, 31, 32, 500, 998, 999] {
-            let mut changed = base.clone();
-            changed[at] ^= 1;
-            assert_ne!(digest(&changed), d, "byte {at}");
-        }
-        assert_ne!(digest(&base[..999]), d);
-        assert_eq!(digest(&base), d);
-    }
-
-    #[test]
-    fn the_digest_taken_in_pieces_is_the_digest_of_the_whole() {
-        let bytes: Vec<u8> = (0..500u32).map(|i| (i * 13 % 256) as u8).collect();
-        for pieces in [
-            vec![0, 500],
-            vec![7, 31, 32, 33, 200, 500],
-            vec![1, 2, 3, 64, 499, 500],
-        ] {
-            let mut d = Digest::default();
-            let mut at = 0;
-            for end in pieces {
-                d.update(&bytes[at..end]);
-                assert_eq!(d.finish(), digest(&bytes[..end]), "up to {end}");
-                at = end;
-            }
-        }
-    }
-
-    #[test]
     fn a_damaged_cache_does_not_decode() {
         let cache = ReadCache {
             format: Format::Chat,
@@ -2272,7 +2142,7 @@ mod append_tests {
             mark: (
                 text.len() as u64,
                 text.lines().count() as u64,
-                digest(text.as_bytes()),
+                crate::store::transcript_digest(text.as_bytes()),
             ),
             keep: &keep,
             unparsed: &[],
@@ -2489,7 +2359,11 @@ mod append_tests {
             transcript: &t,
             history: &history,
             tokenizer: Tokenizer::Estimate,
-            mark: (text.len() as u64, 8, digest(text.as_bytes())),
+            mark: (
+                text.len() as u64,
+                8,
+                crate::store::transcript_digest(text.as_bytes()),
+            ),
             keep: &keep,
             unparsed: &[],
             cuts: &[],

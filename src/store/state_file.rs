@@ -12,8 +12,8 @@ use thiserror::Error;
 use serde::{Deserialize, Serialize};
 
 use super::atomic;
+use super::digest::{Digest, digest};
 use super::map_log::{self, Extent, LogError, Logged};
-use super::read_cache::{Digest, digest};
 use crate::engine::{
     Block, CompressionState, HostState, MAX_REF, MessageRefs, Name, NudgeState, RefName,
     STATE_VERSION, Stats,

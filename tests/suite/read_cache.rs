@@ -1107,3 +1107,39 @@ fn a_warm_turn_starts_from_the_state_a_writer_left_while_it_waited() {
     assert_eq!(report["read"], "cache", "{report}");
     assert_eq!(report["limit"], 16384, "{report}");
 }
+
+/// A transcript of a few megabytes, whose prefix a warm turn digests a
+/// megabyte at a time on two threads: an edit that keeps every length, in
+/// the first megabyte, a middle one or the last (short of a megabyte),
+/// sends the turn to a whole read, and the transcript as the last turn
+/// read it, unchanged or appended to, is read on from the cache; each turn
+/// gives what a whole read gives.
+#[test]
+fn an_edit_in_any_megabyte_of_a_long_prefix_costs_a_whole_read() {
+    let tmp = chat_log(23, 700);
+    let dir = tmp.path();
+    let path = dir.join("t.jsonl");
+    let mut text = fs::read_to_string(&path).unwrap();
+    let mb = 1 << 20;
+    assert!(text.len() > 3 * mb, "{} bytes", text.len());
+    turn(dir, Shape::Chat, "first");
+    assert_eq!(turn(dir, Shape::Chat, "unchanged").1, "cache");
+    for at in [100, 2 * mb - 10, text.len() - 3000] {
+        // The first letter of the next word of the generated prose.
+        let found = at
+            + ["parser", "token", "cache", "range", "error", "module"]
+                .iter()
+                .filter_map(|w| text[at..].find(w))
+                .min()
+                .expect("a word to edit");
+        text.replace_range(found..found + 1, &text[found..=found].to_uppercase());
+        fs::write(&path, &text).unwrap();
+        let what = format!("edited at {found}");
+        assert_eq!(turn(dir, Shape::Chat, &what).1, "whole", "{what}");
+    }
+    text.push_str(&synth::jsonl(&[
+        json!({"role": "user", "content": "And the tests?"}),
+    ]));
+    fs::write(&path, &text).unwrap();
+    assert_eq!(turn(dir, Shape::Chat, "appended").1, "cache");
+}
