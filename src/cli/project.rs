@@ -9,7 +9,7 @@ use super::context::{Access, CacheWrite, Context, Turn};
 use super::input::{emit, load_unconfirmed, warn};
 use super::{CliError, Exit};
 use crate::engine::{CompressionState, Projection, tokens, window_from_error};
-use crate::formats::{ViewFormat, reassemble_among};
+use crate::formats::{Transcript, ViewFormat, reassemble_among};
 
 /// Runs `noa project`.
 pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
@@ -38,12 +38,19 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     if cx.set_aside() && !cx.decides_unread(&state) && !cx.read_withheld() {
         cx.read_whole()?;
     }
+    let render = |cx: &Context, p: &Projection| {
+        let t = cx.transcript();
+        render(p, t, args.to.map_or(t.format.view_format(), view_format))
+    };
     let drafted = cx.project_drafting(&mut state, turn).map(|(mut p, draft)| {
         let filled = cx.fill_unfilled(&mut p);
         (p, draft, filled)
     });
-    let (p, draft) = match drafted {
-        Some((p, draft, true)) => (p, Some(draft)),
+    let ((p, view), draft) = match drafted {
+        Some((p, draft, true)) => {
+            let view = render(&cx, &p);
+            ((p, view), Some(draft))
+        }
         // The words set aside for the view could not be read back: the
         // turn starts again from the transcript read whole and the state
         // on disk, nothing written yet.
@@ -54,9 +61,15 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
             cx.read_whole()?;
             state = cx.reload_state()?;
             learn(&mut state);
-            (project_turn(&mut cx, &mut state, turn, learn)?, None)
+            (
+                project_turn(&mut cx, &mut state, turn, learn, render)?,
+                None,
+            )
         }
-        None => (project_turn(&mut cx, &mut state, turn, learn)?, None),
+        None => (
+            project_turn(&mut cx, &mut state, turn, learn, render)?,
+            None,
+        ),
     };
     let (t, session, settings) = (cx.transcript(), cx.session(), &cx.settings);
     let to = args.to.map_or(t.format.view_format(), view_format);
@@ -72,14 +85,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     }
     let config = cx.config(&state);
     let history = &cx.history;
-    let (messages, conversion_warnings) = reassemble_among(t, &p.view, to, &p.hidden);
-    warnings.extend(conversion_warnings);
-
-    let mut bytes = Vec::new();
-    for m in &messages {
-        serde_json::to_writer(&mut bytes, m).expect("a JSON value always serializes");
-        bytes.push(b'\n');
-    }
+    warnings.extend(view.warnings);
     if !args.dry_run {
         session.save(&state)?;
         // The cache only saves work: a turn that cannot leave one still
@@ -92,7 +98,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
             warnings.push(format!("the read cache was not saved: {e}"));
         }
     }
-    emit(args.output.as_ref(), &bytes)?;
+    emit(args.output.as_ref(), &view.bytes)?;
 
     warn(global, &warnings);
     if !global.quiet {
@@ -105,7 +111,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                 "read": cx.read_how(),
                 "view_format": to.name(),
                 "history_messages": history.len(),
-                "view_messages": messages.len(),
+                "view_messages": view.messages,
                 "left_out_unpaired": p.dropped_unpaired,
                 "tokens": p.tokens,
                 "tokens_source": p.gauge.source.name(),
@@ -152,7 +158,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                     "noa: {} → {} · {} messages in view ({} blocks, {} left out unpaired) · {} tokens ({}, {}% of {}){truncated}{omitted}{nudge} · {} new refs{}",
                     t.format.name(),
                     to.name(),
-                    messages.len(),
+                    view.messages,
                     p.view.len(),
                     p.dropped_unpaired,
                     tokens::format(p.tokens),
@@ -178,9 +184,33 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     Ok(Exit::Success)
 }
 
-/// Projects the turn. A transcript read on from the read cache is read
-/// whole after projecting when its prefix is not the one the cache read
-/// (its digest is taken meanwhile: see
+/// A view as it goes out: its messages in the view format, as JSONL.
+struct Rendered {
+    /// How many messages it holds.
+    messages: usize,
+    /// What converting them to the view format had to say.
+    warnings: Vec<String>,
+    bytes: Vec<u8>,
+}
+
+/// The view of `p` in the format `to`.
+fn render(p: &Projection, t: &Transcript, to: ViewFormat) -> Rendered {
+    let (messages, warnings) = reassemble_among(t, &p.view, to, &p.hidden);
+    let mut bytes = Vec::new();
+    for m in &messages {
+        serde_json::to_writer(&mut bytes, m).expect("a JSON value always serializes");
+        bytes.push(b'\n');
+    }
+    Rendered {
+        messages: messages.len(),
+        warnings,
+        bytes,
+    }
+}
+
+/// Projects the turn and renders its view. A transcript read on from the
+/// read cache is read whole after projecting when its prefix is not the one
+/// the cache read (its digest is taken meanwhile: see
 /// [`PrefixCheck`](super::input::PrefixCheck)), when a message whose words
 /// the cache left out is no longer hidden (the state folds less away than
 /// when the cache was written), or the cache's JSON for a message in view
@@ -189,13 +219,16 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
 /// `learn` adds to it: the rare case pays for a second load, so the common
 /// one keeps no copy of the state. Words kept back that this turn cannot do
 /// without (another counter, a cache to write anew) are read before
-/// projecting.
+/// projecting. The words the view shows are read and the view rendered
+/// before the prefix is confirmed, while its digest is still being taken
+/// on the other core: nothing of it is written or shown until it is.
 fn project_turn(
     cx: &mut Context,
     state: &mut CompressionState,
     turn: Turn,
     learn: impl Fn(&mut CompressionState),
-) -> Result<Projection, CliError> {
+    render: impl Fn(&Context, &Projection) -> Rendered,
+) -> Result<(Projection, Rendered), CliError> {
     // Another transcript than the cache read: the turn starts again from
     // it and the state on disk, as if there were no cache.
     let afresh = |cx: &mut Context, state: &mut CompressionState| -> Result<(), CliError> {
@@ -215,21 +248,27 @@ fn project_turn(
         }
     }
     let mut p = cx.project(state, turn);
+    // Words kept back, by the cache or set aside in a whole read, that
+    // cannot be read back: the transcript is read whole (once the prefix
+    // is confirmed, below).
+    let filled = !(warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view)))
+        && cx.fill_unfilled(&mut p);
+    let rendered = filled.then(|| render(cx, &p));
     if warm && !cx.confirm_prefix() {
         afresh(cx, state)?;
-        return Ok(cx.project(state, turn));
+        let p = cx.project(state, turn);
+        let view = render(cx, &p);
+        return Ok((p, view));
     }
-    // Words kept back, by the cache or set aside in a whole read, that
-    // cannot be read back: the transcript is read whole.
-    if (warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view)))
-        || !cx.fill_unfilled(&mut p)
-    {
-        cx.read_whole()?;
-        *state = cx.reload_state()?;
-        learn(state);
-        p = cx.project(state, turn);
+    if let Some(view) = rendered {
+        return Ok((p, view));
     }
-    Ok(p)
+    cx.read_whole()?;
+    *state = cx.reload_state()?;
+    learn(state);
+    let p = cx.project(state, turn);
+    let view = render(cx, &p);
+    Ok((p, view))
 }
 
 fn view_format(v: ViewArg) -> ViewFormat {
