@@ -892,10 +892,12 @@ pub fn read_after(
     // they share one, not all indexed every turn.
     let bases = bases(&tail.messages);
     let wanted: IdSet<'_> = bases.iter().map(Name::as_str).collect();
+    // Nothing appended (a retry) looks at none of them.
     let mut ids = ClusterCounter::resume(
         prefix
             .messages
             .iter()
+            .take_while(|_| !wanted.is_empty())
             .flat_map(|m| &m.blocks)
             .map(|b| b.id.as_str())
             .filter(|id| wanted.contains(base_of(id))),
