@@ -468,30 +468,11 @@ impl SessionDir {
             }
         };
         state.version = STATE_VERSION;
-        let blocks_logged = match blocks {
-            Some(log) => {
-                let (blocks, logged) = self.read_blocks(log, found)?;
-                state.blocks = blocks;
-                Some(logged)
-            }
-            None => None,
-        };
-        self.blocks_logged.replace(blocks_logged);
-        if let Some(extent) = tokens {
-            let (map, logged) = self.read_map_log(TOKENS_LOG, extent)?;
-            state.token_snapshot = map;
-            self.tokens_logged.replace(Some(logged));
-        }
-        if let Some(extent) = truncated {
-            let (map, logged) = self.read_map_log(TRUNCATED_LOG, extent)?;
-            let host = &mut state.host;
-            host.truncated = map.keys().cloned().collect();
-            host.truncated_at = map.into_iter().filter(|(_, n)| *n != 0).collect();
-            self.truncated_logged.replace(Some(logged));
-        }
+        // One buffer for every log, refs.log first: it is the longest.
+        let mut buf = Vec::new();
         let logged = match log {
             Some(log) => {
-                let sum = self.read_refs_log(&mut state.message_refs, log)?;
+                let sum = self.read_refs_log(&mut state.message_refs, log, &mut buf)?;
                 let log = RefsLog {
                     digest: Some(sum.finish()),
                     ..log
@@ -500,6 +481,27 @@ impl SessionDir {
             }
             None => None,
         };
+        let blocks_logged = match blocks {
+            Some(log) => {
+                let (blocks, logged) = self.read_blocks(log, found, &mut buf)?;
+                state.blocks = blocks;
+                Some(logged)
+            }
+            None => None,
+        };
+        self.blocks_logged.replace(blocks_logged);
+        if let Some(extent) = tokens {
+            let (map, logged) = self.read_map_log(TOKENS_LOG, extent, &mut buf)?;
+            state.token_snapshot = map;
+            self.tokens_logged.replace(Some(logged));
+        }
+        if let Some(extent) = truncated {
+            let (map, logged) = self.read_map_log(TRUNCATED_LOG, extent, &mut buf)?;
+            let host = &mut state.host;
+            host.truncated = map.keys().cloned().collect();
+            host.truncated_at = map.into_iter().filter(|(_, n)| *n != 0).collect();
+            self.truncated_logged.replace(Some(logged));
+        }
         self.logged.replace(logged);
         self.state_json.replace(Some(text.into_bytes()));
         Ok(Some(state))
@@ -511,21 +513,23 @@ impl SessionDir {
         &self,
         log: Extent,
         version: u64,
+        buf: &mut Vec<u8>,
     ) -> Result<(Vec<Block>, BlocksLogged), StoreError> {
         let path = self.dir.join(BLOCKS_LOG);
         let damaged = |what: String| StoreError::Blocks {
             path: path.clone(),
             what,
         };
-        let mine = map_log::read_prefix(&path, log.bytes)
+        map_log::read_prefix(&path, log.bytes, buf)
             .map_err(|e| log_failure(&path, e, |what| damaged(what.into())))?;
+        let mine = &buf[..];
         let mut blocks: Vec<Block> = Vec::new();
         let mut latest: Latest = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
         let mut lines = 0;
         // A long session's blocks name every message it folded: the lines
         // are found at memory speed, not a byte at a time.
-        let ends = memchr::memchr_iter(b'\n', &mine).chain([mine.len()]);
+        let ends = memchr::memchr_iter(b'\n', mine).chain([mine.len()]);
         let mut start = 0;
         for (i, end) in ends.enumerate() {
             let line = &mine[start..end];
@@ -564,7 +568,7 @@ impl SessionDir {
             )));
         }
         let mut sum = Digest::default();
-        sum.update(&mine);
+        sum.update(mine);
         if sum.finish() != log.digest {
             return Err(damaged("not the log state.json was saved with".into()));
         }
@@ -576,9 +580,10 @@ impl SessionDir {
         &self,
         name: &str,
         extent: Extent,
+        buf: &mut Vec<u8>,
     ) -> Result<(BTreeMap<Name, usize>, Logged<usize>), StoreError> {
         let path = self.dir.join(name);
-        map_log::read(&path, extent).map_err(|e| {
+        map_log::read(&path, extent, buf).map_err(|e| {
             log_failure(&path, e, |what| StoreError::Log {
                 path: path.clone(),
                 what: what.to_string(),
@@ -608,15 +613,20 @@ impl SessionDir {
     /// Fills the ref map from the first bytes of refs.log the state names,
     /// settling it on them when it lays out as they do; returns their
     /// digest, to go on from.
-    fn read_refs_log(&self, refs: &mut MessageRefs, log: RefsLog) -> Result<Digest, StoreError> {
+    fn read_refs_log(
+        &self,
+        refs: &mut MessageRefs,
+        log: RefsLog,
+        buf: &mut Vec<u8>,
+    ) -> Result<Digest, StoreError> {
         let path = self.dir.join(REFS_LOG);
         let damaged = |what: &str| StoreError::RefsLog {
             path: path.clone(),
             what: what.to_string(),
         };
-        let mine =
-            map_log::read_prefix(&path, log.bytes).map_err(|e| log_failure(&path, e, damaged))?;
-        let text = std::str::from_utf8(&mine).map_err(|_| damaged("not UTF-8"))?;
+        map_log::read_prefix(&path, log.bytes, buf).map_err(|e| log_failure(&path, e, damaged))?;
+        let mine = &buf[..];
+        let text = std::str::from_utf8(mine).map_err(|_| damaged("not UTF-8"))?;
         let mut last_ref = None;
         let mut count = 0;
         // Whether the map's refs lay out as these bytes: every line a
@@ -639,7 +649,7 @@ impl SessionDir {
         }
         let last = last_ref.map_or(0, ref_number);
         let mut sum = Digest::default();
-        sum.update(&mine);
+        sum.update(mine);
         let finished = sum.finish();
         if count != log.count || last != log.last || log.digest.is_some_and(|d| d != finished) {
             return Err(damaged("not the log state.json was saved with"));
