@@ -279,21 +279,35 @@ mod tests {
         assert_eq!(digest(&base), d);
     }
 
+    /// How a streamed digest takes bytes in and says what it stands for.
+    type Stream<D> = (fn(&mut D, &[u8]), fn(&D) -> u64);
+
+    /// Streams `bytes` into a new `D` in pieces ending at each of `ends`,
+    /// checking after each that it stands for all it was given.
+    fn assert_streams<D: Default>(
+        bytes: &[u8],
+        ends: &[usize],
+        (update, finish): Stream<D>,
+        whole: fn(&[u8]) -> u64,
+    ) {
+        let mut d = D::default();
+        let mut at = 0;
+        for &end in ends {
+            update(&mut d, &bytes[at..end]);
+            assert_eq!(finish(&d), whole(&bytes[..end]), "up to {end}");
+            at = end;
+        }
+    }
+
     #[test]
     fn the_digest_taken_in_pieces_is_the_digest_of_the_whole() {
         let bytes: Vec<u8> = (0..500u32).map(|i| (i * 13 % 256) as u8).collect();
-        for pieces in [
+        for ends in [
             vec![0, 500],
             vec![7, 31, 32, 33, 200, 500],
             vec![1, 2, 3, 64, 499, 500],
         ] {
-            let mut d = Digest::default();
-            let mut at = 0;
-            for end in pieces {
-                d.update(&bytes[at..end]);
-                assert_eq!(d.finish(), digest(&bytes[..end]), "up to {end}");
-                at = end;
-            }
+            assert_streams(&bytes, &ends, (Digest::update, Digest::finish), digest);
         }
     }
 
@@ -314,21 +328,14 @@ mod tests {
     fn a_transcript_digest_is_the_same_however_its_bytes_stream_in() {
         let mb = PIECE as usize;
         let all = bytes(3 * mb + 12_345);
-        let whole = transcript_digest(&all);
-        for cuts in [
+        let stream: Stream<TranscriptDigest> = (TranscriptDigest::update, TranscriptDigest::finish);
+        for ends in [
             vec![all.len()],
             vec![1, mb - 1, mb, mb + 1, 2 * mb, all.len()],
             vec![3 * mb, all.len()],
             vec![7, 2 * mb + 100, all.len()],
         ] {
-            let mut d = TranscriptDigest::default();
-            let mut at = 0;
-            for end in cuts {
-                d.update(&all[at..end]);
-                assert_eq!(d.finish(), transcript_digest(&all[..end]), "up to {end}");
-                at = end;
-            }
-            assert_eq!(d.finish(), whole);
+            assert_streams(&all, &ends, stream, transcript_digest);
         }
     }
 
