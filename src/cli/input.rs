@@ -122,9 +122,11 @@ impl HowRead {
 /// reading on, the chat 99K compressed turn took 97 ms (median of fifteen
 /// runs, alternated), then 85 beside the projection, where the turn then
 /// waited for it with one core idle; with both cores taking its pieces,
-/// about 7 less (see the README's benchmarks).
+/// 1 to 7 ms less in two sets of alternated runs (see the README's
+/// benchmarks).
 #[derive(Debug)]
 pub struct PrefixCheck {
+    /// The prefix's digest, its pieces taken by whichever thread is free.
     digest: Arc<PrefixDigest>,
     /// The thread that started on it.
     helper: Option<std::thread::JoinHandle<()>>,
