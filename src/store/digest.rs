@@ -240,25 +240,34 @@ impl PrefixDigest {
     }
 }
 
-/// Reads from `file` at `at` without moving its offset: a transcript's
-/// handle is shared between the threads that digest it and read words from
-/// it.
+/// Reads from `file` at `at` without moving its offset, once more when a
+/// signal cut the read short: a transcript's handle is shared between the
+/// threads that digest it and read words from it.
+pub(crate) fn read_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    loop {
+        match read_once_at(file, buf, at) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            read => return read,
+        }
+    }
+}
+
 #[cfg(unix)]
-pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+fn read_once_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
     std::os::unix::fs::FileExt::read_at(file, buf, at)
 }
 
-/// Reads from `file` at `at`; every read names its offset, so the one
-/// each read moves is never relied on.
+/// Every read names its offset, so the one each read moves on Windows is
+/// never relied on.
 #[cfg(windows)]
-pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+fn read_once_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
     std::os::windows::fs::FileExt::seek_read(file, buf, at)
 }
 
 /// Elsewhere a transcript is never read at an offset: its digest fails,
 /// and a warm turn reads it whole.
 #[cfg(not(any(unix, windows)))]
-pub(crate) fn read_at(_: &std::fs::File, _: &mut [u8], _: u64) -> io::Result<usize> {
+fn read_once_at(_: &File, _: &mut [u8], _: u64) -> io::Result<usize> {
     Err(io::ErrorKind::Unsupported.into())
 }
 

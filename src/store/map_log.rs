@@ -63,14 +63,14 @@ pub fn read_prefix(path: &Path, len: u64, buf: &mut Vec<u8>) -> Result<(), LogEr
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LogError::Damaged("missing")),
         Err(e) => return Err(LogError::Io(e)),
     };
-    let short = LogError::Damaged("shorter than state.json says");
+    let short = || LogError::Damaged("shorter than state.json says");
     // Room for what the file holds, never more: a damaged length asks for
     // no memory.
     let have = file.metadata().map_err(LogError::Io)?.len();
     let len = usize::try_from(len)
         .ok()
         .filter(|_| len <= have)
-        .ok_or(short)?;
+        .ok_or_else(short)?;
     buf.clear();
     if buf.capacity() < len {
         // Let go first: growing the buffer would copy what it held.
@@ -81,7 +81,7 @@ pub fn read_prefix(path: &Path, len: u64, buf: &mut Vec<u8>) -> Result<(), LogEr
         .read_to_end(buf)
         .map_err(LogError::Io)?;
     if read < len {
-        return Err(LogError::Damaged("shorter than state.json says"));
+        return Err(short());
     }
     Ok(())
 }

@@ -1014,11 +1014,9 @@ impl WordsFile {
             buf.resize(want, 0);
             let mut got = have;
             while got < want {
-                match read_at(file, &mut buf[got..], at + got as u64) {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
+                match read_at(file, &mut buf[got..], at + got as u64)? {
+                    0 => break,
+                    n => got += n,
                 }
             }
             buf.truncate(got);
