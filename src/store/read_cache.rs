@@ -2127,26 +2127,37 @@ mod append_tests {
             .collect()
     }
 
-    /// The cache a turn leaves after reading `text` whole, every word kept
-    /// but those of the messages `fold` names; appended to `end` when given.
-    fn written(text: &str, fold: &[usize], end: Option<&CacheEnd>, base: &[u8]) -> Vec<u8> {
-        let mut t = read("t", text, None, BadLines::Fail).unwrap();
-        let history = t.take_cores();
-        let keep = |i: usize, _: &CoreMessage| !fold.contains(&i);
-        let source = CacheSource {
-            transcript: &t,
-            history: &history,
+    /// What a turn that read `text` whole, into `t` and `history`, leaves a
+    /// cache of: the messages `keep` says keep their words.
+    fn read_whole<'a>(
+        t: &'a Transcript,
+        history: &'a [CoreMessage],
+        text: &str,
+        keep: &'a dyn Fn(usize, &CoreMessage) -> bool,
+    ) -> CacheSource<'a> {
+        CacheSource {
+            transcript: t,
+            history,
             tokenizer: Tokenizer::Estimate,
             mark: (
                 text.len() as u64,
                 text.lines().count() as u64,
                 crate::store::transcript_digest(text.as_bytes()),
             ),
-            keep: &keep,
+            keep,
             unparsed: &[],
             cuts: &[],
             left: None,
-        };
+        }
+    }
+
+    /// The cache a turn leaves after reading `text` whole, every word kept
+    /// but those of the messages `fold` names; appended to `end` when given.
+    fn written(text: &str, fold: &[usize], end: Option<&CacheEnd>, base: &[u8]) -> Vec<u8> {
+        let mut t = read("t", text, None, BadLines::Fail).unwrap();
+        let history = t.take_cores();
+        let keep = |i: usize, _: &CoreMessage| !fold.contains(&i);
+        let source = read_whole(&t, &history, text, &keep);
         match end {
             None => source.write_to(Vec::new()).unwrap(),
             Some(end) => {
@@ -2353,20 +2364,7 @@ mod append_tests {
         let mut t = read_in_pieces(&text);
         let history = t.take_cores();
         let keep = |_: usize, _: &CoreMessage| true;
-        let source = CacheSource {
-            transcript: &t,
-            history: &history,
-            tokenizer: Tokenizer::Estimate,
-            mark: (
-                text.len() as u64,
-                8,
-                crate::store::transcript_digest(text.as_bytes()),
-            ),
-            keep: &keep,
-            unparsed: &[],
-            cuts: &[],
-            left: None,
-        };
+        let source = read_whole(&t, &history, &text, &keep);
         let bytes = source.write_to(Vec::new()).unwrap();
         let holds = |words: &str| bytes.windows(words.len()).any(|w| w == words.as_bytes());
         // The long outputs that are one string are not in the cache; the
