@@ -489,7 +489,7 @@ impl Decode for WarmMessages {
         WarmMessages {
             messages: Vec::with_capacity(room(messages)),
             history: Vec::with_capacity(room(blocks)),
-            elided: Vec::with_capacity(blocks),
+            elided: Vec::with_capacity(room(blocks)),
             raws: Vec::new(),
             withheld: Vec::new(),
             words: None,

@@ -633,8 +633,13 @@ impl SessionDir {
         // numbered ref after the one before, nothing between the lines.
         let (mut in_order, mut previous, mut laid) = (true, 0, 0);
         // As many as state.json names, within what the bytes can hold (a
-        // line is `m` and a digit, a space, an id and a newline).
-        refs.reserve(log.count.min(text.len() / 5), log.last.min(MAX_REF));
+        // line is `m` and a digit, a space, an id and a newline), and room
+        // for the refs the turn hands out: a list full to the last place
+        // when they come is copied whole into one twice its size, and
+        // room never written to takes no memory.
+        let room = |n: usize| n + n / 16 + 256;
+        let highest = room(log.last.min(MAX_REF) as usize).min(MAX_REF as usize) as u32;
+        refs.reserve(room(log.count.min(text.len() / 5)), highest);
         for line in crate::formats::lines(text) {
             let Some((r, id)) = map_log::split_at_space(line) else {
                 return Err(damaged("a line is not `ref id`"));
