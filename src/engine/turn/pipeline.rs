@@ -389,11 +389,20 @@ fn project_with<'a>(
         ));
     }
 
-    for id in &state.host.truncated {
-        if !state.host.truncated_at.contains_key(id) {
-            state.host.truncated_at.insert(id.clone(), history.len());
-        }
-    }
+    // The cuts made this turn are those not yet placed: both lists are in
+    // id order, so one walk finds them, where a long session has tens of
+    // thousands of cuts to look up.
+    let host = &mut state.host;
+    let mut placed = host.truncated_at.keys().peekable();
+    let made: Vec<Name> = (host.truncated.iter())
+        .filter(|&id| {
+            while placed.next_if(|&p| p < id).is_some() {}
+            placed.next_if(|&p| p == id).is_none()
+        })
+        .cloned()
+        .collect();
+    host.truncated_at
+        .extend(made.into_iter().map(|id| (id, history.len())));
     let sent: usize = view.iter().map(|m| cfg.tokens(m)).sum();
     state.host.last_view_tokens = sent;
     state.host.history_len = history.len();

@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::model::config::Config;
-use crate::engine::model::identity::IdMap;
 use crate::engine::model::marker::{MARKER, marked};
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
 use crate::engine::model::name::Name;
@@ -66,23 +65,16 @@ pub fn reapply(
 ) -> (Truncation, Vec<(usize, usize, usize)>) {
     let mut done = Truncation::default();
     let mut each = Vec::new();
-    // Hashed once, each with where it was first cut (both lists are in the
-    // ids' order, so one walk pairs them): every message in view is looked
-    // up, and ids that share a long prefix make each step down an ordered
-    // set a long compare.
-    let mut first = first_at.iter().peekable();
-    let sticky: IdMap<'_, usize> = (sticky.iter())
-        .map(|id| {
-            while first.next_if(|(f, _)| *f < id).is_some() {}
-            let made = first.next_if(|(f, _)| *f == id).map_or(0, |(_, &n)| n);
-            (id.as_str(), made)
-        })
-        .collect();
     for (i, m) in view.iter_mut().enumerate() {
         // Only tool results are ever cut ([`cut_largest`] takes no other):
         // the others, most of a view, are not looked up.
+        // Looked up one by one: a view holds at most a window's worth of
+        // results, and a long session has cut tens of thousands, most of
+        // them folded away since, which a table of them all would hash.
         let made = match m.content_type {
-            ContentType::ToolResult => sticky.get(m.id.as_str()).copied(),
+            ContentType::ToolResult if sticky.contains(m.id.as_str()) => {
+                Some(first_at.get(m.id.as_str()).copied().unwrap_or(0))
+            }
             _ => None,
         };
         let Some(made) = made else {
