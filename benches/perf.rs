@@ -22,7 +22,8 @@
 //! Each row prints the file's size at that step, the command's wall time,
 //! the baseline on the file as it is then, their ratio, and the command's
 //! peak resident memory (VmHWM, sampled from /proc) in MB and against the
-//! file size. Every turn is the best of 3 rounds (7 for a file under 32 MB),
+//! file size. Every turn is the best of 3 rounds (7 for a file under 32 MB
+//! or a turn under 200 ms),
 //! each the baseline then the turn (so a neighbour's load falls on both
 //! alike), with the highest peak
 //! memory seen: the first turn starts each run without state, and a turn
@@ -63,6 +64,11 @@ const REPEAT: usize = 3;
 /// cost less than a second.
 const SHORT_REPEAT: usize = 7;
 const SHORT: u64 = 32 << 20;
+
+/// A turn this quick gets [`SHORT_REPEAT`] rounds whatever the file's size:
+/// a compressed turn of the 99K sessions takes 65-85 ms, the baseline there
+/// 400-600.
+const SHORT_TURN: Duration = Duration::from_millis(200);
 
 /// The summary of every entry in the bench's Compress call: a model's
 /// length, above the minimum apply accepts.
@@ -129,11 +135,18 @@ fn paired(path: &Path, mut run: impl FnMut() -> Run) -> (Run, Duration) {
         peak_kb: 0,
     };
     let mut base = Duration::MAX;
-    for _ in 0..rounds(path) {
+    let (mut rounds, mut done) = (rounds(path), 0);
+    while done < rounds {
         base = base.min(baseline_once(path));
         let r = run();
         best.time = best.time.min(r.time);
         best.peak_kb = best.peak_kb.max(r.peak_kb);
+        done += 1;
+        // A turn of tens of milliseconds on a long file is moved by a
+        // passing load as a short file's turns are: it gets their rounds.
+        if r.time < SHORT_TURN {
+            rounds = rounds.max(SHORT_REPEAT);
+        }
     }
     (best, base)
 }
