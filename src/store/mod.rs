@@ -21,3 +21,10 @@ pub use read_cache::{
     Unparsed, WITHHELD_MIN, Warm, WarmMessages, WordsFile, fill_shown,
 };
 pub use state_file::{SessionDir, StoreError};
+
+/// Room for `n` items loaded from a session's files and those a turn adds
+/// to them: a list full to its last place when they come is copied whole
+/// into one twice its size, and room never written to takes no memory.
+fn with_room(n: usize) -> usize {
+    n + n / 16 + 256
+}

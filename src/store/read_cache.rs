@@ -44,7 +44,7 @@ use crate::formats::{
 };
 
 use super::digest::{Digest, digest, read_at};
-use super::{SessionDir, StoreError};
+use super::{SessionDir, StoreError, with_room};
 
 /// The layout's version: 2 since a block's JSON holds a null where its
 /// core holds the words, 3 since the header trails the messages, 4 since
@@ -481,15 +481,12 @@ pub struct WarmMessages {
 
 impl Decode for WarmMessages {
     /// The messages and the history have room for the lines a turn reads
-    /// on: they are a long session's largest lists, and one full when the
-    /// new messages join it is copied into one twice its size. Room never
-    /// written to takes no memory.
+    /// on: they are a long session's largest lists.
     fn with_capacity(messages: usize, blocks: usize) -> Self {
-        let room = |n: usize| n + n / 16 + 256;
         WarmMessages {
-            messages: Vec::with_capacity(room(messages)),
-            history: Vec::with_capacity(room(blocks)),
-            elided: Vec::with_capacity(room(blocks)),
+            messages: Vec::with_capacity(with_room(messages)),
+            history: Vec::with_capacity(with_room(blocks)),
+            elided: Vec::with_capacity(with_room(blocks)),
             raws: Vec::new(),
             withheld: Vec::new(),
             words: None,

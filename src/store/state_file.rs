@@ -11,9 +11,9 @@ use thiserror::Error;
 
 use serde::{Deserialize, Serialize};
 
-use super::atomic;
 use super::digest::{Digest, digest};
 use super::map_log::{self, Extent, LogError, Logged};
+use super::{atomic, with_room};
 use crate::engine::{
     Block, CompressionState, HostState, MAX_REF, MessageRefs, Name, NudgeState, RefName,
     STATE_VERSION, Stats,
@@ -633,13 +633,10 @@ impl SessionDir {
         // numbered ref after the one before, nothing between the lines.
         let (mut in_order, mut previous, mut laid) = (true, 0, 0);
         // As many as state.json names, within what the bytes can hold (a
-        // line is `m` and a digit, a space, an id and a newline), and room
-        // for the refs the turn hands out: a list full to the last place
-        // when they come is copied whole into one twice its size, and
-        // room never written to takes no memory.
-        let room = |n: usize| n + n / 16 + 256;
-        let highest = room(log.last.min(MAX_REF) as usize).min(MAX_REF as usize) as u32;
-        refs.reserve(room(log.count.min(text.len() / 5)), highest);
+        // line is `m` and a digit, a space, an id and a newline), with room
+        // for the refs the turn hands out.
+        let highest = with_room(log.last.min(MAX_REF) as usize).min(MAX_REF as usize) as u32;
+        refs.reserve(with_room(log.count.min(text.len() / 5)), highest);
         for line in crate::formats::lines(text) {
             let Some((r, id)) = map_log::split_at_space(line) else {
                 return Err(damaged("a line is not `ref id`"));

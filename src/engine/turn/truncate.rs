@@ -67,10 +67,10 @@ pub fn reapply(
     let mut each = Vec::new();
     for (i, m) in view.iter_mut().enumerate() {
         // Only tool results are ever cut ([`cut_largest`] takes no other):
-        // the others, most of a view, are not looked up.
-        // Looked up one by one: a view holds at most a window's worth of
-        // results, and a long session has cut tens of thousands, most of
-        // them folded away since, which a table of them all would hash.
+        // the others, most of a view, are not looked up. The results are
+        // looked up one by one: a view holds at most a window's worth, and
+        // a long session has cut tens of thousands, most folded away since,
+        // which a table of them all would hash every turn.
         let made = match m.content_type {
             ContentType::ToolResult if sticky.contains(m.id.as_str()) => {
                 Some(first_at.get(m.id.as_str()).copied().unwrap_or(0))
