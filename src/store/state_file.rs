@@ -676,17 +676,10 @@ impl SessionDir {
             &self.tokens_logged,
             state.token_snapshot.iter().map(|(k, v)| (k.as_str(), *v)),
         )?;
-        // Both are in key order: walked side by side rather than searched
-        // for each cut id.
-        let mut at = state.host.truncated_at.iter().peekable();
         let truncated_logged = self.write_map_log(
             TRUNCATED_LOG,
             &self.truncated_logged,
-            state.host.truncated.iter().map(|k| {
-                while at.next_if(|(a, _)| *a < k).is_some() {}
-                let n = at.next_if(|(a, _)| *a == k).map_or(0, |(_, &n)| n);
-                (k.as_str(), n)
-            }),
+            (state.host.cuts()).map(|(k, at)| (k.as_str(), at.unwrap_or(0))),
         )?;
         // Naming every field makes a new one a compile error here until
         // state.json carries it.

@@ -221,6 +221,19 @@ pub struct HostState {
     pub truncated_at: BTreeMap<Name, usize>,
 }
 
+impl HostState {
+    /// Every cut with the history length it was made at, when known. Both
+    /// lists are in id order, so they are walked side by side: a long
+    /// session has tens of thousands of cuts, each otherwise looked up.
+    pub fn cuts(&self) -> impl Iterator<Item = (&Name, Option<usize>)> {
+        let mut at = self.truncated_at.iter().peekable();
+        self.truncated.iter().map(move |id| {
+            while at.next_if(|&(a, _)| a < id).is_some() {}
+            (id, at.next_if(|&(a, _)| a == id).map(|(_, &n)| n))
+        })
+    }
+}
+
 /// What the provider's figures for past requests taught about this host's
 /// requests (see the gauge).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

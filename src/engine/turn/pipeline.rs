@@ -389,20 +389,12 @@ fn project_with<'a>(
         ));
     }
 
-    // The cuts made this turn are those not yet placed: both lists are in
-    // id order, so one walk finds them, where a long session has tens of
-    // thousands of cuts to look up.
-    let host = &mut state.host;
-    let mut placed = host.truncated_at.keys().peekable();
-    let made: Vec<Name> = (host.truncated.iter())
-        .filter(|&id| {
-            while placed.next_if(|&p| p < id).is_some() {}
-            placed.next_if(|&p| p == id).is_none()
-        })
-        .cloned()
+    // The cuts made this turn are those not yet placed.
+    let made: Vec<Name> = (state.host.cuts())
+        .filter(|(_, at)| at.is_none())
+        .map(|(id, _)| id.clone())
         .collect();
-    host.truncated_at
-        .extend(made.into_iter().map(|id| (id, history.len())));
+    (state.host.truncated_at).extend(made.into_iter().map(|id| (id, history.len())));
     let sent: usize = view.iter().map(|m| cfg.tokens(m)).sum();
     state.host.last_view_tokens = sent;
     state.host.history_len = history.len();
