@@ -534,9 +534,15 @@ fn read_pieces(
         }
         length += end as u64;
         last = piece.last().copied().or(last);
-        let Ok(text) = String::from_utf8(piece) else {
+        let Ok(mut text) = String::from_utf8(piece) else {
             return Ok(None);
         };
+        // A lone surrogate is read whole, which warns of it and leaves no
+        // read cache of text that is not the file's; a byte-order mark is
+        // only blanked.
+        if formats::repaired(name, &mut text).is_some() {
+            return Ok(None);
+        }
         let r = match &mut reader {
             Some(r) => r,
             None => {
@@ -640,6 +646,7 @@ fn load_warm(
         return Ok(None);
     }
     let head = &head[..head.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)];
+    let head = head.strip_prefix("\u{FEFF}".as_bytes()).unwrap_or(head);
     let Some((_, named, parent)) = std::str::from_utf8(head)
         .ok()
         .and_then(|head| formats::peek_session(&name, head, format(global.format)))

@@ -10,6 +10,16 @@ pub(crate) const LOOKAHEAD: usize = 50;
 /// Detects the format from the first records (or the first messages of a
 /// JSON array or `{"messages": [...]}` document).
 pub fn detect(name: &str, text: &str) -> Result<Format, ReadError> {
+    if text.trim().is_empty() {
+        return Err(ReadError::UnknownFormat {
+            name: name.to_string(),
+            why: if text.is_empty() {
+                "the file is empty".into()
+            } else {
+                "the file holds only blank lines".into()
+            },
+        });
+    }
     let samples = samples(text);
     if samples.is_empty() {
         return Err(ReadError::UnknownFormat {

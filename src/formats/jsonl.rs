@@ -32,6 +32,68 @@ pub fn newlines(text: impl AsRef<[u8]>) -> usize {
     memchr::memchr_iter(b'\n', text.as_ref()).count()
 }
 
+/// Makes the bytes real hosts write readable as JSON, in place and without
+/// moving a byte, so every place in the text stays its place in the file:
+/// a leading byte-order mark becomes three spaces, and an escaped UTF-16
+/// surrogate with no partner (`\ud800` alone: JavaScript's `JSON.stringify`
+/// writes one for an emoji cut in half, and serde_json refuses it) becomes
+/// `\ufffd`, the replacement character. Returns the 1-based lines where a
+/// surrogate was replaced.
+pub fn repair(text: &mut String) -> Vec<usize> {
+    if text.starts_with('\u{FEFF}') {
+        text.replace_range(..'\u{FEFF}'.len_utf8(), "   ");
+    }
+    let lone = lone_surrogates(text.as_bytes());
+    let mut lines = Vec::new();
+    let (mut counted, mut line) = (0, 1);
+    for at in lone {
+        text.replace_range(at..at + 6, "\\ufffd");
+        line += newlines(&text.as_bytes()[counted..at]);
+        counted = at;
+        if lines.last() != Some(&line) {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// Where each `\uXXXX` escape of a surrogate with no partner starts.
+fn lone_surrogates(bytes: &[u8]) -> Vec<usize> {
+    let hex = |at: usize| -> Option<u16> {
+        let digits = bytes.get(at..at + 4)?;
+        u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    // The code unit of an escape at `at` (a backslash that is not itself
+    // escaped, then `u` and four hex digits).
+    let unit = |at: usize| -> Option<u16> {
+        if bytes.get(at + 1) != Some(&b'u') {
+            return None;
+        }
+        let backslashes = bytes[..=at]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        (backslashes % 2 == 1).then(|| hex(at + 2)).flatten()
+    };
+    let is_high = |u: u16| (0xD800..0xDC00).contains(&u);
+    let is_low = |u: u16| (0xDC00..0xE000).contains(&u);
+    let mut lone = Vec::new();
+    let mut from = 0;
+    while let Some(found) = memchr::memmem::find(&bytes[from..], b"\\u") {
+        let at = from + found;
+        from = at + 2;
+        let Some(u) = unit(at) else { continue };
+        if is_high(u) && unit(at + 6).is_some_and(is_low) {
+            from = at + 12;
+        } else if is_high(u) || is_low(u) {
+            lone.push(at);
+            from = at + 6;
+        }
+    }
+    lone
+}
+
 /// One parsed line.
 pub(crate) struct Record {
     /// 1-based line number.
@@ -197,6 +259,42 @@ fn document_error(name: &str, text: &str, err: &serde_json::Error, expected: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_order_mark_and_lone_surrogates_are_repaired_in_place() {
+        let cases = [
+            ("\u{FEFF}{\"a\":1}\n", "   {\"a\":1}\n", vec![]),
+            (
+                r#"{"a":"bad \ud800 x"}"#,
+                r#"{"a":"bad \ufffd x"}"#,
+                vec![1],
+            ),
+            // A pair stays; an escaped backslash before `u` is no escape.
+            (
+                r#"{"a":"\ud83d\ude00 \\ud800"}"#,
+                r#"{"a":"\ud83d\ude00 \\ud800"}"#,
+                vec![],
+            ),
+            (
+                "{}\n{\"a\":\"\\uDE00 \\\\\\udbff\\u0041\"}\n{\"b\":\"\\ud800\"}",
+                "{}\n{\"a\":\"\\ufffd \\\\\\ufffd\\u0041\"}\n{\"b\":\"\\ufffd\"}",
+                vec![2, 3],
+            ),
+            // A high one at the very end, and a cut-off escape.
+            (r#"{"a":"\udbff"#, r#"{"a":"\ufffd"#, vec![1]),
+            (r#"{"a":"\ud8"#, r#"{"a":"\ud8"#, vec![]),
+        ];
+        for (input, want, lines) in cases {
+            let mut text = input.to_string();
+            assert_eq!(repair(&mut text), lines, "{input}");
+            assert_eq!(text, want);
+            assert_eq!(text.len(), input.len());
+        }
+        let mut text = r#"{"a":"x \ud800 \udc00 y \ud83d\ude00"}"#.to_string();
+        repair(&mut text);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["a"], "x \u{FFFD} \u{FFFD} y \u{1F600}");
+    }
 
     #[test]
     fn lines_split_as_str_lines_does() {

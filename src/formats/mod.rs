@@ -367,7 +367,35 @@ pub enum BadLines {
 /// A transcript's bytes as text. Invalid UTF-8 is an error naming its line
 /// and column; with [`BadLines::Skip`] the bad bytes are replaced instead,
 /// with a warning naming the lines. A NUL byte means the file is not text.
+/// What real hosts write and JSON readers refuse is repaired in place (see
+/// [`repair`]): a leading byte-order mark silently, lone surrogate escapes
+/// with a warning naming their lines. The warnings are what was replaced:
+/// a text with any is not the file's bytes as they are.
 pub fn decode(
+    name: &str,
+    bytes: Vec<u8>,
+    bad: BadLines,
+) -> Result<(String, Vec<String>), ReadError> {
+    let (mut text, mut warnings) = decode_utf8(name, bytes, bad)?;
+    warnings.extend(repaired(name, &mut text));
+    Ok((text, warnings))
+}
+
+/// Repairs `text` in place as [`decode`] does; the warning for the lone
+/// surrogates it replaced, if any.
+pub fn repaired(name: &str, text: &mut String) -> Option<String> {
+    let lines = jsonl::repair(text);
+    (!lines.is_empty()).then(|| {
+        let lines: Vec<String> = lines.iter().map(usize::to_string).collect();
+        format!(
+            "{name}: a lone UTF-16 surrogate escape read as U+FFFD on line(s) {}",
+            lines.join(", ")
+        )
+    })
+}
+
+/// [`decode`] but for the repair.
+fn decode_utf8(
     name: &str,
     bytes: Vec<u8>,
     bad: BadLines,

@@ -128,7 +128,9 @@ impl SessionDir {
             return Err(e);
         }
         // Each file was synced as it was written; the folders they went
-        // into are synced once each, before the state names them.
+        // into are synced once each, before the state names them, and what
+        // a killed run left half-written in them is cleared (the session is
+        // locked).
         let dirs: BTreeSet<&Path> = written.iter().map(|p| atomic::parent(p)).collect();
         for dir in dirs {
             if let Err(e) = atomic::sync_dir(dir) {
@@ -136,6 +138,7 @@ impl SessionDir {
                 remove(&written);
                 return Err(e);
             }
+            super::files::sweep_temps(dir, None);
         }
         Ok((written, bytes))
     }

@@ -4,9 +4,14 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
 
+use super::files;
+
 /// Writes `bytes` to `path` so that readers see either the old file or the
 /// whole new one: a temp file beside it is written and synced, then renamed
 /// over the target, and the directory is synced so the rename survives a crash.
+/// The temp file is made exclusively (see [`files::make_temp`]) and the
+/// rename replaces the name, so a link at either name is never written
+/// through.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace_synced(path, bytes)?;
     sync_dir(parent(path))
@@ -17,9 +22,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// not once a file.
 pub fn replace_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = parent(path).join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = parent(path).join(files::temp_name(name));
     let result = (|| {
-        let mut f = File::create(&tmp)?;
+        let mut f = files::make_temp(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)

@@ -1,11 +1,11 @@
 //! One process at a time per session.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::StoreError;
+use super::{StoreError, files};
 
 /// How long a command waits for another `noa` on the same session.
 const WAIT: Duration = Duration::from_secs(10);
@@ -22,19 +22,23 @@ impl SessionLock {
         Self::acquire_within(dir, WAIT)
     }
 
-    /// Takes `dir/.lock`, waiting at most `wait` for another holder.
+    /// Takes `dir/.lock`, waiting at most `wait` for another holder. The
+    /// holder then removes the temp files dead runs left in the directory
+    /// (no other process writes there while it holds the lock), and refuses
+    /// a directory with a link planted in it before anything is written.
     pub fn acquire_within(dir: &Path, wait: Duration) -> Result<SessionLock, StoreError> {
         let path = dir.join(".lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| StoreError::io(&path, e))?;
+        let file = files::open_or_make(&path).map_err(|e| StoreError::io(&path, e))?;
         let start = Instant::now();
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(SessionLock { _file: file }),
+                Ok(()) => {
+                    files::sweep_temps(dir, None);
+                    if let Some(path) = files::planted_link(dir) {
+                        return Err(StoreError::Link { path });
+                    }
+                    return Ok(SessionLock { _file: file });
+                }
                 Err(TryLockError::WouldBlock) if start.elapsed() < wait => {
                     sleep(Duration::from_millis(20))
                 }

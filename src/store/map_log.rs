@@ -9,6 +9,12 @@
 //! shorter prefix, which holds the map as it was then. A log that has grown
 //! to more than twice its entries (and past a few hundred lines) is
 //! written afresh.
+//!
+//! A log written afresh goes to a new file, a generation of its own
+//! (`tokens.1.log` beside `tokens.log`), and state.json names the
+//! generation it stands on: the old file stays as it was until the new
+//! state.json is in place, so a save killed at any point leaves the state
+//! before it whole, whatever it had rewritten.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -21,6 +27,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
+use super::files;
 use crate::engine::Name;
 
 /// How much of a log a state.json stands on. The digest tells a log
@@ -34,6 +41,86 @@ pub struct Extent {
     pub lines: usize,
     /// [`Digest`] of those bytes.
     pub digest: u64,
+    /// Which file of the log: see [`file_name`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The file of log `base` (`tokens.log`) at `generation`: the base name
+/// for 0, the number before its extension for any other (`tokens.1.log`).
+pub fn file_name(base: &str, generation: u32) -> String {
+    match (generation, base.rsplit_once('.')) {
+        (0, _) => base.to_string(),
+        (g, Some((stem, ext))) => format!("{stem}.{g}.{ext}"),
+        (g, None) => format!("{base}.{g}"),
+    }
+}
+
+/// Writes `bytes` as a new file of log `base` in `dir`, at the lowest
+/// generation with no file yet (the log state.json names is never touched),
+/// synced with the directory entry that names it, so state.json can name
+/// it next. With `orphans`, no state.json names any of the log's files:
+/// they are removed and the log starts again at generation 0. A link where
+/// a generation would go is refused.
+pub fn write_generation(dir: &Path, base: &str, bytes: &[u8], orphans: bool) -> io::Result<u32> {
+    let mut generation = 0;
+    let path = loop {
+        let path = dir.join(file_name(base, generation));
+        match fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => break path,
+            Err(e) => return Err(e),
+            Ok(m) if m.file_type().is_symlink() => return Err(files::link_refused()),
+            Ok(_) if orphans => {
+                fs::remove_file(&path)?;
+                break path;
+            }
+            Ok(_) => generation += 1,
+        }
+    };
+    let written = (|| {
+        let mut f = files::make_new(&path)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        super::atomic::sync_dir(dir)
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&path);
+        return Err(e);
+    }
+    Ok(generation)
+}
+
+/// Removes the files of log `base` in `dir` but generation `keep`: those a
+/// state.json named before, once the one naming `keep` is in place, and
+/// those of saves killed before they were named.
+pub fn remove_other_generations(dir: &Path, base: &str, keep: u32) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let keep = file_name(base, keep);
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name != keep && generation_of(base, name).is_some() {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The generation `name` is a file of log `base` at, if it is one.
+fn generation_of(base: &str, name: &str) -> Option<u32> {
+    if name == base {
+        return Some(0);
+    }
+    let (stem, ext) = base.rsplit_once('.')?;
+    let middle = name.strip_prefix(stem)?.strip_prefix('.')?;
+    let number = middle.strip_suffix(ext)?.strip_suffix('.')?;
+    let generation: u32 = number.parse().ok()?;
+    (generation > 0 && number == generation.to_string()).then_some(generation)
 }
 
 /// A log as this process last read or wrote it: its extent, the entries
@@ -58,7 +145,7 @@ const COMPACT_FLOOR: usize = 256;
 /// buffer: each page of it is touched once, where a buffer a log touched
 /// 6 MB of fresh memory at 99K messages.
 pub fn read_prefix(path: &Path, len: u64, buf: &mut Vec<u8>) -> Result<(), LogError> {
-    let file = match fs::File::open(path) {
+    let file = match files::open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LogError::Damaged("missing")),
         Err(e) => return Err(LogError::Io(e)),
@@ -90,7 +177,7 @@ pub fn read_prefix(path: &Path, len: u64, buf: &mut Vec<u8>) -> Result<(), LogEr
 /// state's: what a crashed save appended after them is cut first. Synced
 /// before state.json names the new length.
 pub fn append_after(path: &Path, keep: u64, bytes: &[u8]) -> io::Result<()> {
-    let mut f = fs::OpenOptions::new().write(true).open(path)?;
+    let mut f = files::open_write(path)?;
     // Nothing to add to a log that ends where the state says: nothing to
     // cut or sync either.
     if bytes.is_empty() && f.metadata()?.len() == keep {
@@ -182,20 +269,24 @@ pub enum LogError {
     Io(io::Error),
 }
 
-/// Brings the log at `path` to `current` (its entries in key order): the
-/// changes since `logged` are appended; without a known log, or once the
-/// log is more than twice its entries, `rewrite` writes it afresh (given
-/// the whole text). Returns the log as it now stands.
+/// Brings the log `base` in `dir` to `current` (its entries in key order):
+/// the changes since `logged` are appended to the file it names; without a
+/// known log, or once the log is more than twice its entries, `rewrite`
+/// writes it afresh (given the whole text), returning the generation it
+/// went to (see [`write_generation`]). Returns the log as it now stands.
 pub fn write<'a, V>(
-    path: &Path,
+    (dir, base): (&Path, &str),
     logged: Option<Logged<V>>,
     current: impl Iterator<Item = (&'a str, V)>,
-    rewrite: impl FnOnce(&[u8]) -> io::Result<()>,
+    rewrite: impl FnOnce(&[u8]) -> io::Result<u32>,
 ) -> io::Result<Logged<V>>
 where
     V: Display + PartialEq,
 {
-    let on_disk = |l: &Logged<V>| fs::metadata(path).is_ok_and(|m| m.len() >= l.extent.bytes);
+    let on_disk = |l: &Logged<V>| {
+        let path = dir.join(file_name(base, l.extent.generation));
+        fs::symlink_metadata(path).is_ok_and(|m| m.len() >= l.extent.bytes)
+    };
     let Some(logged) = logged.filter(on_disk) else {
         let entries = current.map(|(k, v)| (Name::new(k), v)).collect();
         return written_afresh(entries, rewrite);
@@ -257,30 +348,33 @@ where
     }
     let mut sum = logged.sum;
     sum.update(changes.as_bytes());
+    let generation = logged.extent.generation;
     if lines > 0 {
-        append_after(path, logged.extent.bytes, changes.as_bytes())?;
+        let path = dir.join(file_name(base, generation));
+        append_after(&path, logged.extent.bytes, changes.as_bytes())?;
     }
     Ok(Logged {
         extent: Extent {
             bytes: logged.extent.bytes + changes.len() as u64,
             lines: total,
             digest: sum.finish(),
+            generation,
         },
         entries,
         sum,
     })
 }
 
-/// The entries written as a new log.
+/// The entries written as a new generation of the log.
 fn written_afresh<V: Display>(
     entries: Vec<(Name, V)>,
-    rewrite: impl FnOnce(&[u8]) -> io::Result<()>,
+    rewrite: impl FnOnce(&[u8]) -> io::Result<u32>,
 ) -> io::Result<Logged<V>> {
     let mut text = String::new();
     for (k, v) in &entries {
         let _ = writeln!(text, "+ {k} {v}");
     }
-    rewrite(text.as_bytes())?;
+    let generation = rewrite(text.as_bytes())?;
     let mut sum = Digest::default();
     sum.update(text.as_bytes());
     Ok(Logged {
@@ -288,6 +382,7 @@ fn written_afresh<V: Display>(
             bytes: text.len() as u64,
             lines: entries.len(),
             digest: sum.finish(),
+            generation,
         },
         entries,
         sum,
@@ -314,16 +409,18 @@ mod tests {
             .collect()
     }
 
+    /// Saves `map` to the log `m.log` in `path`'s directory.
     fn save(
         path: &Path,
         logged: Option<Logged<usize>>,
         map: &BTreeMap<Name, usize>,
     ) -> Logged<usize> {
+        let dir = path.parent().unwrap();
         write(
-            path,
+            (dir, "m.log"),
             logged,
             map.iter().map(|(k, v)| (k.as_str(), *v)),
-            |bytes| fs::write(path, bytes),
+            |bytes| write_generation(dir, "m.log", bytes, false),
         )
         .unwrap()
     }
@@ -455,15 +552,74 @@ mod tests {
             .map(|i| (Name::from(format!("k{i:03}")), i))
             .collect();
         let mut logged = save(&path, None, &map);
+        let before = fs::read(&path).unwrap();
         map.retain(|_, v| *v < 100);
+        let first = logged.clone();
         logged = save(&path, Some(logged), &map);
         assert_eq!(logged.extent.lines, 100, "rewritten with what is left");
+        // Into a new file: the one the older state names is as it was.
+        assert_eq!(logged.extent.generation, 1);
+        let new = dir.join("m.1.log");
+        assert_eq!(fs::read(&path).unwrap(), before);
         assert_eq!(
-            read::<usize>(&path, logged.extent, &mut Vec::new())
+            read::<usize>(&new, logged.extent, &mut Vec::new())
                 .unwrap()
                 .0,
             map
         );
+        assert!(read::<usize>(&path, first.extent, &mut Vec::new()).is_ok());
+        // Once the new state stands, the old file goes; changes go on into
+        // the new one, and the next rewrite takes the old name again.
+        remove_other_generations(&dir, "m.log", 1);
+        assert!(!path.exists() && new.exists());
+        map.retain(|_, v| *v < 10);
+        logged = save(&path, Some(logged), &map);
+        assert_eq!(logged.extent.generation, 1);
+        assert_eq!(
+            read::<usize>(&new, logged.extent, &mut Vec::new())
+                .unwrap()
+                .0,
+            map
+        );
+        assert_eq!(write_generation(&dir, "m.log", b"", false).unwrap(), 0);
+        // With no state naming any file of the log, it starts over.
+        assert_eq!(
+            write_generation(&dir, "m.log", b"+ a 1\n", true).unwrap(),
+            0
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"+ a 1\n");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn generations_are_named_and_known_by_their_names() {
+        assert_eq!(file_name("tokens.log", 0), "tokens.log");
+        assert_eq!(file_name("blocks.jsonl", 3), "blocks.3.jsonl");
+        for (name, g) in [
+            ("refs.log", Some(0)),
+            ("refs.2.log", Some(2)),
+            ("refs.02.log", None),
+            ("refs.0.log", None),
+            ("refs..log", None),
+            ("refs.x.log", None),
+            ("refs.log.1", None),
+            (".refs.log.77.tmp", None),
+        ] {
+            assert_eq!(generation_of("refs.log", name), g, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_link_where_a_generation_would_go_is_refused() {
+        let dir = temp("link");
+        let target = dir.join("notes.txt");
+        fs::write(&target, b"mine").unwrap();
+        std::os::unix::fs::symlink(&target, dir.join("m.log")).unwrap();
+        let e = write_generation(&dir, "m.log", b"+ a 1\n", true).unwrap_err();
+        assert!(files::is_link(&e), "{e}");
+        let e = append_after(&dir.join("m.log"), 0, b"+ a 1\n").unwrap_err();
+        assert!(files::is_link(&e), "{e}");
+        assert_eq!(fs::read(&target).unwrap(), b"mine");
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -477,6 +633,7 @@ mod tests {
             bytes: text.len() as u64,
             lines: 8,
             digest: crate::store::digest(text.as_bytes()),
+            generation: 0,
         };
         // Read into a buffer a longer log filled first: nothing of it stays.
         let mut buf = b"+ m9 9\n".repeat(100);

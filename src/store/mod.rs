@@ -6,6 +6,7 @@
 mod archive;
 mod atomic;
 mod digest;
+mod files;
 mod lock;
 mod map_log;
 pub mod output;
@@ -14,6 +15,7 @@ mod state_file;
 
 pub use atomic::write_atomic;
 pub use digest::{Digest, PrefixDigest, TranscriptDigest, digest, transcript_digest};
+pub use files::sweep_temps;
 pub use lock::SessionLock;
 pub use output::write_output;
 pub use read_cache::{

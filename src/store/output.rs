@@ -38,7 +38,7 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
             if descriptor {
                 write_through(path, bytes, true)
             } else {
-                write_atomic(&target, bytes)
+                replace(&target, bytes)
             }
         }
         // A directory fails to open for writing (EISDIR) and is left as it is.
@@ -48,10 +48,19 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let (target, _) = final_target(path)?;
-            write_atomic(&target, bytes)
+            replace(&target, bytes)
         }
         Err(e) => Err(e),
     }
+}
+
+/// Replaces the regular file `target` atomically, first removing the temp
+/// files that killed runs left beside it for the same name.
+fn replace(target: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(name) = target.file_name().and_then(|n| n.to_str()) {
+        super::files::sweep_temps(super::atomic::parent(target), Some(name));
+    }
+    write_atomic(target, bytes)
 }
 
 /// The path at the end of `path`'s symlink chain (the last link's target,
@@ -181,6 +190,17 @@ mod tests {
         // The temp file went beside the target and is gone.
         assert_eq!(names(&real_dir), ["view.jsonl"]);
         assert_eq!(names(&links), ["hop", "out"]);
+    }
+
+    #[test]
+    fn a_dead_runs_temp_file_beside_the_output_is_removed() {
+        let d = Dir::new("leftover");
+        let p = d.0.join("view.jsonl");
+        // Process ids past the kernel's highest are never running.
+        fs::write(d.0.join(".view.jsonl.999999999.tmp"), b"half a view").unwrap();
+        fs::write(d.0.join(".other.jsonl.999999999.tmp"), b"not ours").unwrap();
+        write_output(&p, b"whole").unwrap();
+        assert_eq!(names(&d.0), [".other.jsonl.999999999.tmp", "view.jsonl"]);
     }
 
     #[test]

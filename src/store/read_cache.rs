@@ -846,7 +846,7 @@ impl SessionDir {
     /// outputs' words are left in the file, held open ([`WordsFile`]).
     pub fn load_read_cache(&self) -> Option<ReadCache<WarmMessages>> {
         let path = self.read_cache_path();
-        let file = std::fs::File::open(&path).ok()?;
+        let file = super::files::open_read(&path).ok()?;
         let mut cache = ReadCache::<WarmMessages>::read_from(&file, true)?;
         if !cache.messages.withheld.is_empty() {
             let file = Mutex::new(file);
@@ -872,8 +872,9 @@ impl SessionDir {
         end: &CacheEnd,
     ) -> Result<(), StoreError> {
         let path = self.read_cache_path();
-        let file = std::fs::OpenOptions::new().write(true).open(&path);
+        let file = super::files::open_write(&path);
         let file = match file {
+            Err(e) if super::files::is_link(&e) => return Err(StoreError::io(&path, e)),
             Ok(f)
                 if end.tokenizer == source.tokenizer
                     && f.metadata().is_ok_and(|m| m.len() == end.len) =>
@@ -932,7 +933,7 @@ impl WordsFile {
     /// The file at `path`, as a warm read leaves it open.
     #[cfg(test)]
     pub(crate) fn open(path: PathBuf) -> io::Result<WordsFile> {
-        let file = Mutex::new(std::fs::File::open(&path)?);
+        let file = Mutex::new(super::files::open_read(&path)?);
         Ok(WordsFile {
             path,
             file,
@@ -1119,12 +1120,8 @@ impl AsideFile {
     /// A new file in `dir`, already unlinked.
     pub fn create(dir: &std::path::Path) -> io::Result<AsideFile> {
         std::fs::create_dir_all(dir)?;
-        let path = dir.join(format!(".set-aside.{}.tmp", std::process::id()));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
+        let path = dir.join(super::files::temp_name("set-aside"));
+        let file = super::files::make_temp(&path)?;
         // Where a file cannot be unlinked while open, it stays until the
         // process is done with it.
         let _ = std::fs::remove_file(&path);
@@ -1307,8 +1304,8 @@ impl CacheSource<'_> {
     /// cuts, once it is done.
     pub fn draft(&self, dir: &std::path::Path) -> Result<CacheDraft, StoreError> {
         let path = dir.join(FILE);
-        let tmp = dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
-        let written = std::fs::File::create(&tmp)
+        let tmp = dir.join(super::files::temp_name(FILE));
+        let written = super::files::make_temp(&tmp)
             .and_then(|f| self.begin(io::BufWriter::with_capacity(1 << 16, f)));
         match written {
             Ok(out) => Ok(CacheDraft { out, tmp, path }),

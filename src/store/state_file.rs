@@ -108,7 +108,9 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// A symbolic link where noa would write, inside the session directory.
-    #[error("{path} is a symbolic link inside the state directory; noa does not write through it")]
+    #[error(
+        "{path} is a symbolic link inside the state directory; noa opens no file through a link"
+    )]
     #[diagnostic(
         code(noa::link_in_state_dir),
         help("remove the link, or point --state-dir at a directory of noa's own")
@@ -136,7 +138,14 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A failure to read or write `path`; a link refused where a file was
+    /// opened is said as such.
     pub(crate) fn io(path: &Path, source: io::Error) -> StoreError {
+        if super::files::is_link(&source) {
+            return StoreError::Link {
+                path: path.to_path_buf(),
+            };
+        }
         StoreError::Io {
             path: path.to_path_buf(),
             source,
@@ -331,6 +340,13 @@ struct RefsLog {
     /// The digest of those bytes (a version-2 state has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     digest: Option<u64>,
+    /// Which file of the log: see [`map_log::file_name`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    generation: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The refs after the first `log.count`, when those are the logged ones
@@ -367,6 +383,10 @@ fn ref_number(r: &str) -> u32 {
 }
 
 const REFS_LOG: &str = "refs.log";
+
+/// The logs beside state.json, in the order [`SessionDir::generations`]
+/// gives theirs.
+const LOGS: [&str; 4] = [REFS_LOG, BLOCKS_LOG, TOKENS_LOG, TRUNCATED_LOG];
 
 impl SessionDir {
     /// The directory for `session` under `base`.
@@ -414,7 +434,7 @@ impl SessionDir {
     /// read as a state of this version is an error, never silently replaced.
     pub fn load(&self) -> Result<Option<CompressionState>, StoreError> {
         let path = self.state_path();
-        let text = match fs::read_to_string(&path) {
+        let text = match super::files::open_read(&path).and_then(io::read_to_string) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StoreError::io(&path, e)),
@@ -515,7 +535,9 @@ impl SessionDir {
         version: u64,
         buf: &mut Vec<u8>,
     ) -> Result<(Vec<Block>, BlocksLogged), StoreError> {
-        let path = self.dir.join(BLOCKS_LOG);
+        let path = self
+            .dir
+            .join(map_log::file_name(BLOCKS_LOG, log.generation));
         let damaged = |what: String| StoreError::Blocks {
             path: path.clone(),
             what,
@@ -538,13 +560,13 @@ impl SessionDir {
                 continue;
             }
             lines += 1;
-            let mut block: Block =
-                serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
-                    path: path.clone(),
-                    line: i + 1,
-                    column: e.column(),
-                    what: e.to_string(),
-                })?;
+            let mut block: Block = serde_json::from_slice(line).map_err(|e| {
+                damaged(format!(
+                    "not a block at line {}, column {}: {e}",
+                    i + 1,
+                    e.column()
+                ))
+            })?;
             if version >= 4 && !names_effective_ids(line) {
                 block.effective_message_ids = block.direct_message_ids.clone();
             }
@@ -582,7 +604,7 @@ impl SessionDir {
         extent: Extent,
         buf: &mut Vec<u8>,
     ) -> Result<(BTreeMap<Name, usize>, Logged<usize>), StoreError> {
-        let path = self.dir.join(name);
+        let path = self.dir.join(map_log::file_name(name, extent.generation));
         map_log::read(&path, extent, buf).map_err(|e| {
             log_failure(&path, e, |what| StoreError::Log {
                 path: path.clone(),
@@ -599,15 +621,26 @@ impl SessionDir {
         logged: &RefCell<Option<Logged<usize>>>,
         current: impl Iterator<Item = (&'a str, usize)>,
     ) -> Result<Logged<usize>, StoreError> {
-        let path = self.dir.join(name);
         let known = logged.borrow_mut().take();
-        map_log::write(&path, known, current, |bytes| {
-            self.write(name, bytes).map(drop).map_err(|e| match e {
-                StoreError::Io { source, .. } => source,
-                other => io::Error::other(other.to_string()),
-            })
+        let generation = known.as_ref().map_or(0, |k| k.extent.generation);
+        let path = self.dir.join(map_log::file_name(name, generation));
+        let orphans = self.no_state_on_disk();
+        map_log::write((&self.dir, name), known, current, |bytes| {
+            map_log::write_generation(&self.dir, name, bytes, orphans)
         })
         .map_err(|e| StoreError::io(&path, e))
+    }
+
+    /// A log written afresh as a new generation, with its path for errors.
+    fn write_generation(&self, name: &str, bytes: &[u8]) -> Result<u32, StoreError> {
+        map_log::write_generation(&self.dir, name, bytes, self.no_state_on_disk())
+            .map_err(|e| StoreError::io(&self.dir.join(name), e))
+    }
+
+    /// Whether there is no state.json, so no log file beside it is one a
+    /// state stands on (a state.json lost, or never written).
+    fn no_state_on_disk(&self) -> bool {
+        fs::symlink_metadata(self.state_path()).is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
     }
 
     /// Fills the ref map from the first bytes of refs.log the state names,
@@ -619,7 +652,7 @@ impl SessionDir {
         log: RefsLog,
         buf: &mut Vec<u8>,
     ) -> Result<Digest, StoreError> {
-        let path = self.dir.join(REFS_LOG);
+        let path = self.dir.join(map_log::file_name(REFS_LOG, log.generation));
         let damaged = |what: &str| StoreError::RefsLog {
             path: path.clone(),
             what: what.to_string(),
@@ -667,8 +700,14 @@ impl SessionDir {
     /// atomically with everything else, naming how much of each log it
     /// stands on. A turn writes what it changed, not the whole history's
     /// state again.
+    ///
+    /// A log written afresh goes to a new generation, and the file the
+    /// state before named is removed only once the new state.json is in
+    /// place: a save killed anywhere leaves one state or the other whole.
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
         let path = self.state_path();
+        self.create()?;
+        let before = self.generations();
         let (log, sum) = self.write_refs_log(&state.message_refs)?;
         let blocks_logged = self.write_blocks(&state.blocks)?;
         let tokens_logged = self.write_map_log(
@@ -723,7 +762,25 @@ impl SessionDir {
         self.blocks_logged.replace(blocks_logged);
         self.tokens_logged.replace(Some(tokens_logged));
         self.truncated_logged.replace(Some(truncated_logged));
+        for ((name, was), now) in LOGS.iter().zip(before).zip(self.generations()) {
+            if was != now
+                && let Some(now) = now
+            {
+                map_log::remove_other_generations(&self.dir, name, now);
+            }
+        }
         Ok(())
+    }
+
+    /// The generation of each of [`LOGS`] this process last read or wrote,
+    /// in that order; `None` where it knows none.
+    fn generations(&self) -> [Option<u32>; 4] {
+        [
+            self.logged.borrow().as_ref().map(|(l, _)| l.generation),
+            (self.blocks_logged.borrow().as_ref()).map(|b| b.log.generation),
+            (self.tokens_logged.borrow().as_ref()).map(|l| l.extent.generation),
+            (self.truncated_logged.borrow().as_ref()).map(|l| l.extent.generation),
+        ]
     }
 
     /// Brings blocks.jsonl up to `blocks`: lines for the blocks made or
@@ -762,7 +819,10 @@ impl SessionDir {
         if let Some(known) = known
             && known.latest.len() <= latest.len()
             && known.latest.iter().zip(&latest).all(|(k, l)| k.0 == l.0)
-            && fs::metadata(&path).is_ok_and(|m| m.len() >= known.log.bytes)
+            && let path = self
+                .dir
+                .join(map_log::file_name(BLOCKS_LOG, known.log.generation))
+            && fs::symlink_metadata(&path).is_ok_and(|m| m.len() >= known.log.bytes)
         {
             let mut new = Vec::new();
             let mut appended = 0;
@@ -778,6 +838,7 @@ impl SessionDir {
                 bytes: known.log.bytes + new.len() as u64,
                 lines: known.log.lines + appended,
                 digest: sum.finish(),
+                generation: known.log.generation,
             };
             if new.is_empty() {
                 return Ok(Some(BlocksLogged { log, latest, sum }));
@@ -790,13 +851,14 @@ impl SessionDir {
         for b in blocks {
             all.extend(line(b)?);
         }
-        self.write(BLOCKS_LOG, &all)?;
+        let generation = self.write_generation(BLOCKS_LOG, &all)?;
         let mut sum = Digest::default();
         sum.update(&all);
         let log = Extent {
             bytes: all.len() as u64,
             lines: blocks.len(),
             digest: sum.finish(),
+            generation,
         };
         Ok(Some(BlocksLogged { log, latest, sum }))
     }
@@ -807,11 +869,11 @@ impl SessionDir {
     /// nothing of the log, or the map is not that log plus newer refs, the
     /// whole log is written afresh.
     fn write_refs_log(&self, refs: &MessageRefs) -> Result<(RefsLog, Digest), StoreError> {
-        let path = self.dir.join(REFS_LOG);
         let line = |(r, id): (RefName, &str)| format!("{r} {id}\n");
         let last = refs.last_ref().map_or(0, |r| ref_number(&r));
         if let Some((log, sum)) = self.logged.borrow().clone()
-            && fs::metadata(&path).is_ok_and(|m| m.len() >= log.bytes)
+            && let path = self.dir.join(map_log::file_name(REFS_LOG, log.generation))
+            && fs::symlink_metadata(&path).is_ok_and(|m| m.len() >= log.bytes)
         {
             // A map settled on the log this process read or wrote hands
             // over what is new at once; any other is laid out again to see.
@@ -829,12 +891,13 @@ impl SessionDir {
                     count: refs.refs(),
                     last,
                     digest: Some(d.finish()),
+                    generation: log.generation,
                 };
                 return Ok((written, d));
             }
         }
         let all: String = refs.by_ref().map(line).collect();
-        self.write(REFS_LOG, all.as_bytes())?;
+        let generation = self.write_generation(REFS_LOG, all.as_bytes())?;
         let mut d = Digest::default();
         d.update(all.as_bytes());
         let written = RefsLog {
@@ -842,6 +905,7 @@ impl SessionDir {
             count: refs.refs(),
             last,
             digest: Some(d.finish()),
+            generation,
         };
         Ok((written, d))
     }
@@ -958,17 +1022,11 @@ mod tests {
         loaded.message_refs.insert_numbered("h_6", 6);
         loaded.message_refs.block("h_p");
         s.save(&loaded).unwrap();
-        assert_eq!(
-            fs::read_to_string(s.dir.join(REFS_LOG)).unwrap(),
-            laid(&loaded.message_refs)
-        );
+        assert_eq!(current_log(&s, REFS_LOG), laid(&loaded.message_refs));
         // A second save by the same process goes on from there.
         loaded.message_refs.insert_numbered("h_7", 7);
         s.save(&loaded).unwrap();
-        assert_eq!(
-            fs::read_to_string(s.dir.join(REFS_LOG)).unwrap(),
-            laid(&loaded.message_refs)
-        );
+        assert_eq!(current_log(&s, REFS_LOG), laid(&loaded.message_refs));
         let again = SessionDir::new(&base, "sess").load().unwrap().unwrap();
         assert_eq!(again.message_refs, loaded.message_refs);
         // A ref given again below the log's end: the log is laid out anew.
@@ -976,10 +1034,7 @@ mod tests {
         let mut loaded = s.load().unwrap().unwrap();
         loaded.message_refs.insert_numbered("h_new", 3);
         s.save(&loaded).unwrap();
-        assert_eq!(
-            fs::read_to_string(s.dir.join(REFS_LOG)).unwrap(),
-            laid(&loaded.message_refs)
-        );
+        assert_eq!(current_log(&s, REFS_LOG), laid(&loaded.message_refs));
         assert_eq!(
             SessionDir::new(&base, "sess")
                 .load()
@@ -993,6 +1048,17 @@ mod tests {
 
     /// A base dir named for `name` holding session `sess` saved with one
     /// ref, and a handle on it that has read nothing yet.
+    /// The text of the one file of log `base` a save left in `s`'s
+    /// directory, whatever its generation.
+    fn current_log(s: &SessionDir, base: &str) -> String {
+        let files: Vec<_> = (0..4)
+            .map(|g| s.dir.join(map_log::file_name(base, g)))
+            .filter(|p| p.exists())
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        fs::read_to_string(&files[0]).unwrap()
+    }
+
     fn saved_with_one_ref(name: &str) -> (PathBuf, SessionDir) {
         let base = temp(name);
         let mut st = CompressionState::new("sess");
@@ -1039,8 +1105,9 @@ mod tests {
         let tmp = s
             .dir
             .join(format!(".state.json.{}.tmp", std::process::id()));
-        std::os::unix::fs::symlink("/dev/full", &tmp).unwrap();
+        let full = super::super::files::faults::fail_temps_for("state.json", 28);
         assert!(s.save(&loaded).is_err());
+        drop(full);
         assert!(!tmp.exists(), "the failed write cleans up after itself");
         loaded.message_refs.insert_numbered("h_3", 3);
         s.save(&loaded).unwrap();
@@ -1080,7 +1147,7 @@ mod tests {
     }
 
     /// A full disk, injected: the temp file state.json is written through
-    /// is `/dev/full`, which refuses every write with ENOSPC.
+    /// fails with ENOSPC.
     #[test]
     fn a_full_disk_leaves_the_old_state_and_its_archives() {
         let base = temp("full");
@@ -1089,12 +1156,10 @@ mod tests {
         s.write("tier1/b1_m00001-m00002.md", b"originals").unwrap();
         s.save(&state).unwrap();
         let before = fs::read(s.state_path()).unwrap();
-        let tmp = s
-            .dir
-            .join(format!(".state.json.{}.tmp", std::process::id()));
-        std::os::unix::fs::symlink("/dev/full", &tmp).unwrap();
+        let full = super::super::files::faults::fail_temps_for("state.json", 28);
         state.next_block_id = 2;
         let err = s.save(&state).unwrap_err();
+        drop(full);
         assert!(
             matches!(&err, StoreError::Io { source, .. } if source.raw_os_error() == Some(28)),
             "{err}"
@@ -1102,6 +1167,9 @@ mod tests {
         assert_eq!(fs::read(s.state_path()).unwrap(), before);
         assert_eq!(s.load().unwrap().unwrap().next_block_id, 1);
         assert!(s.dir.join("tier1/b1_m00001-m00002.md").exists());
+        let tmp = s
+            .dir
+            .join(format!(".state.json.{}.tmp", std::process::id()));
         assert!(!tmp.exists(), "the temp file is cleaned up");
         fs::remove_dir_all(&base).unwrap();
     }
@@ -1363,6 +1431,44 @@ mod tests {
         st.blocks = (1..=n).map(block).collect();
         s.save(&st).unwrap();
         (base, s, st)
+    }
+
+    /// A save that writes every log afresh (a rebuild over the session)
+    /// and dies before state.json is replaced leaves the state before it
+    /// whole; the next save goes through and leaves one file of each log.
+    #[test]
+    fn a_save_killed_after_rewriting_its_logs_leaves_the_state_before() {
+        let (base, s, mut st) = saved_with_blocks("killed-rewrite", 3);
+        st.token_snapshot.insert("m00001".into(), 12);
+        st.host.truncated_at.insert("h_1".into(), 3);
+        st.host.truncated.insert("h_1".into());
+        s.save(&st).unwrap();
+        let before = SessionDir::new(&base, "sess").load().unwrap().unwrap();
+        let logs_before: Vec<String> = LOGS.iter().map(|l| current_log(&s, l)).collect();
+        let mut rebuilt = with_refs(3);
+        rebuilt.blocks = vec![block(2), block(1)];
+        rebuilt.token_snapshot.insert("m00002".into(), 7);
+        // A process that read nothing of the session writes every log afresh.
+        let fresh = SessionDir::new(&base, "sess");
+        let dies = super::super::files::faults::fail_temps_for("state.json", 5);
+        assert!(fresh.save(&rebuilt).is_err());
+        drop(dies);
+        assert_eq!(
+            SessionDir::new(&base, "sess").load().unwrap().unwrap(),
+            before
+        );
+        for (log, text) in LOGS.iter().zip(&logs_before) {
+            assert_eq!(&fs::read_to_string(s.dir.join(log)).unwrap(), text, "{log}");
+        }
+        SessionDir::new(&base, "sess").save(&rebuilt).unwrap();
+        let after = SessionDir::new(&base, "sess").load().unwrap().unwrap();
+        assert_eq!(after.blocks, rebuilt.blocks);
+        assert_eq!(after.token_snapshot, rebuilt.token_snapshot);
+        assert_eq!(after.message_refs, rebuilt.message_refs);
+        for log in LOGS {
+            current_log(&s, log);
+        }
+        fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -26,6 +26,33 @@ use std::cell::RefCell;
 /// for live refs.
 const EXPECTED_SHAPE: &str = r#"{"topic": "<short label>", "content": [{"startId": "<first ref>", "endId": "<last ref>", "summary": "<your summary>"}]}"#;
 
+/// The most ranges one call may ask for. A nudge offers a handful, and a
+/// model that answers it sends fewer still; a call of thousands is a model
+/// gone astray or arguments forged, and applied it would fold every block
+/// again and leave the call itself in every later view.
+pub const MAX_RANGES: usize = 50;
+
+/// The longest arguments one call may send, in bytes: room for
+/// [`MAX_RANGES`] summaries of some 20,000 characters, the default ceiling
+/// of one.
+pub const MAX_ARGS_BYTES: usize = 1 << 20;
+
+/// Why a call asks for more than one call may, if it does.
+fn over_limits(args: &str, parsed: &ParsedArgs) -> Option<String> {
+    let entries = parsed.ranges.len() + parsed.invalid_items;
+    if args.len() > MAX_ARGS_BYTES {
+        return Some(format!(
+            "The arguments are {} bytes; one Compress call may send at most {MAX_ARGS_BYTES}. Send fewer ranges, with shorter summaries.",
+            args.len()
+        ));
+    }
+    (entries > MAX_RANGES).then(|| {
+        format!(
+            "The call asks for {entries} ranges; one Compress call may ask for at most {MAX_RANGES}. Send a few large ranges, the oldest first."
+        )
+    })
+}
+
 /// One call and everything answering it depends on.
 #[derive(Clone, Copy)]
 pub struct CallInput<'a> {
@@ -194,6 +221,9 @@ fn decide(
     seen: &Projection,
     parsed: &ParsedArgs,
 ) -> ApplyOutcome {
+    if let Some(why) = over_limits(input.args, parsed) {
+        return ApplyOutcome::rejected(state, vec![why], Vec::new(), false);
+    }
     if !parsed.ok && !asks_nothing(parsed) {
         return unreadable(state, parsed);
     }

@@ -12,7 +12,7 @@ use super::name::Name;
 pub use super::ref_map::{MessageRefs, RefName};
 
 /// The state.json format version this build reads and writes.
-pub const STATE_VERSION: u32 = 4;
+pub const STATE_VERSION: u32 = 5;
 
 /// Everything noa remembers about one session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

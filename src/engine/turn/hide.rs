@@ -19,6 +19,12 @@ use crate::engine::model::state::CompressionState;
 pub const KEEP_FAILED: usize = 2;
 /// Summaries in a kept call longer than this many characters are stubbed.
 pub const STUB_CHARS: usize = 200;
+/// Entries of a kept call past this many are left out of the view, with a
+/// note of how many.
+pub const STUB_ENTRIES: usize = 8;
+/// Arguments of a kept call that do not parse are cut to this many
+/// characters.
+pub const STUB_UNREAD_CHARS: usize = 2_000;
 
 /// The call ids of the Compress exchanges that leave the view, out of the
 /// messages it would otherwise hold (in order): every call but the latest
@@ -108,10 +114,29 @@ pub fn stub_calls(view: &mut [CoreMessage]) {
 }
 
 /// Rewrites Compress arguments with every summary over [`STUB_CHARS`] cut
-/// short. Prose before the JSON is kept; `content` keeps the form it came in
-/// (a list, or a string holding one). `None` when nothing changes or the
-/// arguments do not parse.
+/// short and the entries past [`STUB_ENTRIES`] left out. Prose before the
+/// JSON is kept; `content` keeps the form it came in (a list, or a string
+/// holding one). Arguments that do not parse are cut to
+/// [`STUB_UNREAD_CHARS`]. `None` when nothing changes.
 pub fn stub_summaries(args: &str) -> Option<String> {
+    stub_parsed(args).or_else(|| {
+        let chars = args.chars().count();
+        (chars > STUB_UNREAD_CHARS && !parses(args)).then(|| {
+            let kept: String = args.chars().take(STUB_UNREAD_CHARS).collect();
+            let left = chars - STUB_UNREAD_CHARS;
+            format!("{kept}… [{left} more characters left out of this view]")
+        })
+    })
+}
+
+/// Whether the JSON in `args` (after any prose) parses.
+fn parses(args: &str) -> bool {
+    args.find('{')
+        .is_some_and(|at| serde_json::from_str::<serde::de::IgnoredAny>(&args[at..]).is_ok())
+}
+
+/// [`stub_summaries`] of arguments that parse.
+fn stub_parsed(args: &str) -> Option<String> {
     let start = args.find('{')?;
     let (prefix, json) = args.split_at(start);
     let mut v: Value = serde_json::from_str(json).ok()?;
@@ -131,8 +156,16 @@ pub fn stub_summaries(args: &str) -> Option<String> {
     changed.then(|| format!("{prefix}{v}"))
 }
 
-fn stub_items(items: &mut [Value]) -> bool {
+fn stub_items(items: &mut Vec<Value>) -> bool {
     let mut changed = false;
+    if items.len() > STUB_ENTRIES {
+        let left = items.len() - STUB_ENTRIES;
+        items.truncate(STUB_ENTRIES);
+        items.push(serde_json::json!({
+            "omitted": format!("{left} more entries left out of this view")
+        }));
+        changed = true;
+    }
     for item in items {
         if let Some(Value::String(s)) = item.get_mut("summary")
             && s.chars().count() > STUB_CHARS
@@ -241,6 +274,32 @@ mod tests {
     fn short_or_unparsable_arguments_are_left_alone() {
         assert_eq!(stub_summaries(&args("a brief summary")), None);
         assert_eq!(stub_summaries("not json at all"), None);
+    }
+
+    #[test]
+    fn a_call_of_many_entries_or_long_broken_arguments_is_shortened() {
+        let entries: Vec<Value> = (0..10_000)
+            .map(|i| serde_json::json!({"startId": "m00001", "endId": "m00002", "summary": format!("s{i}")}))
+            .collect();
+        let raw = serde_json::json!({"content": entries}).to_string();
+        let out: Value = serde_json::from_str(&stub_summaries(&raw).unwrap()).unwrap();
+        let content = out["content"].as_array().unwrap();
+        assert_eq!(content.len(), STUB_ENTRIES + 1);
+        assert_eq!(
+            content[STUB_ENTRIES]["omitted"],
+            "9992 more entries left out of this view"
+        );
+        let broken = format!("{{\"content\": [{}", "x".repeat(50_000));
+        let out = stub_summaries(&broken).unwrap();
+        assert!(
+            out.chars().count() < STUB_UNREAD_CHARS + 60,
+            "{}",
+            out.len()
+        );
+        assert!(
+            out.ends_with("[48013 more characters left out of this view]"),
+            "{out}"
+        );
     }
 
     #[test]
