@@ -12,6 +12,7 @@ mod suite {
     pub mod compress;
     pub mod compress_properties;
     pub mod example_loop;
+    pub mod hostile;
     pub mod inspect;
     pub mod long_session;
     pub mod output;

@@ -12,6 +12,7 @@ use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
 use noa::engine::Config;
+use noa::engine::IdMap;
 use noa::engine::Sections;
 use noa::engine::CompressionState;
 use noa::engine::{TurnInput, project};
@@ -44,7 +45,8 @@ fuzz_target!(|data: &[u8]| {
                     recorded: &recorded,
                     sections: &sections,
                     force_nudge: false,
-                    keep_all: false,
+                    for_call: false,
+                    cuts: &IdMap::default(),
                 },
             );
             check_pairing(&p.view);

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::agent_loop::ranges_from_nudge;
-use super::common::{TempDir, noa, noa_setting_aside};
+use super::common::{TempDir, copy_dir, noa, noa_setting_aside};
 use super::synth;
 
 const LIMIT: usize = 30_000;
@@ -129,19 +129,6 @@ fn project_with(
         view: String::from_utf8(out.stdout).unwrap(),
         report,
         state: fs::read_to_string(dir.join(st).join(session).join("state.json")).unwrap(),
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    let _ = fs::remove_dir_all(to);
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
     }
 }
 

@@ -168,3 +168,17 @@ pub fn golden(name: &str, actual: &str) {
         .unwrap_or_else(|_| panic!("{} missing; run with NOA_BLESS=1", path.display()));
     pretty_assertions::assert_eq!(expected, actual, "golden {name}");
 }
+
+/// Copies the directory `from` to `to`, replacing what was there.
+pub fn copy_dir(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}

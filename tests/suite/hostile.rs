@@ -1,0 +1,289 @@
+//! What others may leave in noa's way: links planted in the state dir, the
+//! leftovers of killed runs, the bytes real hosts write, and a Compress call
+//! far past what any model sends. Each through the binary.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::common::{TempDir, copy_dir, noa, project};
+use super::compress::SUMMARY;
+use super::synth::{chat_session, jsonl};
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn append(path: &Path, v: &Value) {
+    let mut text = fs::read_to_string(path).unwrap();
+    text.push_str(&format!("{v}\n"));
+    fs::write(path, text).unwrap();
+}
+
+fn compress_call(id: &str, start: &str, end: &str) -> Value {
+    let args = json!({"content": [{"startId": start, "endId": end, "summary": SUMMARY}]});
+    json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]})
+}
+
+fn on(command: &str, transcript: &Path, state: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        command,
+        transcript.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    noa(state, &args)
+}
+
+/// A chat session with one compression applied, a turn after it, and a
+/// second Compress call pending: every file of a session directory is
+/// there, and `project`, `apply` and `rebuild --force` each have work.
+fn compressed_session(dir: &Path) -> (PathBuf, PathBuf) {
+    let transcript = dir.join("chat.jsonl");
+    fs::write(&transcript, jsonl(&chat_session(4, 40))).unwrap();
+    let state = dir.join("state");
+    project(&transcript, &state, &[]);
+    append(&transcript, &compress_call("call_1", "m00002", "m00020"));
+    let out = on("apply", &transcript, &state, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let panel = String::from_utf8(out.stdout).unwrap();
+    append(
+        &transcript,
+        &json!({"role": "tool", "tool_call_id": "call_1", "content": panel.trim_end()}),
+    );
+    project(&transcript, &state, &[]);
+    append(&transcript, &compress_call("call_2", "m00021", "m00040"));
+    (transcript, state)
+}
+
+/// Every regular file under `dir` with its bytes, the lock file aside.
+fn files_under(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() && e.file_name() != ".lock" {
+                let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
+                out.insert(rel, fs::read(e.path()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_link_planted_at_any_file_of_a_session_is_refused_and_nothing_is_written() {
+    let dir = TempDir::new();
+    let (transcript, state) = compressed_session(dir.path());
+    let session = state.join("chat");
+    let pristine = dir.path().join("pristine");
+    copy_dir(&session, &pristine);
+    let names = [
+        "state.json",
+        "refs.log",
+        "blocks.jsonl",
+        "tokens.log",
+        "truncated.log",
+        "read-cache.bin",
+        ".lock",
+        "refs.1.log",
+        "blocks.1.jsonl",
+        "tier1",
+        "subagents",
+    ];
+    for name in names {
+        for command in [
+            &["project"][..],
+            &["apply"],
+            &["rebuild", "--force"],
+            &["rebuild", "--check"],
+        ] {
+            copy_dir(&pristine, &session);
+            let notes = dir.path().join("notes.txt");
+            fs::write(&notes, b"my notes").unwrap();
+            let at = session.join(name);
+            if at.is_dir() {
+                fs::remove_dir_all(&at).unwrap();
+            } else if at.exists() {
+                fs::remove_file(&at).unwrap();
+            }
+            symlink(&notes, &at).unwrap();
+            let before = files_under(&session);
+            let out = on(command[0], &transcript, &state, &command[1..]);
+            let err = stderr(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command:?} with {name} linked: {err}"
+            );
+            assert!(
+                err.contains(name) && err.contains("symbolic link"),
+                "{command:?} with {name} linked: {err}"
+            );
+            assert_eq!(fs::read(&notes).unwrap(), b"my notes", "{command:?} {name}");
+            assert!(
+                files_under(&session) == before,
+                "{command:?} with {name} linked wrote to the session"
+            );
+            assert!(out.stdout.is_empty(), "{command:?} {name}");
+        }
+    }
+}
+
+#[test]
+fn temp_files_of_killed_runs_are_removed_by_the_next_run() {
+    let dir = TempDir::new();
+    let (transcript, state) = compressed_session(dir.path());
+    let session = state.join("chat");
+    // Process ids past the kernel's highest are never running.
+    let dead = [
+        ".state.json.999999991.tmp",
+        ".read-cache.bin.999999992.tmp",
+        ".refs.log.999999993.tmp",
+        ".set-aside.999999994.tmp",
+    ];
+    for name in dead {
+        fs::write(session.join(name), b"half written").unwrap();
+    }
+    fs::write(session.join("tier1/.b9_m1-m2.md.999999995.tmp"), b"half").unwrap();
+    let view = dir.path().join("view.jsonl");
+    fs::write(dir.path().join(".view.jsonl.999999996.tmp"), b"half a view").unwrap();
+    let out = on("apply", &transcript, &state, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = on(
+        "project",
+        &transcript,
+        &state,
+        &["-o", view.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let left = |d: &Path| -> Vec<String> {
+        fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    };
+    assert_eq!(left(&session), Vec::<String>::new());
+    assert_eq!(left(&session.join("tier1")), Vec::<String>::new());
+    assert_eq!(left(dir.path()), Vec::<String>::new());
+    assert!(fs::read(&view).unwrap().len() > 100);
+}
+
+/// A line of the transcript with a lone surrogate escape, as JavaScript's
+/// `JSON.stringify` writes an emoji cut in half.
+const LONE: &str =
+    r#"{"role":"user","content":"half an emoji: \ud83d, and a low one \ude00 alone"}"#;
+
+#[test]
+fn a_lone_surrogate_reads_as_a_replacement_character_with_a_warning() {
+    let dir = TempDir::new();
+    let transcript = dir.path().join("chat.jsonl");
+    let mut messages = chat_session(7, 6);
+    messages.insert(
+        2,
+        serde_json::from_str(r#"{"role":"user","content":"x"}"#).unwrap(),
+    );
+    let mut text = jsonl(&messages);
+    // Line 3 holds the lone surrogates; a tool result after it one more.
+    text = text.replacen(r#"{"role":"user","content":"x"}"#, LONE, 1);
+    let tool = text.find(r#""role":"tool""#).unwrap();
+    let body = text[tool..].find(r#""content":""#).unwrap() + tool + r#""content":""#.len();
+    text.insert_str(body, r"\udbff ");
+    fs::write(&transcript, &text).unwrap();
+    let state = dir.path().join("state");
+    for turn in 0..2 {
+        let (view, out) = project(&transcript, &state, &[]);
+        let err = stderr(&out);
+        assert_eq!(
+            err.matches("lone UTF-16 surrogate").count(),
+            1,
+            "turn {turn}: {err}"
+        );
+        assert!(err.contains("line(s) 3, "), "{err}");
+        let all: String = view.iter().map(Value::to_string).collect();
+        assert!(all.contains("half an emoji: \u{FFFD}, and a low one \u{FFFD} alone"));
+        assert!(all.contains("\u{FFFD} "));
+        // Every tool call keeps its answer.
+        let calls = all.matches(r#""type":"function""#).count();
+        assert_eq!(calls, all.matches(r#""role":"tool""#).count());
+    }
+    // The transcript itself is never changed.
+    assert_eq!(fs::read_to_string(&transcript).unwrap(), text);
+}
+
+#[test]
+fn a_byte_order_mark_is_skipped_and_the_task_kept() {
+    let dir = TempDir::new();
+    let transcript = dir.path().join("chat.jsonl");
+    let text = format!("\u{FEFF}{}", jsonl(&chat_session(8, 5)));
+    fs::write(&transcript, &text).unwrap();
+    let state = dir.path().join("state");
+    for turn in 0..2 {
+        let (view, out) = project(&transcript, &state, &["--report", "json"]);
+        let report: Value = serde_json::from_str(stderr(&out).trim()).unwrap();
+        assert_eq!(report["warnings"], json!([]), "turn {turn}");
+        assert_eq!(view[0]["role"], "system");
+        assert!(
+            view[1]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("Task: fix")
+        );
+    }
+}
+
+#[test]
+fn a_compress_call_of_ten_thousand_ranges_is_refused_and_shortened_in_view() {
+    let dir = TempDir::new();
+    let transcript = dir.path().join("chat.jsonl");
+    fs::write(&transcript, jsonl(&chat_session(9, 30))).unwrap();
+    let state = dir.path().join("state");
+    project(&transcript, &state, &[]);
+    let entries: Vec<Value> = (0..10_000)
+        .map(|i| json!({"startId": "m00002", "endId": "m00010", "summary": format!("summary {i}")}))
+        .collect();
+    let args = json!({"content": entries}).to_string();
+    append(
+        &transcript,
+        &json!({"role": "assistant", "content": null, "tool_calls": [{"id": "huge", "type": "function", "function": {"name": "Compress", "arguments": args}}]}),
+    );
+    let out = on("apply", &transcript, &state, &[]);
+    let panel = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{panel}");
+    assert!(
+        panel.contains("10000 ranges") && panel.contains("at most 50"),
+        "{panel}"
+    );
+    assert!(panel.len() < 2_000, "a panel of {} bytes", panel.len());
+    append(
+        &transcript,
+        &json!({"role": "tool", "tool_call_id": "huge", "content": panel.trim_end()}),
+    );
+    let (view, out) = project(&transcript, &state, &["--report", "json"]);
+    let report: Value = serde_json::from_str(stderr(&out).trim()).unwrap();
+    let blocks = fs::read_to_string(state.join("chat/blocks.jsonl")).unwrap_or_default();
+    assert_eq!(blocks, "", "nothing was compressed");
+    let args = view
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+        .find(|c| c["id"] == "huge")
+        .map(|c| c["function"]["arguments"].as_str().unwrap().to_string())
+        .unwrap();
+    assert!(
+        args.len() < 2_000,
+        "the call went out at {} bytes",
+        args.len()
+    );
+    assert!(args.contains("9992 more entries left out of this view"));
+    let limit = report["limit"].as_u64().unwrap();
+    assert!(report["tokens"].as_u64().unwrap() < limit, "{report}");
+}
