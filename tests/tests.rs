@@ -11,6 +11,7 @@ mod suite {
     pub mod common;
     pub mod compress;
     pub mod compress_properties;
+    pub mod crash;
     pub mod example_loop;
     pub mod hostile;
     pub mod inspect;
