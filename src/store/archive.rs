@@ -24,9 +24,12 @@ impl SessionDir {
         state: &CompressionState,
     ) -> Result<usize, StoreError> {
         let (written, bytes) = self.write_archives(archives, originals, left)?;
-        if let Err(e) = self.save(state) {
-            remove(&written);
-            return Err(e);
+        if let Err(unsaved) = self.save_placing(state) {
+            // A state.json put in place names them, synced or not.
+            if !unsaved.placed {
+                remove(&written);
+            }
+            return Err(unsaved.error);
         }
         Ok(bytes)
     }

@@ -177,6 +177,16 @@ pub struct SessionDir {
     /// that would write the same bytes leaves the file alone, so a turn
     /// that changes nothing (a host's retry) syncs and renames nothing.
     state_json: RefCell<Option<Vec<u8>>>,
+    /// The generation of each log before the last save (see
+    /// [`SessionDir::generations`]), for the files it leaves to remove.
+    generations_before: RefCell<[Option<u32>; 4]>,
+}
+
+/// A save that failed, and whether its state.json had been put in place.
+#[derive(Debug)]
+pub(super) struct Unsaved {
+    pub error: StoreError,
+    pub placed: bool,
 }
 
 /// Token figures frozen per ref: `+ m00042 1234`.
@@ -410,6 +420,7 @@ impl SessionDir {
             tokens_logged: RefCell::new(None),
             truncated_logged: RefCell::new(None),
             state_json: RefCell::new(None),
+            generations_before: RefCell::new([None; 4]),
         }
     }
 
@@ -705,6 +716,33 @@ impl SessionDir {
     /// state before named is removed only once the new state.json is in
     /// place: a save killed anywhere leaves one state or the other whole.
     pub fn save(&self, state: &CompressionState) -> Result<(), StoreError> {
+        self.save_placing(state).map_err(|unsaved| unsaved.error)
+    }
+
+    /// [`SessionDir::save`], saying on failure whether the new state.json
+    /// had been put in place (its directory not synced after): what it
+    /// names, archives and all, must then stay.
+    pub(super) fn save_placing(&self, state: &CompressionState) -> Result<(), Unsaved> {
+        let not_placed = |error| Unsaved {
+            error,
+            placed: false,
+        };
+        self.write_state(state)
+            .map_err(not_placed)?
+            .map_or(Ok(()), |dir| {
+                atomic::sync_dir(&dir).map_err(|e| Unsaved {
+                    error: StoreError::io(&dir, e),
+                    placed: true,
+                })
+            })?;
+        self.remove_old_generations();
+        Ok(())
+    }
+
+    /// Writes the logs and puts state.json in place; the directory to sync
+    /// when state.json was replaced (`None` when its bytes were already
+    /// those).
+    fn write_state(&self, state: &CompressionState) -> Result<Option<PathBuf>, StoreError> {
         let path = self.state_path();
         self.create()?;
         let before = self.generations();
@@ -754,14 +792,25 @@ impl SessionDir {
         let mut bytes =
             serde_json::to_vec_pretty(&disk).map_err(|e| StoreError::io(&path, e.into()))?;
         bytes.push(b'\n');
-        if self.state_json.borrow().as_ref() != Some(&bytes) {
-            self.write("state.json", &bytes)?;
+        let placed = self.state_json.borrow().as_ref() != Some(&bytes);
+        if placed {
+            self.write_unsynced("state.json", &bytes)?;
             self.state_json.replace(Some(bytes));
         }
+        // From here the state on disk is this one.
         self.logged.replace(Some((log, sum)));
         self.blocks_logged.replace(blocks_logged);
         self.tokens_logged.replace(Some(tokens_logged));
         self.truncated_logged.replace(Some(truncated_logged));
+        self.generations_before.replace(before);
+        Ok(placed.then(|| self.dir.clone()))
+    }
+
+    /// Removes the log files the state before the last save named, when
+    /// that save wrote any log afresh: the new state.json is in place and
+    /// synced.
+    fn remove_old_generations(&self) {
+        let before = self.generations_before.take();
         for ((name, was), now) in LOGS.iter().zip(before).zip(self.generations()) {
             if was != now
                 && let Some(now) = now
@@ -769,7 +818,6 @@ impl SessionDir {
                 map_log::remove_other_generations(&self.dir, name, now);
             }
         }
-        Ok(())
     }
 
     /// The generation of each of [`LOGS`] this process last read or wrote,

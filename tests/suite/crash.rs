@@ -210,11 +210,11 @@ fn temps(session: &Path) -> Vec<PathBuf> {
 }
 
 /// Every archive the state names is on disk.
-fn archives_present(state: &Value) {
+fn archives_present(state: &Value, place: &str) {
     for b in state["blocks"].as_array().into_iter().flatten() {
         let path = b["archivePath"].as_str().unwrap_or_default();
         if !path.is_empty() {
-            assert!(Path::new(path).exists(), "archive {path} is lost");
+            assert!(Path::new(path).exists(), "{place}: archive {path} is lost");
         }
     }
 }
@@ -257,7 +257,7 @@ fn every_point(case: &Case, pristine: &Path, stop: Stop) -> Figures {
             } else {
                 panic!("{place}: the state is neither before nor after the command");
             }
-            archives_present(&now.0);
+            archives_present(&now.0, &place);
             if let Some(out) = &now.1 {
                 assert!(
                     Some(out) == after.1.as_ref() || Some(out) == before.1.as_ref(),
