@@ -86,6 +86,15 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     let config = cx.config(&state);
     let history = &cx.history;
     warnings.extend(view.warnings);
+    if let Some(mark) = p.gauge.set_aside {
+        let before = (history.get(mark.at))
+            .and_then(|m| state.message_refs.get(&m.id))
+            .map_or(String::new(), |r| format!(" for the response at {r}"));
+        warnings.push(format!(
+            "the transcript records a prompt of {} tokens{before}, less than half of what the              messages that request held come to: set aside as a placeholder, not a provider's count",
+            mark.tokens
+        ));
+    }
     if !args.dry_run {
         session.save(&state)?;
         // The cache only saves work: a turn that cannot leave one still

@@ -73,7 +73,6 @@ struct Figures {
 /// One command on one session: where it lives, and what it is run as.
 struct Case {
     dir: PathBuf,
-    transcript: PathBuf,
     state: PathBuf,
     session: PathBuf,
     output: PathBuf,
@@ -93,7 +92,6 @@ impl Case {
         let session = session_dir(&state);
         Case {
             dir: dir.to_path_buf(),
-            transcript: transcript.to_path_buf(),
             state,
             session,
             output,

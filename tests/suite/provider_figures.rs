@@ -172,6 +172,14 @@ fn measure(text: &str, format: &str, cuts: &[Cut], step: usize) -> Vec<(u64, u64
         let report: Value =
             serde_json::from_str(String::from_utf8_lossy(&res.stderr).lines().last().unwrap())
                 .unwrap();
+        // Every figure a provider recorded is believed: none is set aside
+        // as a placeholder.
+        let warnings = report["warnings"].to_string();
+        assert!(
+            !warnings.contains("placeholder"),
+            "line {}: {warnings}",
+            c.lines
+        );
         out.push((
             c.recorded,
             report["tokens"].as_u64().unwrap(),
@@ -356,5 +364,58 @@ fn an_exact_tokenizer_and_the_reply_reserve_are_flags() {
     assert!(
         view.contains(&format!("tokens=\\\"{exact}\\\"")),
         "{view} (exact {exact})"
+    );
+}
+
+/// A host's placeholder usage (`input_tokens: 10`, nothing of the cache)
+/// on the latest response is not taken for the provider's count: the
+/// figure stays where the real records put it, with a warning.
+#[test]
+fn a_placeholder_usage_record_is_set_aside_with_a_warning() {
+    let text = fs::read_to_string(testdata("real/claude-code/tool-heavy.jsonl")).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let last = lines
+        .iter()
+        .rposition(|l| l.contains("\"cache_read_input_tokens\""))
+        .unwrap();
+    let id = serde_json::from_str::<Value>(&lines[last]).unwrap()["message"]["id"].clone();
+    let dir = TempDir::new();
+    let report = |lines: &[String]| -> Value {
+        let path = dir.path().join("t.jsonl");
+        fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let out = noa(
+            dir.path(),
+            &[
+                "project",
+                path.to_str().unwrap(),
+                "--dry-run",
+                "--report",
+                "json",
+            ],
+        );
+        assert!(out.status.success());
+        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap()
+    };
+    let real = report(&lines);
+    // Every line of that response (one a content block) carries its usage.
+    for line in lines.iter_mut() {
+        let mut record: Value = serde_json::from_str(line).unwrap();
+        if record["message"]["id"] == id {
+            record["message"]["usage"] =
+                serde_json::json!({"input_tokens": 10, "output_tokens": 1});
+            *line = record.to_string();
+        }
+    }
+    let placeholder = report(&lines);
+    let warnings = placeholder["warnings"].to_string();
+    assert!(warnings.contains("a prompt of 10 tokens"), "{warnings}");
+    let (real, placed) = (
+        real["tokens"].as_u64().unwrap(),
+        placeholder["tokens"].as_u64().unwrap(),
+    );
+    assert!(placed > real / 2, "{placed} tokens against {real}");
+    assert_eq!(
+        placeholder["tokens_source"], "recorded",
+        "anchored on an earlier record"
     );
 }

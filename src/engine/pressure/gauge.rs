@@ -69,6 +69,9 @@ pub struct Gauge {
     pub ratio: f64,
     /// Where the anchor came from.
     pub source: Source,
+    /// The latest figure the transcript records, when it was set aside as
+    /// one that cannot be right (see [`PLAUSIBLE_SHARE`]).
+    pub set_aside: Option<Recorded>,
 }
 
 impl Gauge {
@@ -91,6 +94,21 @@ impl Gauge {
 
 /// Ratios outside this band say more about a figure than about the text.
 const RATIO_BOUNDS: (f64, f64) = (0.5, 8.0);
+
+/// A recorded prompt size below this share of noa's estimate of the
+/// messages that request held cannot be the provider's count of it: hosts
+/// write placeholders (a Claude Code line whose usage says
+/// `input_tokens: 10` and nothing of the cache), and anchored on one the
+/// gauge read a 42K view as 0 tokens. The provider counts every message
+/// and more (the host's prompt and tools), and the estimate runs below its
+/// count on code and prose alike: on the bundled real transcripts the
+/// recorded figure is 1.0 to 8 times the estimate at every checkpoint, so
+/// half of it is far below anything real.
+pub const PLAUSIBLE_SHARE: f64 = 0.5;
+
+/// How many of the latest records are tried for a plausible one before the
+/// gauge does without them.
+const RECORDS_TRIED: usize = 4;
 /// Estimated tokens of growth a learned ratio needs before it is trusted.
 const MIN_SAMPLE: u64 = 2_000;
 
@@ -124,10 +142,12 @@ pub fn gauge(input: &GaugeInput) -> Gauge {
     let ratio = recorded_ratio(input)
         .or_else(|| input.state.host.calibration.ratio())
         .unwrap_or(1.0);
-    let at = |base: f64, source| Gauge {
+    let mut set_aside = None;
+    let at = |base: f64, source, set_aside| Gauge {
         base,
         ratio,
         source,
+        set_aside,
     };
     if let Some(n) = input.input_tokens {
         let then = match (
@@ -138,18 +158,25 @@ pub fn gauge(input: &GaugeInput) -> Gauge {
             (None, 0) => input.view.iter().map(|m| input.config.tokens(m)).sum(),
             (None, sent) => sent,
         };
-        return at(n as f64 - ratio * then as f64, Source::Host);
+        return at(n as f64 - ratio * then as f64, Source::Host, None);
     }
     let len = input.history.len();
-    if let Some(mark) = input.recorded.iter().rev().find(|r| r.at <= len) {
+    let latest = input.recorded.iter().rev().filter(|r| r.at <= len);
+    for mark in latest.take(RECORDS_TRIED) {
         let then = estimate_then(input, mark.at);
-        return at(mark.tokens as f64 - ratio * then as f64, Source::Recorded);
+        if (mark.tokens as f64) < PLAUSIBLE_SHARE * then as f64 {
+            set_aside.get_or_insert(*mark);
+            continue;
+        }
+        let base = mark.tokens as f64 - ratio * then as f64;
+        return at(base, Source::Recorded, set_aside);
     }
     match input.state.host.calibration.base {
-        Some(base) => at(base as f64, Source::Learned),
+        Some(base) => at(base as f64, Source::Learned, set_aside),
         None => at(
             input.config.request_overhead.unwrap_or(0) as f64,
             Source::Estimate,
+            set_aside,
         ),
     }
 }
@@ -227,8 +254,12 @@ pub(crate) fn growth(
     if between.iter().any(|m| m.tool_name == COMPRESS_TOOL) {
         return None;
     }
-    let estimate = between.iter().map(|m| config.tokens(m) as u64).sum();
-    Some(((b.tokens - a.tokens) as u64, estimate))
+    let estimate: u64 = between.iter().map(|m| config.tokens(m) as u64).sum();
+    let provider = (b.tokens - a.tokens) as u64;
+    // Growth far out of proportion to what came between (from a
+    // placeholder figure to a real one) teaches nothing of the text.
+    let ratio = provider as f64 / estimate.max(1) as f64;
+    (ratio <= RATIO_BOUNDS.1).then_some((provider, estimate))
 }
 
 /// The estimate of the request recorded at history index `at`, as well as
@@ -419,6 +450,7 @@ mod tests {
     fn host_growth_teaches_the_ratio() {
         let mut cal = Calibration::default();
         let g = Gauge {
+            set_aside: None,
             base: 0.0,
             ratio: 1.0,
             source: Source::Host,
