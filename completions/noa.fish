@@ -31,7 +31,7 @@ chat\t'OpenAI Chat Completions messages'
 anthropic\t'Anthropic Messages'
 claude-code\t'Claude Code session log'
 codex\t'Codex rollout'"
-complete -c noa -n "__fish_noa_needs_command" -l limit -d 'The model\'s context window in tokens; a window learned by --overflow-error caps it [default: 200000]' -r
+complete -c noa -n "__fish_noa_needs_command" -l limit -d 'The model\'s context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]' -r
 complete -c noa -n "__fish_noa_needs_command" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_needs_command" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_needs_command" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
@@ -70,7 +70,7 @@ chat\t'OpenAI Chat Completions messages'
 anthropic\t'Anthropic Messages'
 claude-code\t'Claude Code session log'
 codex\t'Codex rollout'"
-complete -c noa -n "__fish_noa_using_subcommand project" -l limit -d 'The model\'s context window in tokens; a window learned by --overflow-error caps it [default: 200000]' -r
+complete -c noa -n "__fish_noa_using_subcommand project" -l limit -d 'The model\'s context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand project" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
@@ -96,7 +96,7 @@ chat\t'OpenAI Chat Completions messages'
 anthropic\t'Anthropic Messages'
 claude-code\t'Claude Code session log'
 codex\t'Codex rollout'"
-complete -c noa -n "__fish_noa_using_subcommand apply" -l limit -d 'The model\'s context window in tokens; a window learned by --overflow-error caps it [default: 200000]' -r
+complete -c noa -n "__fish_noa_using_subcommand apply" -l limit -d 'The model\'s context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand apply" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
@@ -120,7 +120,7 @@ chat\t'OpenAI Chat Completions messages'
 anthropic\t'Anthropic Messages'
 claude-code\t'Claude Code session log'
 codex\t'Codex rollout'"
-complete -c noa -n "__fish_noa_using_subcommand materialize" -l limit -d 'The model\'s context window in tokens; a window learned by --overflow-error caps it [default: 200000]' -r
+complete -c noa -n "__fish_noa_using_subcommand materialize" -l limit -d 'The model\'s context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
@@ -142,7 +142,7 @@ chat\t'OpenAI Chat Completions messages'
 anthropic\t'Anthropic Messages'
 claude-code\t'Claude Code session log'
 codex\t'Codex rollout'"
-complete -c noa -n "__fish_noa_using_subcommand ranges" -l limit -d 'The model\'s context window in tokens; a window learned by --overflow-error caps it [default: 200000]' -r
+complete -c noa -n "__fish_noa_using_subcommand ranges" -l limit -d 'The model\'s context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
@@ -168,7 +168,7 @@ chat\t'OpenAI Chat Completions messages'
 anthropic\t'Anthropic Messages'
 claude-code\t'Claude Code session log'
 codex\t'Codex rollout'"
-complete -c noa -n "__fish_noa_using_subcommand prompt" -l limit -d 'The model\'s context window in tokens; a window learned by --overflow-error caps it [default: 200000]' -r
+complete -c noa -n "__fish_noa_using_subcommand prompt" -l limit -d 'The model\'s context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
@@ -191,7 +191,7 @@ chat\t'OpenAI Chat Completions messages'
 anthropic\t'Anthropic Messages'
 claude-code\t'Claude Code session log'
 codex\t'Codex rollout'"
-complete -c noa -n "__fish_noa_using_subcommand rebuild" -l limit -d 'The model\'s context window in tokens; a window learned by --overflow-error caps it [default: 200000]' -r
+complete -c noa -n "__fish_noa_using_subcommand rebuild" -l limit -d 'The model\'s context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
@@ -218,7 +218,7 @@ chat\t'OpenAI Chat Completions messages'
 anthropic\t'Anthropic Messages'
 claude-code\t'Claude Code session log'
 codex\t'Codex rollout'"
-complete -c noa -n "__fish_noa_using_subcommand inspect" -l limit -d 'The model\'s context window in tokens; a window learned by --overflow-error caps it [default: 200000]' -r
+complete -c noa -n "__fish_noa_using_subcommand inspect" -l limit -d 'The model\'s context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
@@ -241,7 +241,7 @@ chat\t'OpenAI Chat Completions messages'
 anthropic\t'Anthropic Messages'
 claude-code\t'Claude Code session log'
 codex\t'Codex rollout'"
-complete -c noa -n "__fish_noa_using_subcommand completions" -l limit -d 'The model\'s context window in tokens; a window learned by --overflow-error caps it [default: 200000]' -r
+complete -c noa -n "__fish_noa_using_subcommand completions" -l limit -d 'The model\'s context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand completions" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r

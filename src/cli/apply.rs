@@ -217,7 +217,7 @@ fn print_outcome(json: bool, panel: &str, report: serde_json::Value) -> Result<(
     };
     printed.map_err(|source| CliError::Io {
         path: "<stdout>".into(),
-        source,
+        error: source,
     })
 }
 
@@ -231,12 +231,12 @@ fn find_call(history: &[CoreMessage], args: &ApplyArgs) -> Result<Call, CliError
                 .read_to_string(&mut raw)
                 .map_err(|source| CliError::Io {
                     path: "<stdin>".into(),
-                    source,
+                    error: source,
                 })?;
         } else {
             raw = fs::read_to_string(path).map_err(|source| CliError::Io {
                 path: path.clone(),
-                source,
+                error: source,
             })?;
         }
         return Ok((raw, String::new(), history.len()));

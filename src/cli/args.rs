@@ -58,8 +58,8 @@ pub struct Global {
     /// The transcript's format, when detection guesses wrong
     #[arg(long, global = true, value_enum, default_value_t = FormatArg::Auto)]
     pub format: FormatArg,
-    /// The model's context window in tokens; a window learned by --overflow-error caps it [default: 200000]
-    #[arg(long, global = true, value_name = "TOKENS")]
+    /// The model's context window in tokens (200000, 200k, 1m); a window learned by --overflow-error caps it [default: 200000]
+    #[arg(long, global = true, value_name = "TOKENS", value_parser = window)]
     pub limit: Option<usize>,
     /// Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]
     #[arg(long, global = true, value_name = "FILE")]
@@ -302,6 +302,49 @@ fn token_figure(s: &str) -> Result<Figure, String> {
         .map_err(|_| format!("{s:?} is not a token count (a whole number, or empty)"))
 }
 
+/// The smallest window noa works in. Below it a turn cannot hold what noa
+/// itself must send: the emergency nudge alone is about 2,300 tokens, and
+/// an eighth of the window is kept for the reply.
+pub const MIN_WINDOW: usize = 4_096;
+
+/// A context window as people write it: a whole number of tokens, with
+/// `k` (thousands) or `m` (millions) after it if they like, `_` or `,`
+/// between digits. A window below [`MIN_WINDOW`] is refused.
+fn window(s: &str) -> Result<usize, String> {
+    let plain: String = s
+        .trim()
+        .chars()
+        .filter(|c| !matches!(c, '_' | ','))
+        .collect();
+    let lower = plain.to_ascii_lowercase();
+    let (digits, scale) = match lower.strip_suffix('k') {
+        Some(d) => (d, 1_000),
+        None => match lower.strip_suffix('m') {
+            Some(d) => (d, 1_000_000),
+            None => (lower.as_str(), 1),
+        },
+    };
+    let bad =
+        || format!("{s:?} is not a window size: a number of tokens such as 200000, 200k or 1m");
+    let n = match digits.split_once('.') {
+        // `1.5m`: a fraction of the unit.
+        Some((whole, frac)) if scale > 1 && !frac.is_empty() && frac.len() <= 3 => {
+            let whole: usize = whole.parse().map_err(|_| bad())?;
+            let frac_n: usize = frac.parse().map_err(|_| bad())?;
+            whole * scale + frac_n * scale / 10usize.pow(frac.len() as u32)
+        }
+        Some(_) => return Err(bad()),
+        None => digits.parse::<usize>().map_err(|_| bad())? * scale,
+    };
+    if n < MIN_WINDOW {
+        return Err(format!(
+            "a window of {n} tokens cannot hold a turn and the nudge noa sends with it; give the \
+             model's context window (such as 200k), at least {MIN_WINDOW}"
+        ));
+    }
+    Ok(n)
+}
+
 /// `--tokenizer` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TokenizerArg {
@@ -346,4 +389,30 @@ pub enum ReportArg {
     Text,
     /// One JSON object
     Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_are_read_as_people_write_them() {
+        for (text, n) in [
+            ("200000", 200_000),
+            ("200k", 200_000),
+            ("128K", 128_000),
+            ("1m", 1_000_000),
+            ("1.5M", 1_500_000),
+            ("200_000", 200_000),
+            (" 16,384 ", 16_384),
+            ("4096", 4_096),
+        ] {
+            assert_eq!(window(text), Ok(n), "{text}");
+        }
+        for text in [
+            "0", "0k", "100", "4095", "", "k", "12x", "1.5", "-5", "1.2345m",
+        ] {
+            assert!(window(text).is_err(), "{text}");
+        }
+    }
 }

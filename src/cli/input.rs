@@ -278,7 +278,7 @@ fn read_input(global: &Global, path: &Path) -> Result<(String, Vec<u8>), CliErro
         .read_to_end(&mut bytes)
         .map_err(|source| CliError::Io {
             path: "<stdin>".into(),
-            source,
+            error: source,
         })?;
     Ok(("<stdin>".to_string(), bytes))
 }
@@ -453,7 +453,7 @@ fn read_set_aside(
         PieceError::Read(e) => CliError::Read(e),
         PieceError::Io(source) => CliError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         },
     })?;
     let Some((transcript, mark)) = read else {
@@ -788,6 +788,19 @@ fn locate(
     transcript: Transcript,
     read: HowRead,
 ) -> Result<Loaded, CliError> {
+    // Records that are all skipped are a transcript read as the wrong
+    // format, not an empty conversation.
+    if transcript.messages.is_empty() && !transcript.warnings.is_empty() {
+        let how = match global.format {
+            FormatArg::Auto => "if it is in another format, name that with --format",
+            _ => "leave --format out to detect its format, or name the one it is in",
+        };
+        return Err(CliError::Usage(format!(
+            "{name}: none of its records is a {} message ({} warning(s) as it was read); {how}",
+            transcript.format.name(),
+            transcript.warnings.len()
+        )));
+    }
     let session_id = global
         .session
         .clone()
@@ -888,7 +901,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>, CliError> {
         ),
         _ => CliError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         },
     })
 }
@@ -968,11 +981,29 @@ pub fn warn(global: &Global, warnings: &[String]) {
 /// Writes bytes to the output the user named (atomically when it is a
 /// regular file, straight through when it is a device or FIFO: see
 /// [`crate::store::write_output`]), or to stdout.
+/// Refuses an `-o` path whose folder does not exist, before anything is
+/// read or written: found only at the end, it would fail after the state
+/// was saved.
+pub fn check_output(output: Option<&PathBuf>) -> Result<(), CliError> {
+    let Some(path) = output else {
+        return Ok(());
+    };
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    match folder {
+        Some(f) if !f.is_dir() => Err(CliError::Usage(format!(
+            "-o {}: the folder {} does not exist; make it first, or name a file in a folder that does",
+            path.display(),
+            f.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub fn emit(output: Option<&PathBuf>, bytes: &[u8]) -> Result<(), CliError> {
     match output {
         Some(p) => crate::store::write_output(p, bytes).map_err(|source| CliError::Io {
             path: p.clone(),
-            source,
+            error: source,
         }),
         None => {
             let mut out = io::stdout().lock();
@@ -980,7 +1011,7 @@ pub fn emit(output: Option<&PathBuf>, bytes: &[u8]) -> Result<(), CliError> {
                 .and_then(|_| out.flush())
                 .map_err(|source| CliError::Io {
                     path: "<stdout>".into(),
-                    source,
+                    error: source,
                 })
         }
     }

@@ -115,7 +115,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         });
         write_atomic(file, svg.as_bytes()).map_err(|source| CliError::Io {
             path: file.clone(),
-            source,
+            error: source,
         })?;
         if !global.quiet {
             let _ = writeln!(
@@ -143,7 +143,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     };
     writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
         path: "<stdout>".into(),
-        source,
+        error: source,
     })?;
     if let Some(cx) = &cx {
         warn(global, &cx.transcript().warnings);
@@ -469,7 +469,7 @@ fn print_archive(
         .and_then(|_| out.flush())
         .map_err(|source| CliError::Io {
             path: "<stdout>".into(),
-            source,
+            error: source,
         })?;
     Ok(Exit::Success)
 }

@@ -2,7 +2,7 @@
 
 use super::args::{Global, MaterializeArgs};
 use super::context::{Access, Context};
-use super::input::{emit, load_with_records, warn};
+use super::input::{check_output, emit, load_with_records, warn};
 use super::{CliError, Exit};
 use crate::engine::baked;
 use crate::formats;
@@ -10,6 +10,7 @@ use crate::formats;
 /// Runs `noa materialize`. Reads the state (rebuilding a lost one in
 /// memory) but writes none.
 pub fn run(global: &Global, args: &MaterializeArgs) -> Result<Exit, CliError> {
+    check_output(args.output.as_ref())?;
     let cx = Context::open(
         global,
         load_with_records(global, &args.transcript)?,

@@ -47,13 +47,14 @@ pub enum CliError {
     #[diagnostic(code(noa::usage))]
     Usage(String),
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     #[diagnostic(code(noa::io))]
     Io {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: io::Error,
+        /// The cause, said in the message (not a source, which would say
+        /// it a second time).
+        error: io::Error,
     },
 }
 
@@ -98,7 +99,7 @@ impl CliError {
     }
 
     fn is_broken_pipe(&self) -> bool {
-        matches!(self, CliError::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+        matches!(self, CliError::Io { error: source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
     }
 }
 

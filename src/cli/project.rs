@@ -6,13 +6,14 @@ use serde_json::json;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
 use super::context::{Access, CacheWrite, Context, Turn};
-use super::input::{emit, load_unconfirmed, warn};
+use super::input::{check_output, emit, load_unconfirmed, warn};
 use super::{CliError, Exit};
 use crate::engine::{CompressionState, Projection, tokens, window_from_error};
 use crate::formats::{Transcript, ViewFormat, reassemble_among};
 
 /// Runs `noa project`.
 pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
+    check_output(args.output.as_ref())?;
     let access = if args.dry_run {
         Access::Read
     } else {

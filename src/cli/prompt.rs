@@ -22,7 +22,7 @@ pub fn run(global: &Global, args: &PromptArgs) -> Result<Exit, CliError> {
     };
     writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
         path: "<stdout>".into(),
-        source,
+        error: source,
     })?;
     Ok(Exit::Success)
 }

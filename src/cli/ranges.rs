@@ -49,7 +49,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     };
     writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
         path: "<stdout>".into(),
-        source,
+        error: source,
     })?;
     warn(global, &t.warnings);
     Ok(Exit::Success)

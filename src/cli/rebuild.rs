@@ -104,6 +104,6 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
 fn print(text: &str) -> Result<(), CliError> {
     writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
         path: "<stdout>".into(),
-        source,
+        error: source,
     })
 }

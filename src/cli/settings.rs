@@ -76,7 +76,7 @@ pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliE
         Some(path) => {
             let text = fs::read_to_string(path).map_err(|source| CliError::Io {
                 path: path.clone(),
-                source,
+                error: source,
             })?;
             toml::from_str::<FileConfig>(&text).map_err(|e| {
                 CliError::Usage(format!("{}: {}", path.display(), e.to_string().trim_end()))

@@ -891,9 +891,10 @@ impl SessionDir {
                 source.append_to(io::BufWriter::with_capacity(1 << 16, f), end)
             })
             .and_then(|w| w.into_inner().map_err(io::IntoInnerError::into_error));
-        result
-            .map(drop)
-            .map_err(|source| StoreError::Io { path, source })
+        result.map(drop).map_err(|source| StoreError::Io {
+            path,
+            error: source,
+        })
     }
 
     /// Replaces the read cache: a temp file renamed over it, not synced.
@@ -955,7 +956,7 @@ impl WordsFile {
     pub fn read(&self, spans: &[(u64, usize)]) -> Result<Vec<String>, StoreError> {
         self.ready().map_err(|source| StoreError::Io {
             path: self.path.clone(),
-            source,
+            error: source,
         })?;
         // Taken for the first words of the file itself: those in the
         // transcript are read by any number of threads at once.
@@ -984,7 +985,7 @@ impl WordsFile {
         read.collect::<io::Result<_>>()
             .map_err(|source| StoreError::Io {
                 path: self.path.clone(),
-                source,
+                error: source,
             })
     }
 
@@ -1237,7 +1238,7 @@ impl LeftWords<'_> {
             (Some(file), Some(spans)) => file.read(&spans),
             _ => Err(StoreError::Io {
                 path: PathBuf::from(FILE),
-                source: io::Error::new(
+                error: io::Error::new(
                     io::ErrorKind::NotFound,
                     "words a message was handed over without are not in the read cache",
                 ),
@@ -1311,7 +1312,10 @@ impl CacheSource<'_> {
             Ok(out) => Ok(CacheDraft { out, tmp, path }),
             Err(source) => {
                 let _ = std::fs::remove_file(&tmp);
-                Err(StoreError::Io { path, source })
+                Err(StoreError::Io {
+                    path,
+                    error: source,
+                })
             }
         }
     }
@@ -1326,7 +1330,10 @@ impl CacheSource<'_> {
             .and_then(|_| std::fs::rename(&tmp, &path));
         result.map_err(|source| {
             let _ = std::fs::remove_file(&tmp);
-            StoreError::Io { path, source }
+            StoreError::Io {
+                path,
+                error: source,
+            }
         })
     }
 }

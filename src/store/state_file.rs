@@ -127,13 +127,14 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// Reading or writing failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     #[diagnostic(code(noa::io))]
     Io {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: io::Error,
+        /// The cause, said in the message (not a source, which would say
+        /// it a second time).
+        error: io::Error,
     },
 }
 
@@ -148,7 +149,7 @@ impl StoreError {
         }
         StoreError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         }
     }
 }
@@ -1209,7 +1210,7 @@ mod tests {
         let err = s.save(&state).unwrap_err();
         drop(full);
         assert!(
-            matches!(&err, StoreError::Io { source, .. } if source.raw_os_error() == Some(28)),
+            matches!(&err, StoreError::Io { error: source, .. } if source.raw_os_error() == Some(28)),
             "{err}"
         );
         assert_eq!(fs::read(s.state_path()).unwrap(), before);

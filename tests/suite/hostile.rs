@@ -287,3 +287,68 @@ fn a_compress_call_of_ten_thousand_ranges_is_refused_and_shortened_in_view() {
     let limit = report["limit"].as_u64().unwrap();
     assert!(report["tokens"].as_u64().unwrap() < limit, "{report}");
 }
+
+/// What makes no sense is refused with exit 2, says what would work, and
+/// writes nothing.
+#[test]
+fn nonsense_is_refused_with_exit_2_and_nothing_is_written() {
+    let dir = TempDir::new();
+    let claude = super::common::testdata("real/claude-code/short.jsonl");
+    let claude = claude.to_str().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    fs::write(&empty, "").unwrap();
+    let blank = dir.path().join("blank.jsonl");
+    fs::write(&blank, "\n  \n").unwrap();
+    let state = dir.path().join("st");
+    let st = state.to_str().unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (&["project", claude, "--limit", "0"], "at least 4096"),
+        (&["project", claude, "--limit", "100"], "at least 4096"),
+        (
+            &["project", claude, "-o", "missing/view.jsonl"],
+            "the folder missing does not exist",
+        ),
+        (
+            &["materialize", claude, "-o", "missing/out.jsonl"],
+            "the folder missing does not exist",
+        ),
+        (
+            &["project", claude, "--format", "chat"],
+            "none of its records is a chat message",
+        ),
+        (&["project", empty.to_str().unwrap()], "the file is empty"),
+        (&["project", blank.to_str().unwrap()], "only blank lines"),
+    ];
+    for (args, says) in cases {
+        let mut args = args.to_vec();
+        args.extend(["--state-dir", st]);
+        let out = noa(dir.path(), &args);
+        // The message as one line, without the frame it is wrapped in.
+        let raw = stderr(&out);
+        let err = (raw.split_whitespace())
+            .filter(|w| *w != "|")
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.matches("No such file").count(), 0, "{args:?}: {err}");
+        assert!(!state.exists(), "{args:?} wrote state");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // Windows as people write them.
+    for limit in ["200k", "128K", "1m", "16_384"] {
+        let out = noa(
+            dir.path(),
+            &[
+                "project",
+                claude,
+                "--limit",
+                limit,
+                "--dry-run",
+                "--state-dir",
+                st,
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{limit}: {}", stderr(&out));
+    }
+}
