@@ -11,12 +11,12 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
+use noa::engine::CompressionState;
 use noa::engine::Config;
 use noa::engine::IdMap;
 use noa::engine::Sections;
-use noa::engine::CompressionState;
-use noa::engine::{TurnInput, project};
 use noa::engine::{ContentType, CoreMessage, Role};
+use noa::engine::{TurnInput, project};
 use noa::formats::{BadLines, read, reassemble};
 
 fuzz_target!(|data: &[u8]| {

@@ -39,6 +39,7 @@ pub use model::marker::marked;
 pub use model::message::COMPRESS_TOOL;
 pub use model::message::{ContentType, CoreMessage, Counted, Edit, Facts, Role};
 pub use model::name::Name;
+pub use model::quote;
 pub use model::refs::{BLOCKED, MAX_REF, NUDGE_ID};
 pub use model::state::{
     AppliedCall, Block, CompressionState, HostState, MessageRefs, NudgeState, RefName,
@@ -63,7 +64,9 @@ pub use pressure::zone::protected_ids;
 
 pub use compress::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};
 pub use compress::archive::{ArchiveFile, ArchiveInput, Entry as ArchiveEntry};
-pub use compress::call::{Answer, CallInput, answer as answer_call, answered_before};
+pub use compress::call::{
+    Answer, CallInput, MAX_ARGS_BYTES, MAX_RANGES, answer as answer_call, answered_before,
+};
 pub use compress::panel;
 pub use compress::panel::{Reclaimed, block_count, summary_tokens};
 pub use compress::parse_args::{

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::message_log::MessageLog;
-use super::reassemble::{BlockEdit, Emitted, read_words};
+use super::reassemble::{BlockEdit, Emitted, read_words, shown_text};
 use super::{Block, BlockSource, Format, HostMessage, ReadBlock, Slot, take_string};
 use crate::engine::{COMPRESS_TOOL, ContentType, CoreMessage, IdHash, Role};
 
@@ -285,22 +285,23 @@ fn edit_block(b: &Block, edit: &BlockEdit, shown: &CoreMessage) -> Value {
         let words = read_words(shown);
         let words = match key {
             // A call's input was an object; its text parses back to it.
-            "input" => serde_json::from_str(words).unwrap_or(Value::Null),
+            "input" => serde_json::from_str(&words).unwrap_or(Value::Null),
             _ => Value::String(words.to_string()),
         };
         o.insert(key.into(), words);
     }
-    if edit.is_none() {
-        return raw;
-    }
+    // Text, results and calls go through their edit even when it is none:
+    // look-alikes of noa's markers in them are quoted there.
     match (b.kind, &mut raw) {
+        _ if b.opaque => {}
         (ContentType::Text, Value::Object(o)) => {
             let t = edit.apply_str(o.get("text").and_then(Value::as_str).unwrap_or(""));
             o.insert("text".into(), Value::String(t));
         }
         (ContentType::ToolResult, Value::Object(o)) => {
-            let content = o.remove("content").unwrap_or(Value::Null);
-            o.insert("content".into(), edit.apply_content(content, "text"));
+            // Edited where it stands: the fields keep their order.
+            let at = o.entry("content").or_insert(Value::Null);
+            *at = edit.apply_content(at.take(), "text");
         }
         (ContentType::ToolCall, Value::Object(o)) => {
             let input = edit.apply_input(o.get("input").unwrap_or(&Value::Null));
@@ -324,14 +325,15 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
                 if c.role == Role::System {
                     out.lost("a system message's role (carried as user text)");
                 }
-                content.push(json!({ "type": "text", "text": c.text }));
+                content.push(json!({ "type": "text", "text": shown_text(c) }));
             }
             ContentType::ToolCall => {
-                let input: Value = serde_json::from_str(&c.text).unwrap_or_else(|_| json!({}));
+                let input: Value =
+                    serde_json::from_str(&shown_text(c)).unwrap_or_else(|_| json!({}));
                 content.push(json!({ "type": "tool_use", "id": c.tool_call_id, "name": c.tool_name, "input": input }));
             }
             ContentType::ToolResult => {
-                content.push(json!({ "type": "tool_result", "tool_use_id": c.tool_call_id, "content": c.text }));
+                content.push(json!({ "type": "tool_result", "tool_use_id": c.tool_call_id, "content": shown_text(c) }));
             }
         }
     }

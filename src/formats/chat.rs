@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 
 use super::anthropic::ToolNames;
 use super::message_log::MessageLog;
-use super::reassemble::{BlockEdit, Emitted, read_words};
+use super::reassemble::{BlockEdit, Emitted, read_words, shown_text};
 use super::{Block, BlockSource, Format, HostMessage, RawJson, ReadBlock, Slot, take_string};
 use crate::engine::{ContentType, CoreMessage, Role};
 
@@ -262,14 +262,14 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
             _ if c.opaque => out.lost("an opaque block (image or provider item)"),
             (ContentType::ToolResult, _) => {
                 out.push(
-                    json!({ "role": "tool", "tool_call_id": c.tool_call_id, "content": c.text }),
+                    json!({ "role": "tool", "tool_call_id": c.tool_call_id, "content": shown_text(c) }),
                 );
             }
             (ContentType::ToolCall, _) => {
                 role = "assistant";
                 calls.push(json!({
                     "id": c.tool_call_id, "type": "function",
-                    "function": { "name": c.tool_name, "arguments": c.text }
+                    "function": { "name": c.tool_name, "arguments": shown_text(c) }
                 }));
             }
             (ContentType::Reasoning, _) => {
@@ -283,7 +283,7 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
                     Role::System => "system",
                     _ => "user",
                 };
-                text.push(c.text.as_str());
+                text.push(shown_text(c));
             }
         }
     }

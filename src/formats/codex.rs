@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use super::anthropic::ToolNames;
-use super::reassemble::{BlockEdit, Emitted, read_words};
+use super::reassemble::{BlockEdit, Emitted, read_words, shown_text};
 use super::{
     BadLines, Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, ReadBlock,
     ReadError, Slot, Transcript, jsonl, span, take_string,
@@ -575,9 +575,10 @@ pub(crate) fn rebuild(
     };
     let mut item = filled(b, c);
     match (item.as_object_mut(), b.kind) {
-        (Some(obj), ContentType::ToolResult) if !edit.is_none() => {
-            let output = obj.remove("output").unwrap_or(Value::Null);
-            obj.insert("output".into(), edit.apply_content(output, "input_text"));
+        (Some(obj), ContentType::ToolResult) => {
+            // Edited where it stands: the fields keep their order.
+            let at = obj.entry("output").or_insert(Value::Null);
+            *at = edit.apply_content(at.take(), "input_text");
         }
         (Some(obj), ContentType::ToolCall) => {
             if let Some(args) = edit.call_arguments() {
@@ -629,13 +630,13 @@ pub(crate) fn synthesize(cores: &[&CoreMessage], out: &mut Emitted) {
                     Role::System => ("developer", "input_text"),
                     _ => ("user", "input_text"),
                 };
-                out.push(json!({ "type": "message", "role": role, "content": [{ "type": part, "text": c.text }] }));
+                out.push(json!({ "type": "message", "role": role, "content": [{ "type": part, "text": shown_text(c) }] }));
             }
             ContentType::ToolCall => out.push(json!({
-                "type": "function_call", "call_id": c.tool_call_id, "name": c.tool_name, "arguments": c.text
+                "type": "function_call", "call_id": c.tool_call_id, "name": c.tool_name, "arguments": shown_text(c)
             })),
             ContentType::ToolResult => {
-                out.push(json!({ "type": "function_call_output", "call_id": c.tool_call_id, "output": c.text }));
+                out.push(json!({ "type": "function_call_output", "call_id": c.tool_call_id, "output": shown_text(c) }));
             }
         }
     }

@@ -7,12 +7,15 @@
 //! summaries, the nudge) and every core of a conversion to another format are
 //! written from the core alone.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
 use super::{Block, HostMessage, Transcript, ViewFormat, anthropic, chat, codex};
+use crate::engine::ContentType;
 use crate::engine::Edit;
+use crate::engine::quote::{quote_markers, quote_markers_before};
 use crate::engine::{CoreMessage, IdMap, IdSet};
 
 /// What a writer does to a block's original JSON, from the engine's [`Edit`].
@@ -32,7 +35,9 @@ impl BlockEdit {
         match &core.edit {
             Edit::None => BlockEdit::None,
             Edit::Tagged(suffix) => BlockEdit::Append(suffix.clone()),
-            Edit::Truncated | Edit::ArgsShortened => BlockEdit::Replace(core.text.clone()),
+            Edit::Truncated(_) | Edit::ArgsShortened => {
+                BlockEdit::Replace(shown_text(core).into_owned())
+            }
         }
     }
 
@@ -45,22 +50,20 @@ impl BlockEdit {
     }
 
     /// A tool call's `input` object with its arguments rewritten; the
-    /// original when they were not, or do not parse as JSON.
+    /// original when they were not, or do not parse as JSON, with any look-
+    /// alike of noa's markers in its strings quoted.
     pub(crate) fn apply_input(&self, input: &Value) -> Value {
         self.call_arguments()
             .and_then(|args| serde_json::from_str(args).ok())
-            .unwrap_or_else(|| input.clone())
+            .unwrap_or_else(|| quoted_value(input.clone()))
     }
 
-    pub(crate) fn is_none(&self) -> bool {
-        *self == BlockEdit::None
-    }
-
-    /// The edited form of a plain string.
+    /// The edited form of a plain string, look-alikes of noa's markers in
+    /// what came from the log quoted (see [`quote_markers`]).
     pub(crate) fn apply_str(&self, s: &str) -> String {
         match self {
-            BlockEdit::None => s.to_string(),
-            BlockEdit::Append(suffix) => format!("{s}{suffix}"),
+            BlockEdit::None => quote_markers(s).into_owned(),
+            BlockEdit::Append(suffix) => format!("{}{suffix}", quote_markers(s)),
             BlockEdit::Replace(new) => new.clone(),
         }
     }
@@ -68,7 +71,7 @@ impl BlockEdit {
     /// A copy of a content part (`{"type": …, "text": …}`) with its text edited.
     pub(crate) fn apply_part(&self, part: &Value) -> Value {
         let mut p = part.clone();
-        if let (false, Some(Value::String(t))) = (self.is_none(), p.get_mut("text")) {
+        if let Some(Value::String(t)) = p.get_mut("text") {
             *t = self.apply_str(t);
         }
         p
@@ -79,9 +82,13 @@ impl BlockEdit {
     pub(crate) fn apply_content(&self, content: Value, text_type: &str) -> Value {
         let text_part = |t: &str| json!({ "type": text_type, "text": t });
         match (self, content) {
-            (BlockEdit::None, c) => c,
             (_, Value::String(s)) => Value::String(self.apply_str(&s)),
-            (BlockEdit::Append(suffix), Value::Array(mut parts)) => {
+            (BlockEdit::None, c) => quoted_value(c),
+            (BlockEdit::Append(suffix), Value::Array(parts)) => {
+                let mut parts = match quoted_value(Value::Array(parts)) {
+                    Value::Array(parts) => parts,
+                    _ => Vec::new(),
+                };
                 let last_text = parts
                     .iter_mut()
                     .rev()
@@ -112,12 +119,56 @@ impl BlockEdit {
 /// turn appended. Readers move a block's words into its core and leave a
 /// null in its JSON; writers put these back there, then edit as
 /// [`BlockEdit`] says. (A cut text is replaced whole by its edit.)
-pub(crate) fn read_words(shown: &CoreMessage) -> &str {
-    match &shown.edit {
+///
+/// Look-alikes of noa's markers in them are quoted, but in reasoning, whose
+/// signature covers its every byte.
+pub(crate) fn read_words(shown: &CoreMessage) -> Cow<'_, str> {
+    let words = match &shown.edit {
         Edit::Tagged(tag) => shown.text.strip_suffix(tag.as_str()),
         _ => None,
     }
-    .unwrap_or(&shown.text)
+    .unwrap_or(&shown.text);
+    match shown.content_type {
+        ContentType::Reasoning => Cow::Borrowed(words),
+        _ => quote_markers(words),
+    }
+}
+
+/// The text a core goes out with when it is written from the core alone:
+/// as noa wrote it for noa's own (summaries, the nudge, the note of what
+/// was left out) and reasoning, else with look-alikes of noa's markers
+/// quoted, noa's own ref tag at its end kept.
+pub(crate) fn shown_text(c: &CoreMessage) -> Cow<'_, str> {
+    if c.id.starts_with(NOA_IDS) || c.content_type == ContentType::Reasoning {
+        return Cow::Borrowed(&c.text);
+    }
+    match &c.edit {
+        Edit::Tagged(tag) | Edit::Truncated(tag) => quote_markers_before(&c.text, tag),
+        _ => quote_markers(&c.text),
+    }
+}
+
+/// What the ids of the cores noa writes itself start with: block summaries
+/// (whose model-written words are quoted when they are rendered), the
+/// nudge and the note of messages left out.
+const NOA_IDS: &str = "noa_";
+
+/// `v` with look-alikes of noa's markers quoted in every string it holds.
+fn quoted_value(v: Value) -> Value {
+    match v {
+        Value::String(s) => match quote_markers(&s) {
+            Cow::Borrowed(_) => Value::String(s),
+            Cow::Owned(q) => Value::String(q),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(quoted_value).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| (k, quoted_value(v)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 /// Messages written so far, and what a conversion could not carry.

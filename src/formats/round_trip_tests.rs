@@ -388,7 +388,7 @@ fn edited_words_are_written_from_the_view_with_the_rest_as_logged() {
         let t = read("t", &lines(&input), Some(format), BadLines::Fail).unwrap();
         let mut view = t.cores();
         view[0].append_tag("m00001");
-        view[3].replace_text("[cut]".into(), Edit::Truncated);
+        view[3].replace_text("[cut]".into(), Edit::Truncated(String::new()));
         let (out, _) = reassemble(&t, &view, format.view_format());
         let text = lines(&out);
         assert!(text.contains(&view[0].text.replace('\n', "\\n")), "{text}");
@@ -416,7 +416,7 @@ fn a_codex_rollout_writes_edited_words_from_the_view() {
         .position(|c| kind(c, ContentType::ToolResult))
         .unwrap();
     view[said].append_tag("m00001");
-    view[output].replace_text("[cut]".into(), Edit::Truncated);
+    view[output].replace_text("[cut]".into(), Edit::Truncated(String::new()));
     let (out, _) = reassemble(&t, &view, ViewFormat::Responses);
     let written = lines(&out);
     // Every item's words are written, as the view holds them: as JSON

@@ -161,6 +161,9 @@ pub struct SessionDir {
     pub dir: PathBuf,
     /// The session id (the directory's name).
     pub session: String,
+    /// The state dir the session is in, with every other session: a fork
+    /// or a subagent names the archives it inherited there.
+    base: PathBuf,
     /// The refs log as this process last read or wrote it (its digest
     /// always known), with the digest of its bytes to go on from, so a save
     /// appends what is new instead of writing every ref again. Both are
@@ -402,20 +405,21 @@ const LOGS: [&str; 4] = [REFS_LOG, BLOCKS_LOG, TOKENS_LOG, TRUNCATED_LOG];
 impl SessionDir {
     /// The directory for `session` under `base`.
     pub fn new(base: &Path, session: &str) -> SessionDir {
-        SessionDir::at(base.join(session), session)
+        SessionDir::at(base.join(session), session, base)
     }
 
     /// The directory of a subagent spawned by `parent`: under the parent's,
     /// so its archives sit beside the ones it inherited.
     pub fn subagent(base: &Path, parent: &str, agent: &str) -> SessionDir {
-        SessionDir::at(base.join(parent).join("subagents").join(agent), agent)
+        SessionDir::at(base.join(parent).join("subagents").join(agent), agent, base)
     }
 
     /// `session`'s directory at `dir`, nothing of it read yet.
-    fn at(dir: PathBuf, session: &str) -> SessionDir {
+    fn at(dir: PathBuf, session: &str, base: &Path) -> SessionDir {
         SessionDir {
             dir,
             session: session.to_string(),
+            base: base.to_path_buf(),
             logged: RefCell::new(None),
             blocks_logged: RefCell::new(None),
             tokens_logged: RefCell::new(None),
@@ -521,6 +525,7 @@ impl SessionDir {
             }
             None => None,
         };
+        self.keep_archives_inside(&mut state.blocks);
         self.blocks_logged.replace(blocks_logged);
         if let Some(extent) = tokens {
             let (map, logged) = self.read_map_log(TOKENS_LOG, extent, &mut buf)?;
@@ -537,6 +542,57 @@ impl SessionDir {
         self.logged.replace(logged);
         self.state_json.replace(Some(text.into_bytes()));
         Ok(Some(state))
+    }
+
+    /// Keeps every block's archive path to a file of noa's. The view
+    /// tells the model to read the file a summary's archive pointer names,
+    /// so a path the state holds is taken only when it lies in the state
+    /// dir (this session's archives, and those a fork or a subagent
+    /// inherited), or names this session's archive of the block where its
+    /// folder was before it was moved or copied (a folder of this name and
+    /// the block's `archive_rel` in it); never with a `..` on the way. Any
+    /// other (a hand-edited state) is replaced by the file in this folder,
+    /// and a block whose `archive_rel` would leave the folder has none.
+    fn keep_archives_inside(&self, blocks: &mut [Block]) {
+        let Ok(root) = fs::canonicalize(&self.dir) else {
+            return;
+        };
+        let base = fs::canonicalize(&self.base).unwrap_or_else(|_| root.clone());
+        let plain = |p: &Path| {
+            p.components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+        };
+        let folder = root.file_name().map(Path::new).unwrap_or(Path::new(""));
+        let of_this_session = |path: &Path, rel: &Path| {
+            path.is_absolute()
+                && path
+                    .components()
+                    .skip(1)
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+                && (path.starts_with(&base) || path.ends_with(folder.join(rel)))
+        };
+        for b in blocks {
+            if b.archive_rel.is_empty() && b.archive_path.is_empty() {
+                continue;
+            }
+            // A state written before blocks knew their place in the folder
+            // has the path alone.
+            if b.archive_rel.is_empty()
+                && let Ok(rel) = Path::new(&b.archive_path).strip_prefix(&root)
+            {
+                b.archive_rel = rel.to_string_lossy().into_owned();
+            }
+            let rel = Path::new(&b.archive_rel);
+            let path = match !b.archive_rel.is_empty() && plain(rel) {
+                true if of_this_session(Path::new(&b.archive_path), rel) => continue,
+                true => root.join(rel).to_string_lossy().into_owned(),
+                false => String::new(),
+            };
+            if path.is_empty() {
+                b.archive_rel.clear();
+            }
+            b.archive_path = path;
+        }
     }
 
     /// The blocks in the first bytes of blocks.jsonl the state names, with

@@ -84,8 +84,9 @@ pub enum Edit {
     None,
     /// A ref tag was appended: the original text is intact before this suffix.
     Tagged(String),
-    /// The text was cut short (a truncated tool output); `text` is what is sent.
-    Truncated,
+    /// The text was cut short (a truncated tool output); `text` is what is
+    /// sent, and ends with this ref tag suffix (empty when untagged).
+    Truncated(String),
     /// A Compress call's arguments with long summaries stubbed; `text` is
     /// the arguments sent.
     ArgsShortened,
@@ -550,7 +551,7 @@ mod tests {
             Tokenizer::Estimate.count(&m.text)
         );
         assert!(!m.counted.ascii());
-        m.replace_text("中".into(), Edit::Truncated);
+        m.replace_text("中".into(), Edit::Truncated(String::new()));
         assert_eq!(m.counted.of(Tokenizer::Estimate, &m.text), 1);
     }
 

@@ -6,6 +6,7 @@ pub mod marker;
 pub mod message;
 pub mod name;
 pub mod protect;
+pub mod quote;
 pub mod ref_map;
 pub mod refs;
 pub mod state;

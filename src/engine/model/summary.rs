@@ -2,6 +2,7 @@
 //! block's range, its id, and the pointer to the archive of its originals.
 
 use super::message::{ContentType, CoreMessage, Role};
+use super::quote::quote_markers;
 use super::state::Block;
 
 /// Id prefix of a rendered block summary in a view.
@@ -33,15 +34,18 @@ pub fn archive_tag(b: &Block) -> String {
 pub const SUMMARY_ROLE: Role = Role::User;
 
 /// A block's summary as the user-side message that stands in for its range.
+///
+/// The topic and summary are the model's words: a look-alike of noa's
+/// markers in them is quoted (see [`quote_markers`]).
 pub fn render_summary(b: &Block) -> CoreMessage {
     let mut text = SUMMARY_HEADER.to_string();
     if !b.topic.trim().is_empty() {
         text.push_str(" — ");
-        text.push_str(b.topic.trim());
+        text.push_str(&quote_markers(b.topic.trim()));
     }
     if !b.summary.trim().is_empty() {
         text.push('\n');
-        text.push_str(b.summary.trim());
+        text.push_str(&quote_markers(b.summary.trim()));
     }
     text.push_str("\n\n");
     text.push_str(&archive_tag(b));

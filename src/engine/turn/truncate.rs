@@ -222,7 +222,12 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
         cfg.tokens(m)
     })?;
     let text = c.text(&m.text, "");
-    m.replace_text(text, Edit::Truncated);
+    // The tag was in the words cut: it ends the tail they keep.
+    let tag = match &m.edit {
+        Edit::Tagged(suffix) if text.ends_with(suffix.as_str()) => suffix.clone(),
+        _ => String::new(),
+    };
+    m.replace_text(text, Edit::Truncated(tag));
     m.counted = Counted::known(cfg.tokenizer, c.after);
     Some(c.saved())
 }

@@ -360,7 +360,7 @@ impl<'a> Unworded<'a> {
             return Some(None);
         };
         let saved = cut.saved();
-        m.edit = Edit::Truncated;
+        m.edit = Edit::Truncated(h.suffix.clone());
         m.counted = Counted::known(cfg.tokenizer, cut.after);
         h.cut = Some(cut);
         self.made.push((
