@@ -419,3 +419,50 @@ fn a_placeholder_usage_record_is_set_aside_with_a_warning() {
         "anchored on an earlier record"
     );
 }
+
+/// The same for a Codex rollout: a `token_count` event whose last request
+/// is a placeholder figure is set aside, not believed.
+#[test]
+fn a_placeholder_token_count_is_set_aside_with_a_warning() {
+    let text = fs::read_to_string(testdata("real/codex/rollout-plain.jsonl")).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let last = lines
+        .iter()
+        .rposition(|l| l.contains("\"token_count\"") && l.contains("last_token_usage"))
+        .unwrap();
+    let dir = TempDir::new();
+    let report = |lines: &[String]| -> Value {
+        let path = dir.path().join("t.jsonl");
+        fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let out = noa(
+            dir.path(),
+            &[
+                "project",
+                path.to_str().unwrap(),
+                "--dry-run",
+                "--report",
+                "json",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap()
+    };
+    let real = report(&lines);
+    assert!(!real["warnings"].to_string().contains("placeholder"));
+    let mut event: Value = serde_json::from_str(&lines[last]).unwrap();
+    event["payload"]["info"]["last_token_usage"]["input_tokens"] = Value::from(10);
+    event["payload"]["info"]["last_token_usage"]["cached_input_tokens"] = Value::from(0);
+    lines[last] = event.to_string();
+    let placeholder = report(&lines);
+    let warnings = placeholder["warnings"].to_string();
+    assert!(warnings.contains("a prompt of 10 tokens"), "{warnings}");
+    let placed = placeholder["tokens"].as_u64().unwrap();
+    assert!(
+        placed > real["tokens"].as_u64().unwrap() / 2,
+        "{placed} tokens"
+    );
+}
