@@ -737,3 +737,69 @@ fn materialize_gets_a_lost_state_back_from_the_log() {
         "materialize writes no state"
     );
 }
+
+/// A range whose neighbours are two assistant turns: its summary stands
+/// between them, and no writer joins the two turns into one message, in
+/// every view format.
+#[test]
+fn a_summary_between_two_assistant_turns_stands_between_them() {
+    let dir = TempDir::new();
+    let path = dir.path().join("chat.jsonl");
+    let long = |tag: &str| {
+        format!(
+            "{tag} {}",
+            "context the model read once and is done with. ".repeat(60)
+        )
+    };
+    let mut lines = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "Task: tidy the parser."}),
+        json!({"role": "assistant", "content": "ALPHA: the first part is done."}),
+        json!({"role": "user", "content": long("BETA")}),
+        json!({"role": "assistant", "content": "gamma: noted."}),
+        json!({"role": "user", "content": long("more")}),
+        json!({"role": "assistant", "content": "gamma: noted again."}),
+        json!({"role": "user", "content": long("DELTA")}),
+        json!({"role": "assistant", "content": "OMEGA: on to the second part."}),
+    ];
+    // Enough after it that the range is out of the protected zone.
+    for i in 0..12 {
+        lines.push(json!({"role": "user", "content": long(&format!("step {i}:"))}));
+        lines.push(json!({"role": "assistant", "content": format!("step {i} done")}));
+    }
+    lines.push(json!({"role": "user", "content": "Go on."}));
+    fs::write(&path, jsonl(&lines)).unwrap();
+    let state = dir.path().join("state");
+    let (view, _) = project(&path, &state, &[]);
+    let ref_of = |word: &str| {
+        tagged(&view)
+            .into_iter()
+            .find(|(_, text)| text.starts_with(word))
+            .map(|(r, _)| r)
+            .unwrap()
+    };
+    let (start, end) = (ref_of("BETA"), ref_of("DELTA"));
+    let mut s = Chat { path };
+    let args = json!({"content": [{"startId": start, "endId": end, "summary": SUMMARY}]});
+    let (code, panel) = apply(&mut s, &state, "call_between", args);
+    assert_eq!(code, 0, "{panel}");
+    for to in ["chat", "anthropic", "responses"] {
+        let (view, _) = project(s.path(), &state, &["--to", to, "--dry-run"]);
+        let text = |m: &Value| m.to_string();
+        let at = |word: &str| view.iter().position(|m| text(m).contains(word)).unwrap();
+        let (alpha, summary, omega) = (
+            at("ALPHA"),
+            at("[Compressed conversation section]"),
+            at("OMEGA"),
+        );
+        assert_eq!(
+            (alpha + 1, summary + 1),
+            (summary, omega),
+            "{to}: the summary does not stand between its neighbours"
+        );
+        assert!(
+            !text(&view[alpha]).contains("OMEGA"),
+            "{to}: two turns joined"
+        );
+    }
+}

@@ -73,6 +73,23 @@ pub fn is_boundary(prev: Option<Role>, next: &CoreMessage) -> bool {
     }
 }
 
+/// [`is_boundary`] for a summary standing where messages were taken out:
+/// two assistant messages that the history did not hold side by side (a
+/// user message or a tool result came between them, the first turn ended)
+/// are two turns, and a summary may stand between them. Held to the rule
+/// for adjacent ones, it was pushed past the next turn and its results,
+/// and a writer then joined the two turns into one.
+pub fn may_stand_between(prev: Option<Role>, next: &CoreMessage, turn_ended: bool) -> bool {
+    is_boundary(prev, next)
+        || (turn_ended && prev == Some(Role::Assistant) && next.role == Role::Assistant)
+}
+
+/// Whether an assistant's turn ends among `between`, the messages the
+/// history held between two others.
+pub fn turn_ends_in(between: &[CoreMessage]) -> bool {
+    between.iter().any(|m| m.role != Role::Assistant)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -757,7 +757,8 @@ impl<'h> Carry<'h> {
                     0 => None,
                     _ => Some(at(i - 1).role),
                 };
-                if exchange::is_boundary(last, at(i)) {
+                let ended = previous != Some(i) && i > 0 && self.turn_ended_before(i);
+                if exchange::may_stand_between(last, at(i), ended) {
                     break;
                 }
                 i += 1;
@@ -778,6 +779,22 @@ impl<'h> Carry<'h> {
         }
         out.extend(slots.map(|(_, b)| Planned::Summary(b)));
         Some(out)
+    }
+
+    /// For each message of [`Carry::kept`], whether an assistant's turn
+    /// ended among the messages taken out before it (see
+    /// [`exchange::may_stand_between`]).
+    pub fn turns_ended(&self) -> Vec<bool> {
+        (0..self.kept.len())
+            .map(|i| i > 0 && self.turn_ended_before(i))
+            .collect()
+    }
+
+    /// Whether a turn ended among the messages taken out between the kept
+    /// messages `i - 1` and `i`.
+    fn turn_ended_before(&self, i: usize) -> bool {
+        let (from, to) = (self.ranks.select(i - 1) + 1, self.ranks.select(i));
+        exchange::turn_ends_in(&self.history[from..to])
     }
 
     /// The messages of the prefix left in view, in order.

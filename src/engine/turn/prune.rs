@@ -67,6 +67,10 @@ pub fn prune_marked<'a>(
     // the first message it takes out.
     let mut anchor: Vec<Option<usize>> = vec![None; state.blocks.len()];
     let mut kept: Vec<&'a CoreMessage> = Vec::with_capacity(view.len());
+    // For each kept message: whether an assistant's turn ended among the
+    // messages taken out just before it.
+    let mut turn_ended: Vec<bool> = Vec::with_capacity(view.len());
+    let mut ended = false;
     let mut hidden = Vec::with_capacity(view.len());
     let mut taken_at: IdMap<'_, usize> = IdMap::default();
     for (m, first) in view.iter().zip(firsts) {
@@ -77,8 +81,12 @@ pub fn prune_marked<'a>(
                 if !covered.more().is_empty() {
                     taken_at.entry(m.id.as_str()).or_insert(kept.len());
                 }
+                ended |= m.role != Role::Assistant;
             }
-            None => kept.push(m),
+            None => {
+                kept.push(m);
+                turn_ended.push(std::mem::take(&mut ended));
+            }
         }
         hidden.push(block.is_some());
     }
@@ -88,7 +96,7 @@ pub fn prune_marked<'a>(
             *a = (*a).min(at);
         }
     }
-    let (view, unworded) = place(kept, anchor, state, unworded, spent);
+    let (view, unworded) = place((kept, &turn_ended), anchor, state, unworded, spent);
     Pruned {
         view,
         hidden,
@@ -107,7 +115,8 @@ pub fn prune_carried<'a>(
     spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
 ) -> Pruned<'a> {
     let Some(plan) = carry.plan(&state.blocks) else {
-        let (view, unworded) = place(carry.kept(), carry.anchors(), state, unworded, spent);
+        let kept = (carry.kept(), &carry.turns_ended()[..]);
+        let (view, unworded) = place(kept, carry.anchors(), state, unworded, spent);
         return Pruned {
             view,
             hidden: Vec::new(),
@@ -136,9 +145,12 @@ pub fn prune_carried<'a>(
 
 /// The view of the messages `kept`, with each block's summary placed where
 /// `anchor` says (how many kept messages come before it), moved on to the
-/// next exchange boundary; the Compress exchanges `spent` names left out.
+/// next place it may stand (see [`exchange::may_stand_between`], told by
+/// `turn_ended` for each kept message whether a turn ended among the
+/// messages taken out before it); the Compress exchanges `spent` names
+/// left out.
 fn place<'a>(
-    kept: Vec<&'a CoreMessage>,
+    (kept, turn_ended): (Vec<&'a CoreMessage>, &[bool]),
     anchor: Vec<Option<usize>>,
     state: &CompressionState,
     mut unworded: Unworded<'a>,
@@ -164,7 +176,8 @@ fn place<'a>(
     let mut last = None;
     for (i, m) in kept.into_iter().enumerate() {
         while let Some((anchor, _, _)) = pending.peek() {
-            if *anchor > i || !exchange::is_boundary(last, m) {
+            let ended = turn_ended.get(i).copied().unwrap_or(false);
+            if *anchor > i || !exchange::may_stand_between(last, m, ended) {
                 break;
             }
             let summary = pending.next().expect("peeked").2;
