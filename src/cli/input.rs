@@ -789,8 +789,9 @@ fn locate(
     read: HowRead,
 ) -> Result<Loaded, CliError> {
     // Records that are all skipped are a transcript read as the wrong
-    // format, not an empty conversation.
-    if transcript.messages.is_empty() && !transcript.warnings.is_empty() {
+    // format, not an empty conversation. (Read on from the cache, the
+    // transcript holds only what was appended.)
+    if !read.warm && transcript.messages.is_empty() && !transcript.warnings.is_empty() {
         let how = match global.format {
             FormatArg::Auto => "if it is in another format, name that with --format",
             _ => "leave --format out to detect its format, or name the one it is in",

@@ -141,7 +141,7 @@ pub fn render(input: &NudgeInput, sections: &Sections) -> String {
             how_to_compress_rules().to_string(),
             format_ranges(input.ranges, input.protected),
             format_block_map(input.blocks),
-            reclaim_line(input.reclaim),
+            reclaim_line(input.reclaim, offered(input.ranges)),
             GENTLE_CLOSING.to_string(),
         ]
     } else if tier == 1 {
@@ -156,7 +156,7 @@ pub fn render(input: &NudgeInput, sections: &Sections) -> String {
             how_to_compress_rules().to_string(),
             format_ranges(input.ranges, input.protected),
             format_block_map(input.blocks),
-            reclaim_line(input.reclaim),
+            reclaim_line(input.reclaim, offered(input.ranges)),
         ]
     } else {
         // At the limit the efficiency note would contradict the trigger line
@@ -205,11 +205,28 @@ pub fn rough_size(input: &NudgeInput) -> usize {
     tokens::estimate(&render(input, &Sections::default()))
 }
 
+/// What the ranges a nudge offers hold, together.
+fn offered(ranges: &[RangeInfo]) -> usize {
+    ranges.iter().map(|r| r.tokens).sum()
+}
+
 /// How deep a tier-1 call should go, and why one deep call is cheaper than
-/// several shallow ones. Empty when no figure is given.
-pub fn reclaim_line(tokens: usize) -> String {
+/// several shallow ones. Empty when no figure is given. A nudge never asks
+/// for more than the ranges it offers hold (`offered`): when they hold
+/// less, it asks for them all and says where the rest comes from.
+pub fn reclaim_line(tokens: usize, offered: usize) -> String {
     if tokens == 0 {
         return String::new();
+    }
+    if offered < tokens {
+        return format!(
+            "Compress every range listed in this call, about {} in all, oldest first. That is \
+             less than the {} that would bring the context back to about half the window: the \
+             rest comes later, from folding summaries into higher tiers, or from old tool \
+             output cut to fit.",
+            tokens::format(offered),
+            tokens::format(tokens)
+        );
     }
     format!(
         "Free at least {} in this call, oldest ranges first: that brings the context back to \

@@ -600,3 +600,13 @@ fn conformance_sample_lines() {
         "\nNot compressible now:\n  m00090–m00095  6 msgs  9.7K [PROTECTED: recent, the current step still uses them (Read, Bash)]\n"
     ));
 }
+
+#[test]
+fn a_nudge_never_asks_for_more_than_it_offers() {
+    assert!(reclaim_line(14_200, 20_000).starts_with("Free at least 14K in this call"));
+    let short = reclaim_line(28_000, 21_000);
+    assert!(short.starts_with("Compress every range listed in this call, about 21K in all"));
+    assert!(short.contains("less than the 28K"), "{short}");
+    assert!(!short.contains("Free at least"));
+    assert_eq!(reclaim_line(0, 5_000), "");
+}
