@@ -34,6 +34,8 @@ struct Current {
     breakdown: Breakdown,
     measured: usize,
     limit: usize,
+    /// Where the window came from, in words.
+    window_from: &'static str,
     history: Vec<Segment>,
     view: Vec<Segment>,
     /// What each block reclaimed, by id: the panel's and the SVG's figure.
@@ -87,6 +89,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
             breakdown: p.recommendation.breakdown,
             measured: p.measured,
             limit: settings.window(&stored.host),
+            window_from: settings.window_source(&stored.host),
             history: map::history_segments(history, &p.view, &state, &zone),
             view: map::view_segments(&p.view, &state, &zone),
             reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &|m| {
@@ -344,10 +347,11 @@ fn to_text(r: &Report) -> String {
     if let Some(c) = current {
         let breakdown = format_breakdown(&c.breakdown, 0);
         let window = format!(
-            "Window: {} of {} tokens ({}%)",
+            "Window: {} of {} tokens ({}%; the window from {})",
             tokens::format(c.measured),
             tokens::format(c.limit),
-            c.measured * 100 / c.limit.max(1)
+            c.measured * 100 / c.limit.max(1),
+            c.window_from
         );
         parts.push(if breakdown.is_empty() {
             window
@@ -424,12 +428,14 @@ fn to_json(r: &Report) -> Value {
         "breakdown": Value::Null,
         "tokens": Value::Null,
         "limit": Value::Null,
+        "window_from": Value::Null,
         "map": Value::Null,
     });
     if let Some(c) = current {
         out["breakdown"] = serde_json::to_value(c.breakdown).expect("serializes");
         out["tokens"] = json!(c.measured);
         out["limit"] = json!(c.limit);
+        out["window_from"] = json!(c.window_from);
         out["map"] = json!({
             "strip": map::strip(&c.view, STRIP_WIDTH, c.limit),
             "view": map::runs(&c.view).iter().map(run_json).collect::<Vec<_>>(),

@@ -97,6 +97,9 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         ));
     }
     if !args.dry_run {
+        if let Some(w) = settings.given_window() {
+            state.host.window = Some(w);
+        }
         session.save(&state)?;
         // The cache only saves work: a turn that cannot leave one still
         // goes out, and the next reads whatever cache it finds with care.

@@ -8,9 +8,9 @@ use serde::Deserialize;
 use super::CliError;
 use super::args::{Global, TokenizerArg};
 use crate::engine::Config;
-use crate::engine::HostState;
 use crate::engine::Sections;
 use crate::engine::Tokenizer;
+use crate::engine::{GivenWindow, HostState, WindowFrom};
 use crate::formats::Format;
 
 /// A config file: `[engine]` holds every engine knob, `[prompt]` the surface
@@ -33,15 +33,50 @@ pub struct Settings {
     pub file: Option<PathBuf>,
     /// Doubtful values, each named.
     pub warnings: Vec<String>,
+    /// Where this run was given its window, if it was: else the window
+    /// the session's last turn was given stands, then the default.
+    pub given: Option<WindowFrom>,
 }
 
 impl Settings {
-    /// The window in force: the configured one, or the one the provider
-    /// taught us when smaller.
+    /// The window in force: the one this run was given, else the one the
+    /// session's last turn was given, else the default; or the one the
+    /// provider taught us when smaller.
     pub fn window(&self, host: &HostState) -> usize {
+        let configured = self.window_given_or_kept(host);
         match host.learned_window.filter(|w| *w > 0) {
-            Some(w) => self.config.context_limit.min(w),
-            None => self.config.context_limit,
+            Some(w) => configured.min(w),
+            None => configured,
+        }
+    }
+
+    /// The window this run was given, for the session to keep.
+    pub fn given_window(&self) -> Option<GivenWindow> {
+        self.given.map(|from| GivenWindow {
+            tokens: self.config.context_limit,
+            from,
+        })
+    }
+
+    /// Where the window in force comes from, in words.
+    pub fn window_source(&self, host: &HostState) -> &'static str {
+        let learned = host
+            .learned_window
+            .is_some_and(|w| w > 0 && w < self.window_given_or_kept(host));
+        match (learned, self.given, host.window.map(|w| w.from)) {
+            (true, _, _) => "learned from the provider's overflow error",
+            (_, Some(WindowFrom::Flag), _) => "--limit",
+            (_, Some(WindowFrom::Config), _) => "the config file",
+            (_, None, Some(WindowFrom::Flag)) => "--limit of the last turn",
+            (_, None, Some(WindowFrom::Config)) => "the config file of the last turn",
+            (_, None, None) => "the default",
+        }
+    }
+
+    fn window_given_or_kept(&self, host: &HostState) -> usize {
+        match (self.given, host.window) {
+            (None, Some(w)) => w.tokens,
+            _ => self.config.context_limit,
         }
     }
 
@@ -72,17 +107,23 @@ pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliE
                 .find(|p| p.is_file())
         }),
     };
-    let parsed = match &file {
+    let (parsed, file_window) = match &file {
         Some(path) => {
             let text = fs::read_to_string(path).map_err(|source| CliError::Io {
                 path: path.clone(),
                 error: source,
             })?;
-            toml::from_str::<FileConfig>(&text).map_err(|e| {
+            let parsed = toml::from_str::<FileConfig>(&text).map_err(|e| {
                 CliError::Usage(format!("{}: {}", path.display(), e.to_string().trim_end()))
-            })?
+            })?;
+            (parsed, names_window(&text))
         }
-        None => FileConfig::default(),
+        None => (FileConfig::default(), false),
+    };
+    let given = match (global.limit, file_window) {
+        (Some(_), _) => Some(WindowFrom::Flag),
+        (None, true) => Some(WindowFrom::Config),
+        (None, false) => None,
     };
     let mut config = parsed.engine;
     if let Some(limit) = global.limit {
@@ -113,6 +154,17 @@ pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliE
         sections: parsed.prompt,
         file,
         warnings,
+        given,
+    })
+}
+
+/// Whether a config file's text sets `engine.context_limit` (its default
+/// is not a window anyone gave).
+fn names_window(text: &str) -> bool {
+    text.parse::<toml::Table>().is_ok_and(|t| {
+        t.get("engine")
+            .and_then(|e| e.get("context_limit"))
+            .is_some()
     })
 }
 

@@ -42,8 +42,8 @@ pub use model::name::Name;
 pub use model::quote;
 pub use model::refs::{BLOCKED, MAX_REF, NUDGE_ID};
 pub use model::state::{
-    AppliedCall, Block, CompressionState, HostState, MessageRefs, NudgeState, RefName,
-    STATE_VERSION, Stats,
+    AppliedCall, Block, CompressionState, GivenWindow, HostState, MessageRefs, NudgeState, RefName,
+    STATE_VERSION, Stats, WindowFrom,
 };
 pub use model::tokenizer::Tokenizer;
 pub use model::tokens;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::common::{golden, noa, project, testdata};
+use crate::common::{TempDir, golden, noa, project, testdata};
 use crate::compress::{ClaudeCode, SUMMARY, Session, tagged};
 
 /// Fixed clock for archives, so their bytes are the same on every run.
@@ -505,4 +505,52 @@ fn the_panel_reports_the_figure_inspect_and_the_svg_report() {
         svg.contains(&format!("{panel} reclaimed</text>")),
         "the SVG label says {panel}"
     );
+}
+
+/// A session keeps the window its last turn was given: `inspect`, `ranges`
+/// and the next `project` without `--limit` speak of it, and say where it
+/// came from; a flag given to them wins.
+#[test]
+fn the_window_a_turn_was_given_is_remembered() {
+    let dir = TempDir::new();
+    let path = dir.path().join("chat.jsonl");
+    fs::write(
+        &path,
+        crate::synth::jsonl(&crate::synth::chat_session(41, 30)),
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let run = |args: &[&str]| -> Value {
+        let out = noa(dir.path(), args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = match args[0] {
+            "project" => String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap()
+                .to_string(),
+            _ => String::from_utf8(out.stdout).unwrap(),
+        };
+        serde_json::from_str(&text).unwrap()
+    };
+    assert_eq!(
+        run(&["project", p, "--limit", "16k", "--report", "json"])["limit"],
+        16_000
+    );
+    let inspected = run(&["inspect", p, "--json"]);
+    assert_eq!(inspected["limit"], 16_000);
+    assert_eq!(inspected["window_from"], "--limit of the last turn");
+    assert_eq!(run(&["project", p, "--report", "json"])["limit"], 16_000);
+    let given = run(&["inspect", p, "--json", "--limit", "60000"]);
+    assert_eq!(
+        (given["limit"].clone(), given["window_from"].clone()),
+        (json!(60_000), json!("--limit"))
+    );
+    // The ranges are offered against the same window's budget.
+    let ranges = run(&["ranges", p, "--json"]);
+    assert_eq!(ranges["limit"], 14_000);
 }

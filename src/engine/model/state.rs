@@ -166,6 +166,26 @@ pub struct Stats {
     pub compression_count: usize,
 }
 
+/// A window a turn was given, and where it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GivenWindow {
+    /// Tokens.
+    pub tokens: usize,
+    /// Where it came from.
+    pub from: WindowFrom,
+}
+
+/// Where a window was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowFrom {
+    /// `--limit`.
+    Flag,
+    /// `context_limit` in the config file.
+    Config,
+}
+
 /// What an agent loop needs remembered between two `noa` processes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -182,6 +202,11 @@ pub struct HostState {
     /// The context window the provider reported when it refused a request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_window: Option<usize>,
+    /// The window the last turn was given (by a flag or a config file),
+    /// kept for the commands after it that are not: `inspect` and `ranges`
+    /// on a session a loop runs at 16K speak of 16K, not of the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<GivenWindow>,
     /// Estimated tokens of the last view noa produced, as sent (nudge included).
     #[serde(default)]
     pub last_view_tokens: usize,
