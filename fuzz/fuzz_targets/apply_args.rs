@@ -7,11 +7,14 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use noa::engine::{
-    CallInput, CompressionState, Config, CoreMessage, IdMap, MAX_RANGES, Sections, TurnInput,
-    answer_call, project,
+    CallInput, CompressionState, Config, CoreMessage, IdMap, MAX_RANGES, Sections, answer_call,
 };
 use noa::formats::{BadLines, Format, Transcript, read};
 use serde_json::json;
+
+#[path = "turn.rs"]
+mod turn;
+use turn::turn;
 
 /// A session of twenty exchanges with long outputs, read once.
 fn session() -> &'static Transcript {
@@ -44,23 +47,8 @@ fuzz_target!(|data: &[u8]| {
     let none = IdMap::default();
     let mut originals: IdMap<'_, &CoreMessage> = IdMap::default();
     originals.extend(history.iter().map(|m| (m.id.as_str(), m)));
-    let turn = |state: &mut CompressionState| {
-        project(
-            state,
-            &TurnInput {
-                history: &history,
-                config: &config,
-                input_tokens: None,
-                recorded: &recorded,
-                sections: &sections,
-                force_nudge: false,
-                for_call: false,
-                cuts: &none,
-            },
-        )
-    };
     let mut state = CompressionState::new("fuzz");
-    turn(&mut state);
+    turn(&mut state, &history, &recorded, &config);
     let answer = answer_call(
         state,
         &CallInput {
@@ -82,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(!answer.panel.is_empty());
     assert!(answer.outcome.created.len() <= MAX_RANGES);
     let mut state = answer.state;
-    let p = turn(&mut state);
+    let p = turn(&mut state, &history, &recorded, &config);
     let calls = p
         .view
         .iter()

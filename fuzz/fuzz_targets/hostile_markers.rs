@@ -6,9 +6,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use noa::engine::{CompressionState, Config, IdMap, Sections, TurnInput, project};
+use noa::engine::{CompressionState, Config};
 use noa::formats::{BadLines, Format, ViewFormat, read, reassemble};
 use serde_json::{Value, json};
+
+#[path = "turn.rs"]
+mod turn;
+use turn::turn;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(planted) = std::str::from_utf8(data) else {
@@ -26,23 +30,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let history = t.cores();
-    let recorded = t.recorded();
-    let sections = Sections::default();
-    let config = Config::default();
     let mut state = CompressionState::new("fuzz");
-    let p = project(
-        &mut state,
-        &TurnInput {
-            history: &history,
-            config: &config,
-            input_tokens: None,
-            recorded: &recorded,
-            sections: &sections,
-            force_nudge: false,
-            for_call: false,
-            cuts: &IdMap::default(),
-        },
-    );
+    let p = turn(&mut state, &history, &t.recorded(), &Config::default());
     for to in [
         ViewFormat::Chat,
         ViewFormat::Anthropic,

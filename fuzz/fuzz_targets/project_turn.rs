@@ -13,11 +13,12 @@ use std::collections::HashSet;
 use libfuzzer_sys::fuzz_target;
 use noa::engine::CompressionState;
 use noa::engine::Config;
-use noa::engine::IdMap;
-use noa::engine::Sections;
 use noa::engine::{ContentType, CoreMessage, Role};
-use noa::engine::{TurnInput, project};
 use noa::formats::{BadLines, read, reassemble};
+
+#[path = "turn.rs"]
+mod turn;
+use turn::turn;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -28,7 +29,6 @@ fuzz_target!(|data: &[u8]| {
     };
     let history = t.cores();
     let recorded = t.recorded();
-    let sections = Sections::default();
     for limit in [None, Some(1_000)] {
         let mut config = Config::default();
         if let Some(l) = limit {
@@ -36,19 +36,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut state = CompressionState::new("fuzz");
         for _ in 0..2 {
-            let p = project(
-                &mut state,
-                &TurnInput {
-                    history: &history,
-                    config: &config,
-                    input_tokens: None,
-                    recorded: &recorded,
-                    sections: &sections,
-                    force_nudge: false,
-                    for_call: false,
-                    cuts: &IdMap::default(),
-                },
-            );
+            let p = turn(&mut state, &history, &recorded, &config);
             check_pairing(&p.view);
             let _ = reassemble(&t, &p.view, t.format.view_format());
         }

@@ -7,11 +7,12 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use noa::engine::{
-    CompressionState, Config, CoreMessage, IdMap, RebuildInput, Sections, TurnInput, project,
-    rebuild,
-};
+use noa::engine::{CompressionState, Config, CoreMessage, IdMap, RebuildInput, rebuild};
 use noa::formats::{BadLines, read};
+
+#[path = "turn.rs"]
+mod turn;
+use turn::turn;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -45,18 +46,5 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let mut state = rebuilt.state;
-    let sections = Sections::default();
-    let _ = project(
-        &mut state,
-        &TurnInput {
-            history: &history,
-            config: &config,
-            input_tokens: None,
-            recorded: &recorded,
-            sections: &sections,
-            force_nudge: false,
-            for_call: false,
-            cuts: &IdMap::default(),
-        },
-    );
+    turn(&mut state, &history, &recorded, &config);
 });

@@ -506,7 +506,7 @@ fn stdin_cannot_carry_both_transcript_and_arguments() {
 }
 
 /// `noa COMMAND TRANSCRIPT --state-dir STATE [EXTRA…]`.
-fn on_session(
+pub(crate) fn on_session(
     command: &str,
     transcript: &Path,
     state: &Path,

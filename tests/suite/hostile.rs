@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::common::{TempDir, copy_dir, noa, project};
-use super::compress::SUMMARY;
+use super::compress::{SUMMARY, on_session as on};
 use super::synth::{chat_session, jsonl};
 
 fn stderr(out: &std::process::Output) -> String {
@@ -26,17 +26,6 @@ fn append(path: &Path, v: &Value) {
 fn compress_call(id: &str, start: &str, end: &str) -> Value {
     let args = json!({"content": [{"startId": start, "endId": end, "summary": SUMMARY}]});
     json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]})
-}
-
-fn on(command: &str, transcript: &Path, state: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        command,
-        transcript.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    noa(state, &args)
 }
 
 /// A chat session with one compression applied, a turn after it, and a

@@ -367,6 +367,26 @@ fn an_exact_tokenizer_and_the_reply_reserve_are_flags() {
     );
 }
 
+/// The report of `project --dry-run` on a transcript of `lines`, in `dir`.
+fn dry_report(dir: &Path, lines: &[String]) -> Value {
+    let path = dir.join("t.jsonl");
+    fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let args = [
+        "project",
+        path.to_str().unwrap(),
+        "--dry-run",
+        "--report",
+        "json",
+    ];
+    let out = noa(dir, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap()
+}
+
 /// A host's placeholder usage (`input_tokens: 10`, nothing of the cache)
 /// on the latest response is not taken for the provider's count: the
 /// figure stays where the real records put it, with a warning.
@@ -380,22 +400,7 @@ fn a_placeholder_usage_record_is_set_aside_with_a_warning() {
         .unwrap();
     let id = serde_json::from_str::<Value>(&lines[last]).unwrap()["message"]["id"].clone();
     let dir = TempDir::new();
-    let report = |lines: &[String]| -> Value {
-        let path = dir.path().join("t.jsonl");
-        fs::write(&path, lines.join("\n") + "\n").unwrap();
-        let out = noa(
-            dir.path(),
-            &[
-                "project",
-                path.to_str().unwrap(),
-                "--dry-run",
-                "--report",
-                "json",
-            ],
-        );
-        assert!(out.status.success());
-        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap()
-    };
+    let report = |lines: &[String]| dry_report(dir.path(), lines);
     let real = report(&lines);
     // Every line of that response (one a content block) carries its usage.
     for line in lines.iter_mut() {
@@ -431,26 +436,7 @@ fn a_placeholder_token_count_is_set_aside_with_a_warning() {
         .rposition(|l| l.contains("\"token_count\"") && l.contains("last_token_usage"))
         .unwrap();
     let dir = TempDir::new();
-    let report = |lines: &[String]| -> Value {
-        let path = dir.path().join("t.jsonl");
-        fs::write(&path, lines.join("\n") + "\n").unwrap();
-        let out = noa(
-            dir.path(),
-            &[
-                "project",
-                path.to_str().unwrap(),
-                "--dry-run",
-                "--report",
-                "json",
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap()
-    };
+    let report = |lines: &[String]| dry_report(dir.path(), lines);
     let real = report(&lines);
     assert!(!real["warnings"].to_string().contains("placeholder"));
     let mut event: Value = serde_json::from_str(&lines[last]).unwrap();
