@@ -571,8 +571,16 @@ impl SessionDir {
                     .all(|c| matches!(c, std::path::Component::Normal(_)))
                 && (path.starts_with(&base) || path.ends_with(folder.join(rel)))
         };
+        let root_text = root.to_string_lossy();
         for b in blocks {
             if b.archive_rel.is_empty() && b.archive_path.is_empty() {
+                continue;
+            }
+            // Nearly every block: its archive where this folder puts it.
+            let here = (b.archive_path.strip_prefix(&*root_text))
+                .and_then(|r| r.strip_prefix('/'))
+                .is_some_and(|r| r == b.archive_rel);
+            if here && plain(Path::new(&b.archive_rel)) {
                 continue;
             }
             // A state written before blocks knew their place in the folder
