@@ -168,7 +168,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
                     n => format!(" · {n} left out to fit"),
                 };
                 let mut line = format!(
-                    "noa: {} → {} · {} messages in view ({} blocks, {} left out unpaired) · {} tokens ({}, {}% of {}){truncated}{omitted}{nudge} · {} new refs{}",
+                    "noa: {} → {} · {} messages in view ({} parts, {} left out unpaired) · {} tokens ({}, {}% of {}){truncated}{omitted}{nudge} · {} new refs{}",
                     t.format.name(),
                     to.name(),
                     view.messages,

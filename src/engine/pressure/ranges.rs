@@ -16,7 +16,7 @@ pub struct RangeInfo {
     pub tokens: usize,
     /// Characters (the size gate counts these).
     pub chars: usize,
-    /// Share of tool calls and results, 0–100.
+    /// Share of its tokens in tool calls and results, 0–100.
     pub tool_pct: u32,
     /// User messages in it.
     pub user_messages: usize,

@@ -179,6 +179,7 @@ fn has_ref(state: &CompressionState, m: &CoreMessage) -> bool {
 /// one segment touch, so merging them spans nothing that is not compressible.
 struct Run {
     info: RangeInfo,
+    /// Tokens of its tool calls and results.
     tool: usize,
     segment: usize,
     /// It starts inside the recent zone.
@@ -209,11 +210,13 @@ impl Run {
         self.info.tokens += t;
         self.info.chars += chars;
         self.info.user_messages += usize::from(is_user);
-        self.tool += usize::from(matches!(
+        if matches!(
             m.content_type,
             ContentType::ToolCall | ContentType::ToolResult
-        ));
-        self.info.tool_pct = pct(self.tool, self.info.count);
+        ) {
+            self.tool += t;
+        }
+        self.info.tool_pct = pct(self.tool, self.info.tokens);
     }
 }
 
@@ -223,7 +226,7 @@ fn pct(part: usize, whole: usize) -> u32 {
 
 /// Merges neighbouring runs of a segment until each reaches `min_chars` (so
 /// the ranges offered pass the size gate) and `target` tokens (so they are
-/// few and large); the tool share is weighted by count.
+/// few and large); the tool share is of their tokens together.
 fn merge_to_threshold(runs: Vec<Run>, min_chars: usize, target: usize) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
     for run in runs {
@@ -239,7 +242,7 @@ fn merge_to_threshold(runs: Vec<Run>, min_chars: usize, target: usize) -> Vec<Ru
                 prev.info.user_messages += run.info.user_messages;
                 prev.info.holds_task |= run.info.holds_task;
                 prev.tool += run.tool;
-                prev.info.tool_pct = pct(prev.tool, prev.info.count);
+                prev.info.tool_pct = pct(prev.tool, prev.info.tokens);
             }
             _ => out.push(run),
         }
