@@ -7,6 +7,7 @@
 //! only what the state alone holds is shown, and the output says so.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,10 @@ const TOPIC_WIDTH: usize = 40;
 /// What the current view adds to the state: only known with a transcript.
 struct Current {
     breakdown: Breakdown,
+    /// The request as sent, on the provider's scale: what the window holds.
+    sent: usize,
+    /// The view before this turn's cuts: what the turn's decisions were
+    /// taken on.
     measured: usize,
     limit: usize,
     /// Where the window came from, in words.
@@ -87,6 +92,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         let history = &cx.history;
         Current {
             breakdown: p.recommendation.breakdown,
+            sent: p.tokens,
             measured: p.measured,
             limit: settings.window(&stored.host),
             window_from: settings.window_source(&stored.host),
@@ -111,7 +117,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
             session: &session.session,
             history: &c.history,
             view: &c.view,
-            measured: c.measured,
+            sent: c.sent,
             limit: c.limit,
             blocks,
             reclaimed: &c.reclaimed,
@@ -346,13 +352,20 @@ fn to_text(r: &Report) -> String {
     parts.push(stats_line(r));
     if let Some(c) = current {
         let breakdown = format_breakdown(&c.breakdown, 0);
-        let window = format!(
-            "Window: {} of {} tokens ({}%; the window from {})",
-            tokens::format(c.measured),
+        let mut window = format!(
+            "Request: {} of {} tokens ({}% of the window, from {}), as sent",
+            tokens::format(c.sent),
             tokens::format(c.limit),
-            c.measured * 100 / c.limit.max(1),
+            c.sent * 100 / c.limit.max(1),
             c.window_from
         );
+        if c.measured != c.sent {
+            let _ = write!(
+                window,
+                "; {} before this turn's cuts",
+                tokens::format(c.measured)
+            );
+        }
         parts.push(if breakdown.is_empty() {
             window
         } else {
@@ -427,13 +440,15 @@ fn to_json(r: &Report) -> Value {
         "tree": tree::tier_tree(blocks),
         "breakdown": Value::Null,
         "tokens": Value::Null,
+        "measured_tokens": Value::Null,
         "limit": Value::Null,
         "window_from": Value::Null,
         "map": Value::Null,
     });
     if let Some(c) = current {
         out["breakdown"] = serde_json::to_value(c.breakdown).expect("serializes");
-        out["tokens"] = json!(c.measured);
+        out["tokens"] = json!(c.sent);
+        out["measured_tokens"] = json!(c.measured);
         out["limit"] = json!(c.limit);
         out["window_from"] = json!(c.window_from);
         out["map"] = json!({

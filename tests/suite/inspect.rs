@@ -155,7 +155,7 @@ fn inspect_shows_blocks_tiers_json_and_archives() {
         text.contains("├── b1 (T1)") && text.contains("└── b3 (T1)"),
         "{text}"
     );
-    assert!(text.contains("Window: "), "{text}");
+    assert!(text.contains("Request: "), "{text}");
     golden("inspect.claude-code.txt", &c.scrub(&text));
 
     // JSON: parses, lists b1..b4, nests the tree, carries the map.
@@ -284,7 +284,7 @@ fn inspect_errors_and_the_state_alone() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("Window: ") && !fresh.exists(), "{text}");
+    assert!(text.contains("Request: ") && !fresh.exists(), "{text}");
     // One that never compressed: the view alone, and it says so.
     let short = testdata("real/claude-code/short.jsonl");
     let out = noa(

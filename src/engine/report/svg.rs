@@ -21,8 +21,11 @@ pub struct SvgInput<'a> {
     pub history: &'a [Segment],
     /// The view as sent, from [`view_segments`](super::map::view_segments).
     pub view: &'a [Segment],
-    /// The view's measured tokens (what the window is judged on).
-    pub measured: usize,
+    /// The request as sent, on the provider's scale: what the bar is
+    /// drawn to and labelled with. Where it is more than the view's
+    /// messages come to, the rest is the host's own prompt and tools,
+    /// drawn first.
+    pub sent: usize,
     /// The context window, in tokens.
     pub limit: usize,
     /// The session's blocks, for labels and tooltips.
@@ -32,6 +35,9 @@ pub struct SvgInput<'a> {
     /// written on its span.
     pub reclaimed: &'a BTreeMap<String, Reclaimed>,
 }
+
+/// The fill of the host's own share of the request in the view's bar.
+const HOST_FILL: &str = "#9aa5b1";
 
 /// Canvas width, in SVG user units.
 const WIDTH: f64 = 1200.0;
@@ -77,19 +83,31 @@ fn ink(class: Class, tier: u8) -> &'static str {
 
 /// The legend, in drawing order: the swatch's class and tier (none for the
 /// window line), and its label.
-const LEGEND: [(Option<(Class, u8)>, &str); 11] = [
-    (Some((Class::User, 0)), "user text"),
-    (Some((Class::Assistant, 0)), "assistant text"),
-    (Some((Class::Tool, 0)), "tool calls and results"),
-    (Some((Class::System, 0)), "instructions"),
-    (Some((Class::Block, 1)), "tier 1 block"),
-    (Some((Class::Block, 2)), "tier 2 block"),
-    (Some((Class::Block, 3)), "tier 3 block"),
-    (Some((Class::Protected, 0)), "recent zone (protected)"),
-    (Some((Class::Truncated, 0)), "truncated"),
-    (Some((Class::Hidden, 0)), "not sent"),
-    (None, "window limit"),
+const LEGEND: [(Swatch, &str); 12] = [
+    (Swatch::Of(Class::User, 0), "user text"),
+    (Swatch::Of(Class::Assistant, 0), "assistant text"),
+    (Swatch::Of(Class::Tool, 0), "tool calls and results"),
+    (Swatch::Of(Class::System, 0), "instructions"),
+    (Swatch::Of(Class::Block, 1), "tier 1 block"),
+    (Swatch::Of(Class::Block, 2), "tier 2 block"),
+    (Swatch::Of(Class::Block, 3), "tier 3 block"),
+    (Swatch::Of(Class::Protected, 0), "recent zone (protected)"),
+    (Swatch::Of(Class::Truncated, 0), "truncated"),
+    (Swatch::Of(Class::Hidden, 0), "not sent"),
+    (Swatch::Host, "the host's prompt and tools"),
+    (Swatch::Window, "window limit"),
 ];
+
+/// What a legend entry shows.
+#[derive(Clone, Copy)]
+enum Swatch {
+    /// The colour of a kind of message.
+    Of(Class, u8),
+    /// The colour of the host's share of the request.
+    Host,
+    /// The window's line.
+    Window,
+}
 
 /// Escapes text for an SVG text node or attribute.
 pub fn escape(s: &str) -> String {
@@ -274,9 +292,9 @@ pub fn svg(input: &SvgInput) -> String {
     y += 24.0;
     let _ = writeln!(
         body,
-        r##"<text x="{MARGIN}" y="{y:.1}" font-size="13" fill="#555">{} tokens in view · {}% of the {} window · history {} tokens in {} messages · {} block{}, {active} active</text>"##,
-        tokens::format(input.measured),
-        input.measured * 100 / limit,
+        r##"<text x="{MARGIN}" y="{y:.1}" font-size="13" fill="#555">{} tokens sent · {}% of the {} window · history {} tokens in {} messages · {} block{}, {active} active</text>"##,
+        tokens::format(input.sent),
+        input.sent * 100 / limit,
         tokens::format(input.limit),
         tokens::format(history_tokens),
         history.len(),
@@ -322,12 +340,16 @@ pub fn svg(input: &SvgInput) -> String {
             x = MARGIN;
             y += 22.0;
         }
-        if let Some((class, tier)) = swatch {
+        let fill = match swatch {
+            Swatch::Of(class, tier) => Some(colour(class, tier)),
+            Swatch::Host => Some(HOST_FILL),
+            Swatch::Window => None,
+        };
+        if let Some(fill) = fill {
             let _ = writeln!(
                 body,
-                r##"<rect x="{x:.1}" y="{:.1}" width="14" height="14" rx="2" fill="{}" stroke="#00000022"/>"##,
+                r##"<rect x="{x:.1}" y="{:.1}" width="14" height="14" rx="2" fill="{fill}" stroke="#00000022"/>"##,
                 y - 11.0,
-                colour(class, tier)
             );
         } else {
             let _ = writeln!(
@@ -510,7 +532,8 @@ fn draw_history_row(
 
 fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f64) {
     let limit = input.limit.max(1);
-    let scale = view_tokens.max(input.measured).max(limit) as f64;
+    let sent = input.sent;
+    let scale = sent.max(limit) as f64;
     let x_of = |t: f64| MARGIN + t / scale * INNER;
     // The window, empty.
     let _ = writeln!(
@@ -518,10 +541,27 @@ fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f
         r##"<rect x="{MARGIN}" y="{top:.1}" width="{:.2}" height="{VIEW_H}" fill="#f4f4f4" stroke="#d0d0d0"/>"##,
         x_of(limit as f64) - MARGIN
     );
-    let mut at = 0usize;
+    // The bar ends at the figure it is labelled with: the host's share
+    // first, then the messages, scaled down where the provider counts them
+    // smaller than the estimate does.
+    let host = sent.saturating_sub(view_tokens);
+    if host > 0 {
+        let _ = writeln!(
+            body,
+            r##"<rect x="{MARGIN}" y="{top:.1}" width="{:.2}" height="{VIEW_H}" fill="{HOST_FILL}"><title>the host's prompt and tools · {} tokens (the provider's figure less the messages)</title></rect>"##,
+            x_of(host as f64) - MARGIN,
+            tokens::format(host)
+        );
+    }
+    let shrink = match view_tokens {
+        0 => 1.0,
+        v => (sent - host) as f64 / v as f64,
+    };
+    let mut at = host as f64;
     for r in runs(input.view) {
-        let (x0, x1) = (x_of(at as f64), x_of((at + r.tokens) as f64));
-        at += r.tokens;
+        let width = r.tokens as f64 * shrink;
+        let (x0, x1) = (x_of(at), x_of(at + width));
+        at += width;
         let what = match r.class {
             Class::Block => format!("summary of {} (T{})", r.block, r.tier),
             Class::Protected => "recent zone (protected)".to_string(),
@@ -545,12 +585,8 @@ fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f
     }
     // How much is used: beside the view's end when there is room before the
     // window line (or the canvas edge), else above the end of the bar.
-    let end = x_of(view_tokens as f64);
-    let used = format!(
-        "{} · {}%",
-        tokens::format(input.measured),
-        input.measured * 100 / limit
-    );
+    let end = x_of(sent as f64);
+    let used = format!("{} · {}%", tokens::format(sent), sent * 100 / limit);
     let wx = x_of(limit as f64);
     let room = if end < wx { wx - 6.0 } else { WIDTH - MARGIN };
     let (x, y, anchor) = if end + 8.0 + used.chars().count() as f64 * GLYPH <= room {

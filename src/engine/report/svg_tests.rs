@@ -75,7 +75,7 @@ fn sample_svg() -> String {
         session: "s<1>",
         history: &h,
         view: &v,
-        measured: 40,
+        sent: 40,
         limit: 100,
         blocks: &st.blocks,
         reclaimed: &reclaimed,
@@ -199,7 +199,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
         session: "s",
         history: &segs,
         view: &view_segments(&view, &st, &IdSet::default()),
-        measured: 100,
+        sent: 100,
         limit: 1000,
         blocks: &st.blocks,
         reclaimed: &by_block,
@@ -228,4 +228,61 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
             tokens: summary.saturating_sub(own),
         }
     );
+}
+
+/// The view's bar ends at the figure it is labelled with: where the
+/// provider counts more than the messages come to, the host's share is
+/// drawn first; where it counts less, the messages are drawn smaller.
+#[test]
+fn the_bar_is_drawn_to_its_label_host_share_included() {
+    let (history, view, st) = fixture();
+    let zone = IdSet::default();
+    let (h, v) = (
+        history_segments(&history, &view, &st, &zone),
+        view_segments(&view, &st, &zone),
+    );
+    let messages: usize = v.iter().map(|s| s.tokens).sum();
+    let reclaimed = BTreeMap::new();
+    let drawn = |sent: usize| {
+        svg(&SvgInput {
+            session: "s",
+            history: &h,
+            view: &v,
+            sent,
+            limit: 1000,
+            blocks: &st.blocks,
+            reclaimed: &reclaimed,
+        })
+    };
+    // The end of the bar: the right edge of its last rect in the view row.
+    let end = |s: &str| -> f64 {
+        let row = &s[s.rfind("fill=\"#f4f4f4\"").unwrap()..];
+        let row = &row[..row.find("<text").unwrap()];
+        row.split("<rect x=\"")
+            .skip(1)
+            .map(|r| {
+                let x: f64 = r.split('"').next().unwrap().parse().unwrap();
+                let w: f64 = r
+                    .split("width=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                x + w
+            })
+            .fold(0.0, f64::max)
+    };
+    let x_of = |t: usize| MARGIN + t as f64 / 1000.0 * INNER;
+    let with_host = drawn(messages + 300);
+    assert!(
+        with_host.contains("the host's prompt and tools · 300 tokens"),
+        "{with_host}"
+    );
+    assert!((end(&with_host) - x_of(messages + 300)).abs() < 0.5);
+    let smaller = drawn(messages / 2);
+    assert!(!smaller.contains("the host's prompt and tools ·"));
+    assert!((end(&smaller) - x_of(messages / 2)).abs() < 0.5);
 }
