@@ -19,9 +19,12 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let p = cx.project(&mut state, Turn::default());
     let r = &p.recommendation;
     let text = if args.json {
+        // The figures under the names `project --report json` gives them.
         json!({
-            "tokens": p.measured,
-            "limit": config.context_limit,
+            "tokens": p.tokens,
+            "measured_tokens": p.measured,
+            "limit": cx.settings.window(&state.host),
+            "budget": config.context_limit,
             "ranges": r.ranges,
             "protected": r.protected,
             "blocks": r.blocks,

@@ -550,7 +550,15 @@ fn the_window_a_turn_was_given_is_remembered() {
         (given["limit"].clone(), given["window_from"].clone()),
         (json!(60_000), json!("--limit"))
     );
-    // The ranges are offered against the same window's budget.
+    // The ranges are offered against the same window's budget, under the
+    // names project gives them.
     let ranges = run(&["ranges", p, "--json"]);
-    assert_eq!(ranges["limit"], 14_000);
+    assert_eq!(
+        (ranges["limit"].clone(), ranges["budget"].clone()),
+        (json!(16_000), json!(14_000))
+    );
+    let report = run(&["project", p, "--report", "json", "--dry-run"]);
+    for key in ["tokens", "measured_tokens", "limit", "budget"] {
+        assert_eq!(ranges[key], report[key], "{key}");
+    }
 }
