@@ -511,7 +511,7 @@ fn the_panel_reports_the_figure_inspect_and_the_svg_report() {
 /// and the next `project` without `--limit` speak of it, and say where it
 /// came from; a flag given to them wins.
 #[test]
-fn the_window_a_turn_was_given_is_remembered() {
+fn the_window_is_remembered_and_every_surface_gives_the_same_figures() {
     let dir = TempDir::new();
     let path = dir.path().join("chat.jsonl");
     fs::write(
@@ -560,5 +560,10 @@ fn the_window_a_turn_was_given_is_remembered() {
     let report = run(&["project", p, "--report", "json", "--dry-run"]);
     for key in ["tokens", "measured_tokens", "limit", "budget"] {
         assert_eq!(ranges[key], report[key], "{key}");
+    }
+    // And inspect says what project says, under the same names.
+    let inspected = run(&["inspect", p, "--json"]);
+    for key in ["tokens", "measured_tokens", "limit"] {
+        assert_eq!(inspected[key], report[key], "{key}");
     }
 }
