@@ -199,6 +199,7 @@ pub fn omit(
         }
         at = end + 1;
     }
+    keep_pairs_together(view, &spans, &mut gone);
     let Some(place) = gone.iter().position(|&g| g) else {
         return 0;
     };
@@ -213,6 +214,37 @@ pub fn omit(
     view.retain(|_| !gone.next().unwrap_or(false));
     view.insert(place, note);
     count
+}
+
+/// Makes what [`omit`] leaves out keep every call with its results: an
+/// exchange (`spans`) is its calls and the results right after them, but a
+/// result may stand further on (a Codex rollout can hold a message between
+/// a call and its output). A result that stays keeps its call's exchange
+/// with it; then every result goes or stays with its call.
+fn keep_pairs_together(view: &[CoreMessage], spans: &[(usize, usize)], gone: &mut [bool]) {
+    let calls: BTreeMap<&str, usize> = (view.iter().enumerate())
+        .filter(|(_, m)| m.content_type == ContentType::ToolCall)
+        .map(|(i, m)| (m.tool_call_id.as_str(), i))
+        .collect();
+    let call_of = |m: &CoreMessage| {
+        (m.content_type == ContentType::ToolResult)
+            .then(|| calls.get(m.tool_call_id.as_str()).copied())
+            .flatten()
+    };
+    for (i, m) in view.iter().enumerate() {
+        if let Some(c) = call_of(m)
+            && !gone[i]
+            && gone[c]
+        {
+            let (start, end) = spans[c];
+            gone[start..=end].iter_mut().for_each(|g| *g = false);
+        }
+    }
+    for (i, m) in view.iter().enumerate() {
+        if let Some(c) = call_of(m) {
+            gone[i] = gone[c];
+        }
+    }
 }
 
 /// Cuts one result to `keep` characters at each end; `None` when it is too
@@ -794,6 +826,57 @@ mod tests {
         assert_eq!(v[1].text, format!("{omitted} left out from c0"));
         assert!(v.iter().map(|m| cfg.count(&m.text)).sum::<usize>() <= 8_000 + 100);
         assert_eq!(v.last().unwrap().id, "a9");
+    }
+
+    /// A result that does not follow its call at once (a Codex rollout
+    /// can hold messages between them) goes or stays with it: never a
+    /// result left in view without its call, or a call without its result.
+    #[test]
+    fn what_is_left_out_keeps_calls_with_their_results() {
+        let cfg = Config::default();
+        let note =
+            |gone: &[&CoreMessage]| CoreMessage::text("note", Role::User, gone.len().to_string());
+        let big = "y".repeat(20_000);
+        let paired = |v: &[CoreMessage]| {
+            let calls: BTreeSet<&str> = (v.iter())
+                .filter(|m| m.content_type == ContentType::ToolCall)
+                .map(|m| m.tool_call_id.as_str())
+                .collect();
+            let results: BTreeSet<&str> = (v.iter())
+                .filter(|m| m.content_type == ContentType::ToolResult)
+                .map(|m| m.tool_call_id.as_str())
+                .collect();
+            calls == results
+        };
+        // The result is the last message: the call stays for it.
+        let mut v = vec![
+            CoreMessage::text("task", Role::User, "the task"),
+            CoreMessage::tool_call("c1", "k1", "Read", "{}"),
+            CoreMessage::text("dev", Role::User, big.clone()),
+            CoreMessage::text("u", Role::User, big.clone()),
+            CoreMessage::tool_result("r1", "k1", "Read", "out"),
+        ];
+        let estimate: usize = v.iter().map(|m| cfg.count(&m.text)).sum();
+        assert!(omit(&mut v, estimate, 1_000, &cfg, note) > 0);
+        assert!(paired(&v), "{:?}", ids(&v));
+        assert_eq!(ids(&v), ["task", "c1", "note", "r1"]);
+        // A later exchange stays: call and result go together.
+        let mut v = vec![
+            CoreMessage::text("task", Role::User, "the task"),
+            CoreMessage::tool_call("c1", "k1", "Read", "{}"),
+            CoreMessage::text("u", Role::User, big.clone()),
+            CoreMessage::tool_result("r1", "k1", "Read", big.clone()),
+            CoreMessage::tool_call("c2", "k2", "Read", "{}"),
+            CoreMessage::tool_result("r2", "k2", "Read", "out"),
+        ];
+        let estimate: usize = v.iter().map(|m| cfg.count(&m.text)).sum();
+        assert!(omit(&mut v, estimate, 1_000, &cfg, note) > 0);
+        assert!(paired(&v), "{:?}", ids(&v));
+        assert_eq!(ids(&v), ["task", "note", "c2", "r2"]);
+    }
+
+    fn ids(v: &[CoreMessage]) -> Vec<&str> {
+        v.iter().map(|m| m.id.as_str()).collect()
     }
 
     /// Each output cut again is paired with where it was first cut,
