@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run each cargo-fuzz target of fuzz/ for a time budget and print, per target,
-# the executions libFuzzer ran and the crashes it found (new files in
-# fuzz/artifacts/<target>/: crash-*, oom-*, timeout-*, leak-*).
-# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default 60 s per target, every target)
+# the executions libFuzzer ran, the coverage it reached (edges, features) and the
+# crashes it found (new files in fuzz/artifacts/<target>/: crash-*, oom-*,
+# timeout-*, leak-*).
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default 600 s per target, every target)
 # Exits 1 if any target crashed, printing the artifact paths; 2 on setup errors.
 # Builds into $CARGO_TARGET_DIR (default /work/target-fuzz). New corpus entries go to
 # $CARGO_TARGET_DIR/corpus/<target>/; the committed seeds in fuzz/corpus/<target>/ are
@@ -12,7 +13,7 @@ set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
-secs=${1:-60}
+secs=${1:-600}
 shift || true
 [[ "$secs" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2; }
 
@@ -55,6 +56,7 @@ for t in "${targets[@]}"; do
         -max_total_time="$secs" -print_final_stats=1 -timeout=20 >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
+    cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -n1 | awk '{ print $2 "/" $4 }')
     new=$(comm -13 "$before" <((cd "$art" && ls -1) | sort))
     rm -f "$before"
     n=0
@@ -66,10 +68,10 @@ for t in "${targets[@]}"; do
         n=1
         crashed+=("(no artifact; exit $rc, see $log)")
     fi
-    rows+=("$(printf '%-16s %6ss %14s %8s' "$t" "$secs" "${execs:-?}" "$n")")
+    rows+=("$(printf '%-16s %6ss %14s %13s %8s' "$t" "$secs" "${execs:-?}" "${cov:-?}" "$n")")
 done
 
-printf '\n%-16s %7s %14s %8s\n' target seconds executions crashes
+printf '\n%-16s %7s %14s %13s %8s\n' target seconds executions cov/features crashes
 printf '%s\n' "${rows[@]}"
 if ((${#crashed[@]} > 0)); then
     printf '\nfuzz.sh: crashes:\n' >&2
