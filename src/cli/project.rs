@@ -92,7 +92,8 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
             .and_then(|m| state.message_refs.get(&m.id))
             .map_or(String::new(), |r| format!(" for the response at {r}"));
         warnings.push(format!(
-            "the transcript records a prompt of {} tokens{before}, less than half of what the              messages that request held come to: set aside as a placeholder, not a provider's count",
+            "the transcript records a prompt of {} tokens{before}, less than half of what the \
+             messages that request held come to: set aside as a placeholder, not a provider's count",
             mark.tokens
         ));
     }

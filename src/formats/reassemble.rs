@@ -85,10 +85,7 @@ impl BlockEdit {
             (_, Value::String(s)) => Value::String(self.apply_str(&s)),
             (BlockEdit::None, c) => quoted_value(c),
             (BlockEdit::Append(suffix), Value::Array(parts)) => {
-                let mut parts = match quoted_value(Value::Array(parts)) {
-                    Value::Array(parts) => parts,
-                    _ => Vec::new(),
-                };
+                let mut parts: Vec<Value> = parts.into_iter().map(quoted_value).collect();
                 let last_text = parts
                     .iter_mut()
                     .rev()

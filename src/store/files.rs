@@ -10,7 +10,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Opens the existing file at `path` to read, refusing a link.
 pub fn open_read(path: &Path) -> io::Result<File> {
@@ -100,39 +100,29 @@ fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
 /// Removes the temp files in `dir` that dead runs left (see [`temp_name`]):
 /// those of `.NAME.PID.tmp` whose process is gone, and, with `only` given,
 /// only those of that NAME. A live process's files are left alone, and so
-/// is anything else. Returns how many were removed. Called by a run that
-/// holds the session's lock, or about to write the file they were for.
-pub fn sweep_temps(dir: &Path, only: Option<&str>) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut removed = 0;
+/// is anything else. Called by a run that holds the session's lock, or
+/// about to write the file they were for.
+///
+/// Returns the first symbolic link among the entries it leaves, if any,
+/// from the same look at the folder: noa makes none in a session
+/// directory, so one there was planted, and the run that takes the lock
+/// refuses the session before it writes anything, rather than at the first
+/// file it would have opened through it.
+pub fn sweep_temps(dir: &Path, only: Option<&str>) -> Option<PathBuf> {
+    let entries = fs::read_dir(dir).ok()?;
+    let mut link = None;
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some((of, pid)) = temp_parts(name) else {
-            continue;
-        };
-        if only.is_some_and(|o| o != of) || pid == std::process::id() || alive(pid) {
-            continue;
-        }
-        if fs::remove_file(entry.path()).is_ok() {
-            removed += 1;
+        let dead = name.to_str().and_then(temp_parts).is_some_and(|(of, pid)| {
+            only.is_none_or(|o| o == of) && pid != std::process::id() && !alive(pid)
+        });
+        if dead {
+            let _ = fs::remove_file(entry.path());
+        } else if link.is_none() && entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            link = Some(entry.path());
         }
     }
-    removed
-}
-
-/// The first symbolic link directly in `dir`, if any. noa makes none in a
-/// session directory, so one there was planted: a run refuses the session
-/// before it writes anything, rather than at the first file it would have
-/// opened through it.
-pub fn planted_link(dir: &Path) -> Option<std::path::PathBuf> {
-    let entries = fs::read_dir(dir).ok()?;
-    entries
-        .flatten()
-        .find(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
-        .map(|e| e.path())
+    link
 }
 
 /// `.NAME.PID.tmp` → (NAME, PID).
@@ -259,9 +249,11 @@ mod tests {
         ] {
             fs::write(d.join(n), b"").unwrap();
         }
-        assert_eq!(sweep_temps(&d, Some("view.jsonl")), 1);
+        assert_eq!(sweep_temps(&d, Some("view.jsonl")), None);
         assert!(!d.join(dead_view).exists() && d.join(dead).exists());
-        assert_eq!(sweep_temps(&d, None), 1);
+        std::os::unix::fs::symlink(d.join("state.json"), d.join("planted")).unwrap();
+        assert_eq!(sweep_temps(&d, None), Some(d.join("planted")));
+        fs::remove_file(d.join("planted")).unwrap();
         let mut left: Vec<String> = fs::read_dir(&d)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -33,8 +33,7 @@ impl SessionLock {
         loop {
             match file.try_lock() {
                 Ok(()) => {
-                    files::sweep_temps(dir, None);
-                    if let Some(path) = files::planted_link(dir) {
+                    if let Some(path) = files::sweep_temps(dir, None) {
                         return Err(StoreError::Link { path });
                     }
                     return Ok(SessionLock { _file: file });

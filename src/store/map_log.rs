@@ -46,7 +46,8 @@ pub struct Extent {
     pub generation: u32,
 }
 
-fn is_zero(n: &u32) -> bool {
+/// Whether a generation is the first, which a state.json leaves unnamed.
+pub(super) fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 

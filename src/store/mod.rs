@@ -15,7 +15,6 @@ mod state_file;
 
 pub use atomic::write_atomic;
 pub use digest::{Digest, PrefixDigest, TranscriptDigest, digest, transcript_digest};
-pub use files::sweep_temps;
 pub use lock::SessionLock;
 pub use output::write_output;
 pub use read_cache::{

@@ -181,9 +181,6 @@ pub struct SessionDir {
     /// that would write the same bytes leaves the file alone, so a turn
     /// that changes nothing (a host's retry) syncs and renames nothing.
     state_json: RefCell<Option<Vec<u8>>>,
-    /// The generation of each log before the last save (see
-    /// [`SessionDir::generations`]), for the files it leaves to remove.
-    generations_before: RefCell<[Option<u32>; 4]>,
 }
 
 /// A save that failed, and whether its state.json had been put in place.
@@ -355,12 +352,8 @@ struct RefsLog {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     digest: Option<u64>,
     /// Which file of the log: see [`map_log::file_name`].
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "map_log::is_zero")]
     generation: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 /// The refs after the first `log.count`, when those are the logged ones
@@ -425,7 +418,6 @@ impl SessionDir {
             tokens_logged: RefCell::new(None),
             truncated_logged: RefCell::new(None),
             state_json: RefCell::new(None),
-            generations_before: RefCell::new([None; 4]),
         }
     }
 
@@ -558,17 +550,9 @@ impl SessionDir {
             return;
         };
         let base = fs::canonicalize(&self.base).unwrap_or_else(|_| root.clone());
-        let plain = |p: &Path| {
-            p.components()
-                .all(|c| matches!(c, std::path::Component::Normal(_)))
-        };
         let folder = root.file_name().map(Path::new).unwrap_or(Path::new(""));
         let of_this_session = |path: &Path, rel: &Path| {
-            path.is_absolute()
-                && path
-                    .components()
-                    .skip(1)
-                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+            path.strip_prefix("/").is_ok_and(plain)
                 && (path.starts_with(&base) || path.ends_with(folder.join(rel)))
         };
         let root_text = root.to_string_lossy();
@@ -792,6 +776,7 @@ impl SessionDir {
             error,
             placed: false,
         };
+        let before = self.generations();
         self.write_state(state)
             .map_err(not_placed)?
             .map_or(Ok(()), |dir| {
@@ -800,7 +785,7 @@ impl SessionDir {
                     placed: true,
                 })
             })?;
-        self.remove_old_generations();
+        self.remove_old_generations(before);
         Ok(())
     }
 
@@ -810,7 +795,6 @@ impl SessionDir {
     fn write_state(&self, state: &CompressionState) -> Result<Option<PathBuf>, StoreError> {
         let path = self.state_path();
         self.create()?;
-        let before = self.generations();
         let (log, sum) = self.write_refs_log(&state.message_refs)?;
         let blocks_logged = self.write_blocks(&state.blocks)?;
         let tokens_logged = self.write_map_log(
@@ -867,15 +851,13 @@ impl SessionDir {
         self.blocks_logged.replace(blocks_logged);
         self.tokens_logged.replace(Some(tokens_logged));
         self.truncated_logged.replace(Some(truncated_logged));
-        self.generations_before.replace(before);
         Ok(placed.then(|| self.dir.clone()))
     }
 
-    /// Removes the log files the state before the last save named, when
-    /// that save wrote any log afresh: the new state.json is in place and
-    /// synced.
-    fn remove_old_generations(&self) {
-        let before = self.generations_before.take();
+    /// Removes the log files the state before the last save named (their
+    /// generations `before` it), when that save wrote any log afresh: the
+    /// new state.json is in place and synced.
+    fn remove_old_generations(&self, before: [Option<u32>; 4]) {
         for ((name, was), now) in LOGS.iter().zip(before).zip(self.generations()) {
             if was != now
                 && let Some(now) = now
@@ -1043,16 +1025,19 @@ impl SessionDir {
     }
 }
 
+/// Whether `p` names a place under a folder: names only, no root, `.` or
+/// `..`.
+fn plain(p: &Path) -> bool {
+    p.components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// [`SessionDir::write_unsynced`] under the session directory `dir`: a
 /// function of the path alone, so archives can be written from several
 /// threads.
 pub(super) fn write_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
     let rel_path = Path::new(rel);
-    if rel.is_empty()
-        || !rel_path
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)))
-    {
+    if rel.is_empty() || !plain(rel_path) {
         return Err(StoreError::Outside {
             path: rel_path.to_path_buf(),
         });
