@@ -164,8 +164,8 @@ def main():
         view = [json.loads(line) for line in r.stdout.splitlines()]
         report = json.loads(r.stderr.strip().splitlines()[-1])  # --report json: one line
         s["turns"] = turn
-        s["peak"] = max(s["peak"], report["tokens"] * 100 // report["limit"])
-        s["over"] += report["tokens"] > report["limit"]
+        s["peak"] = max(s["peak"], report["request"] * 100 // report["window"])
+        s["over"] += report["request"] > report["window"]
         s["nudges"] += report["nudge"] is not None
 
         reply = call_model(view, tools)

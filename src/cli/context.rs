@@ -434,7 +434,7 @@ impl<'g> Context<'g> {
     /// One turn's projection of the whole transcript onto `state`.
     pub fn project(&self, state: &mut CompressionState, turn: Turn) -> Projection {
         let config = self.config(state);
-        engine::project(
+        let p = engine::project(
             state,
             &TurnInput {
                 history: &self.history,
@@ -446,7 +446,24 @@ impl<'g> Context<'g> {
                 for_call: false,
                 cuts: &self.kept_cuts(),
             },
-        )
+        );
+        self.note_compactions(state);
+        p
+    }
+
+    /// Keeps the host's compactions a whole read found in `state`, the last
+    /// one with the ref of the message that carries its summary (the
+    /// history's first). A read on from the cache saw none of the records
+    /// before, so the state keeps what it knew.
+    fn note_compactions(&self, state: &mut CompressionState) {
+        if self.warm() {
+            return;
+        }
+        let mut found = self.transcript().compactions.clone();
+        if let (Some(last), Some(first)) = (found.last_mut(), self.history.first()) {
+            last.summary_ref = state.message_refs.usable(&first.id).map(str::to_string);
+        }
+        state.host.compactions = found;
     }
 
     /// The cuts the last turn made, by message id, as the read cache kept

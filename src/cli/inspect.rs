@@ -20,8 +20,9 @@ use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::{
-    Block, Breakdown, CompressionState, CoreMessage, IdSet, Reclaimed, Run, STRIP_LEGEND, Segment,
-    SvgInput, format_breakdown, map, protected_ids, summary_tokens, svg, tokens, tree,
+    Block, CompressionState, CoreMessage, Figures, HostCompaction, IdSet, Reclaimed, Run,
+    STRIP_LEGEND, Segment, SvgInput, format_breakdown, map, protected_ids, summary_tokens, svg,
+    tokens, tree,
 };
 use crate::store::{SessionDir, write_atomic};
 
@@ -32,19 +33,16 @@ const TOPIC_WIDTH: usize = 40;
 
 /// What the current view adds to the state: only known with a transcript.
 struct Current {
-    breakdown: Breakdown,
-    /// The request as sent, on the provider's scale: what the window holds.
-    sent: usize,
-    /// The view before this turn's cuts: what the turn's decisions were
-    /// taken on.
-    measured: usize,
-    limit: usize,
+    /// The turn's figures, as `project` reports them.
+    figures: Figures,
     /// Where the window came from, in words.
     window_from: &'static str,
     history: Vec<Segment>,
     view: Vec<Segment>,
     /// What each block reclaimed, by id: the panel's and the SVG's figure.
     reclaimed: BTreeMap<String, Reclaimed>,
+    /// Provider tokens per estimated token, unrounded.
+    ratio: f64,
 }
 
 /// Runs `noa inspect`. Works on a copy of the state: writes nothing but the
@@ -90,17 +88,15 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         let p = cx.project(&mut state, Turn::default());
         let zone: IdSet<'_> = protected_ids(&p.view, &state, &config);
         let history = &cx.history;
+        // Every size on the provider's scale, as the figures are.
+        let count = |m: &CoreMessage| p.gauge.scale(config.tokens(m));
         Current {
-            breakdown: p.recommendation.breakdown,
-            sent: p.tokens,
-            measured: p.measured,
-            limit: settings.window(&stored.host),
+            figures: p.figures,
             window_from: settings.window_source(&stored.host),
-            history: map::history_segments(history, &p.view, &state, &zone),
-            view: map::view_segments(&p.view, &state, &zone),
-            reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &|m| {
-                config.tokens(m)
-            }),
+            history: map::history_segments(history, &p.view, &state, &zone, &count),
+            view: map::view_segments(&p.view, &state, &zone, &count),
+            reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &count),
+            ratio: p.gauge.ratio,
         }
     });
     // Block activity as of this transcript; as stored when there is none.
@@ -117,8 +113,8 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
             session: &session.session,
             history: &c.history,
             view: &c.view,
-            sent: c.sent,
-            limit: c.limit,
+            figures: &c.figures,
+            compactions: &state.host.compactions,
             blocks,
             reclaimed: &c.reclaimed,
         });
@@ -135,7 +131,8 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         }
     }
 
-    let count = |m: &CoreMessage| config.tokens(m);
+    let ratio = current.as_ref().map_or(1.0, |c| c.ratio);
+    let count = |m: &CoreMessage| (ratio * config.tokens(m) as f64).round() as usize;
     let report = Report {
         session: &session,
         stored: &stored,
@@ -144,6 +141,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         base: &base,
         current: current.as_ref(),
         count: &count,
+        compactions: &state.host.compactions,
     };
     let text = if args.json {
         to_json(&report).to_string()
@@ -215,6 +213,8 @@ struct Report<'a> {
     current: Option<&'a Current>,
     /// The session's token counter.
     count: &'a dyn Fn(&CoreMessage) -> usize,
+    /// The host's own compactions.
+    compactions: &'a [HostCompaction],
 }
 
 impl Report<'_> {
@@ -350,22 +350,30 @@ fn to_text(r: &Report) -> String {
         ));
     }
     parts.push(stats_line(r));
+    for c in r.compactions {
+        let mut line = c.describe();
+        if let Some(first) = line.get_mut(..1) {
+            first.make_ascii_uppercase();
+        }
+        parts.push(format!("{line}."));
+    }
     if let Some(c) = current {
-        let breakdown = format_breakdown(&c.breakdown, 0);
+        let f = &c.figures;
+        let breakdown = format_breakdown(&f.breakdown, 0);
         let mut window = format!(
-            "Request: {} of {} tokens ({}% of the window, from {}), as sent",
-            tokens::format(c.sent),
-            tokens::format(c.limit),
-            c.sent * 100 / c.limit.max(1),
+            "Request: {} of the {} window ({}%, from {}), as sent",
+            tokens::format(f.request),
+            tokens::format(f.window),
+            f.window_percent(),
             c.window_from
         );
-        if c.measured != c.sent {
-            let _ = write!(
-                window,
-                "; {} before this turn's cuts",
-                tokens::format(c.measured)
-            );
-        }
+        let _ = write!(
+            window,
+            "; {} before this turn's cuts, {}% of the {} budget",
+            tokens::format(f.before_cuts),
+            f.budget_percent(),
+            tokens::format(f.budget),
+        );
         parts.push(if breakdown.is_empty() {
             window
         } else {
@@ -379,13 +387,14 @@ fn to_text(r: &Report) -> String {
         ));
     }
     if let Some(c) = current {
-        let total: usize = c.view.iter().map(|s| s.tokens).sum();
-        let per = total.max(c.limit).max(1) as f64 / STRIP_WIDTH as f64;
+        let f = &c.figures;
+        let total = f.breakdown.host + c.view.iter().map(|s| s.tokens).sum::<usize>();
+        let per = total.max(f.window).max(1) as f64 / STRIP_WIDTH as f64;
         parts.push(format!(
             "Context map (one character ≈ {} tokens; | marks the {} window):\n{}\n{STRIP_LEGEND}",
             tokens::format(per.round() as usize),
-            tokens::format(c.limit),
-            map::strip(&c.view, STRIP_WIDTH, c.limit)
+            tokens::format(f.window),
+            map::strip(&c.view, f.breakdown.host, STRIP_WIDTH, f.window)
         ));
     }
     parts.join("\n\n")
@@ -438,21 +447,19 @@ fn to_json(r: &Report) -> Value {
             "next_block_id": format!("b{}", stored.next_block_id),
         },
         "tree": tree::tier_tree(blocks),
-        "breakdown": Value::Null,
-        "tokens": Value::Null,
-        "measured_tokens": Value::Null,
-        "limit": Value::Null,
+        "compactions": r.compactions,
         "window_from": Value::Null,
         "map": Value::Null,
     });
     if let Some(c) = current {
-        out["breakdown"] = serde_json::to_value(c.breakdown).expect("serializes");
-        out["tokens"] = json!(c.sent);
-        out["measured_tokens"] = json!(c.measured);
-        out["limit"] = json!(c.limit);
+        // The figures under `project --report json`'s names, flat.
+        let figures = serde_json::to_value(c.figures).expect("figures always serialize");
+        if let (Value::Object(out), Value::Object(figures)) = (&mut out, figures) {
+            out.extend(figures);
+        }
         out["window_from"] = json!(c.window_from);
         out["map"] = json!({
-            "strip": map::strip(&c.view, STRIP_WIDTH, c.limit),
+            "strip": map::strip(&c.view, c.figures.breakdown.host, STRIP_WIDTH, c.figures.window),
             "view": map::runs(&c.view).iter().map(run_json).collect::<Vec<_>>(),
             "history": map::runs(&c.history).iter().map(run_json).collect::<Vec<_>>(),
         });

@@ -2,13 +2,15 @@
 
 use std::io::Write;
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
 use super::context::{Access, CacheWrite, Context, Turn};
 use super::input::{check_output, emit, load_unconfirmed, warn};
 use super::{CliError, Exit};
-use crate::engine::{CompressionState, Projection, tokens, window_from_error};
+use crate::engine::{
+    CompressionState, Figures, HostCompaction, Projection, tokens, window_from_error,
+};
 use crate::formats::{Transcript, ViewFormat, reassemble_among};
 
 /// Runs `noa project`.
@@ -117,78 +119,31 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     warn(global, &warnings);
     if !global.quiet {
         let state_path = (!args.dry_run).then(|| session.state_path().display().to_string());
-        let limit = config.context_limit;
-        let window = settings.window(&state.host);
+        let report = Report {
+            format: t.format.name(),
+            read: cx.read_how(),
+            view_format: to.name(),
+            history_messages: history.len(),
+            view_messages: view.messages,
+            left_out_unpaired: p.dropped_unpaired,
+            figures: p.figures,
+            window_from: settings.window_source(&state.host),
+            tokenizer: config.tokenizer.name(),
+            omitted: p.omitted,
+            new_refs: p.new_refs,
+            unnumbered: p.unnumbered,
+            truncated: p.truncation.count,
+            nudge: p.decision.inject.then_some(p.decision.tier),
+            emergency: p.decision.emergency,
+            reason: &p.decision.reason,
+            compactions: &state.host.compactions,
+            state: state_path,
+            config: settings.file.as_ref().map(|f| f.display().to_string()),
+            warnings: &warnings,
+        };
         let line = match args.report {
-            ReportArg::Json => json!({
-                "format": t.format.name(),
-                "read": cx.read_how(),
-                "view_format": to.name(),
-                "history_messages": history.len(),
-                "view_messages": view.messages,
-                "left_out_unpaired": p.dropped_unpaired,
-                "tokens": p.tokens,
-                "tokens_source": p.gauge.source.name(),
-                "measured_tokens": p.measured,
-                "estimate_ratio": (p.gauge.ratio * 1000.0).round() / 1000.0,
-                "tokenizer": config.tokenizer.name(),
-                "limit": window,
-                "budget": limit,
-                "omitted": p.omitted,
-                "new_refs": p.new_refs,
-                "unnumbered": p.unnumbered,
-                "truncated": p.truncation.count,
-                "nudge": p.decision.inject.then_some(p.decision.tier),
-                "emergency": p.decision.emergency,
-                "reason": p.decision.reason,
-                "state": state_path,
-                "config": settings.file.as_ref().map(|f| f.display().to_string()),
-                "warnings": warnings,
-            })
-            .to_string(),
-            ReportArg::Text => {
-                let nudge = if p.decision.inject {
-                    format!(
-                        " · nudge T{}{}",
-                        p.decision.tier,
-                        if p.decision.emergency {
-                            " (emergency)"
-                        } else {
-                            ""
-                        }
-                    )
-                } else {
-                    String::new()
-                };
-                let truncated = match p.truncation.count {
-                    0 => String::new(),
-                    n => format!(" · {n} truncated"),
-                };
-                let omitted = match p.omitted {
-                    0 => String::new(),
-                    n => format!(" · {n} left out to fit"),
-                };
-                let mut line = format!(
-                    "noa: {} → {} · {} messages in view ({} parts, {} left out unpaired) · {} tokens ({}, {}% of {}){truncated}{omitted}{nudge} · {} new refs{}",
-                    t.format.name(),
-                    to.name(),
-                    view.messages,
-                    p.view.len(),
-                    p.dropped_unpaired,
-                    tokens::format(p.tokens),
-                    p.gauge.source.name(),
-                    p.tokens * 100 / window.max(1),
-                    tokens::format(window),
-                    p.new_refs,
-                    state_path
-                        .map(|s| format!(" · state {s}"))
-                        .unwrap_or_else(|| " · dry run, no state written".into()),
-                );
-                if global.verbose {
-                    line.push_str(&format!("\nnoa: nudge decision: {}", p.decision.reason));
-                }
-                line
-            }
+            ReportArg::Json => serde_json::to_string(&report).expect("a report always serializes"),
+            ReportArg::Text => report.line(p.view.len(), global.verbose),
         };
         let _ = writeln!(std::io::stderr(), "{line}");
     }
@@ -196,6 +151,84 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     std::mem::forget(state);
     cx.finish();
     Ok(Exit::Success)
+}
+
+/// What `project` says of a turn: `--report json` as it stands, the text
+/// line from the same fields.
+#[derive(Serialize)]
+struct Report<'a> {
+    format: &'static str,
+    read: &'static str,
+    view_format: &'static str,
+    history_messages: usize,
+    view_messages: usize,
+    left_out_unpaired: usize,
+    #[serde(flatten)]
+    figures: Figures,
+    window_from: &'static str,
+    tokenizer: &'static str,
+    omitted: usize,
+    new_refs: usize,
+    unnumbered: usize,
+    truncated: usize,
+    nudge: Option<u8>,
+    emergency: bool,
+    reason: &'a str,
+    compactions: &'a [HostCompaction],
+    state: Option<String>,
+    config: Option<String>,
+    warnings: &'a [String],
+}
+
+impl Report<'_> {
+    /// The one line on stderr (two with `verbose`); `parts` is how many
+    /// messages the view holds before they are put back together.
+    fn line(&self, parts: usize, verbose: bool) -> String {
+        let f = &self.figures;
+        let nudge = match self.nudge {
+            Some(tier) if self.emergency => format!(" · nudge T{tier} (emergency)"),
+            Some(tier) => format!(" · nudge T{tier}"),
+            None => String::new(),
+        };
+        let truncated = match self.truncated {
+            0 => String::new(),
+            n => format!(" · {n} truncated"),
+        };
+        let omitted = match self.omitted {
+            0 => String::new(),
+            n => format!(" · {n} left out to fit"),
+        };
+        let state = match &self.state {
+            Some(s) => format!(" · state {s}"),
+            None => " · dry run, no state written".into(),
+        };
+        let mut line = format!(
+            "noa: {} → {} · {} messages in view ({parts} parts, {} left out unpaired) · request {} of the {} window ({}%, {}){truncated}{omitted}{nudge} · {} new refs{state}",
+            self.format,
+            self.view_format,
+            self.view_messages,
+            self.left_out_unpaired,
+            tokens::format(f.request),
+            tokens::format(f.window),
+            f.window_percent(),
+            f.source.name(),
+            self.new_refs,
+        );
+        if verbose {
+            line.push_str(&format!(
+                "\nnoa: {} before this turn's cuts, {}% of the {} budget; {} of the request is the host's\nnoa: nudge decision: {}",
+                tokens::format(f.before_cuts),
+                f.budget_percent(),
+                tokens::format(f.budget),
+                tokens::format(f.breakdown.host),
+                self.reason
+            ));
+            for c in self.compactions {
+                line.push_str(&format!("\nnoa: {}", c.describe()));
+            }
+        }
+        line
+    }
 }
 
 /// A view as it goes out: its messages in the view format, as JSONL.

@@ -2,13 +2,16 @@
 
 use std::io::Write;
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::args::{Global, RangesArgs};
 use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
 use super::{CliError, Exit};
-use crate::engine::{format_block_map, format_breakdown, format_ranges};
+use crate::engine::{
+    BlockSpan, Figures, ProtectedRange, RangeInfo, format_block_map, format_breakdown,
+    format_ranges,
+};
 
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
@@ -19,20 +22,26 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let p = cx.project(&mut state, Turn::default());
     let r = &p.recommendation;
     let text = if args.json {
-        // The figures under the names `project --report json` gives them.
-        json!({
-            "tokens": p.tokens,
-            "measured_tokens": p.measured,
-            "limit": cx.settings.window(&state.host),
-            "budget": config.context_limit,
-            "ranges": r.ranges,
-            "protected": r.protected,
-            "blocks": r.blocks,
-            "breakdown": r.breakdown,
-            "pending": {"tier1": r.pending[0], "tier2": r.pending[1], "tier3": r.pending[2]},
-            "nudge": {"due": p.decision.inject, "tier": p.decision.tier, "reason": p.decision.reason},
+        // One schema with `project --report json`: the figures flat, then
+        // what only the recommendation holds.
+        serde_json::to_string(&RangesReport {
+            figures: p.figures,
+            window_from: cx.settings.window_source(&state.host),
+            ranges: &r.ranges,
+            protected: &r.protected,
+            blocks: &r.blocks,
+            pending: Pending {
+                tier1: r.pending[0],
+                tier2: r.pending[1],
+                tier3: r.pending[2],
+            },
+            nudge: NudgeReport {
+                due: p.decision.inject,
+                tier: p.decision.tier,
+                reason: &p.decision.reason,
+            },
         })
-        .to_string()
+        .expect("a report always serializes")
     } else {
         let mut parts = vec![format_ranges(&r.ranges, &r.protected)];
         let chars: usize = r.ranges.iter().map(|x| x.chars).sum();
@@ -46,7 +55,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
         if !map.is_empty() {
             parts.push(map);
         }
-        parts.push(format_breakdown(&r.breakdown, 0));
+        parts.push(format_breakdown(&p.figures.breakdown, 0));
         parts.push(format!("Nudge: {}", p.decision.reason));
         parts.join("\n\n")
     };
@@ -56,4 +65,33 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     })?;
     warn(global, &t.warnings);
     Ok(Exit::Success)
+}
+
+/// `ranges --json`.
+#[derive(Serialize)]
+struct RangesReport<'a> {
+    #[serde(flatten)]
+    figures: Figures,
+    window_from: &'static str,
+    ranges: &'a [RangeInfo],
+    protected: &'a [ProtectedRange],
+    blocks: &'a [BlockSpan],
+    pending: Pending,
+    nudge: NudgeReport<'a>,
+}
+
+/// What each tier could reclaim now.
+#[derive(Serialize)]
+struct Pending {
+    tier1: usize,
+    tier2: usize,
+    tier3: usize,
+}
+
+/// The nudge decision.
+#[derive(Serialize)]
+struct NudgeReport<'a> {
+    due: bool,
+    tier: u8,
+    reason: &'a str,
 }

@@ -42,8 +42,8 @@ pub use model::name::Name;
 pub use model::quote;
 pub use model::refs::{BLOCKED, MAX_REF, NUDGE_ID};
 pub use model::state::{
-    AppliedCall, Block, CompressionState, GivenWindow, HostState, MessageRefs, NudgeState, RefName,
-    STATE_VERSION, Stats, WindowFrom,
+    AppliedCall, Block, CompressionState, GivenWindow, HostCompaction, HostState, MessageRefs,
+    NudgeState, RefName, STATE_VERSION, Stats, WindowFrom,
 };
 pub use model::tokenizer::Tokenizer;
 pub use model::tokens;
@@ -53,13 +53,13 @@ pub use turn::sync::Coverage;
 pub use turn::truncate::{Cut, KeptCut};
 pub use turn::view::drop_unpaired;
 pub use turn::{
-    Projection, TurnInput, Unfilled, baked, may_withhold, may_withhold_knowing, project,
+    Figures, Projection, TurnInput, Unfilled, baked, may_withhold, may_withhold_knowing, project,
 };
 
 pub use pressure::gauge::Recorded;
 pub use pressure::nudge_text::{format_block_map, format_breakdown, format_ranges};
 pub use pressure::prompt::{SchemaFlavour, Sections, compress_tool, system_prompt};
-pub use pressure::ranges::Breakdown;
+pub use pressure::ranges::{BlockSpan, Breakdown, ProtectedRange, RangeInfo};
 pub use pressure::zone::protected_ids;
 
 pub use compress::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};

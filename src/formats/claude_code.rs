@@ -9,6 +9,7 @@
 //! of what the model saw. A `compact_boundary` starts a new root: what came
 //! before it is summarised by the `isCompactSummary` record after it.
 
+use crate::engine::HostCompaction;
 use std::borrow::{Borrow, Cow};
 use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
@@ -527,12 +528,14 @@ fn build(
         responses: sorted(built.by_message_id.keys().cloned()),
         ..plan.carry
     };
-    Ok(finish(
+    let mut transcript = finish(
         plan.session,
         (built.messages, built.originals),
         warnings,
         carry,
-    ))
+    );
+    transcript.compactions = plan.compactions;
+    Ok(transcript)
 }
 
 /// Where the steps of a log held in several pieces are split between two
@@ -588,6 +591,7 @@ struct Plan {
     steps: Vec<Step>,
     session: (Option<String>, Option<String>),
     carry: Carry,
+    compactions: Vec<HostCompaction>,
 }
 
 /// A chosen record: where its text is among the pieces, and its line.
@@ -665,6 +669,7 @@ fn plan(
 
     let mut boundaries: IdSet<'_> = IdSet::default();
     let mut last_boundary = None;
+    let mut compactions = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         let h = &l.head;
         if !h.object {
@@ -672,6 +677,8 @@ fn plan(
             continue;
         }
         if h.compact_boundary {
+            let since = last_boundary.map_or(0, |b| b + 1);
+            compactions.push(compaction(l, i - since));
             last_boundary = Some(i);
             boundaries.extend(h.uuid.as_deref());
         }
@@ -727,7 +734,27 @@ fn plan(
         steps,
         session: (session_id, parent_session),
         carry,
+        compactions,
     })
+}
+
+/// What a `compact_boundary` line says it replaced: `records` lines came
+/// before it. Its `compactMetadata` is read from the line itself, which is
+/// parsed whole only here: a log holds few boundaries.
+fn compaction(l: &Line, records: usize) -> HostCompaction {
+    let meta = serde_json::from_str::<Value>(l.text)
+        .ok()
+        .and_then(|v| v.get("compactMetadata").cloned());
+    let field = |k: &str| meta.as_ref().and_then(|m| m.get(k));
+    HostCompaction {
+        line: l.line,
+        records,
+        tokens_before: field("preTokens")
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok()),
+        trigger: field("trigger").and_then(Value::as_str).map(str::to_string),
+        summary_ref: None,
+    }
 }
 
 /// The messages of the records the model saw, in order: each record parsed
@@ -936,6 +963,7 @@ fn finish(
         records: originals,
         preamble: Vec::new(),
         carry,
+        compactions: Vec::new(),
     }
 }
 

@@ -5,6 +5,7 @@
 //! copies of them. A `compacted` line replaces everything before it with its
 //! `replacement_history`.
 
+use crate::engine::HostCompaction;
 use serde_json::{Value, json};
 
 use super::anthropic::ToolNames;
@@ -197,6 +198,8 @@ struct Rollout {
     warnings: Vec<String>,
     /// Whether `originals` are kept (for `materialize`).
     keep_records: bool,
+    /// The `compacted` lines read.
+    compactions: Vec<HostCompaction>,
 }
 
 impl Rollout {
@@ -215,6 +218,7 @@ impl Rollout {
             last_message: carry.last_message,
             warnings,
             keep_records: true,
+            compactions: Vec::new(),
         }
     }
 
@@ -273,6 +277,13 @@ impl Rollout {
                 } else {
                     Vec::new()
                 };
+                self.compactions.push(HostCompaction {
+                    line: r.line,
+                    records: r.line - 1 - self.compactions.last().map_or(0, |c| c.line),
+                    tokens_before: self.counted.last().map(|&(_, n)| n).or(self.pending),
+                    trigger: None,
+                    summary_ref: None,
+                });
                 self.items = history.into_iter().map(|h| (r.line, h, None)).collect();
                 // Figures counted before a compaction describe a history
                 // that is gone.
@@ -373,6 +384,7 @@ impl Rollout {
                 codex: Some(carry),
                 ..Carry::default()
             },
+            compactions: self.compactions,
         };
         (transcript, patch)
     }

@@ -68,6 +68,7 @@ impl MessageLog {
             records,
             preamble: Vec::new(),
             carry: Default::default(),
+            compactions: Vec::new(),
         }
     }
 

@@ -28,8 +28,8 @@ use std::num::NonZeroU64;
 
 use serde_json::Value;
 
-use crate::engine::Recorded;
 use crate::engine::{ClusterCounter, ContentType, CoreMessage, IdSet, Name, base_of};
+use crate::engine::{HostCompaction, Recorded};
 
 pub use detect::detect;
 pub use error::ReadError;
@@ -141,6 +141,9 @@ pub struct Transcript {
     pub preamble: Vec<Value>,
     /// What reading on after this transcript's last line needs to know.
     pub carry: Carry,
+    /// The host's own compactions, oldest first; `summary_ref` is left for
+    /// the caller, who has the refs.
+    pub compactions: Vec<HostCompaction>,
 }
 
 /// What a reader needs to know of the lines it read to read on after them

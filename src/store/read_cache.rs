@@ -562,6 +562,8 @@ impl ReadCache<WarmMessages> {
             records: Vec::new(),
             preamble: Vec::new(),
             carry: self.carry,
+            // Not kept: the state has those the whole read found.
+            compactions: Vec::new(),
         };
         Warm {
             transcript,

@@ -208,7 +208,7 @@ pub fn run_loop_in(
         stats.turns += 1;
         let (view, raw, report) = project(dir, &path, limit);
         check_chat(&view).unwrap_or_else(|e| panic!("turn {}: {e}", stats.turns));
-        let tokens = report["tokens"].as_u64().unwrap() as usize;
+        let tokens = report["request"].as_u64().unwrap() as usize;
         stats.peak_pct = stats.peak_pct.max(tokens * 100 / limit);
         assert!(
             tokens <= limit,

@@ -147,7 +147,7 @@ fn collect_texts(v: &Value, out: &mut Vec<String>) {
 
 fn report_tokens(out: &std::process::Output) -> u64 {
     let r: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
-    r["tokens"].as_u64().unwrap()
+    r["request"].as_u64().unwrap()
 }
 
 fn apply(s: &mut dyn Session, state: &Path, call_id: &str, args: Value) -> (i32, String) {

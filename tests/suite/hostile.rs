@@ -273,8 +273,8 @@ fn a_compress_call_of_ten_thousand_ranges_is_refused_and_shortened_in_view() {
         args.len()
     );
     assert!(args.contains("9992 more entries left out of this view"));
-    let limit = report["limit"].as_u64().unwrap();
-    assert!(report["tokens"].as_u64().unwrap() < limit, "{report}");
+    let limit = report["window"].as_u64().unwrap();
+    assert!(report["request"].as_u64().unwrap() < limit, "{report}");
 }
 
 /// What makes no sense is refused with exit 2, says what would work, and

@@ -186,8 +186,8 @@ fn inspect_shows_blocks_tiers_json_and_archives() {
     )
     .unwrap();
     golden("inspect.claude-code.json", &c.scrub(&snapshot));
-    assert!(v["tokens"].as_u64().unwrap() > 0);
-    assert_eq!(v["limit"], 200_000);
+    assert!(v["request"].as_u64().unwrap() > 0);
+    assert_eq!(v["window"], 200_000);
     assert!(v["breakdown"]["summaries"].as_u64().unwrap() > 0);
     assert!(
         v["map"]["history"]
@@ -262,7 +262,7 @@ fn inspect_errors_and_the_state_alone() {
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["transcript"], false);
     assert_eq!(v["blocks"].as_array().unwrap().len(), 4);
-    assert!(v["map"].is_null() && v["tokens"].is_null());
+    assert!(v["map"].is_null() && v["request"].is_null());
 
     // A transcript whose state was lost: rebuilt from its records for the
     // look, saved nowhere, and it says so.
@@ -461,11 +461,18 @@ fn reclaimed_is_one_figure_in_inspect_and_the_svg_and_leaves_out_the_task() {
             })
             .unwrap(),
     );
-    let recorded = state["blocks"][0]["compressedTokens"].as_u64().unwrap();
-    assert_eq!(
-        recorded - before,
-        noa::engine::tokens::estimate(&c.task) as u64,
-        "tokens_before leaves out the first user message, and only it"
+    // The state keeps the estimator's figure; inspect shows the provider's
+    // (each message scaled and rounded on its own).
+    let recorded = state["blocks"][0]["compressedTokens"].as_u64().unwrap() as f64;
+    let inspected: serde_json::Value =
+        serde_json::from_str(&stdout(&c.inspect(&["--json"]))).unwrap();
+    let ratio = inspected["ratio"].as_f64().unwrap();
+    let task = noa::engine::tokens::estimate(&c.task) as f64;
+    let left_out = recorded * ratio - before as f64;
+    assert!(
+        (left_out - task * ratio).abs() <= 0.01 * before as f64 + 50.0,
+        "tokens_before leaves out the first user message, and only it: {left_out} vs {}",
+        task * ratio
     );
     assert!(reclaimed < before && reclaimed > 0);
 
@@ -496,7 +503,7 @@ fn the_panel_reports_the_figure_inspect_and_the_svg_report() {
     let c = TaskCovered::new();
     let (_, reclaimed) = c.json_figures();
     let figure = noa::engine::tokens::format(reclaimed as usize);
-    let panel = between(&c.panel, "(~", " reclaimed)");
+    let panel = between(&c.panel, "· ~", " reclaimed (");
     assert_eq!(panel, figure, "{}", c.panel);
     let file = c.dir.path().join("map.svg");
     stdout(&c.inspect(&["--svg", file.to_str().unwrap(), "-q"]));
@@ -538,32 +545,48 @@ fn the_window_is_remembered_and_every_surface_gives_the_same_figures() {
         serde_json::from_str(&text).unwrap()
     };
     assert_eq!(
-        run(&["project", p, "--limit", "16k", "--report", "json"])["limit"],
+        run(&["project", p, "--limit", "16k", "--report", "json"])["window"],
         16_000
     );
     let inspected = run(&["inspect", p, "--json"]);
-    assert_eq!(inspected["limit"], 16_000);
+    assert_eq!(inspected["window"], 16_000);
     assert_eq!(inspected["window_from"], "--limit of the last turn");
-    assert_eq!(run(&["project", p, "--report", "json"])["limit"], 16_000);
+    assert_eq!(run(&["project", p, "--report", "json"])["window"], 16_000);
     let given = run(&["inspect", p, "--json", "--limit", "60000"]);
     assert_eq!(
-        (given["limit"].clone(), given["window_from"].clone()),
+        (given["window"].clone(), given["window_from"].clone()),
         (json!(60_000), json!("--limit"))
     );
     // The ranges are offered against the same window's budget, under the
     // names project gives them.
     let ranges = run(&["ranges", p, "--json"]);
     assert_eq!(
-        (ranges["limit"].clone(), ranges["budget"].clone()),
+        (ranges["window"].clone(), ranges["budget"].clone()),
         (json!(16_000), json!(14_000))
     );
     let report = run(&["project", p, "--report", "json", "--dry-run"]);
-    for key in ["tokens", "measured_tokens", "limit", "budget"] {
+    let figures = [
+        "window",
+        "budget",
+        "request",
+        "before_cuts",
+        "source",
+        "ratio",
+        "breakdown",
+        "window_from",
+    ];
+    for key in figures {
+        assert!(!report[key].is_null(), "{key}");
         assert_eq!(ranges[key], report[key], "{key}");
     }
     // And inspect says what project says, under the same names.
     let inspected = run(&["inspect", p, "--json"]);
-    for key in ["tokens", "measured_tokens", "limit"] {
+    for key in figures {
         assert_eq!(inspected[key], report[key], "{key}");
     }
+    // The parts add up to the request.
+    let parts: u64 = (report["breakdown"].as_object().unwrap().values())
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(parts, report["request"].as_u64().unwrap(), "{report}");
 }

@@ -60,12 +60,12 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
                 cuts: &IdMap::default(),
             },
         );
-        peak = peak.max(p.tokens);
+        peak = peak.max(p.figures.request);
         assert!(
-            p.tokens <= limit,
+            p.figures.request <= limit,
             "turn {turns}: {} tokens (measured {}, truncated {:?}, decision {:?}, blocks {}, failures {}, pending {:?})",
-            p.tokens,
-            p.measured,
+            p.figures.request,
+            p.figures.before_cuts,
             p.truncation,
             p.decision,
             state.blocks.iter().filter(|b| b.active).count(),

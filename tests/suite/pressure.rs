@@ -146,7 +146,7 @@ fn a_config_file_beside_the_transcript_is_read_and_flags_win() {
     fs::write(dir.path().join("noa.toml"), "[engine]\ncontext_limit = 12000\n[prompt]\nemergency_headline = \"OUT OF ROOM — compress now.\"\n").unwrap();
     let (view, out) = project(&path, &dir.path().join("st"), &["--report", "json"]);
     let report: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
-    assert_eq!(report["limit"], 12000);
+    assert_eq!(report["window"], 12000);
     assert!(report["config"].as_str().unwrap().ends_with("noa.toml"));
     let last = view.last().unwrap()["content"].as_str().unwrap_or("");
     assert!(
@@ -159,7 +159,7 @@ fn a_config_file_beside_the_transcript_is_read_and_flags_win() {
         &["--report", "json", "--limit", "500000"],
     );
     let report: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
-    assert_eq!(report["limit"], 500000, "flags win over the file");
+    assert_eq!(report["window"], 500000, "flags win over the file");
 
     fs::write(dir.path().join("noa.toml"), "[engine]\ncontext_limt = 1\n").unwrap();
     let out = noa(
@@ -199,7 +199,7 @@ fn the_provider_teaches_the_window_and_the_size() {
     let st = dir.path().join("st");
     let (_, out) = project(&path, &st, &["--report", "json"]);
     let before: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
-    let tokens = before["tokens"].as_u64().unwrap();
+    let tokens = before["request"].as_u64().unwrap();
     // The provider counted more than the estimate: decisions use its figure.
     let reported = (tokens * 2).to_string();
     let (_, out) = project(
@@ -208,13 +208,13 @@ fn the_provider_teaches_the_window_and_the_size() {
         &["--report", "json", "--input-tokens", &reported],
     );
     let r: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
-    assert!(r["measured_tokens"].as_u64().unwrap() >= tokens * 2, "{r}");
+    assert!(r["before_cuts"].as_u64().unwrap() >= tokens * 2, "{r}");
     // An overflow error names the real window; it is remembered.
     let err = "This model's maximum context length is 16384 tokens. However, your messages resulted in 20000 tokens.";
     let (_, out) = project(&path, &st, &["--report", "json", "--overflow-error", err]);
     let r: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
-    assert_eq!(r["limit"], 16384);
+    assert_eq!(r["window"], 16384);
     let (_, out) = project(&path, &st, &["--report", "json"]);
     let r: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
-    assert_eq!(r["limit"], 16384, "the learned window persists");
+    assert_eq!(r["window"], 16384, "the learned window persists");
 }

@@ -99,7 +99,7 @@ proptest! {
                 v.iter().map(|m| (m.id.to_string(), m.text.clone())).collect()
             };
             prop_assert_eq!(words(&a.view), words(&b.view), "at {} messages", n);
-            prop_assert_eq!((a.tokens, a.measured), (b.tokens, b.measured));
+            prop_assert_eq!((a.figures.request, a.figures.before_cuts), (b.figures.request, b.figures.before_cuts));
             prop_assert_eq!(&a.cuts, &b.cuts);
             prop_assert_eq!(&taking, &making);
             cuts = a.cuts;

@@ -182,9 +182,9 @@ fn measure(text: &str, format: &str, cuts: &[Cut], step: usize) -> Vec<(u64, u64
         );
         out.push((
             c.recorded,
-            report["tokens"].as_u64().unwrap(),
+            report["request"].as_u64().unwrap(),
             c.anchored,
-            report["tokens_source"].as_str().unwrap().to_string(),
+            report["source"].as_str().unwrap().to_string(),
         ));
     }
     out
@@ -303,21 +303,21 @@ fn the_hosts_figure_is_used_and_remembered() {
         serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap()
     };
     let first = report(&[]);
-    assert_eq!(first["tokens_source"], "estimate");
+    assert_eq!(first["source"], "estimate");
     // The provider counted 6,000 for that request (the host's system prompt
     // and tools): the next figure builds on it.
     text.push_str(&format!("{}\n", line("user", &"more ".repeat(400))));
     fs::write(&path, &text).unwrap();
     let second = report(&["--input-tokens", "6000"]);
-    assert_eq!(second["tokens_source"], "host");
-    let t = second["tokens"].as_u64().unwrap();
+    assert_eq!(second["source"], "host");
+    let t = second["request"].as_u64().unwrap();
     assert!((6_400..6_700).contains(&t), "{second}");
     // A turn without the figure remembers what it taught.
     text.push_str(&format!("{}\n", line("assistant", "done")));
     fs::write(&path, &text).unwrap();
     let third = report(&[]);
-    assert_eq!(third["tokens_source"], "learned");
-    assert!(third["tokens"].as_u64().unwrap() >= t, "{third}");
+    assert_eq!(third["source"], "learned");
+    assert!(third["request"].as_u64().unwrap() >= t, "{third}");
 }
 
 #[test]
@@ -355,7 +355,7 @@ fn an_exact_tokenizer_and_the_reply_reserve_are_flags() {
     let report: Value =
         serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap();
     assert_eq!(report["tokenizer"], "o200k");
-    assert_eq!(report["limit"], 40_000);
+    assert_eq!(report["window"], 40_000);
     assert_eq!(report["budget"], 36_000);
     // The tag's frozen figure is the exact count of the text.
     let exact = Tokenizer::O200k.count(task);
@@ -415,12 +415,12 @@ fn a_placeholder_usage_record_is_set_aside_with_a_warning() {
     let warnings = placeholder["warnings"].to_string();
     assert!(warnings.contains("a prompt of 10 tokens"), "{warnings}");
     let (real, placed) = (
-        real["tokens"].as_u64().unwrap(),
-        placeholder["tokens"].as_u64().unwrap(),
+        real["request"].as_u64().unwrap(),
+        placeholder["request"].as_u64().unwrap(),
     );
     assert!(placed > real / 2, "{placed} tokens against {real}");
     assert_eq!(
-        placeholder["tokens_source"], "recorded",
+        placeholder["source"], "recorded",
         "anchored on an earlier record"
     );
 }
@@ -446,9 +446,9 @@ fn a_placeholder_token_count_is_set_aside_with_a_warning() {
     let placeholder = report(&lines);
     let warnings = placeholder["warnings"].to_string();
     assert!(warnings.contains("a prompt of 10 tokens"), "{warnings}");
-    let placed = placeholder["tokens"].as_u64().unwrap();
+    let placed = placeholder["request"].as_u64().unwrap();
     assert!(
-        placed > real["tokens"].as_u64().unwrap() / 2,
+        placed > real["request"].as_u64().unwrap() / 2,
         "{placed} tokens"
     );
 }

@@ -472,7 +472,7 @@ fn lost_state(dir: &Path, shape: Shape) {
             }
         };
         assert!(turn.view == whole.view, "{how}: the views differ");
-        assert_eq!(turn.report["tokens"], whole.report["tokens"], "{how}");
+        assert_eq!(turn.report["request"], whole.report["request"], "{how}");
         assert!(session_files(dir, session) == files, "{how}: other state");
     }
 }
@@ -1092,7 +1092,7 @@ fn a_warm_turn_starts_from_the_state_a_writer_left_while_it_waited() {
     assert!(out.status.success(), "{err}");
     let report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
     assert_eq!(report["read"], "cache", "{report}");
-    assert_eq!(report["limit"], 16384, "{report}");
+    assert_eq!(report["window"], 16384, "{report}");
 }
 
 /// A transcript of a few megabytes, whose prefix a warm turn digests a

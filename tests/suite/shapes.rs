@@ -1015,7 +1015,7 @@ pub(crate) fn run_in(
         stats.record(TurnRecord {
             turn,
             provider,
-            report: report["tokens"]
+            report: report["request"]
                 .as_u64()
                 .unwrap_or_else(|| panic!("turn {turn}: report without tokens: {report}"))
                 as usize,
@@ -1029,7 +1029,7 @@ pub(crate) fn run_in(
                 "  {} @ {}K turn {turn}: provider {provider} · report {} · nudge {:?} · ranges {ranges:?} · truncated {} · {}",
                 shape.name(),
                 limit / 1000,
-                report["tokens"],
+                report["request"],
                 report["nudge"],
                 report["truncated"],
                 report["reason"]

@@ -11,7 +11,7 @@
 use crate::engine::model::identity::IdMap;
 
 use super::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};
-use super::panel;
+use super::panel::{self, Reclaimed};
 use super::parse_args::{ParseKind, ParsedArgs, parse_compress_args};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::CoreMessage;
@@ -211,7 +211,14 @@ pub fn answer(mut state: CompressionState, input: &CallInput) -> Answer {
     let seen = view_at(&mut state, input);
     let parsed = parse_compress_args(input.args);
     let outcome = decide(&state, input, &seen, &parsed);
-    answer_with(state, outcome, parsed, input, seen.measured, None)
+    answer_with(
+        state,
+        outcome,
+        parsed,
+        input,
+        seen.figures.before_cuts,
+        None,
+    )
 }
 
 /// Refused unread, refused as a repeat, or applied.
@@ -281,17 +288,18 @@ pub fn answer_with(
     }
     outcome.commit(&mut next);
     let (after, reclaimed, hidden, cuts) = if outcome.created.is_empty() || recorded.is_some() {
-        (before, 0, Vec::new(), Vec::new())
+        (before, Reclaimed::default(), Vec::new(), Vec::new())
     } else {
         let now = scratch_view(&mut next, input);
+        // On the provider's scale, as the figures beside it.
         let reclaimed = panel::reclaimed_by_call(
             outcome.created.iter().map(|(b, _)| b),
             &next.blocks,
             input.history,
             &now.view,
-            &|m| input.config.tokens(m),
+            &|m| now.gauge.scale(input.config.tokens(m)),
         );
-        (now.measured, reclaimed, now.hidden, now.cuts)
+        (now.figures.before_cuts, reclaimed, now.hidden, now.cuts)
     };
     record_attempt(&mut next, &outcome, batch_key(&parsed));
     let text = match recorded {

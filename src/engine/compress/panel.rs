@@ -137,9 +137,15 @@ pub fn reclaimed_by_call<'a>(
     history: &[CoreMessage],
     view: &[CoreMessage],
     tokens: &dyn Fn(&CoreMessage) -> usize,
-) -> usize {
+) -> Reclaimed {
     let ledger = Ledger::new(blocks, history, view, tokens);
-    made.into_iter().map(|b| ledger.reclaimed(b).tokens).sum()
+    made.into_iter()
+        .map(|b| ledger.reclaimed(b))
+        .fold(Reclaimed::default(), |sum, r| Reclaimed {
+            taken: sum.taken + r.taken,
+            summary: sum.summary + r.summary,
+            tokens: sum.tokens + r.tokens,
+        })
 }
 
 /// What a panel reports.
@@ -162,18 +168,23 @@ pub struct PanelInput<'a> {
 }
 
 /// Renders the panel, its headline reporting `reclaimed`: what the call's
-/// blocks reclaimed, from [`reclaimed_by_call`].
-pub fn render(p: &PanelInput, reclaimed: usize) -> String {
+/// blocks reclaimed, from [`reclaimed_by_call`]. The two figures are named
+/// apart: the context before cuts falls by what the blocks reclaimed only
+/// where the view showed their originals whole, and an output cut to fit
+/// is reclaimed at its original size.
+pub fn render(p: &PanelInput, reclaimed: Reclaimed) -> String {
     let mut out = String::new();
     if p.blocks.is_empty() {
         out.push_str("▣ noa | 0 blocks created");
     } else {
         let _ = write!(
             out,
-            "▣ noa | {} → {} tokens (~{} reclaimed)",
+            "▣ noa | context {} → {} tokens before cuts · ~{} reclaimed ({} of originals for {} of summaries)",
             format(p.before),
             format(p.after),
-            format(reclaimed)
+            format(reclaimed.tokens),
+            format(reclaimed.taken),
+            format(reclaimed.summary)
         );
         for (b, partial) in &p.blocks {
             let star = if *partial { "*" } else { "" };
@@ -207,9 +218,9 @@ pub fn render(p: &PanelInput, reclaimed: usize) -> String {
 
 /// The panel for what one call did: the tool result `apply` prints and a
 /// rebuild keeps for a call the transcript never answered. `before` and
-/// `after` are the view's measured size around the call; `reclaimed` is
+/// `after` are the context before cuts around the call; `reclaimed` is
 /// [`reclaimed_by_call`] for its blocks.
-pub fn answer(out: &ApplyOutcome, before: usize, after: usize, reclaimed: usize) -> String {
+pub fn answer(out: &ApplyOutcome, before: usize, after: usize, reclaimed: Reclaimed) -> String {
     render(
         &PanelInput {
             before,
@@ -282,10 +293,16 @@ mod tests {
                 blocks: vec![(&b, false)],
                 ..PanelInput::default()
             },
-            8_900,
+            Reclaimed {
+                taken: 9_400,
+                summary: 500,
+                tokens: 8_900,
+            },
         );
         assert!(
-            text.starts_with("▣ noa | 12K → 3.1K tokens (~8.9K reclaimed)"),
+            text.starts_with(
+                "▣ noa | context 12K → 3.1K tokens before cuts · ~8.9K reclaimed (9.4K of originals for 500 of summaries)"
+            ),
             "{text}"
         );
         assert!(text.contains("\n  b1(T1)=m00002–m00005 → /archive/tier1/b1_m00002-m00005.md"));
@@ -299,7 +316,7 @@ mod tests {
                 errors: vec!["Summary too short (5 chars, min 50).".into()],
                 ..PanelInput::default()
             },
-            0,
+            Reclaimed::default(),
         );
         assert_eq!(
             text,
@@ -330,7 +347,11 @@ mod tests {
                 ],
                 ..PanelInput::default()
             },
-            5,
+            Reclaimed {
+                taken: 6,
+                summary: 1,
+                tokens: 5,
+            },
         );
         assert!(text.contains("b5(T2)=m00012–m00160* →"));
         assert!(text.contains("(* its span also holds messages this block does not cover"));

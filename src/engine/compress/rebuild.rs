@@ -348,7 +348,7 @@ fn replay_recorded(
         out,
         parsed,
         at,
-        seen.measured,
+        seen.figures.before_cuts,
         Some(panel),
     );
     *state = answered.state;

@@ -39,6 +39,10 @@ pub struct Config {
     pub request_overhead: Option<usize>,
     /// How tokens are counted: `estimate`, or an exact BPE count (`o200k`, `cl100k`).
     pub tokenizer: Tokenizer,
+    /// The room [`Config::budgeted`] took off the window for the reply (0
+    /// before): what makes the window known again, to report it.
+    #[serde(skip)]
+    pub reserved: usize,
 }
 
 /// Summaries of summaries.
@@ -117,6 +121,7 @@ impl Default for Config {
             reserve_output: None,
             request_overhead: None,
             tokenizer: Tokenizer::Estimate,
+            reserved: 0,
         }
     }
 }
@@ -194,11 +199,19 @@ impl Config {
     /// The config the engine decides on: the window less the room for the
     /// reply, so every band, nudge and cut keeps that room free.
     pub fn budgeted(&self) -> Config {
+        let reserved = self.reserve();
         Config {
-            context_limit: self.context_limit - self.reserve(),
+            context_limit: self.context_limit - reserved,
             reserve_output: Some(0),
+            reserved: self.reserved + reserved,
             ..self.clone()
         }
+    }
+
+    /// The model's context window: the budget (`context_limit`) and the
+    /// room kept for the reply.
+    pub fn window(&self) -> usize {
+        self.context_limit + self.reserved
     }
 
     /// The highest tier in effect: 1 with tiers off, else 2 or 3.

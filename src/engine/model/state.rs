@@ -166,6 +166,52 @@ pub struct Stats {
     pub compression_count: usize,
 }
 
+/// A compaction the host made itself (Claude Code's `compact_boundary`,
+/// Codex's `compacted`): what the transcript says it replaced. The records
+/// before it are not the conversation any more, so noa never sees them;
+/// this is how a person learns they were there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCompaction {
+    /// Its line in the transcript.
+    pub line: usize,
+    /// Records between it and the compaction before it (or the start),
+    /// none of which the model sees any more.
+    pub records: usize,
+    /// The prompt size the host recorded just before it, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_before: Option<usize>,
+    /// What set it off (`auto`, `manual`), when the host says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+    /// The ref of the message that carries its summary, for the last one
+    /// (the summary of an earlier one was compacted away too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_ref: Option<String>,
+}
+
+impl HostCompaction {
+    /// One line for a person, the same in `project -v`, `inspect` and the
+    /// SVG.
+    pub fn describe(&self) -> String {
+        let trigger = match self.trigger.as_deref() {
+            Some(t) => format!(" ({t})"),
+            None => String::new(),
+        };
+        let tokens = match self.tokens_before {
+            Some(n) => format!(", {} tokens recorded before it", super::tokens::format(n)),
+            None => String::new(),
+        };
+        let summary = match &self.summary_ref {
+            Some(r) => format!("; its summary is {r}"),
+            None => String::new(),
+        };
+        format!(
+            "the host compacted the conversation at line {}{trigger}: the {} record(s) before it are not sent{tokens}{summary}",
+            self.line, self.records
+        )
+    }
+}
+
 /// A window a turn was given, and where it was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -202,6 +248,10 @@ pub struct HostState {
     /// The context window the provider reported when it refused a request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_window: Option<usize>,
+    /// The host's own compactions, as the transcript last read whole told
+    /// of them (a turn read on from the cache does not see the records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compactions: Vec<HostCompaction>,
     /// The window the last turn was given (by a flag or a config file),
     /// kept for the commands after it that are not: `inspect` and `ranges`
     /// on a session a loop runs at 16K speak of 16K, not of the default.

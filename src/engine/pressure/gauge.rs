@@ -90,6 +90,11 @@ impl Gauge {
     pub fn scale(&self, estimate: usize) -> usize {
         (self.ratio * estimate as f64).round() as usize
     }
+
+    /// What the host sends beside the messages: the base, never below 0.
+    pub fn host(&self) -> usize {
+        self.base.round().max(0.0) as usize
+    }
 }
 
 /// Ratios outside this band say more about a figure than about the text.

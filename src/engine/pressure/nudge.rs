@@ -172,28 +172,36 @@ pub fn decide(input: &DecideInput) -> Decision {
                 .unwrap_or(1)
         };
         let why = if usage >= n.max_context_limit_pct || emergency {
-            format!("pressure at {pct}%")
+            format!("pressure at {pct}% of the budget")
         } else {
-            format!("pressure at {pct}%: a turn of {step} would fill the window")
+            format!(
+                "pressure at {pct}% of the budget: a turn of {} would fill it",
+                format(step)
+            )
         };
         if net(best) >= min {
             return decision(
                 true,
                 best,
-                format!("{why}: tier {best} reclaims {}", net(best)),
+                format!("{why}: tier {best} reclaims {}", format(net(best))),
             );
         }
         return decision(
             false,
             best,
             format!(
-                "{why} but the best tier reclaims only {} (< {min} minimum benefit)",
-                net(best)
+                "{why} but the best tier reclaims only {} (< {} minimum benefit)",
+                format(net(best)),
+                format(min)
             ),
         );
     }
     if usage < n.min_context_limit_pct {
-        return decision(false, 1, format!("below the nudge band at {pct}%"));
+        return decision(
+            false,
+            1,
+            format!("below the nudge band at {pct}% of the budget"),
+        );
     }
     let unit = growth_unit(cfg);
     let step = cadence(cfg);
@@ -214,7 +222,11 @@ pub fn decide(input: &DecideInput) -> Decision {
         return decision(
             false,
             1,
-            format!("below cadence: grew {grown} of {step} since last nudge"),
+            format!(
+                "below cadence: grew {} of {} since last nudge",
+                format(grown),
+                format(step)
+            ),
         );
     }
     if net(1) >= unit {
@@ -222,8 +234,9 @@ pub fn decide(input: &DecideInput) -> Decision {
             true,
             1,
             format!(
-                "growth: tier 1 has {} pending (>= {unit})",
-                input.pending[0]
+                "growth: tier 1 has {} pending (>= {})",
+                format(input.pending[0]),
+                format(unit)
             ),
         );
     }
@@ -246,13 +259,18 @@ pub fn decide(input: &DecideInput) -> Decision {
         let floor = (limit as f64 * CONSOLIDATION_SHARE) as usize;
         if input.pending[t as usize - 1] < floor {
             blocked.push(format!(
-                "T{t} (its summaries hold {} < {floor}, cheaper kept)",
-                input.pending[t as usize - 1]
+                "T{t} (its summaries hold {} < {}, cheaper kept)",
+                format(input.pending[t as usize - 1]),
+                format(floor)
             ));
             continue;
         }
         if net(t) < min {
-            blocked.push(format!("T{t} (reclaims {} < {min})", net(t)));
+            blocked.push(format!(
+                "T{t} (reclaims {} < {})",
+                format(net(t)),
+                format(min)
+            ));
             continue;
         }
         let last = stamps
@@ -269,7 +287,7 @@ pub fn decide(input: &DecideInput) -> Decision {
             t,
             format!(
                 "growth: tier {t} ready ({count} block(s), {} pending)",
-                input.pending[t as usize - 1]
+                format(input.pending[t as usize - 1])
             ),
         );
     }

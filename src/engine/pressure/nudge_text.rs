@@ -333,15 +333,17 @@ pub fn format_block_map(blocks: &[BlockSpan]) -> String {
 }
 
 /// Where the context's tokens are, largest kinds named, empty kinds left out,
-/// in the fixed order system, tool, summaries, code, text; then how much the
+/// in the fixed order host, system, tool, summaries, code, text, nudge; then how much the
 /// context grew since the last nudge when that is known.
 pub fn format_breakdown(b: &Breakdown, growth: usize) -> String {
     let buckets = [
+        ("host prompt and tools", b.host),
         ("system", b.system),
         ("tool", b.tool),
         ("summaries", b.summaries),
         ("code", b.code),
         ("text", b.text),
+        ("nudge", b.nudge),
     ];
     let shown: Vec<String> = buckets
         .iter()

@@ -365,6 +365,7 @@ fn breakdown_lines() {
         summaries: 12_100,
         code: 3_300,
         text: 999,
+        ..Breakdown::default()
     };
     assert_eq!(
         format_breakdown(&all, 0),

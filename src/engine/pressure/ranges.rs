@@ -65,10 +65,14 @@ pub struct BlockSpan {
     pub end_ref: String,
 }
 
-/// Tokens of the view by kind.
+/// Tokens of the request by kind, on the provider's scale: together they
+/// are the request as sent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Breakdown {
-    /// System and developer instructions.
+    /// What the host sends beside the messages (its system prompt and tool
+    /// definitions): the provider's figure less what the messages come to.
+    pub host: usize,
+    /// System and developer instructions in the transcript.
     pub system: usize,
     /// Tool calls and results.
     pub tool: usize,
@@ -78,4 +82,31 @@ pub struct Breakdown {
     pub code: usize,
     /// Everything else: prose, reasoning.
     pub text: usize,
+    /// The nudge this turn appended.
+    pub nudge: usize,
+}
+
+impl Breakdown {
+    /// Every part together.
+    pub fn total(&self) -> usize {
+        self.host + self.messages()
+    }
+
+    /// What the messages come to: every part but the host's.
+    pub fn messages(&self) -> usize {
+        self.system + self.tool + self.summaries + self.code + self.text + self.nudge
+    }
+
+    /// Each part through `scale` (estimated tokens to the provider's).
+    pub fn scaled(self, scale: impl Fn(usize) -> usize) -> Breakdown {
+        Breakdown {
+            host: self.host,
+            system: scale(self.system),
+            tool: scale(self.tool),
+            summaries: scale(self.summaries),
+            code: scale(self.code),
+            text: scale(self.text),
+            nudge: scale(self.nudge),
+        }
+    }
 }

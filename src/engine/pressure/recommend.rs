@@ -1,13 +1,11 @@
 //! The recommendation: what may be compressed now, what may not and why,
 //! and how much each tier would reclaim.
 
-use crate::engine::model::identity::IdSet;
-
 use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeInfo};
 use super::zone;
 use crate::engine::model::config::Config;
 use crate::engine::model::message::{ContentType, CoreMessage, Role, task_index};
-use crate::engine::model::refs::ref_to_index;
+use crate::engine::model::refs::{NUDGE_ID, ref_to_index};
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::{block_of_summary, is_rendered_summary, render_summary};
 
@@ -40,6 +38,21 @@ pub struct Recommendation {
 }
 
 impl Recommendation {
+    /// Every token figure through `scale`, from the estimator's to the
+    /// provider's: what a nudge, `ranges` and `inspect` show, and what the
+    /// decision weighs, so a range reads the same wherever it appears.
+    pub fn scaled(mut self, scale: impl Fn(usize) -> usize) -> Recommendation {
+        for r in &mut self.ranges {
+            r.tokens = scale(r.tokens);
+        }
+        for p in &mut self.protected {
+            p.tokens = scale(p.tokens);
+        }
+        self.pending = self.pending.map(&scale);
+        self.breakdown = self.breakdown.scaled(scale);
+        self
+    }
+
     /// The blocks a nudge of `tier` asks to fold (the active blocks of the
     /// tier below; none for tier 1) among `blocks`, the state's blocks this
     /// was built on.
@@ -282,13 +295,15 @@ fn extend_protected(
     }
 }
 
-/// Buckets the view's tokens: instructions, tool traffic, summaries, code, text.
+/// Buckets the view's estimated tokens: instructions, tool traffic,
+/// summaries, code, text and the nudge (the host's share is not in a view).
 pub fn breakdown(view: &[CoreMessage], cfg: &Config) -> Breakdown {
     let mut b = Breakdown::default();
-    let skip: IdSet<'_> = ["noa_nudge"].into_iter().collect();
-    for m in view.iter().filter(|m| !skip.contains(m.id.as_str())) {
+    for m in view {
         let t = cfg.tokens(m);
-        if is_rendered_summary(m) || block_of_summary(&m.id).is_some() {
+        if m.id == NUDGE_ID {
+            b.nudge += t;
+        } else if is_rendered_summary(m) || block_of_summary(&m.id).is_some() {
             b.summaries += t;
         } else if m.role == Role::System {
             b.system += t;

@@ -20,7 +20,6 @@ use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::refs::NUDGE_ID;
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::{block_of_summary, is_rendered_summary};
-use crate::engine::model::tokens;
 
 /// What a stretch of the map stands for. One class per message: a message
 /// in the recent zone is drawn as protected whatever its kind, because that
@@ -63,7 +62,8 @@ pub struct Segment {
     /// The block that covers it (or whose summary it is); empty otherwise.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub block: String,
-    /// Estimated tokens: of the original in the history, as sent in the view.
+    /// Tokens on the provider's scale: of the original in the history, as
+    /// sent in the view.
     pub tokens: usize,
 }
 
@@ -136,6 +136,7 @@ pub fn history_segments(
     view: &[CoreMessage],
     state: &CompressionState,
     zone: &IdSet<'_>,
+    tokens: &dyn Fn(&CoreMessage) -> usize,
 ) -> Vec<Segment> {
     let shown: IdMap<'_, &CoreMessage> = view.iter().map(|m| (m.id.as_str(), m)).collect();
     let mut cover: IdMap<'_, &Block> = IdMap::default();
@@ -152,7 +153,7 @@ pub fn history_segments(
                 (None, Some(b)) => (Class::Block, b.tier, b.block_id.clone()),
                 (None, None) => (Class::Hidden, 0, String::new()),
             };
-            Segment::of(m, state, class, tier, block)
+            Segment::of(m, state, class, tier, block, tokens)
         })
         .collect()
 }
@@ -163,6 +164,7 @@ pub fn view_segments(
     view: &[CoreMessage],
     state: &CompressionState,
     zone: &IdSet<'_>,
+    tokens: &dyn Fn(&CoreMessage) -> usize,
 ) -> Vec<Segment> {
     let mut blocks: IdMap<'_, &Block> = IdMap::default();
     for b in &state.blocks {
@@ -178,19 +180,20 @@ pub fn view_segments(
                 Some((id, b)) => (Class::Block, b.map_or(1, |b| b.tier), id.to_string()),
                 None => (visible_class(m, state, zone), 0, String::new()),
             };
-            Segment::of(m, state, class, tier, block)
+            Segment::of(m, state, class, tier, block, tokens)
         })
         .collect()
 }
 
 impl Segment {
-    /// The segment for one message, in a given class.
+    /// The segment for one message, in a given class, `tokens` its size.
     fn of(
         m: &CoreMessage,
         state: &CompressionState,
         class: Class,
         tier: u8,
         block: String,
+        tokens: &dyn Fn(&CoreMessage) -> usize,
     ) -> Segment {
         Segment {
             id: m.id.to_string(),
@@ -198,7 +201,7 @@ impl Segment {
             class,
             tier,
             block,
-            tokens: tokens::estimate(&m.text),
+            tokens: tokens(m),
         }
     }
 }
@@ -274,24 +277,28 @@ pub const FREE: char = '·';
 pub const WINDOW_MARK: char = '|';
 
 /// What the strip's characters mean, one line.
-pub const STRIP_LEGEND: &str = "1 2 3 summary (tier) · - text · = tool · # recent zone · ! truncated · s system · · free · | window limit";
+pub const STRIP_LEGEND: &str = "h the host's prompt and tools · 1 2 3 summary (tier) · - text · = tool · # recent zone · ! truncated · s system · · free · | window limit";
+
+/// The host's share of the request in the terminal strip.
+pub const HOST: char = 'h';
 
 /// The terminal strip: `width` cells on the scale of the window (or of the
-/// view, when the view is larger), each showing the class with the most
-/// tokens in it, then the free window; the window mark is inserted where
-/// the limit falls. A cell with any view tokens in it is never drawn free,
-/// so even a tiny view shows.
-pub fn strip(segments: &[Segment], width: usize, limit: usize) -> String {
+/// request, when it is larger): the host's share first, then the view's
+/// segments, each cell showing what has the most tokens in it, then the
+/// free window; the window mark is inserted where the limit falls. A cell
+/// with any tokens in it is never drawn free, so even a tiny view shows.
+pub fn strip(segments: &[Segment], host: usize, width: usize, limit: usize) -> String {
     let width = width.max(1);
-    let total: usize = segments.iter().map(|s| s.tokens).sum();
+    let total: usize = host + segments.iter().map(|s| s.tokens).sum::<usize>();
     let scale = total.max(limit).max(1) as f64;
     let per_cell = scale / width as f64;
     let mut tallies: Vec<Vec<(char, f64)>> = vec![Vec::new(); width];
     let mut at = 0usize;
-    for s in segments.iter().filter(|s| s.tokens > 0) {
-        let (a, b) = (at as f64, (at + s.tokens) as f64);
-        at += s.tokens;
-        let c = symbol(s.class, s.tier);
+    let parts = std::iter::once((HOST, host))
+        .chain(segments.iter().map(|s| (symbol(s.class, s.tier), s.tokens)));
+    for (c, tokens) in parts.filter(|&(_, t)| t > 0) {
+        let (a, b) = (at as f64, (at + tokens) as f64);
+        at += tokens;
         let first = ((a / per_cell) as usize).min(width - 1);
         let last = (((b / per_cell).ceil() as usize).max(first + 1)).min(width);
         for (i, tally) in tallies.iter_mut().enumerate().take(last).skip(first) {

@@ -51,7 +51,7 @@ pub(crate) fn fixture() -> (Vec<CoreMessage>, Vec<CoreMessage>, CompressionState
 fn history_marks_covered_visible_and_protected() {
     let (history, view, st) = fixture();
     let zone: IdSet<'_> = ["u2", "a3"].into_iter().collect();
-    let segs = history_segments(&history, &view, &st, &zone);
+    let segs = history_segments(&history, &view, &st, &zone, &estimate);
     let classes: Vec<Class> = segs.iter().map(|s| s.class).collect();
     assert_eq!(
         classes,
@@ -72,7 +72,7 @@ fn history_marks_covered_visible_and_protected() {
 #[test]
 fn covered_runs_carry_their_block_and_refs() {
     let (history, view, st) = fixture();
-    let segs = history_segments(&history, &view, &st, &IdSet::default());
+    let segs = history_segments(&history, &view, &st, &IdSet::default(), &estimate);
     let rs = runs(&segs);
     let b = rs.iter().find(|r| r.class == Class::Block).unwrap();
     assert_eq!(
@@ -90,7 +90,7 @@ fn covered_runs_carry_their_block_and_refs() {
 fn a_message_neither_shown_nor_covered_is_hidden() {
     let (history, mut view, st) = fixture();
     view.retain(|m| m.id != "a2");
-    let segs = history_segments(&history, &view, &st, &IdSet::default());
+    let segs = history_segments(&history, &view, &st, &IdSet::default(), &estimate);
     assert_eq!(segs[4].class, Class::Hidden);
 }
 
@@ -105,7 +105,7 @@ fn view_summaries_take_their_block_tier_and_the_nudge_is_left_out() {
         crate::engine::model::summary::render_summary(&b),
         CoreMessage::text(NUDGE_ID, Role::User, "compress"),
     ];
-    let segs = view_segments(&view, &st, &IdSet::default());
+    let segs = view_segments(&view, &st, &IdSet::default(), &estimate);
     assert_eq!(segs.len(), 2);
     assert_eq!(
         (segs[1].class, segs[1].tier, segs[1].block.as_str()),
@@ -118,7 +118,7 @@ fn truncated_results_are_marked() {
     let mut st = CompressionState::new("s");
     st.host.truncated.insert("r".into());
     let view = vec![result("r", "t", "Bash")];
-    let segs = view_segments(&view, &st, &["r"].into_iter().collect());
+    let segs = view_segments(&view, &st, &["r"].into_iter().collect(), &estimate);
     assert_eq!(segs[0].class, Class::Truncated);
 }
 
@@ -133,14 +133,21 @@ fn strip_is_proportional_on_the_window_scale() {
         },
     ];
     // 500 of a 1000 window on 10 cells: 3 tool, 1 text, 1 summary, 5 free.
-    assert_eq!(strip(&segs, 10, 1000), "[===-2·····|]");
+    assert_eq!(strip(&segs, 0, 10, 1000), "[===-2·····|]");
     // Over the window: the mark falls inside.
-    assert_eq!(strip(&segs, 10, 250), "[=====|=--22]");
+    assert_eq!(strip(&segs, 0, 10, 250), "[=====|=--22]");
+    // The host's share comes first.
+    assert_eq!(strip(&segs, 200, 10, 1000), "[hh===-2···|]");
+}
+
+/// What the segments are sized by in these tests: the estimator alone.
+fn estimate(m: &CoreMessage) -> usize {
+    crate::engine::model::tokens::estimate(&m.text)
 }
 
 #[test]
 fn a_tiny_view_still_shows() {
-    let s = strip(&[seg(Class::Protected, 10)], 60, 200_000);
+    let s = strip(&[seg(Class::Protected, 10)], 0, 60, 200_000);
     assert!(s.starts_with("[#·"), "{s}");
     assert_eq!(s.chars().count(), 63);
     assert!(s.ends_with("|]"));

@@ -8,7 +8,9 @@ use std::fmt::Write;
 
 use crate::engine::compress::panel::Reclaimed;
 use crate::engine::model::state::Block;
+use crate::engine::model::state::HostCompaction;
 use crate::engine::model::tokens;
+use crate::engine::turn::Figures;
 
 use super::map::{Class, Segment, runs};
 
@@ -21,13 +23,12 @@ pub struct SvgInput<'a> {
     pub history: &'a [Segment],
     /// The view as sent, from [`view_segments`](super::map::view_segments).
     pub view: &'a [Segment],
-    /// The request as sent, on the provider's scale: what the bar is
-    /// drawn to and labelled with. Where it is more than the view's
-    /// messages come to, the rest is the host's own prompt and tools,
-    /// drawn first.
-    pub sent: usize,
-    /// The context window, in tokens.
-    pub limit: usize,
+    /// The turn's figures: the bar is drawn to the request and labelled
+    /// with it; where the request is more than the view's messages come
+    /// to, the rest is the host's own prompt and tools, drawn first.
+    pub figures: &'a Figures,
+    /// The host's own compactions, named under the history.
+    pub compactions: &'a [HostCompaction],
     /// The session's blocks, for labels and tooltips.
     pub blocks: &'a [Block],
     /// What each block reclaimed, by block id, from
@@ -278,7 +279,6 @@ pub fn svg(input: &SvgInput) -> String {
     let laid = lay_out(history, rows);
     let history_tokens: usize = history.iter().map(|s| s.tokens).sum();
     let view_tokens: usize = input.view.iter().map(|s| s.tokens).sum();
-    let limit = input.limit.max(1);
     let active = input.blocks.iter().filter(|b| b.active).count();
 
     let mut body = String::new();
@@ -292,10 +292,10 @@ pub fn svg(input: &SvgInput) -> String {
     y += 24.0;
     let _ = writeln!(
         body,
-        r##"<text x="{MARGIN}" y="{y:.1}" font-size="13" fill="#555">{} tokens sent · {}% of the {} window · history {} tokens in {} messages · {} block{}, {active} active</text>"##,
-        tokens::format(input.sent),
-        input.sent * 100 / limit,
-        tokens::format(input.limit),
+        r##"<text x="{MARGIN}" y="{y:.1}" font-size="13" fill="#555">request {} · {}% of the {} window · history {} tokens in {} messages · {} block{}, {active} active</text>"##,
+        tokens::format(input.figures.request),
+        input.figures.window_percent(),
+        tokens::format(input.figures.window),
         tokens::format(history_tokens),
         history.len(),
         input.blocks.len(),
@@ -316,6 +316,14 @@ pub fn svg(input: &SvgInput) -> String {
         draw_history_row(&mut body, pieces, history, input, top);
     }
     y += 22.0 + rows as f64 * (ROW_H + ROW_GAP) - ROW_GAP + 24.0;
+    for c in input.compactions {
+        let _ = writeln!(
+            body,
+            r##"<text class="host-compaction" x="{MARGIN}" y="{y:.1}" font-size="12" fill="#555">Not drawn: {}.</text>"##,
+            escape(&c.describe())
+        );
+        y += 18.0;
+    }
 
     // The view against the window.
     y += 16.0;
@@ -325,7 +333,7 @@ pub fn svg(input: &SvgInput) -> String {
         "View",
         &format!(
             "what is sent, against the {} window",
-            tokens::format(input.limit)
+            tokens::format(input.figures.window)
         ),
     );
     let top = y + 26.0;
@@ -531,8 +539,8 @@ fn draw_history_row(
 }
 
 fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f64) {
-    let limit = input.limit.max(1);
-    let sent = input.sent;
+    let limit = input.figures.window.max(1);
+    let sent = input.figures.request;
     let scale = sent.max(limit) as f64;
     let x_of = |t: f64| MARGIN + t / scale * INNER;
     // The window, empty.
@@ -542,9 +550,8 @@ fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f
         x_of(limit as f64) - MARGIN
     );
     // The bar ends at the figure it is labelled with: the host's share
-    // first, then the messages, scaled down where the provider counts them
-    // smaller than the estimate does.
-    let host = sent.saturating_sub(view_tokens);
+    // first, then the messages (the nudge, not drawn, spread over them).
+    let host = input.figures.breakdown.host.min(sent);
     if host > 0 {
         let _ = writeln!(
             body,
@@ -586,7 +593,11 @@ fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f
     // How much is used: beside the view's end when there is room before the
     // window line (or the canvas edge), else above the end of the bar.
     let end = x_of(sent as f64);
-    let used = format!("{} · {}%", tokens::format(sent), sent * 100 / limit);
+    let used = format!(
+        "{} · {}%",
+        tokens::format(sent),
+        input.figures.window_percent()
+    );
     let wx = x_of(limit as f64);
     let room = if end < wx { wx - 6.0 } else { WIDTH - MARGIN };
     let (x, y, anchor) = if end + 8.0 + used.chars().count() as f64 * GLYPH <= room {
@@ -615,7 +626,7 @@ fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f
         body,
         r##"<text x="{lx:.2}" y="{:.1}" font-size="11" text-anchor="{anchor}" fill="#222">window {}</text>"##,
         top + VIEW_H + 20.0,
-        tokens::format(input.limit)
+        tokens::format(input.figures.window)
     );
 }
 

@@ -10,6 +10,28 @@ use crate::engine::report::map::{history_segments, reclaimed_by_block, view_segm
 use crate::engine::test_support::block;
 use crate::engine::turn::prune::prune;
 
+/// What the segments are sized by in these tests: the estimator alone.
+fn estimate(m: &CoreMessage) -> usize {
+    tokens::estimate(&m.text)
+}
+
+/// Figures of a request of `request` tokens, `host` of them the host's,
+/// against a window of `window`.
+fn figures(request: usize, host: usize, window: usize) -> Figures {
+    Figures {
+        window,
+        budget: window,
+        request,
+        before_cuts: request,
+        source: crate::engine::pressure::gauge::Source::Estimate,
+        ratio: 1.0,
+        breakdown: crate::engine::pressure::ranges::Breakdown {
+            host,
+            ..Default::default()
+        },
+    }
+}
+
 /// A tag-stack check: every element opened is closed in order, and
 /// attribute values are quoted.
 fn well_formed(svg: &str) -> Result<(), String> {
@@ -68,15 +90,15 @@ fn sample_svg() -> String {
     let (history, view, mut st) = fixture();
     st.blocks[0].topic = "reading <config> & \"setup\"".into();
     let zone: IdSet<'_> = ["u2", "a3"].into_iter().collect();
-    let h = history_segments(&history, &view, &st, &zone);
-    let v = view_segments(&view, &st, &zone);
+    let h = history_segments(&history, &view, &st, &zone, &estimate);
+    let v = view_segments(&view, &st, &zone, &estimate);
     let reclaimed = reclaimed_by_block(&history, &view, &st.blocks, &|m| tokens::estimate(&m.text));
     svg(&SvgInput {
         session: "s<1>",
         history: &h,
         view: &v,
-        sent: 40,
-        limit: 100,
+        figures: &figures(40, 0, 100),
+        compactions: &[],
         blocks: &st.blocks,
         reclaimed: &reclaimed,
     })
@@ -172,7 +194,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
 
     // The panel, the map and the SVG label report the same figure.
     let call = reclaimed_by_call([&b1], &st.blocks, &history, &view, &counter);
-    assert_eq!(call, expected);
+    assert_eq!(call, r);
     let text = panel::render(
         &PanelInput {
             before: 20_000,
@@ -184,12 +206,14 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     );
     let figure = tokens::format(expected);
     assert!(
-        text.starts_with(&format!("▣ noa | 20K → 20K tokens (~{figure} reclaimed)")),
+        text.starts_with(&format!(
+            "▣ noa | context 20K → 20K tokens before cuts · ~{figure} reclaimed"
+        )),
         "{text}"
     );
     let by_block = reclaimed_by_block(&history, &view, &st.blocks, &counter);
     assert_eq!(by_block["b1"], r);
-    let segs = history_segments(&history, &view, &st, &IdSet::default());
+    let segs = history_segments(&history, &view, &st, &IdSet::default(), &estimate);
     let covered = segs.iter().find(|s| s.block == "b1").unwrap();
     assert_eq!(
         block_label(covered, 3, &by_block, 1000.0).as_deref(),
@@ -198,9 +222,9 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     let drawn = svg(&SvgInput {
         session: "s",
         history: &segs,
-        view: &view_segments(&view, &st, &IdSet::default()),
-        sent: 100,
-        limit: 1000,
+        view: &view_segments(&view, &st, &IdSet::default(), &estimate),
+        figures: &figures(100, 0, 1000),
+        compactions: &[],
         blocks: &st.blocks,
         reclaimed: &by_block,
     });
@@ -238,8 +262,8 @@ fn the_bar_is_drawn_to_its_label_host_share_included() {
     let (history, view, st) = fixture();
     let zone = IdSet::default();
     let (h, v) = (
-        history_segments(&history, &view, &st, &zone),
-        view_segments(&view, &st, &zone),
+        history_segments(&history, &view, &st, &zone, &estimate),
+        view_segments(&view, &st, &zone, &estimate),
     );
     let messages: usize = v.iter().map(|s| s.tokens).sum();
     let reclaimed = BTreeMap::new();
@@ -248,8 +272,8 @@ fn the_bar_is_drawn_to_its_label_host_share_included() {
             session: "s",
             history: &h,
             view: &v,
-            sent,
-            limit: 1000,
+            figures: &figures(sent, sent.saturating_sub(messages), 1000),
+            compactions: &[],
             blocks: &st.blocks,
             reclaimed: &reclaimed,
         })

@@ -108,8 +108,8 @@ fn same(a: &Projection, b: &Projection) -> Result<(), TestCaseError> {
     prop_assert_eq!(&a.view, &b.view);
     prop_assert_eq!(a.new_refs, b.new_refs);
     prop_assert_eq!(a.unnumbered, b.unnumbered);
-    prop_assert_eq!(a.measured, b.measured);
-    prop_assert_eq!(a.tokens, b.tokens);
+    prop_assert_eq!(a.figures.before_cuts, b.figures.before_cuts);
+    prop_assert_eq!(a.figures.request, b.figures.request);
     Ok(())
 }
 

@@ -1,4 +1,5 @@
 pub mod carry;
+pub mod figures;
 pub mod hide;
 pub mod host;
 pub mod pipeline;
@@ -9,5 +10,6 @@ pub mod unworded;
 pub mod view;
 
 pub use carry::Carry;
+pub use figures::Figures;
 pub use pipeline::{Projection, TurnInput, baked, project, project_carried};
 pub use unworded::{Unfilled, may_withhold, may_withhold_knowing};

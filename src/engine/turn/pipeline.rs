@@ -12,6 +12,7 @@
 use crate::engine::model::identity::{IdMap, IdSet};
 
 use super::carry::Carry;
+use super::figures::Figures;
 use super::host;
 use super::sync::Coverage;
 use super::truncate::{self, KeptCut, Truncation};
@@ -29,7 +30,7 @@ use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded, Source};
 use crate::engine::pressure::nudge::{self, DecideInput, Decision};
 use crate::engine::pressure::nudge_text::{self, NudgeInput};
 use crate::engine::pressure::prompt::Sections;
-use crate::engine::pressure::recommend::{Recommendation, recommend};
+use crate::engine::pressure::recommend::{Recommendation, breakdown, recommend};
 use std::collections::BTreeMap;
 
 /// What one turn is projected from.
@@ -77,12 +78,8 @@ pub struct Projection {
     /// History messages without a ref because the ref space is exhausted
     /// (see `refs::Assigned`).
     pub unnumbered: usize,
-    /// The request as sent, on the provider's scale: the figure to hold
-    /// against the window.
-    pub tokens: usize,
-    /// The size decisions were taken on: the view before this turn's cuts
-    /// and nudge, on the provider's scale.
-    pub measured: usize,
+    /// Every figure a surface shows of this turn.
+    pub figures: Figures,
     /// How estimates became provider figures, and where the anchor came from.
     pub gauge: Gauge,
     /// History messages left out of the view as unpaired.
@@ -247,7 +244,14 @@ fn project_with<'a>(
     };
     let measured = g.tokens(estimate + retried);
 
-    let rec = recommend(&view, state, &covered, cfg, &|m| unworded.chars(m));
+    // Priced on the provider's scale, as every surface shows it.
+    let recommend_now = |view: &[CoreMessage], state: &CompressionState, unworded: &Unworded| {
+        let mut rec =
+            recommend(view, state, &covered, cfg, &|m| unworded.chars(m)).scaled(|t| g.scale(t));
+        rec.breakdown.host = g.host();
+        rec
+    };
+    let rec = recommend_now(&view, state, &unworded);
     // The same turn projected again (a host retrying, nothing appended):
     // the same view, nudge included, and pacing is not counted twice.
     let same_turn = state.host.nudged && state.host.history_len == history.len();
@@ -257,7 +261,7 @@ fn project_with<'a>(
         shown => measured.saturating_sub(shown),
     };
     let reclaim = |rec: &Recommendation| {
-        let offered = rec.ranges.iter().map(|r| g.scale(r.tokens)).sum();
+        let offered = rec.ranges.iter().map(|r| r.tokens).sum();
         nudge::reclaim_target(cfg, measured, offered)
     };
     let nudge_input = |tier: u8, truncated: usize| {
@@ -265,7 +269,7 @@ fn project_with<'a>(
     };
     let mut decision = nudge::decide(&DecideInput {
         tokens: measured,
-        pending: rec.pending.map(|p| g.scale(p)),
+        pending: rec.pending,
         block_counts: rec.tier_blocks.each_ref().map(Vec::len),
         nudge_cost: [1, 2, 3].map(|t| g.scale(nudge_text::rough_size(&nudge_input(t, 0)))),
         nudge: &state.nudge,
@@ -351,7 +355,7 @@ fn project_with<'a>(
     // and it still lists what the last step below leaves out, which `apply`
     // can resolve.
     let rec = if truncation.count > reapplied {
-        recommend(&view, state, &covered, cfg, &|m| unworded.chars(m))
+        recommend_now(&view, state, &unworded)
     } else {
         rec
     };
@@ -395,7 +399,9 @@ fn project_with<'a>(
         .map(|(id, _)| id.clone())
         .collect();
     (state.host.truncated_at).extend(made.into_iter().map(|id| (id, history.len())));
-    let sent: usize = view.iter().map(|m| cfg.tokens(m)).sum();
+    let estimated = breakdown(&view, cfg);
+    let sent = estimated.messages();
+    let figures = Figures::of(&g, estimated, measured, cfg.window(), cfg.context_limit);
     state.host.last_view_tokens = sent;
     state.host.history_len = history.len();
     state.host.nudged = decision.inject;
@@ -407,8 +413,7 @@ fn project_with<'a>(
         hidden,
         new_refs,
         unnumbered,
-        tokens: g.tokens(sent),
-        measured,
+        figures,
         gauge: g,
         dropped_unpaired,
         truncation,
@@ -631,20 +636,20 @@ mod tests {
             let h = large(extra);
             let p = input(&h, None);
             let line = cfg.context_limit * 95 / 100;
-            if p.truncation.count > 0 || p.tokens < line {
+            if p.truncation.count > 0 || p.figures.request < line {
                 continue;
             }
             assert!(
-                p.tokens <= cfg.context_limit,
+                p.figures.request <= cfg.context_limit,
                 "{} over the window",
-                p.tokens
+                p.figures.request
             );
             assert!(p.decision.inject);
             checked += 1;
             // The same request when the host gave a figure whose ratio is not
             // learned yet: noa's figure may be off, so the line holds.
-            let q = input(&h, Some(p.measured));
-            assert!(q.truncation.count > 0, "{}: not cut", q.tokens);
+            let q = input(&h, Some(p.figures.before_cuts));
+            assert!(q.truncation.count > 0, "{}: not cut", q.figures.request);
         }
         assert!(
             checked > 0,
@@ -673,8 +678,16 @@ mod tests {
         // Cut to fit, nothing left out: the two views hold the same messages.
         assert!(sent.truncation.count > 0 && sent.omitted == 0);
         assert_eq!(
-            (call.tokens, call.measured, call.truncation.count),
-            (sent.tokens, sent.measured, sent.truncation.count)
+            (
+                call.figures.request,
+                call.figures.before_cuts,
+                call.truncation.count
+            ),
+            (
+                sent.figures.request,
+                sent.figures.before_cuts,
+                sent.truncation.count
+            )
         );
         assert_eq!(call.cuts, sent.cuts);
         assert_eq!(call.hidden, sent.hidden);
@@ -720,8 +733,8 @@ mod tests {
         let (again, again_state) = with(&kept);
         assert_eq!(words(&again), words(&fresh));
         assert_eq!(
-            (again.tokens, again.measured),
-            (fresh.tokens, fresh.measured)
+            (again.figures.request, again.figures.before_cuts),
+            (fresh.figures.request, fresh.figures.before_cuts)
         );
         assert_eq!(again.cuts, fresh.cuts);
         assert_eq!(again_state, fresh_state);
@@ -919,8 +932,8 @@ mod tests {
                 let counts = |p: &Projection| p.view.iter().map(|m| cfg.tokens(m)).collect::<Vec<_>>();
                 proptest::prop_assert_eq!(counts(&got), counts(&want));
                 proptest::prop_assert_eq!(
-                    (got.tokens, got.measured, got.truncation.count, got.truncation.saved, got.omitted),
-                    (want.tokens, want.measured, want.truncation.count, want.truncation.saved, want.omitted)
+                    (got.figures.request, got.figures.before_cuts, got.truncation.count, got.truncation.saved, got.omitted),
+                    (want.figures.request, want.figures.before_cuts, want.truncation.count, want.truncation.saved, want.omitted)
                 );
                 proptest::prop_assert_eq!(&got.cuts, &want.cuts);
                 proptest::prop_assert_eq!(&warm, &whole);
