@@ -13,10 +13,12 @@ mod suite {
     pub mod compress_properties;
     pub mod crash;
     pub mod example_loop;
+    pub mod figures;
     pub mod hostile;
     pub mod inspect;
     pub mod long_session;
     pub mod output;
+    pub mod placement;
     pub mod pressure;
     pub mod project;
     pub mod properties;

@@ -136,7 +136,7 @@ pub(crate) fn tagged(view: &[Value]) -> Vec<(String, String)> {
     out
 }
 
-fn collect_texts(v: &Value, out: &mut Vec<String>) {
+pub(crate) fn collect_texts(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) => out.push(s.clone()),
         Value::Array(a) => a.iter().for_each(|x| collect_texts(x, out)),
@@ -150,7 +150,12 @@ fn report_tokens(out: &std::process::Output) -> u64 {
     r["request"].as_u64().unwrap()
 }
 
-fn apply(s: &mut dyn Session, state: &Path, call_id: &str, args: Value) -> (i32, String) {
+pub(crate) fn apply(
+    s: &mut dyn Session,
+    state: &Path,
+    call_id: &str,
+    args: Value,
+) -> (i32, String) {
     s.append_call(call_id, &args);
     let out = on_session("apply", s.path(), state, &[]);
     let panel = String::from_utf8(out.stdout)

@@ -277,6 +277,14 @@ pub struct HostState {
     /// last one shown.
     #[serde(default, skip_serializing_if = "is_zero_usize")]
     pub nudge_growth: usize,
+    /// The room that turn kept for its nudge when it cut and left out to
+    /// fit: the same turn again keeps the same, and so the same view.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub nudge_reserve: usize,
+    /// Why that turn nudged, as its decision said: the same turn again
+    /// says the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nudge_reason: Option<String>,
     /// Every Compress call applied, by call id, with what `apply` answered:
     /// a host that retries a call gets the same answer, and nothing changes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

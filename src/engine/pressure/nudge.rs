@@ -116,8 +116,20 @@ pub struct Decision {
     pub emergency: bool,
     /// Usage is at or above the pressure threshold.
     pub pressure: bool,
-    /// Why, ending in the per-tier backlog.
+    /// Why, in words; the pipeline adds what each tier could reclaim
+    /// ([`ready`]).
     pub reason: String,
+}
+
+/// What each tier could reclaim, as a decision's reason ends: the same
+/// figures the nudge and `ranges` list.
+pub fn ready(pending: [usize; 3]) -> String {
+    format!(
+        "ready: T1({})/T2({})/T3({})",
+        format(pending[0]),
+        format(pending[1]),
+        format(pending[2])
+    )
 }
 
 /// Decides whether this turn's view gets a nudge.
@@ -141,19 +153,13 @@ pub fn decide(input: &DecideInput) -> Decision {
     };
     let net =
         |t: u8| input.pending[t as usize - 1].saturating_sub(input.nudge_cost[t as usize - 1]);
-    let ready = format!(
-        "; ready: T1({})/T2({})/T3({})",
-        format(input.pending[0]),
-        format(input.pending[1]),
-        format(input.pending[2])
-    );
     let pct = (usage * 100.0).round() as usize;
     let decision = |inject: bool, tier: u8, reason: String| Decision {
         inject,
         tier,
         emergency,
         pressure,
-        reason: reason + &ready,
+        reason,
     };
 
     if pressure {
@@ -172,10 +178,10 @@ pub fn decide(input: &DecideInput) -> Decision {
                 .unwrap_or(1)
         };
         let why = if usage >= n.max_context_limit_pct || emergency {
-            format!("pressure at {pct}% of the budget")
+            format!("pressure at {pct}% of the budget before this turn's cuts")
         } else {
             format!(
-                "pressure at {pct}% of the budget: a turn of {} would fill it",
+                "pressure at {pct}% of the budget before this turn's cuts: a turn of {} would fill it",
                 format(step)
             )
         };

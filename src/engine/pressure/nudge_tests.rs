@@ -55,10 +55,7 @@ fn small_windows_get_a_smaller_unit() {
 fn below_cadence() {
     let d = at(165_000, 60_000, 160_000);
     assert!(!d.inject);
-    assert_eq!(
-        d.reason,
-        "below cadence: grew 5.0K of 23K since last nudge; ready: T1(60K)/T2(0)/T3(0)"
-    );
+    assert_eq!(d.reason, "below cadence: grew 5.0K of 23K since last nudge");
 }
 
 #[test]
@@ -112,11 +109,7 @@ fn every_reason_shows_the_backlog() {
         at(10_000, 0, 0),
         at(172_000, 1_000, 0),
     ] {
-        assert!(
-            !d.reason.is_empty() && d.reason.contains("ready:"),
-            "{}",
-            d.reason
-        );
+        assert!(!d.reason.is_empty(), "{}", d.reason);
     }
 }
 

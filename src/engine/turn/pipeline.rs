@@ -279,10 +279,14 @@ fn project_with<'a>(
         decision.inject = true;
         decision.tier = state.host.nudge_tier.max(1);
         decision.emergency = state.host.nudge_emergency;
-        decision.reason = format!(
-            "the same turn again: its nudge is shown again; {}",
-            decision.reason
-        );
+        decision.reason = match &state.host.nudge_reason {
+            // Taken on the first try's view, before the cuts it made.
+            Some(first) => format!("the same turn again, its nudge shown again: {first}"),
+            None => format!(
+                "the same turn again, its nudge shown again; {}",
+                decision.reason
+            ),
+        };
     } else if input.force_nudge {
         decision.inject = true;
         decision.reason = format!("asked for by the host; {}", decision.reason);
@@ -299,10 +303,13 @@ fn project_with<'a>(
     }
 
     // Truncation makes room for the nudge too: the request as sent must fit.
-    let reserve = if decision.inject {
-        nudge_text::rough_size(&nudge_input(decision.tier, 1))
-    } else {
-        0
+    // The same turn again keeps the room its first try kept: priced anew on
+    // a view its own cuts made, the nudge would list other figures, and a
+    // room a few tokens wider leaves out other messages.
+    let reserve = match decision.inject {
+        true if same_turn && state.host.nudge_reserve > 0 => state.host.nudge_reserve,
+        true => nudge_text::rough_size(&nudge_input(decision.tier, 1)),
+        false => 0,
     };
     // What the view's estimate is down to; it already has the earlier cuts in it.
     let mut left = estimate;
@@ -408,6 +415,17 @@ fn project_with<'a>(
     state.host.nudge_tier = if decision.inject { decision.tier } else { 0 };
     state.host.nudge_emergency = decision.inject && decision.emergency;
     state.host.nudge_growth = if decision.inject { growth } else { 0 };
+    state.host.nudge_reserve = reserve;
+    if !same_turn {
+        state.host.nudge_reason = decision.inject.then(|| decision.reason.clone());
+    }
+    // What each tier could reclaim, as the nudge and `ranges` list it.
+    let after = if truncation.count > 0 {
+        "after them, "
+    } else {
+        ""
+    };
+    decision.reason = format!("{}; {after}{}", decision.reason, nudge::ready(rec.pending));
     Projection {
         view,
         hidden,
