@@ -29,7 +29,7 @@ pub use exit::Exit;
 pub use input::huge_pages_off;
 
 use crate::formats::ReadError;
-use crate::store::StoreError;
+use crate::store::{ErrorKind, StoreError};
 
 /// Everything a command can fail with, each mapped to an exit code.
 #[derive(Debug, Error, Diagnostic)]
@@ -59,19 +59,16 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// The exit code: a store error by its kind, not by its variant, so a
+    /// variant added to the store is sorted where it is declared.
     fn exit(&self) -> Exit {
         match self {
             CliError::Read(_) | CliError::Usage(_) => Exit::BadInput,
-            CliError::Store(
-                StoreError::Corrupt { .. }
-                | StoreError::RefsLog { .. }
-                | StoreError::Blocks { .. }
-                | StoreError::Log { .. }
-                | StoreError::Version { .. }
-                | StoreError::Link { .. }
-                | StoreError::Outside { .. },
-            ) => Exit::BadInput,
-            CliError::Store(_) | CliError::Io { .. } => Exit::Failure,
+            CliError::Store(e) => match e.kind() {
+                ErrorKind::BadInput => Exit::BadInput,
+                ErrorKind::Failure => Exit::Failure,
+            },
+            CliError::Io { .. } => Exit::Failure,
         }
     }
 

@@ -21,7 +21,7 @@ pub use read_cache::{
     AsideFile, CacheDraft, CacheEnd, CacheSource, IN_TRANSCRIPT, Left, LeftWords, ReadCache,
     Unparsed, WITHHELD_MIN, Warm, WarmMessages, WordsFile, fill_shown,
 };
-pub use state_file::{SessionDir, StoreError};
+pub use state_file::{ErrorKind, SessionDir, StoreError};
 
 /// Room for `n` items loaded from a session's files and those a turn adds
 /// to them: a list full to its last place when they come is copied whole

@@ -138,7 +138,34 @@ pub enum StoreError {
     },
 }
 
+/// What sort of failure a [`StoreError`] is, for a caller that must answer
+/// each sort differently (the command line's exit code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The session's files are not what noa writes (damaged, from a newer
+    /// noa, a link, a path outside): the user must act on them.
+    BadInput,
+    /// Reading or writing failed, or another process holds the session:
+    /// the files may be sound.
+    Failure,
+}
+
 impl StoreError {
+    /// The sort of failure this is. The match names every variant, with no
+    /// catch-all, so a new one cannot fall into a sort by default.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::Corrupt { .. }
+            | StoreError::RefsLog { .. }
+            | StoreError::Blocks { .. }
+            | StoreError::Log { .. }
+            | StoreError::Version { .. }
+            | StoreError::Link { .. }
+            | StoreError::Outside { .. } => ErrorKind::BadInput,
+            StoreError::Locked { .. } | StoreError::Io { .. } => ErrorKind::Failure,
+        }
+    }
+
     /// A failure to read or write `path`; a link refused where a file was
     /// opened is said as such.
     pub(crate) fn io(path: &Path, source: io::Error) -> StoreError {
