@@ -175,7 +175,8 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         json!({
             "panel": text, "call_id": call_id, "created": blocks, "errors": outcome.errors,
             "warnings": outcome.warnings, "parse": parsed.kind.as_str(), "repairs": parsed.repairs,
-            "tokens_before": answer.tokens_before, "tokens_after": answer.tokens_after,
+            "context_before": answer.context_before, "context_after": answer.context_after,
+            "reclaimed": answer.reclaimed,
             "read": cx.read_how(),
         }),
     )?;

@@ -243,3 +243,55 @@ fn a_generated_loop_reads_the_same_everywhere_at_16k_and_60k() {
         surfaces_agree(&path, &state, limit);
     }
 }
+
+/// The panel's headline and `apply --json` give the same figures under
+/// their names: the context before and after the call, and what its block
+/// reclaimed (originals for summaries).
+#[test]
+fn the_panel_and_apply_json_name_the_same_figures() {
+    use crate::compress::{ClaudeCode, Session};
+    let dir = TempDir::new();
+    let mut s = ClaudeCode::new(dir.path());
+    let state = dir.path().join("state");
+    fs::create_dir_all(&state).unwrap();
+    let (t, st) = (
+        s.path().to_str().unwrap().to_string(),
+        state.to_str().unwrap(),
+    );
+    run(
+        &state,
+        &[
+            "project",
+            &t,
+            "--state-dir",
+            st,
+            "--limit",
+            "60k",
+            "-o",
+            "/dev/null",
+        ],
+    );
+    let args = serde_json::json!({"content": [{"startId": "m00002", "endId": "m00150", "summary": crate::compress::SUMMARY}]});
+    s.append_call("call_figures", &args);
+    let (out, _) = run(&state, &["apply", &t, "--state-dir", st, "--json"]);
+    let answer: Value = serde_json::from_str(out.trim()).unwrap();
+    let f = |v: &Value| noa::engine::tokens::format(v.as_u64().unwrap() as usize);
+    let r = &answer["reclaimed"];
+    let headline = format!(
+        "▣ noa | context {} → {} tokens · ~{} reclaimed ({} of originals for {} of summaries)",
+        f(&answer["context_before"]),
+        f(&answer["context_after"]),
+        f(&r["tokens"]),
+        f(&r["taken"]),
+        f(&r["summary"])
+    );
+    let panel = answer["panel"].as_str().unwrap();
+    assert!(
+        panel.starts_with(&headline),
+        "{panel}\nis not headed {headline}"
+    );
+    assert_eq!(
+        r["tokens"].as_u64().unwrap(),
+        r["taken"].as_u64().unwrap() - r["summary"].as_u64().unwrap()
+    );
+}

@@ -98,10 +98,13 @@ pub struct Answer {
     /// The state to keep: the outcome's, with the host's books updated and
     /// this answer recorded under the call id.
     pub state: CompressionState,
-    /// The request before the call, on the provider's scale.
-    pub tokens_before: usize,
-    /// The request after it.
-    pub tokens_after: usize,
+    /// The context before the call, on the provider's scale: the whole
+    /// view the call was resolved against (see [`panel::render`]).
+    pub context_before: usize,
+    /// The context after it.
+    pub context_after: usize,
+    /// What the call's blocks reclaimed, on the same scale.
+    pub reclaimed: Reclaimed,
     /// For each history message before the call, whether a block now
     /// hides it (see [`Projection::hidden`]); empty when the call made no
     /// block or was not priced again (a recorded call replayed).
@@ -320,8 +323,9 @@ pub fn answer_with(
         parsed,
         panel: text,
         state: next,
-        tokens_before: before,
-        tokens_after: after,
+        context_before: before,
+        context_after: after,
+        reclaimed,
         hidden,
         cuts,
     }
@@ -482,7 +486,7 @@ mod tests {
         assert!(!ok.rejected(), "{}", ok.panel);
         assert_eq!(ok.state.host.consecutive_failures, 0);
         assert!(ok.state.host.dead_ranges.is_empty());
-        assert!(ok.tokens_after < ok.tokens_before);
+        assert!(ok.context_after < ok.context_before);
     }
 
     #[test]

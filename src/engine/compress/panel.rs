@@ -169,9 +169,10 @@ pub struct PanelInput<'a> {
 
 /// Renders the panel, its headline reporting `reclaimed`: what the call's
 /// blocks reclaimed, from [`reclaimed_by_call`]. The two figures are named
-/// apart: the context before cuts falls by what the blocks reclaimed only
-/// where the view showed their originals whole, and an output cut to fit
-/// is reclaimed at its original size.
+/// apart: the context (the whole view the call was resolved against, old
+/// cuts in it, nothing left out to fit) falls by what the blocks reclaimed
+/// only where it showed their originals whole; an output cut to fit, or a
+/// message left out, is reclaimed at its original size.
 pub fn render(p: &PanelInput, reclaimed: Reclaimed) -> String {
     let mut out = String::new();
     if p.blocks.is_empty() {
@@ -179,7 +180,7 @@ pub fn render(p: &PanelInput, reclaimed: Reclaimed) -> String {
     } else {
         let _ = write!(
             out,
-            "▣ noa | context {} → {} tokens before cuts · ~{} reclaimed ({} of originals for {} of summaries)",
+            "▣ noa | context {} → {} tokens · ~{} reclaimed ({} of originals for {} of summaries)",
             format(p.before),
             format(p.after),
             format(reclaimed.tokens),
@@ -218,7 +219,7 @@ pub fn render(p: &PanelInput, reclaimed: Reclaimed) -> String {
 
 /// The panel for what one call did: the tool result `apply` prints and a
 /// rebuild keeps for a call the transcript never answered. `before` and
-/// `after` are the context before cuts around the call; `reclaimed` is
+/// `after` are the context around the call; `reclaimed` is
 /// [`reclaimed_by_call`] for its blocks.
 pub fn answer(out: &ApplyOutcome, before: usize, after: usize, reclaimed: Reclaimed) -> String {
     render(
@@ -301,7 +302,7 @@ mod tests {
         );
         assert!(
             text.starts_with(
-                "▣ noa | context 12K → 3.1K tokens before cuts · ~8.9K reclaimed (9.4K of originals for 500 of summaries)"
+                "▣ noa | context 12K → 3.1K tokens · ~8.9K reclaimed (9.4K of originals for 500 of summaries)"
             ),
             "{text}"
         );

@@ -27,8 +27,6 @@ pub struct Recommendation {
     pub protected: Vec<ProtectedRange>,
     /// Active blocks, by first ref.
     pub blocks: Vec<BlockSpan>,
-    /// Where the view's tokens are.
-    pub breakdown: Breakdown,
     /// Tokens each tier could reclaim: [tier 1, tier 2, tier 3].
     pub pending: [usize; 3],
     /// Where the active tier-1 and tier-2 blocks are in the state's blocks
@@ -49,7 +47,6 @@ impl Recommendation {
             p.tokens = scale(p.tokens);
         }
         self.pending = self.pending.map(&scale);
-        self.breakdown = self.breakdown.scaled(scale);
         self
     }
 
@@ -178,7 +175,6 @@ pub fn recommend(
         ranges,
         protected,
         blocks,
-        breakdown: breakdown(view, cfg),
         pending,
         tier_blocks,
     }

@@ -207,7 +207,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
     let figure = tokens::format(expected);
     assert!(
         text.starts_with(&format!(
-            "▣ noa | context 20K → 20K tokens before cuts · ~{figure} reclaimed"
+            "▣ noa | context 20K → 20K tokens · ~{figure} reclaimed"
         )),
         "{text}"
     );

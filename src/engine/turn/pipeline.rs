@@ -30,6 +30,7 @@ use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded, Source};
 use crate::engine::pressure::nudge::{self, DecideInput, Decision};
 use crate::engine::pressure::nudge_text::{self, NudgeInput};
 use crate::engine::pressure::prompt::Sections;
+use crate::engine::pressure::ranges::Breakdown;
 use crate::engine::pressure::recommend::{Recommendation, breakdown, recommend};
 use std::collections::BTreeMap;
 
@@ -246,12 +247,16 @@ fn project_with<'a>(
 
     // Priced on the provider's scale, as every surface shows it.
     let recommend_now = |view: &[CoreMessage], state: &CompressionState, unworded: &Unworded| {
-        let mut rec =
-            recommend(view, state, &covered, cfg, &|m| unworded.chars(m)).scaled(|t| g.scale(t));
-        rec.breakdown.host = g.host();
-        rec
+        recommend(view, state, &covered, cfg, &|m| unworded.chars(m)).scaled(|t| g.scale(t))
     };
     let rec = recommend_now(&view, state, &unworded);
+    // What a nudge says the request is made of: the view it ends, and the
+    // host's share.
+    let shown = |view: &[CoreMessage]| Breakdown {
+        host: g.host(),
+        ..breakdown(view, cfg).scaled(|t| g.scale(t))
+    };
+    let shown_now = shown(&view);
     // The same turn projected again (a host retrying, nothing appended):
     // the same view, nudge included, and pacing is not counted twice.
     let same_turn = state.host.nudged && state.host.history_len == history.len();
@@ -264,8 +269,9 @@ fn project_with<'a>(
         let offered = rec.ranges.iter().map(|r| r.tokens).sum();
         nudge::reclaim_target(cfg, measured, offered)
     };
-    let nudge_input = |tier: u8, truncated: usize| {
-        nudge_of(&rec, &state.blocks, tier, growth, truncated, reclaim(&rec))
+    let nudge_input = |tier: u8, truncated: usize| NudgeInput {
+        breakdown: shown_now,
+        ..nudge_of(&rec, &state.blocks, tier, growth, truncated, reclaim(&rec))
     };
     let mut decision = nudge::decide(&DecideInput {
         tokens: measured,
@@ -384,6 +390,7 @@ fn project_with<'a>(
     if decision.inject {
         let nudge = NudgeInput {
             emergency: decision.emergency,
+            breakdown: shown(&view),
             ..nudge_of(
                 &rec,
                 &state.blocks,
@@ -443,7 +450,8 @@ fn project_with<'a>(
     }
 }
 
-/// What a nudge of `tier` shows, from this turn's recommendation.
+/// What a nudge of `tier` shows, from this turn's recommendation; its
+/// breakdown is the caller's.
 fn nudge_of<'a>(
     rec: &'a Recommendation,
     blocks: &'a [Block],
@@ -458,7 +466,7 @@ fn nudge_of<'a>(
         ranges: &rec.ranges,
         protected: &rec.protected,
         blocks: &rec.blocks,
-        breakdown: rec.breakdown,
+        breakdown: Breakdown::default(),
         growth,
         truncated,
         targets: rec.targets(tier, blocks),
