@@ -137,7 +137,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let none = IdMap::default();
     // Each call's history is the last one's and more: what projecting it
     // found is carried on rather than found again from the start.
-    let carry = Carry::new(history).map(RefCell::new);
+    let carry = Carry::new(history, input.recorded, input.config).map(RefCell::new);
     let calls = recorded_calls(history);
     for (n, call) in calls.iter().enumerate() {
         (input.on_step)(n);

@@ -231,9 +231,7 @@ impl Calibration {
 /// growth over estimated growth between consecutive records, where nothing
 /// but new messages came between them (no Compress call).
 fn recorded_ratio(input: &GaugeInput) -> Option<f64> {
-    let carried = input
-        .carry
-        .and_then(|c| c.recorded_growth(input.recorded, input.config));
+    let carried = input.carry.and_then(|c| c.recorded_growth());
     let (provider, estimate) = carried.unwrap_or_else(|| {
         (input.recorded.windows(2))
             .filter(|pair| pair[1].at <= input.history.len())

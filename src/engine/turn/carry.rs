@@ -38,6 +38,10 @@ use crate::engine::turn::prune::block_number;
 pub struct Carry<'h> {
     /// The whole history the prefixes are cut from.
     history: &'h [CoreMessage],
+    /// The prompt sizes the transcript records, and the config they are
+    /// weighed under: the same for every prefix.
+    recorded: &'h [Recorded],
+    config: &'h Config,
     /// Each message's place, by id.
     place: IdMap<'h, u32>,
     /// How much of the history the last projection saw.
@@ -103,11 +107,10 @@ pub struct Carry<'h> {
     growth: Option<Growth>,
 }
 
-/// Provider and estimated growth summed over the first pairs of recorded
-/// figures, for one list of them counted under one config.
+/// Provider and estimated growth summed over the first pairs of the
+/// carry's recorded figures.
 #[derive(Debug)]
 struct Growth {
-    of: (*const Recorded, usize, *const Config),
     pairs: usize,
     sums: (u64, u64),
 }
@@ -217,9 +220,14 @@ pub struct Advanced {
 }
 
 impl<'h> Carry<'h> {
-    /// A carry for prefixes of `history`; `None` when an id is missing or
-    /// repeated, where only ids can tell messages apart.
-    pub fn new(history: &'h [CoreMessage]) -> Option<Carry<'h>> {
+    /// A carry for prefixes of `history`, whose projections read the
+    /// `recorded` prompt sizes under `config`; `None` when an id is missing
+    /// or repeated, where only ids can tell messages apart.
+    pub fn new(
+        history: &'h [CoreMessage],
+        recorded: &'h [Recorded],
+        config: &'h Config,
+    ) -> Option<Carry<'h>> {
         let mut place = IdMap::with_capacity_and_hasher(history.len(), Default::default());
         for (i, m) in history.iter().enumerate() {
             if m.id.is_empty() || place.insert(m.id.as_str(), i as u32).is_some() {
@@ -227,8 +235,15 @@ impl<'h> Carry<'h> {
             }
         }
         let n = history.len();
+        // Figures out of order are left to the gauge, which reads them all.
+        let growth = recorded.is_sorted_by_key(|r| r.at).then_some(Growth {
+            pairs: 0,
+            sums: (0, 0),
+        });
         Some(Carry {
             history,
+            recorded,
+            config,
             place,
             len: 0,
             held: Held::default(),
@@ -257,7 +272,7 @@ impl<'h> Carry<'h> {
             plain: BTreeSet::new(),
             taken: Vec::new(),
             anchored: BTreeSet::new(),
-            growth: None,
+            growth,
         })
     }
 
@@ -286,7 +301,8 @@ impl<'h> Carry<'h> {
         // keeps them), or it is another state.
         let same_refs = self.refs_left == state.message_refs.len();
         if n < self.len || !same_blocks || !same_refs {
-            *self = Carry::new(self.history).expect("the history was fit for a carry");
+            *self = Carry::new(self.history, self.recorded, self.config)
+                .expect("the history was fit for a carry");
         }
         let (new, unnumbered) = refs::assign_more(
             &mut state.message_refs,
@@ -613,39 +629,35 @@ impl<'h> Carry<'h> {
         }
     }
 
-    /// Sums the growth of the `recorded` figures over the pairs within the
+    /// Sums the growth of the recorded figures over the pairs within the
     /// history seen, going on from the pairs summed before: figures in
     /// history order have those within a longer history after them.
-    /// Figures out of order are left to the gauge, which reads them all.
-    pub fn sum_recorded(&mut self, recorded: &[Recorded], config: &Config) {
-        let of = (recorded.as_ptr(), recorded.len(), config as *const Config);
-        if self.growth.as_ref().is_none_or(|g| g.of != of) {
-            self.growth = (recorded.is_sorted_by_key(|r| r.at)).then_some(Growth {
-                of,
-                pairs: 0,
-                sums: (0, 0),
-            });
-        }
+    pub fn sum_recorded(&mut self) {
         let Some(g) = &mut self.growth else {
             return;
         };
         let seen = &self.history[..self.len];
-        for pair in recorded.windows(2).skip(g.pairs) {
+        for pair in self.recorded.windows(2).skip(g.pairs) {
             if pair[1].at > seen.len() {
                 break;
             }
             g.pairs += 1;
-            if let Some((p, e)) = gauge::growth((pair[0], pair[1]), seen, config) {
+            if let Some((p, e)) = gauge::growth((pair[0], pair[1]), seen, self.config) {
                 g.sums = (g.sums.0 + p, g.sums.1 + e);
             }
         }
     }
 
-    /// The growth [`Carry::sum_recorded`] summed for `recorded` and
-    /// `config`, if it did.
-    pub fn recorded_growth(&self, recorded: &[Recorded], config: &Config) -> Option<(u64, u64)> {
-        let of = (recorded.as_ptr(), recorded.len(), config as *const Config);
-        self.growth.as_ref().filter(|g| g.of == of).map(|g| g.sums)
+    /// The growth [`Carry::sum_recorded`] summed, if the figures were in
+    /// order.
+    pub fn recorded_growth(&self) -> Option<(u64, u64)> {
+        self.growth.as_ref().map(|g| g.sums)
+    }
+
+    /// Whether a projection reads `recorded` under `config`: the ones this
+    /// carry was made for.
+    pub fn reads(&self, recorded: &[Recorded], config: &Config) -> bool {
+        self.recorded == recorded && self.config == config
     }
 
     /// Whether a Compress call with the id `call` comes before place `at`.

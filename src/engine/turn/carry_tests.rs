@@ -133,7 +133,7 @@ proptest::proptest! {
         let config = Config { context_limit: window, ..Config::default() };
         let sections = Sections::default();
         let none = Default::default();
-        let mut carry = Carry::new(&h).expect("ids are all there and all different");
+        let mut carry = Carry::new(&h, &recorded, &config).expect("ids are all there and all different");
         let (mut fresh, mut carried) = (CompressionState::new("s"), CompressionState::new("s"));
         let mut cut = 0;
         for step in &steps {
@@ -183,9 +183,11 @@ proptest::proptest! {
 
 #[test]
 fn a_history_with_a_repeated_or_missing_id_gets_no_carry() {
-    assert!(Carry::new(&[user("a"), say("a")]).is_none());
-    assert!(Carry::new(&[user("a"), say("")]).is_none());
-    assert!(Carry::new(&[user("a"), say("b")]).is_some());
+    let config = Config::default();
+    let carry = |h: &[CoreMessage]| Carry::new(h, &[], &config).is_some();
+    assert!(!carry(&[user("a"), say("a")]));
+    assert!(!carry(&[user("a"), say("")]));
+    assert!(carry(&[user("a"), say("b")]));
 }
 
 #[test]
@@ -206,7 +208,8 @@ fn blocks_made_over_messages_not_reached_yet_stand_once_reached() {
     let h = vec![user("a"), say("b"), user("c"), say("d")];
     let mut st = CompressionState::new("s");
     st.blocks = vec![block("b1", 1, &["d"]) as Block];
-    let mut carry = Carry::new(&h).expect("fit");
+    let config = Config::default();
+    let mut carry = Carry::new(&h, &[], &config).expect("fit");
     carry.advance(&mut st, 2, 1, |_| false);
     assert!(!st.blocks[0].active, "d is not in the first two messages");
     carry.advance(&mut st, 4, 3, |_| false);

@@ -147,11 +147,11 @@ fn project_with<'a>(
     let (new_refs, unnumbered, carried) = match carry {
         Some(c) => {
             debug_assert!(
-                c.serves(history),
-                "a carry serves the history it was made for"
+                c.serves(history) && c.reads(input.recorded, cfg),
+                "a carry serves the history, figures and config it was made for"
             );
             let a = c.advance(state, history.len(), next, protected);
-            c.sum_recorded(input.recorded, cfg);
+            c.sum_recorded();
             (a.new, a.unnumbered, Some(&*c))
         }
         None => {
