@@ -24,7 +24,7 @@ use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::name::Name;
 use crate::engine::model::protect::is_tool_protected;
 use crate::engine::model::refs::{self, NUDGE_ID, OMITTED_ID};
-use crate::engine::model::state::{Block, CompressionState, MessageRefs};
+use crate::engine::model::state::{Block, CompressionState, HostState, MessageRefs, NudgeState};
 use crate::engine::model::tag;
 use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded, Source};
 use crate::engine::pressure::nudge::{self, DecideInput, Decision};
@@ -32,7 +32,7 @@ use crate::engine::pressure::nudge_text::{self, NudgeInput};
 use crate::engine::pressure::prompt::Sections;
 use crate::engine::pressure::ranges::Breakdown;
 use crate::engine::pressure::recommend::{Recommendation, breakdown, recommend};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What one turn is projected from.
 #[derive(Debug, Clone, Copy)]
@@ -142,9 +142,197 @@ fn project_with<'a>(
 ) -> Projection {
     let (history, cfg) = (input.history, input.config);
     host::observe(&mut state.host, history);
+    let (numbered, carried) = number(state, input, carry);
+    // Borrows the blocks for the rest of the turn, which changes only other
+    // parts of the state.
+    let covers = match carried {
+        Some(c) => Covers::Carried(c),
+        None => Covers::Turn(Coverage::of(&state.blocks)),
+    };
+    let covered = |id: &str| covers.contains(id);
+    let shown = show(state, input, &covers);
+    let (hidden, dropped_unpaired) = (shown.hidden, shown.dropped_unpaired);
+    let (mut view, mut unworded) = (shown.view, shown.unworded);
+    let (refs, snapshot) = (&state.message_refs, &mut state.token_snapshot);
+    tag_view(&mut view, &mut unworded, refs, snapshot, cfg);
+    // Results cut on earlier turns are cut again; the others held are
+    // counted.
+    let cut_before = (&state.host.truncated, &state.host.truncated_at);
+    let (mut truncation, cuts) = truncate::reapply(&mut view, &mut unworded, cut_before, cfg);
+    let reapplied = truncation.count;
+
+    // Measure the view as it would go out, on the provider's scale.
+    let estimate: usize = view.iter().map(|m| cfg.tokens(m)).sum();
+    let g = gauge_view(state, input, &view, &cuts, carried);
+    let heard =
+        (input.input_tokens).filter(|&n| gauge::repeated(state, history.len(), n).is_none());
+    learn_from_host(&mut state.host, heard, &g, estimate);
+    let measured = g.tokens(estimate + retried(input, &cuts));
+
+    // The same turn projected again (a host retrying, nothing appended):
+    // the same view, nudge included, and pacing is not counted twice.
+    let same_turn = state.host.nudged && state.host.history_len == history.len();
+    let growth = growth_since_nudge(state, same_turn, measured);
+    let (gauge, covered) = (g, &covered);
+    let price = Pricing {
+        gauge,
+        config: cfg,
+        measured,
+        growth,
+        covered,
+    };
+    let rec = price.recommend(&view, state, &unworded);
+    let shown_now = price.breakdown(&view);
+    let rough = |tier: u8, truncated: usize| {
+        nudge_text::rough_size(&price.nudge(&rec, &state.blocks, tier, truncated, shown_now))
+    };
+    let decision = price.decide(&rec, &state.nudge, &rough);
+    let decision = if same_turn {
+        shown_again(decision, &state.host)
+    } else {
+        settle(decision, &mut state.host, &mut state.nudge, input, measured)
+    };
+    // Truncation makes room for the nudge too: the request as sent must fit.
+    // The same turn again keeps the room its first try kept: priced anew on
+    // a view its own cuts made, the nudge would list other figures, and a
+    // room a few tokens wider leaves out other messages.
+    let reserve = match decision.inject {
+        true if same_turn && state.host.nudge_reserve > 0 => state.host.nudge_reserve,
+        true => rough(decision.tier, 1),
+        false => 0,
+    };
+    let room = price.room(estimate, reserve, decision.inject, &state.host);
+    let cut = &mut state.host.truncated;
+    let fitted = fit(&mut view, &mut unworded, &mut truncation, cut, &room);
+    // What the nudge lists is priced on the view with this turn's cuts, so
+    // the same turn projected again (its cuts now sticky) says the same;
+    // and it still lists what the last step below leaves out, which `apply`
+    // can resolve.
+    let rec = if truncation.count > reapplied {
+        price.recommend(&view, state, &unworded)
+    } else {
+        rec
+    };
+    finish(
+        Finishing {
+            view,
+            unworded,
+            truncation,
+            hidden,
+            dropped_unpaired,
+            numbered,
+            rec,
+            decision,
+            fitted,
+            reserve,
+            same_turn,
+        },
+        &price,
+        &mut state.host,
+        &state.message_refs,
+        &state.blocks,
+        input,
+    )
+}
+
+/// A turn decided and cut to fit, to be finished.
+struct Finishing<'a> {
+    view: Vec<CoreMessage>,
+    unworded: Unworded<'a>,
+    truncation: Truncation,
+    hidden: Vec<bool>,
+    dropped_unpaired: usize,
+    numbered: Numbered,
+    /// What the nudge lists.
+    rec: Recommendation,
+    decision: Decision,
+    fitted: Fitted,
+    /// Estimated tokens kept for the nudge.
+    reserve: usize,
+    same_turn: bool,
+}
+
+/// Finishes a turn: leaves out what still does not fit, puts the words
+/// back into the view, appends the nudge, works out the figures and keeps
+/// in the host's books what the next turn needs.
+fn finish(
+    mut t: Finishing,
+    price: &Pricing,
+    host: &mut HostState,
+    refs: &MessageRefs,
+    blocks: &[Block],
+    input: &TurnInput,
+) -> Projection {
+    let cfg = input.config;
+    let omitted = match t.fitted.over && !input.for_call {
+        true => leave_out(&mut t.view, &t.fitted, refs, cfg),
+        false => 0,
+    };
+    if !input.for_call {
+        t.unworded.word_all(&mut t.view);
+    }
+    let unfilled = t.unworded.unfilled();
+    let cuts = (t.unworded.made())
+        .map(|(id, cut)| (id.to_string(), cut))
+        .collect();
+    let decision = &mut t.decision;
+    if decision.inject {
+        let breakdown = price.breakdown(&t.view);
+        let nudge = price.nudge(&t.rec, blocks, decision.tier, t.truncation.count, breakdown);
+        let nudge = NudgeInput {
+            emergency: decision.emergency,
+            ..nudge
+        };
+        let text = nudge_text::render(&nudge, input.sections);
+        t.view.push(CoreMessage::text(NUDGE_ID, Role::User, text));
+    }
+    let estimated = breakdown(&t.view, cfg);
+    let (g, measured) = (&price.gauge, price.measured);
+    let figures = Figures::of(g, estimated, measured, cfg.window(), cfg.context_limit);
+    let turn = Remembered {
+        sent: estimated.messages(),
+        decision,
+        growth: price.growth,
+        reserve: t.reserve,
+        same_turn: t.same_turn,
+    };
+    remember(host, input.history.len(), &turn);
+    decision.reason = with_ready(&decision.reason, &t.rec, t.truncation.count);
+    Projection {
+        view: t.view,
+        hidden: t.hidden,
+        new_refs: t.numbered.new,
+        unnumbered: t.numbered.unnumbered,
+        figures,
+        gauge: *g,
+        dropped_unpaired: t.dropped_unpaired,
+        truncation: t.truncation,
+        omitted,
+        cuts,
+        unfilled,
+        decision: t.decision,
+        recommendation: t.rec,
+    }
+}
+
+/// Refs handed out this turn, and history messages left without one.
+struct Numbered {
+    new: usize,
+    unnumbered: usize,
+}
+
+/// Hands out refs over the whole history and brings the blocks up to it:
+/// from scratch, or going on from where `carry` left off (which is then
+/// what stands for the blocks for the rest of the turn).
+fn number<'c, 'a>(
+    state: &mut CompressionState,
+    input: &TurnInput<'a>,
+    carry: Option<&'c mut Carry<'a>>,
+) -> (Numbered, Option<&'c Carry<'a>>) {
+    let (history, cfg) = (input.history, input.config);
     let next = state.message_refs.highest_used() + 1;
     let protected = |m: &CoreMessage| hard_protected(m, cfg);
-    let (new_refs, unnumbered, carried) = match carry {
+    match carry {
         Some(c) => {
             debug_assert!(
                 c.serves(history) && c.reads(input.recorded, cfg),
@@ -152,45 +340,73 @@ fn project_with<'a>(
             );
             let a = c.advance(state, history.len(), next, protected);
             c.sum_recorded();
-            (a.new, a.unnumbered, Some(&*c))
+            let numbered = Numbered {
+                new: a.new,
+                unnumbered: a.unnumbered,
+            };
+            (numbered, Some(&*c))
         }
         None => {
             let assigned = refs::assign(&mut state.message_refs, history, next, protected);
             sync::sync_blocks(state, history, &assigned.held);
-            (assigned.new, assigned.unnumbered, None)
+            let numbered = Numbered {
+                new: assigned.new,
+                unnumbered: assigned.unnumbered,
+            };
+            (numbered, None)
         }
-    };
-    // Borrows the blocks for the rest of the turn, which changes only other
-    // parts of the state.
-    let covers = match carried {
-        Some(c) => Covers::Carried(c),
-        None => Covers::Turn(Coverage::of(&state.blocks)),
-    };
+    }
+}
+
+/// The view before it is tagged, measured and fitted.
+struct Shown<'a> {
+    view: Vec<CoreMessage>,
+    /// See [`Projection::hidden`].
+    hidden: Vec<bool>,
+    /// The tool results in `view` held without their words so far.
+    unworded: Unworded<'a>,
+    /// History messages left out as unpaired.
+    dropped_unpaired: usize,
+}
+
+/// What the model may see of the history: covered messages give way to
+/// their summaries, spent Compress exchanges go, kept calls are stubbed
+/// and what is left unpaired is dropped. Tool results come without their
+/// words until the view is done: what is cut is cut from the original,
+/// and what is left out never copied.
+fn show<'a>(state: &CompressionState, input: &TurnInput<'a>, covers: &Covers<'_, 'a>) -> Shown<'a> {
     let spent = |kept: &[&'a CoreMessage]| hide::spent_calls(kept.iter().copied(), state);
-    let pruned = match &covers {
-        Covers::Turn(covered) => prune::prune_marked(
-            history,
-            state,
-            covered,
-            Unworded::holding(input.cuts),
-            spent,
-        ),
-        Covers::Carried(c) => prune::prune_carried(c, state, Unworded::holding(input.cuts), spent),
+    let unworded = Unworded::holding(input.cuts);
+    let pruned = match covers {
+        Covers::Turn(covered) => {
+            prune::prune_marked(input.history, state, covered, unworded, spent)
+        }
+        Covers::Carried(c) => prune::prune_carried(c, state, unworded, spent),
     };
-    let covered = |id: &str| covers.contains(id);
-    let (hidden, mut unworded) = (pruned.hidden, pruned.unworded);
     let mut shown = pruned.view;
     hide::stub_calls(&mut shown);
     let before_pairing = shown.len();
     let view = view::drop_unpaired(shown);
-    let dropped_unpaired = before_pairing - view.len();
-    // Tool results come without their words until the view is done: what
-    // is cut is cut from the original, and what is left out never copied.
-    // The view is in the order its refs were handed out.
-    // Tagged where they stand: a long view's messages are not moved.
-    let mut view = view;
-    let (refs, snapshot, mut near) = (&state.message_refs, &mut state.token_snapshot, 0);
-    for m in &mut view {
+    Shown {
+        dropped_unpaired: before_pairing - view.len(),
+        view,
+        hidden: pruned.hidden,
+        unworded: pruned.unworded,
+    }
+}
+
+/// Tags every taggable message of `view` with its ref, where it stands (a
+/// long view's messages are not moved); the view is in the order its refs
+/// were handed out.
+fn tag_view(
+    view: &mut [CoreMessage],
+    unworded: &mut Unworded,
+    refs: &MessageRefs,
+    snapshot: &mut BTreeMap<Name, usize>,
+    cfg: &Config,
+) {
+    let mut near = 0;
+    for m in view {
         let near = &mut near;
         if !unworded.tag(m, |original| tag_for(refs, snapshot, original, cfg, near))
             && let Some(t) = tag_for(refs, snapshot, m, cfg, near)
@@ -198,127 +414,145 @@ fn project_with<'a>(
             m.append_tag(&t);
         }
     }
-    // Results cut on earlier turns are cut again; the others held are
-    // counted.
-    let host = &state.host;
-    let (mut truncation, cuts) = truncate::reapply(
-        &mut view,
-        &mut unworded,
-        (&host.truncated, &host.truncated_at),
-        cfg,
-    );
-    let reapplied = truncation.count;
+}
 
-    // Measure the view as it would go out, on the provider's scale.
-    let estimate: usize = view.iter().map(|m| cfg.tokens(m)).sum();
-    let g = gauge::gauge(&GaugeInput {
-        history,
-        view: &view,
+/// The view on the provider's scale (see [`gauge::gauge`]); `cuts` are the
+/// earlier cuts in it.
+fn gauge_view(
+    state: &CompressionState,
+    input: &TurnInput,
+    view: &[CoreMessage],
+    cuts: &[(usize, usize, usize)],
+    carry: Option<&Carry>,
+) -> Gauge {
+    gauge::gauge(&GaugeInput {
+        history: input.history,
+        view,
         recorded: input.recorded,
         input_tokens: input.input_tokens,
         state,
-        config: cfg,
-        cuts: &cuts,
-        carry: carried,
-    });
-    if let Some(n) = input
-        .input_tokens
-        .filter(|&n| gauge::repeated(state, history.len(), n).is_none())
-    {
-        let sent = match state.host.last_view_tokens {
-            0 => estimate,
-            sent => sent,
-        };
-        gauge::learn(&mut state.host.calibration, &g, n, sent);
-    }
-    // Decisions are taken on the view before the turn's own cuts. Cuts made
-    // at this very history length were made by this turn, tried before (a
-    // host retrying): they count as the first try counted them. A call's
-    // view is the view as the model saw it, cuts and all.
-    let retried: usize = if input.for_call {
-        0
-    } else {
-        cuts.iter()
-            .filter(|&&(_, _, made)| made == history.len())
-            .map(|&(_, saved, _)| saved)
-            .sum()
-    };
-    let measured = g.tokens(estimate + retried);
+        config: input.config,
+        cuts,
+        carry,
+    })
+}
 
-    // Priced on the provider's scale, as every surface shows it.
-    let recommend_now = |view: &[CoreMessage], state: &CompressionState, unworded: &Unworded| {
-        recommend(view, state, &covered, cfg, &|m| unworded.chars(m)).scaled(|t| g.scale(t))
-    };
-    let rec = recommend_now(&view, state, &unworded);
-    // What a nudge says the request is made of: the view it ends, and the
-    // host's share.
-    let shown = |view: &[CoreMessage]| Breakdown {
-        host: g.host(),
-        ..breakdown(view, cfg).scaled(|t| g.scale(t))
-    };
-    let shown_now = shown(&view);
-    // The same turn projected again (a host retrying, nothing appended):
-    // the same view, nudge included, and pacing is not counted twice.
-    let same_turn = state.host.nudged && state.host.history_len == history.len();
-    let growth = match state.nudge.last_nudge_shown_tokens {
+/// How much the context grew since the last nudge shown: what the same
+/// turn again told the first time.
+fn growth_since_nudge(state: &CompressionState, same_turn: bool, measured: usize) -> usize {
+    match state.nudge.last_nudge_shown_tokens {
         _ if same_turn => state.host.nudge_growth,
         0 => 0,
         shown => measured.saturating_sub(shown),
-    };
-    let reclaim = |rec: &Recommendation| {
-        let offered = rec.ranges.iter().map(|r| r.tokens).sum();
-        nudge::reclaim_target(cfg, measured, offered)
-    };
-    let nudge_input = |tier: u8, truncated: usize| NudgeInput {
-        breakdown: shown_now,
-        ..nudge_of(&rec, &state.blocks, tier, growth, truncated, reclaim(&rec))
-    };
-    let mut decision = nudge::decide(&DecideInput {
-        tokens: measured,
-        pending: rec.pending,
-        block_counts: rec.tier_blocks.each_ref().map(Vec::len),
-        nudge_cost: [1, 2, 3].map(|t| g.scale(nudge_text::rough_size(&nudge_input(t, 0)))),
-        nudge: &state.nudge,
-        config: cfg,
-    });
-    if same_turn {
-        decision.inject = true;
-        decision.tier = state.host.nudge_tier.max(1);
-        decision.emergency = state.host.nudge_emergency;
-        decision.reason = match &state.host.nudge_reason {
-            // Taken on the first try's view, before the cuts it made.
-            Some(first) => format!("the same turn again, its nudge shown again: {first}"),
-            None => format!(
-                "the same turn again, its nudge shown again; {}",
-                decision.reason
-            ),
+    }
+}
+
+/// Learns from `heard`, the host's figure for the last request when it is
+/// not the one learned from already (a host retrying the turn).
+fn learn_from_host(host: &mut HostState, heard: Option<usize>, g: &Gauge, estimate: usize) {
+    if let Some(n) = heard {
+        let sent = match host.last_view_tokens {
+            0 => estimate,
+            sent => sent,
         };
-    } else if input.force_nudge {
+        gauge::learn(&mut host.calibration, g, n, sent);
+    }
+}
+
+/// What the cuts made at this very history length saved: decisions are
+/// taken on the view before the turn's own cuts, and cuts made at this
+/// length were made by this turn, tried before (a host retrying), so they
+/// count as the first try counted them. A call's view is the view as the
+/// model saw it, cuts and all.
+fn retried(input: &TurnInput, cuts: &[(usize, usize, usize)]) -> usize {
+    if input.for_call {
+        return 0;
+    }
+    cuts.iter()
+        .filter(|&&(_, _, made)| made == input.history.len())
+        .map(|&(_, saved, _)| saved)
+        .sum()
+}
+
+/// The decision of the same turn again: it nudges again as its first try
+/// did, and says so; pacing is not stamped twice.
+fn shown_again(mut decision: Decision, host: &HostState) -> Decision {
+    decision.inject = true;
+    decision.tier = host.nudge_tier.max(1);
+    decision.emergency = host.nudge_emergency;
+    decision.reason = match &host.nudge_reason {
+        // Taken on the first try's view, before the cuts it made.
+        Some(first) => format!("the same turn again, its nudge shown again: {first}"),
+        None => format!(
+            "the same turn again, its nudge shown again; {}",
+            decision.reason
+        ),
+    };
+    decision
+}
+
+/// The decision as it stands once the turn is known: the host's "compact
+/// now" nudges whatever the pacing says, and failed attempts in a row hold
+/// nudges back. The pacing is stamped.
+fn settle(
+    mut decision: Decision,
+    host: &mut HostState,
+    pacing: &mut NudgeState,
+    input: &TurnInput,
+    measured: usize,
+) -> Decision {
+    let cfg = input.config;
+    if input.force_nudge {
         decision.inject = true;
         decision.reason = format!("asked for by the host; {}", decision.reason);
-        nudge::stamp(&mut state.nudge, measured, &decision, cfg);
-    } else {
-        if decision.inject && host::suppressed(&mut state.host, measured, cfg) {
-            decision.inject = false;
-            decision.reason = format!(
-                "suppressed after {} failed attempt(s) in a row; {}",
-                state.host.consecutive_failures, decision.reason
-            );
-        }
-        nudge::stamp(&mut state.nudge, measured, &decision, cfg);
+    } else if decision.inject && host::suppressed(host, measured, cfg) {
+        decision.inject = false;
+        decision.reason = format!(
+            "suppressed after {} failed attempt(s) in a row; {}",
+            host.consecutive_failures, decision.reason
+        );
     }
+    nudge::stamp(pacing, measured, &decision, cfg);
+    decision
+}
 
-    // Truncation makes room for the nudge too: the request as sent must fit.
-    // The same turn again keeps the room its first try kept: priced anew on
-    // a view its own cuts made, the nudge would list other figures, and a
-    // room a few tokens wider leaves out other messages.
-    let reserve = match decision.inject {
-        true if same_turn && state.host.nudge_reserve > 0 => state.host.nudge_reserve,
-        true => nudge_text::rough_size(&nudge_input(decision.tier, 1)),
-        false => 0,
-    };
-    // What the view's estimate is down to; it already has the earlier cuts in it.
-    let mut left = estimate;
+/// What the request must fit in, and how sure its figure is.
+struct Room<'g> {
+    gauge: Gauge,
+    /// The view's estimate, earlier cuts in it.
+    estimate: usize,
+    /// The size decisions were taken on.
+    measured: usize,
+    /// Estimated tokens kept for the nudge.
+    reserve: usize,
+    nudged: bool,
+    config: &'g Config,
+    /// The provider's figures have taught the estimator's ratio.
+    calibrated: bool,
+}
+
+/// Where cutting to fit left the view.
+struct Fitted {
+    /// The view's estimate after the cuts.
+    left: usize,
+    /// Still over the window: what the last resort leaves out aims at
+    /// `target` (an estimate).
+    over: bool,
+    target: usize,
+}
+
+/// Cuts old tool output when the request nears the window, then, when that
+/// is not enough and nothing the model can do comes in time, the largest
+/// outputs, recent ones too; each cut joins the session's cuts, `cut`.
+fn fit(
+    view: &mut [CoreMessage],
+    unworded: &mut Unworded,
+    truncation: &mut Truncation,
+    cut: &mut BTreeSet<Name>,
+    room: &Room,
+) -> Fitted {
+    let (g, cfg, reserve) = (&room.gauge, room.config, room.reserve);
+    let mut left = room.estimate;
     let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
     // A view that carries a nudge and fits the window as it is goes out
     // uncut: the model is asked to compress now, and cutting output it is
@@ -326,151 +560,179 @@ fn project_with<'a>(
     // when the figure can be held to the window that closely: the provider's
     // figures have taught the estimator's ratio, or the host sends none and
     // the estimate is the only scale there is.
-    let sure = g.source == Source::Estimate || state.host.calibration.ratio().is_some();
-    let fits_with_nudge =
-        decision.inject && sure && measured + g.scale(reserve) <= cfg.context_limit;
-    if measured + g.scale(reserve) >= threshold && !fits_with_nudge {
+    let sure = g.source == Source::Estimate || room.calibrated;
+    let needed = room.measured + g.scale(reserve);
+    let fits_with_nudge = room.nudged && sure && needed <= cfg.context_limit;
+    if needed >= threshold && !fits_with_nudge {
         let target = g
             .estimate_for((threshold as f64 * 0.9) as usize)
             .saturating_sub(reserve);
-        let more = truncate::truncate(
-            &mut view,
-            estimate,
-            target,
-            cfg,
-            &mut state.host.truncated,
-            &mut unworded,
-        );
+        let more = truncate::truncate(view, room.estimate, target, cfg, cut, unworded);
         left -= more.saved;
         truncation.absorb(more);
     }
     let over = |left: usize| g.tokens(left + reserve) > cfg.context_limit;
-    // Nothing the model can do in time, and truncation was not enough: the
-    // last resort, aiming a little under the window so the next turn does
-    // not land on the edge again. First recent output is cut too.
-    let last_target = g
+    // The last resort aims a little under the window, so the next turn
+    // does not land on the edge again.
+    let target = g
         .estimate_for(cfg.context_limit * 9 / 10)
         .saturating_sub(reserve);
     if over(left) {
-        let more = truncate::cut_largest(
-            &mut view,
-            left,
-            last_target,
-            cfg,
-            &mut state.host.truncated,
-            &mut unworded,
-        );
+        let more = truncate::cut_largest(view, left, target, cfg, cut, unworded);
         left -= more.saved;
         truncation.absorb(more);
     }
-    // What the nudge lists is priced on the view with this turn's cuts, so
-    // the same turn projected again (its cuts now sticky) says the same;
-    // and it still lists what the last step below leaves out, which `apply`
-    // can resolve.
-    let rec = if truncation.count > reapplied {
-        recommend_now(&view, state, &unworded)
-    } else {
-        rec
-    };
-    let mut omitted = 0;
-    if over(left) && !input.for_call {
-        let refs = &state.message_refs;
-        omitted = truncate::omit(&mut view, left, last_target, cfg, |gone| {
-            omitted_note(gone, refs)
-        });
-    }
-    if !input.for_call {
-        unworded.word_all(&mut view);
-    }
-    let unfilled = unworded.unfilled();
-    let cuts = unworded
-        .made()
-        .map(|(id, cut)| (id.to_string(), cut))
-        .collect();
-    if decision.inject {
-        let nudge = NudgeInput {
-            emergency: decision.emergency,
-            breakdown: shown(&view),
-            ..nudge_of(
-                &rec,
-                &state.blocks,
-                decision.tier,
-                growth,
-                truncation.count,
-                reclaim(&rec),
-            )
-        };
-        view.push(CoreMessage::text(
-            NUDGE_ID,
-            Role::User,
-            nudge_text::render(&nudge, input.sections),
-        ));
-    }
-
-    // The cuts made this turn are those not yet placed.
-    let made: Vec<Name> = (state.host.cuts())
-        .filter(|(_, at)| at.is_none())
-        .map(|(id, _)| id.clone())
-        .collect();
-    (state.host.truncated_at).extend(made.into_iter().map(|id| (id, history.len())));
-    let estimated = breakdown(&view, cfg);
-    let sent = estimated.messages();
-    let figures = Figures::of(&g, estimated, measured, cfg.window(), cfg.context_limit);
-    state.host.last_view_tokens = sent;
-    state.host.history_len = history.len();
-    state.host.nudged = decision.inject;
-    state.host.nudge_tier = if decision.inject { decision.tier } else { 0 };
-    state.host.nudge_emergency = decision.inject && decision.emergency;
-    state.host.nudge_growth = if decision.inject { growth } else { 0 };
-    state.host.nudge_reserve = reserve;
-    if !same_turn {
-        state.host.nudge_reason = decision.inject.then(|| decision.reason.clone());
-    }
-    // What each tier could reclaim, as the nudge and `ranges` list it.
-    let after = if truncation.count > 0 {
-        "after them, "
-    } else {
-        ""
-    };
-    decision.reason = format!("{}; {after}{}", decision.reason, nudge::ready(rec.pending));
-    Projection {
-        view,
-        hidden,
-        new_refs,
-        unnumbered,
-        figures,
-        gauge: g,
-        dropped_unpaired,
-        truncation,
-        omitted,
-        cuts,
-        unfilled,
-        decision,
-        recommendation: rec,
+    Fitted {
+        left,
+        over: over(left),
+        target,
     }
 }
 
-/// What a nudge of `tier` shows, from this turn's recommendation; its
-/// breakdown is the caller's.
-fn nudge_of<'a>(
-    rec: &'a Recommendation,
-    blocks: &'a [Block],
-    tier: u8,
+/// What the next turn needs to know of this one.
+struct Remembered<'d> {
+    /// The view's estimate as sent, nudge included.
+    sent: usize,
+    decision: &'d Decision,
     growth: usize,
-    truncated: usize,
-    reclaim: usize,
-) -> NudgeInput<'a> {
-    NudgeInput {
-        tier,
-        emergency: false,
-        ranges: &rec.ranges,
-        protected: &rec.protected,
-        blocks: &rec.blocks,
-        breakdown: Breakdown::default(),
-        growth,
-        truncated,
-        targets: rec.targets(tier, blocks),
-        reclaim: if tier == 1 { reclaim } else { 0 },
+    reserve: usize,
+    same_turn: bool,
+}
+
+/// Keeps in the host's books what a later turn, or this one again, needs:
+/// where this turn's cuts were made, the size sent, and how it nudged.
+fn remember(host: &mut HostState, history_len: usize, turn: &Remembered) {
+    // The cuts made this turn are those not yet placed.
+    let made: Vec<Name> = (host.cuts())
+        .filter(|(_, at)| at.is_none())
+        .map(|(id, _)| id.clone())
+        .collect();
+    (host.truncated_at).extend(made.into_iter().map(|id| (id, history_len)));
+    let d = turn.decision;
+    host.last_view_tokens = turn.sent;
+    host.history_len = history_len;
+    host.nudged = d.inject;
+    host.nudge_tier = if d.inject { d.tier } else { 0 };
+    host.nudge_emergency = d.inject && d.emergency;
+    host.nudge_growth = if d.inject { turn.growth } else { 0 };
+    host.nudge_reserve = turn.reserve;
+    if !turn.same_turn {
+        host.nudge_reason = d.inject.then(|| d.reason.clone());
+    }
+}
+
+/// The last resort: leaves out the oldest messages the view can do
+/// without, down to `fitted`'s target, with a note where they were.
+fn leave_out(
+    view: &mut Vec<CoreMessage>,
+    fitted: &Fitted,
+    refs: &MessageRefs,
+    cfg: &Config,
+) -> usize {
+    truncate::omit(view, fitted.left, fitted.target, cfg, |gone| {
+        omitted_note(gone, refs)
+    })
+}
+
+/// A decision's reason with what each tier could reclaim, as the nudge and
+/// `ranges` list it (after this turn's cuts, when it made any).
+fn with_ready(reason: &str, rec: &Recommendation, truncated: usize) -> String {
+    let after = if truncated > 0 { "after them, " } else { "" };
+    format!("{reason}; {after}{}", nudge::ready(rec.pending))
+}
+
+/// How a turn prices what it shows: on the provider's scale, as every
+/// surface shows it, against the size its decisions are taken on.
+struct Pricing<'t> {
+    gauge: Gauge,
+    config: &'t Config,
+    /// The size decisions are taken on.
+    measured: usize,
+    /// How much the context grew since the last nudge.
+    growth: usize,
+    /// Whether an active block stands for a message, by id.
+    covered: &'t dyn Fn(&str) -> bool,
+}
+
+impl Pricing<'_> {
+    /// The room a view of `estimate` must fit in, `reserve` kept for its
+    /// nudge when it has one (`nudged`).
+    fn room(&self, estimate: usize, reserve: usize, nudged: bool, host: &HostState) -> Room<'_> {
+        Room {
+            gauge: self.gauge,
+            estimate,
+            measured: self.measured,
+            reserve,
+            nudged,
+            config: self.config,
+            calibrated: host.calibration.ratio().is_some(),
+        }
+    }
+
+    /// What may and may not be compressed in `view`.
+    fn recommend(
+        &self,
+        view: &[CoreMessage],
+        state: &CompressionState,
+        unworded: &Unworded,
+    ) -> Recommendation {
+        recommend(view, state, self.covered, self.config, &|m| {
+            unworded.chars(m)
+        })
+        .scaled(|t| self.gauge.scale(t))
+    }
+
+    /// What a nudge says the request is made of: the view it ends, and the
+    /// host's share.
+    fn breakdown(&self, view: &[CoreMessage]) -> Breakdown {
+        Breakdown {
+            host: self.gauge.host(),
+            ..breakdown(view, self.config).scaled(|t| self.gauge.scale(t))
+        }
+    }
+
+    /// The decision on `rec`, with the pacing stamps as they stand; `rough`
+    /// is what a nudge of a tier would cost, estimated.
+    fn decide(
+        &self,
+        rec: &Recommendation,
+        pacing: &NudgeState,
+        rough: &dyn Fn(u8, usize) -> usize,
+    ) -> Decision {
+        nudge::decide(&DecideInput {
+            tokens: self.measured,
+            pending: rec.pending,
+            block_counts: rec.tier_blocks.each_ref().map(Vec::len),
+            nudge_cost: [1, 2, 3].map(|t| self.gauge.scale(rough(t, 0))),
+            nudge: pacing,
+            config: self.config,
+        })
+    }
+
+    /// What a nudge of `tier` shows, from `rec`, this turn's
+    /// recommendation on the state's `blocks`.
+    fn nudge<'r>(
+        &self,
+        rec: &'r Recommendation,
+        blocks: &'r [Block],
+        tier: u8,
+        truncated: usize,
+        breakdown: Breakdown,
+    ) -> NudgeInput<'r> {
+        let offered = rec.ranges.iter().map(|r| r.tokens).sum();
+        let reclaim = nudge::reclaim_target(self.config, self.measured, offered);
+        NudgeInput {
+            tier,
+            emergency: false,
+            ranges: &rec.ranges,
+            protected: &rec.protected,
+            blocks: &rec.blocks,
+            breakdown,
+            growth: self.growth,
+            truncated,
+            targets: rec.targets(tier, blocks),
+            reclaim: if tier == 1 { reclaim } else { 0 },
+        }
     }
 }
 
