@@ -3,7 +3,7 @@
 use std::fs;
 use std::io::{Read, Write};
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::args::{ApplyArgs, Global};
 use super::clock;
@@ -12,7 +12,7 @@ use super::input::{load_for_turn, warn};
 use super::{CliError, Exit};
 use crate::engine::{
     self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage, IdMap,
-    IdSet, Name,
+    IdSet, Name, Reclaimed,
 };
 use crate::store::LeftWords;
 
@@ -50,11 +50,12 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     let t = cx.transcript();
     if let Some(done) = engine::answered_before(&state, &call_id) {
         // A retry of a call already applied: the same answer, nothing changed.
-        print_outcome(
-            args.json,
-            &done.panel,
-            json!({"panel": done.panel, "call_id": call_id, "applied_before": true}),
-        )?;
+        let report = Retried {
+            panel: &done.panel,
+            call_id: &call_id,
+            applied_before: true,
+        };
+        print_outcome(args.json, &done.panel, &report)?;
         warn(global, &t.warnings);
         return Ok(if done.rejected {
             Exit::Rejected
@@ -164,22 +165,29 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     }
 
     let (outcome, parsed, text) = (&answer.outcome, &answer.parsed, &answer.panel);
-    let blocks: Vec<_> = outcome
-        .created
-        .iter()
-        .map(|(b, _)| json!({"id": b.block_id, "tier": b.tier, "start": b.start_ref, "end": b.end_ref, "archive": b.archive_path, "tokens": b.compressed_tokens}))
+    let created = (outcome.created.iter())
+        .map(|(b, _)| Created {
+            id: &b.block_id,
+            tier: b.tier,
+            start: &b.start_ref,
+            end: &b.end_ref,
+            archive: &b.archive_path,
+        })
         .collect();
-    print_outcome(
-        args.json,
-        text,
-        json!({
-            "panel": text, "call_id": call_id, "created": blocks, "errors": outcome.errors,
-            "warnings": outcome.warnings, "parse": parsed.kind.as_str(), "repairs": parsed.repairs,
-            "context_before": answer.context_before, "context_after": answer.context_after,
-            "reclaimed": answer.reclaimed,
-            "read": cx.read_how(),
-        }),
-    )?;
+    let report = Applied {
+        panel: text,
+        call_id: &call_id,
+        created,
+        errors: &outcome.errors,
+        warnings: &outcome.warnings,
+        parse: parsed.kind.as_str(),
+        repairs: &parsed.repairs,
+        context_before: answer.context_before,
+        context_after: answer.context_after,
+        reclaimed: answer.reclaimed,
+        read: cx.read_how(),
+    };
+    print_outcome(args.json, text, &report)?;
     let mut warnings = cx.transcript().warnings.clone();
     warnings.extend(cache_warning);
     warn(global, &warnings);
@@ -188,6 +196,41 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     } else {
         Exit::Success
     })
+}
+
+/// `apply --json` for a call applied now.
+#[derive(Serialize)]
+struct Applied<'a> {
+    panel: &'a str,
+    call_id: &'a str,
+    created: Vec<Created<'a>>,
+    errors: &'a [String],
+    warnings: &'a [String],
+    parse: &'static str,
+    repairs: &'a [&'static str],
+    /// The context before and after the call (see the panel).
+    context_before: usize,
+    context_after: usize,
+    reclaimed: Reclaimed,
+    read: &'static str,
+}
+
+/// A block the call made.
+#[derive(Serialize)]
+struct Created<'a> {
+    id: &'a str,
+    tier: u8,
+    start: &'a str,
+    end: &'a str,
+    archive: &'a str,
+}
+
+/// `apply --json` for a call applied before: its answer again.
+#[derive(Serialize)]
+struct Retried<'a> {
+    panel: &'a str,
+    call_id: &'a str,
+    applied_before: bool,
 }
 
 /// A call's raw arguments, its id, and how much of the history the model
@@ -209,9 +252,10 @@ fn archives_elided(cx: &Context, answer: &Answer) -> bool {
 }
 
 /// Prints the panel, or with `--json` the report object that holds it.
-fn print_outcome(json: bool, panel: &str, report: serde_json::Value) -> Result<(), CliError> {
+fn print_outcome(json: bool, panel: &str, report: &impl Serialize) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     let printed = if json {
+        let report = serde_json::to_string(report).expect("a report always serializes");
         writeln!(out, "{report}")
     } else {
         writeln!(out, "{panel}")

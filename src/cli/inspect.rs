@@ -13,14 +13,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::args::{Global, InspectArgs};
 use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::{
-    Block, CompressionState, CoreMessage, Figures, HostCompaction, IdSet, Reclaimed, Run,
+    Block, CompressionState, CoreMessage, Figures, HostCompaction, IdSet, Name, Reclaimed, Run,
     STRIP_LEGEND, Segment, SvgInput, format_breakdown, map, protected_ids, summary_tokens, svg,
     tokens, tree,
 };
@@ -144,7 +144,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         compactions: &state.host.compactions,
     };
     let text = if args.json {
-        to_json(&report).to_string()
+        to_json(&report)
     } else {
         to_text(&report)
     };
@@ -400,71 +400,125 @@ fn to_text(r: &Report) -> String {
     parts.join("\n\n")
 }
 
-fn run_json(r: &Run) -> Value {
-    serde_json::to_value(r).expect("a run always serializes")
+/// `inspect --json`: the state, and with a transcript the turn's figures
+/// under `project --report json`'s names.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    session: &'a str,
+    state: Option<String>,
+    transcript: bool,
+    blocks: Vec<BlockReport<'a>>,
+    stats: StatsReport,
+    tree: Vec<tree::TreeNode>,
+    compactions: &'a [HostCompaction],
+    #[serde(flatten)]
+    figures: Option<Figures>,
+    window_from: Option<&'static str>,
+    map: Option<MapReport>,
 }
 
-fn to_json(r: &Report) -> Value {
+/// One block in `inspect --json`.
+#[derive(Serialize)]
+struct BlockReport<'a> {
+    id: &'a str,
+    tier: u8,
+    active: bool,
+    start: &'a str,
+    end: &'a str,
+    messages: usize,
+    direct_messages: usize,
+    absorbed: &'a [Name],
+    /// What the block took out (see [`Reclaimed`]); unknown without a
+    /// transcript.
+    tokens_before: Option<usize>,
+    /// What its summary puts back.
+    tokens_after: usize,
+    reclaimed: Option<usize>,
+    topic: &'a str,
+    summary: &'a str,
+    archive: String,
+    archive_path: &'a str,
+    archive_rel: &'a str,
+    created_at: i64,
+    compress_call_id: &'a str,
+}
+
+/// The stats in `inspect --json`.
+#[derive(Serialize)]
+struct StatsReport {
+    compressions: usize,
+    tokens_reclaimed: Option<usize>,
+    active_blocks: usize,
+    total_blocks: usize,
+    refs: usize,
+    next_block_id: String,
+}
+
+/// The context map in `inspect --json`.
+#[derive(Serialize)]
+struct MapReport {
+    strip: String,
+    view: Vec<Run>,
+    history: Vec<Run>,
+}
+
+fn to_json(r: &Report) -> String {
     let (session, stored, blocks, current) = (r.session, r.stored, r.blocks, r.current);
-    let active = blocks.iter().filter(|b| b.active).count();
-    let blocks_json: Vec<Value> = blocks
+    let blocks_json = blocks
         .iter()
         .map(|b| {
             let figure = r.reclaimed(b);
-            json!({
-                "id": b.block_id,
-                "tier": b.tier,
-                "active": b.active,
-                "start": b.start_ref,
-                "end": b.end_ref,
-                "messages": b.effective_message_ids.len(),
-                "direct_messages": b.direct_message_ids.len(),
-                "absorbed": b.direct_block_ids,
-                "tokens_before": figure.map(|f| f.taken),
-                "tokens_after": r.summary(b),
-                "reclaimed": figure.map(|f| f.tokens),
-                "topic": b.topic,
-                "summary": b.summary,
-                "archive": archive_shown(b, session, r.base),
-                "archive_path": b.archive_path,
-                "archive_rel": b.archive_rel,
-                "created_at": b.created_at,
-                "compress_call_id": b.compress_call_id,
-            })
+            BlockReport {
+                id: &b.block_id,
+                tier: b.tier,
+                active: b.active,
+                start: &b.start_ref,
+                end: &b.end_ref,
+                messages: b.effective_message_ids.len(),
+                direct_messages: b.direct_message_ids.len(),
+                absorbed: &b.direct_block_ids,
+                tokens_before: figure.map(|f| f.taken),
+                tokens_after: r.summary(b),
+                reclaimed: figure.map(|f| f.tokens),
+                topic: &b.topic,
+                summary: &b.summary,
+                archive: archive_shown(b, session, r.base),
+                archive_path: &b.archive_path,
+                archive_rel: &b.archive_rel,
+                created_at: b.created_at,
+                compress_call_id: &b.compress_call_id,
+            }
         })
         .collect();
-    let mut out = json!({
-        "session": session.session,
-        "state": (!r.fresh).then(|| session.state_path().display().to_string()),
-        "transcript": current.is_some(),
-        "blocks": blocks_json,
-        "stats": {
-            "compressions": stored.stats.compression_count,
-            "tokens_reclaimed": r.total_reclaimed(),
-            "active_blocks": active,
-            "total_blocks": blocks.len(),
-            "refs": stored.message_refs.refs(),
-            "next_block_id": format!("b{}", stored.next_block_id),
+    let report = JsonReport {
+        session: &session.session,
+        state: (!r.fresh).then(|| session.state_path().display().to_string()),
+        transcript: current.is_some(),
+        blocks: blocks_json,
+        stats: StatsReport {
+            compressions: stored.stats.compression_count,
+            tokens_reclaimed: r.total_reclaimed(),
+            active_blocks: blocks.iter().filter(|b| b.active).count(),
+            total_blocks: blocks.len(),
+            refs: stored.message_refs.refs(),
+            next_block_id: format!("b{}", stored.next_block_id),
         },
-        "tree": tree::tier_tree(blocks),
-        "compactions": r.compactions,
-        "window_from": Value::Null,
-        "map": Value::Null,
-    });
-    if let Some(c) = current {
-        // The figures under `project --report json`'s names, flat.
-        let figures = serde_json::to_value(c.figures).expect("figures always serialize");
-        if let (Value::Object(out), Value::Object(figures)) = (&mut out, figures) {
-            out.extend(figures);
-        }
-        out["window_from"] = json!(c.window_from);
-        out["map"] = json!({
-            "strip": map::strip(&c.view, c.figures.breakdown.host, STRIP_WIDTH, c.figures.window),
-            "view": map::runs(&c.view).iter().map(run_json).collect::<Vec<_>>(),
-            "history": map::runs(&c.history).iter().map(run_json).collect::<Vec<_>>(),
-        });
-    }
-    out
+        tree: tree::tier_tree(blocks),
+        compactions: r.compactions,
+        figures: current.map(|c| c.figures),
+        window_from: current.map(|c| c.window_from),
+        map: current.map(|c| MapReport {
+            strip: map::strip(
+                &c.view,
+                c.figures.breakdown.host,
+                STRIP_WIDTH,
+                c.figures.window,
+            ),
+            view: map::runs(&c.view),
+            history: map::runs(&c.history),
+        }),
+    };
+    serde_json::to_string(&report).expect("a report always serializes")
 }
 
 /// Prints one block's archive: exit 2 for a block the session does not
