@@ -3,7 +3,9 @@
 //!
 //! `cargo bench --bench perf` generates chat and Claude Code sessions of
 //! about 1K, 10K and 99K messages as noa counts them, one per content block
-//! (Claude Code writes one block per record), into a temp dir and walks each
+//! (Claude Code writes one block per record), and a chat session of 44K
+//! messages most of which are long tool outputs (about 100 MB), into a
+//! temp dir and walks each
 //! through the turns an agent pays for, timing the release binary. The
 //! largest stays within the refs m00001–m99999, so that every message of
 //! its history can be compressed; past them a message has no ref and stays
@@ -178,6 +180,41 @@ fn baseline_once(path: &Path) -> Duration {
 enum Kind {
     Chat,
     ClaudeCode,
+    /// Chat, made another way: fewer messages, most of them long tool
+    /// outputs (1 to 8 KB), the shape of a Read- and test-heavy agent.
+    LongOutputs,
+}
+
+/// A chat session of `turns` tool calls whose outputs are long: numbered
+/// lines of words, 1 to 8 KB each, a user message every twenty calls.
+fn long_outputs(seed: u64, turns: usize) -> Vec<Value> {
+    let mut rng = synth::Rng::new(seed);
+    let words = [
+        "parser", "cache", "range", "index", "buffer", "schema", "retry", "limit",
+    ];
+    let line = |n: usize, rng: &mut synth::Rng| {
+        let text: Vec<&str> = (0..10).map(|_| words[rng.below(8) as usize]).collect();
+        format!("{n:>5}  {}", text.join(" "))
+    };
+    let mut out = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": format!("Task {seed}: read the modules and fix the retry limit.")}),
+    ];
+    for t in 0..turns {
+        let id = format!("call_{seed}_{t}");
+        out.push(
+            json!({"role": "assistant", "content": format!("Reading module {t}."),
+            "tool_calls": [{"id": id, "type": "function", "function": {"name": "Read",
+            "arguments": format!("{{\"path\":\"src/module_{t}.rs\"}}")}}]}),
+        );
+        let lines = 16 + rng.below(102) as usize;
+        let text: Vec<String> = (1..=lines).map(|n| line(n, &mut rng)).collect();
+        out.push(json!({"role": "tool", "tool_call_id": id, "content": text.join("\n")}));
+        if t % 20 == 19 {
+            out.push(json!({"role": "user", "content": format!("Go on with module {}.", t + 1)}));
+        }
+    }
+    out
 }
 
 /// How many messages noa makes of one host message: one per content
@@ -241,6 +278,7 @@ impl Transcript {
         for seed in 1.. {
             let session = match kind {
                 Kind::Chat => synth::chat_session(seed, 200),
+                Kind::LongOutputs => long_outputs(seed, 200),
                 Kind::ClaudeCode => synth::anthropic_session(seed, 200),
             };
             for m in session {
@@ -257,7 +295,7 @@ impl Transcript {
     /// One generated message: as it is in chat; in Claude Code each content
     /// block its own record, the blocks of one message sharing its id.
     fn message(&mut self, seed: u64, m: Value) {
-        if self.kind == Kind::Chat {
+        if self.kind != Kind::ClaudeCode {
             return self.write(m);
         }
         let id = format!("msg_{seed}_{}", self.lines);
@@ -278,7 +316,7 @@ impl Transcript {
         self.lines += 1;
         self.messages += blocks(&message);
         let line = match self.kind {
-            Kind::Chat => message,
+            Kind::Chat | Kind::LongOutputs => message,
             Kind::ClaudeCode => {
                 let uuid = json!(format!("00000000-0000-4000-8000-{:012}", self.lines));
                 let parent = std::mem::replace(&mut self.parent, uuid.clone());
@@ -292,7 +330,7 @@ impl Transcript {
     /// A text message in the session's shape (Claude Code holds blocks).
     fn text(&self, role: &str, text: &str) -> Value {
         match self.kind {
-            Kind::Chat => json!({"role": role, "content": text}),
+            Kind::Chat | Kind::LongOutputs => json!({"role": role, "content": text}),
             Kind::ClaudeCode => json!({"id": format!("msg_x{}", self.lines), "role": role,
                 "content": [{"type": "text", "text": text}]}),
         }
@@ -316,7 +354,7 @@ impl Transcript {
     /// The model's Compress call with arguments `args`.
     fn compress_call(&mut self, id: &str, args: &Value) {
         self.write(match self.kind {
-            Kind::Chat => json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+            Kind::Chat | Kind::LongOutputs => json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
                 "function": {"name": "Compress", "arguments": args.to_string()}}]}),
             Kind::ClaudeCode => json!({"id": format!("msg_{id}"), "role": "assistant",
                 "content": [{"type": "tool_use", "id": id, "name": "Compress", "input": args}]}),
@@ -327,7 +365,9 @@ impl Transcript {
     /// The call's result: the panel `noa apply` printed.
     fn tool_result(&mut self, id: &str, panel: &str) {
         self.write(match self.kind {
-            Kind::Chat => json!({"role": "tool", "tool_call_id": id, "content": panel}),
+            Kind::Chat | Kind::LongOutputs => {
+                json!({"role": "tool", "tool_call_id": id, "content": panel})
+            }
             Kind::ClaudeCode => json!({"role": "user",
                 "content": [{"type": "tool_result", "tool_use_id": id, "content": panel}]}),
         });
@@ -573,6 +613,11 @@ fn main() {
                 notes.push(run_session(&root, &name, kind, messages));
             }
         }
+    }
+    // About 100 MB in 44K messages: long outputs, not many short messages.
+    let name = "chat long outputs 44K";
+    if wanted(name) {
+        notes.push(run_session(&root, name, Kind::LongOutputs, 44_000));
     }
     println!();
     for note in notes {

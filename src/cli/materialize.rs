@@ -1,10 +1,10 @@
-//! `noa materialize`: the compression baked into a plain transcript.
+//! `noa materialize`: the compression written into a plain transcript.
 
 use super::args::{Global, MaterializeArgs};
 use super::context::{Access, Context};
 use super::input::{check_output, emit, load_with_records, warn};
 use super::{CliError, Exit};
-use crate::engine::baked;
+use crate::engine::resumable_view;
 use crate::formats;
 
 /// Runs `noa materialize`. Reads the state (rebuilding a lost one in
@@ -18,7 +18,7 @@ pub fn run(global: &Global, args: &MaterializeArgs) -> Result<Exit, CliError> {
     )?;
     let t = cx.transcript();
     let state = cx.state()?;
-    let view = baked(&state, &cx.history, &cx.config(&state));
+    let view = resumable_view(&state, &cx.history, &cx.config(&state));
     let mut bytes = Vec::new();
     for record in formats::materialize(t, &view) {
         serde_json::to_writer(&mut bytes, &record).expect("a JSON value always serializes");

@@ -53,7 +53,8 @@ pub use turn::sync::Coverage;
 pub use turn::truncate::{Cut, KeptCut};
 pub use turn::view::drop_unpaired;
 pub use turn::{
-    Figures, Projection, TurnInput, Unfilled, baked, may_withhold, may_withhold_knowing, project,
+    Figures, Projection, TurnInput, Unfilled, may_withhold, may_withhold_knowing, project,
+    resumable_view,
 };
 
 pub use pressure::gauge::Recorded;

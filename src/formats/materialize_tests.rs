@@ -807,7 +807,7 @@ fn spent_compress_exchanges_are_left_out_and_their_summaries_stay() {
         )
     );
 
-    let view = crate::engine::baked(&state, &cores, &config);
+    let view = crate::engine::resumable_view(&state, &cores, &config);
     let out = materialize(&t, &view);
     let text = jsonl(&out);
     for gone in [

@@ -1,4 +1,5 @@
 pub mod carry;
+pub mod deferred;
 pub mod figures;
 pub mod hide;
 pub mod host;
@@ -6,10 +7,9 @@ pub mod pipeline;
 pub mod prune;
 pub mod sync;
 pub mod truncate;
-pub mod unworded;
 pub mod view;
 
 pub use carry::Carry;
+pub use deferred::{Unfilled, may_withhold, may_withhold_knowing};
 pub use figures::Figures;
-pub use pipeline::{Projection, TurnInput, baked, project, project_carried};
-pub use unworded::{Unfilled, may_withhold, may_withhold_knowing};
+pub use pipeline::{Projection, TurnInput, project, project_carried, resumable_view};

@@ -12,11 +12,11 @@
 use crate::engine::model::identity::{IdMap, IdSet};
 
 use super::carry::Carry;
+use super::deferred::{DeferredOutputs, Unfilled};
 use super::figures::Figures;
 use super::host;
 use super::sync::Coverage;
 use super::truncate::{self, KeptCut, Truncation};
-use super::unworded::{Unfilled, Unworded};
 use super::{hide, prune, sync, view};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
@@ -152,13 +152,13 @@ fn project_with<'a>(
     let covered = |id: &str| covers.contains(id);
     let shown = show(state, input, &covers);
     let (hidden, dropped_unpaired) = (shown.hidden, shown.dropped_unpaired);
-    let (mut view, mut unworded) = (shown.view, shown.unworded);
+    let (mut view, mut deferred) = (shown.view, shown.deferred);
     let (refs, snapshot) = (&state.message_refs, &mut state.token_snapshot);
-    tag_view(&mut view, &mut unworded, refs, snapshot, cfg);
+    tag_view(&mut view, &mut deferred, refs, snapshot, cfg);
     // Results cut on earlier turns are cut again; the others held are
     // counted.
     let cut_before = (&state.host.truncated, &state.host.truncated_at);
-    let (mut truncation, cuts) = truncate::reapply(&mut view, &mut unworded, cut_before, cfg);
+    let (mut truncation, cuts) = truncate::reapply(&mut view, &mut deferred, cut_before, cfg);
     let reapplied = truncation.count;
 
     // Measure the view as it would go out, on the provider's scale.
@@ -181,7 +181,7 @@ fn project_with<'a>(
         growth,
         covered,
     };
-    let rec = price.recommend(&view, state, &unworded);
+    let rec = price.recommend(&view, state, &deferred);
     let shown_now = price.breakdown(&view);
     let rough = |tier: u8, truncated: usize| {
         nudge_text::rough_size(&price.nudge(&rec, &state.blocks, tier, truncated, shown_now))
@@ -203,20 +203,20 @@ fn project_with<'a>(
     };
     let room = price.room(estimate, reserve, decision.inject, &state.host);
     let cut = &mut state.host.truncated;
-    let fitted = fit(&mut view, &mut unworded, &mut truncation, cut, &room);
+    let fitted = fit(&mut view, &mut deferred, &mut truncation, cut, &room);
     // What the nudge lists is priced on the view with this turn's cuts, so
     // the same turn projected again (its cuts now sticky) says the same;
     // and it still lists what the last step below leaves out, which `apply`
     // can resolve.
     let rec = if truncation.count > reapplied {
-        price.recommend(&view, state, &unworded)
+        price.recommend(&view, state, &deferred)
     } else {
         rec
     };
     finish(
         Finishing {
             view,
-            unworded,
+            deferred,
             truncation,
             hidden,
             dropped_unpaired,
@@ -238,7 +238,7 @@ fn project_with<'a>(
 /// A turn decided and cut to fit, to be finished.
 struct Finishing<'a> {
     view: Vec<CoreMessage>,
-    unworded: Unworded<'a>,
+    deferred: DeferredOutputs<'a>,
     truncation: Truncation,
     hidden: Vec<bool>,
     dropped_unpaired: usize,
@@ -269,10 +269,10 @@ fn finish(
         false => 0,
     };
     if !input.for_call {
-        t.unworded.word_all(&mut t.view);
+        t.deferred.word_all(&mut t.view);
     }
-    let unfilled = t.unworded.unfilled();
-    let cuts = (t.unworded.made())
+    let unfilled = t.deferred.unfilled();
+    let cuts = (t.deferred.made())
         .map(|(id, cut)| (id.to_string(), cut))
         .collect();
     let decision = &mut t.decision;
@@ -364,7 +364,7 @@ struct Shown<'a> {
     /// See [`Projection::hidden`].
     hidden: Vec<bool>,
     /// The tool results in `view` held without their words so far.
-    unworded: Unworded<'a>,
+    deferred: DeferredOutputs<'a>,
     /// History messages left out as unpaired.
     dropped_unpaired: usize,
 }
@@ -376,12 +376,12 @@ struct Shown<'a> {
 /// and what is left out never copied.
 fn show<'a>(state: &CompressionState, input: &TurnInput<'a>, covers: &Covers<'_, 'a>) -> Shown<'a> {
     let spent = |kept: &[&'a CoreMessage]| hide::spent_calls(kept.iter().copied(), state);
-    let unworded = Unworded::holding(input.cuts);
+    let deferred = DeferredOutputs::holding(input.cuts);
     let pruned = match covers {
         Covers::Turn(covered) => {
-            prune::prune_marked(input.history, state, covered, unworded, spent)
+            prune::prune_marked(input.history, state, covered, deferred, spent)
         }
-        Covers::Carried(c) => prune::prune_carried(c, state, unworded, spent),
+        Covers::Carried(c) => prune::prune_carried(c, state, deferred, spent),
     };
     let mut shown = pruned.view;
     hide::stub_calls(&mut shown);
@@ -391,7 +391,7 @@ fn show<'a>(state: &CompressionState, input: &TurnInput<'a>, covers: &Covers<'_,
         dropped_unpaired: before_pairing - view.len(),
         view,
         hidden: pruned.hidden,
-        unworded: pruned.unworded,
+        deferred: pruned.deferred,
     }
 }
 
@@ -400,7 +400,7 @@ fn show<'a>(state: &CompressionState, input: &TurnInput<'a>, covers: &Covers<'_,
 /// were handed out.
 fn tag_view(
     view: &mut [CoreMessage],
-    unworded: &mut Unworded,
+    deferred: &mut DeferredOutputs,
     refs: &MessageRefs,
     snapshot: &mut BTreeMap<Name, usize>,
     cfg: &Config,
@@ -408,7 +408,7 @@ fn tag_view(
     let mut near = 0;
     for m in view {
         let near = &mut near;
-        if !unworded.tag(m, |original| tag_for(refs, snapshot, original, cfg, near))
+        if !deferred.tag(m, |original| tag_for(refs, snapshot, original, cfg, near))
             && let Some(t) = tag_for(refs, snapshot, m, cfg, near)
         {
             m.append_tag(&t);
@@ -546,7 +546,7 @@ struct Fitted {
 /// outputs, recent ones too; each cut joins the session's cuts, `cut`.
 fn fit(
     view: &mut [CoreMessage],
-    unworded: &mut Unworded,
+    deferred: &mut DeferredOutputs,
     truncation: &mut Truncation,
     cut: &mut BTreeSet<Name>,
     room: &Room,
@@ -567,7 +567,7 @@ fn fit(
         let target = g
             .estimate_for((threshold as f64 * 0.9) as usize)
             .saturating_sub(reserve);
-        let more = truncate::truncate(view, room.estimate, target, cfg, cut, unworded);
+        let more = truncate::truncate(view, room.estimate, target, cfg, cut, deferred);
         left -= more.saved;
         truncation.absorb(more);
     }
@@ -578,7 +578,7 @@ fn fit(
         .estimate_for(cfg.context_limit * 9 / 10)
         .saturating_sub(reserve);
     if over(left) {
-        let more = truncate::cut_largest(view, left, target, cfg, cut, unworded);
+        let more = truncate::cut_largest(view, left, target, cfg, cut, deferred);
         left -= more.saved;
         truncation.absorb(more);
     }
@@ -674,10 +674,10 @@ impl Pricing<'_> {
         &self,
         view: &[CoreMessage],
         state: &CompressionState,
-        unworded: &Unworded,
+        deferred: &DeferredOutputs,
     ) -> Recommendation {
         recommend(view, state, self.covered, self.config, &|m| {
-            unworded.chars(m)
+            deferred.chars(m)
         })
         .scaled(|t| self.gauge.scale(t))
     }
@@ -772,11 +772,15 @@ fn hard_protected(m: &CoreMessage, cfg: &Config) -> bool {
 /// writes, so a session can go on without noa. Works on a copy of the state.
 ///
 /// The live view keeps the latest Compress exchange (and failures after it)
-/// because the model must read how its call went; once baked, the summaries
+/// because the model must read how its call went; once materialized, the summaries
 /// stand on their own and a call to a tool the host no longer runs says
 /// nothing, so every Compress call and its result are left out. Whatever is
 /// left unpaired by that (reasoning that led only into the call) goes too.
-pub fn baked(state: &CompressionState, history: &[CoreMessage], cfg: &Config) -> Vec<CoreMessage> {
+pub fn resumable_view(
+    state: &CompressionState,
+    history: &[CoreMessage],
+    cfg: &Config,
+) -> Vec<CoreMessage> {
     let mut state = state.clone();
     let next = state.message_refs.highest_used() + 1;
     let assigned = refs::assign(&mut state.message_refs, history, next, |m| {

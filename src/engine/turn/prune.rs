@@ -4,9 +4,9 @@
 use crate::engine::model::identity::{IdMap, IdSet};
 
 use super::carry::{Carry, Planned};
+use super::deferred::DeferredOutputs;
 use super::hide;
 use super::sync::Coverage;
-use super::unworded::Unworded;
 use crate::engine::model::exchange;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role, task_index};
@@ -22,7 +22,7 @@ use crate::engine::model::summary::render_summary;
 /// next exchange boundary so it never sits inside a tool exchange.
 pub fn prune(view: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
     let covered = Coverage::of(&state.blocks);
-    prune_marked(view, state, &covered, Unworded::default(), |_| {
+    prune_marked(view, state, &covered, DeferredOutputs::default(), |_| {
         IdSet::default()
     })
     .view
@@ -37,13 +37,13 @@ pub struct Pruned<'a> {
     /// taken away.
     pub hidden: Vec<bool>,
     /// The tool results the view holds without their words.
-    pub unworded: Unworded<'a>,
+    pub deferred: DeferredOutputs<'a>,
 }
 
 /// [`prune`] with the turn's [`Coverage`] of `state`'s blocks, and a flag
 /// for each message of `view` (see [`Pruned`]). Of the messages kept, the
 /// Compress exchanges `spent` names, given them all in order, are left out
-/// (see [`hide::spent_calls`]) and the others copied by `unworded`, which
+/// (see [`hide::spent_calls`]) and the others copied by `deferred`, which
 /// may hold tool results without their words.
 /// Summaries are placed as if the spent exchanges were still there, so the
 /// view is what hiding them from the whole view would leave.
@@ -51,7 +51,7 @@ pub fn prune_marked<'a>(
     view: &'a [CoreMessage],
     state: &CompressionState,
     covered: &Coverage,
-    unworded: Unworded<'a>,
+    deferred: DeferredOutputs<'a>,
     spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
 ) -> Pruned<'a> {
     // The first active block standing for each message, looked up once.
@@ -96,11 +96,11 @@ pub fn prune_marked<'a>(
             *a = (*a).min(at);
         }
     }
-    let (view, unworded) = place((kept, &turn_ended), anchor, state, unworded, spent);
+    let (view, deferred) = place((kept, &turn_ended), anchor, state, deferred, spent);
     Pruned {
         view,
         hidden,
-        unworded,
+        deferred,
     }
 }
 
@@ -111,19 +111,19 @@ pub fn prune_marked<'a>(
 pub fn prune_carried<'a>(
     carry: &Carry<'a>,
     state: &CompressionState,
-    mut unworded: Unworded<'a>,
+    mut deferred: DeferredOutputs<'a>,
     spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
 ) -> Pruned<'a> {
     let Some(plan) = carry.plan(&state.blocks) else {
         let kept = (carry.kept(), &carry.turns_ended()[..]);
-        let (view, unworded) = place(kept, carry.anchors(), state, unworded, spent);
+        let (view, deferred) = place(kept, carry.anchors(), state, deferred, spent);
         return Pruned {
             view,
             hidden: Vec::new(),
-            unworded,
+            deferred,
         };
     };
-    unworded.reserve(
+    deferred.reserve(
         (plan.iter())
             .filter(
                 |p| matches!(p, Planned::Message(m) if m.content_type == ContentType::ToolResult),
@@ -133,13 +133,13 @@ pub fn prune_carried<'a>(
     // One more for the nudge a turn may end the view with.
     let mut view = Vec::with_capacity(plan.len() + 1);
     view.extend(plan.into_iter().map(|p| match p {
-        Planned::Message(m) => unworded.copy(m),
+        Planned::Message(m) => deferred.copy(m),
         Planned::Summary(b) => render_summary(&state.blocks[b]),
     }));
     Pruned {
         view,
         hidden: Vec::new(),
-        unworded,
+        deferred,
     }
 }
 
@@ -153,9 +153,9 @@ fn place<'a>(
     (kept, turn_ended): (Vec<&'a CoreMessage>, &[bool]),
     anchor: Vec<Option<usize>>,
     state: &CompressionState,
-    mut unworded: Unworded<'a>,
+    mut deferred: DeferredOutputs<'a>,
     spent: impl FnOnce(&[&'a CoreMessage]) -> IdSet<'a>,
-) -> (Vec<CoreMessage>, Unworded<'a>) {
+) -> (Vec<CoreMessage>, DeferredOutputs<'a>) {
     let mut placed: Vec<(usize, u64, CoreMessage)> = state
         .blocks
         .iter()
@@ -167,7 +167,7 @@ fn place<'a>(
     // One more for the nudge a turn may end the view with: a full list of
     // a long history pushed one more is copied into one twice its size.
     let mut out = Vec::with_capacity(kept.len() + placed.len() + 1);
-    unworded.reserve(
+    deferred.reserve(
         kept.iter()
             .filter(|m| m.content_type == ContentType::ToolResult)
             .count(),
@@ -186,11 +186,11 @@ fn place<'a>(
         }
         last = Some(m.role);
         if !hide::is_spent(m, &spent) {
-            out.push(unworded.copy(m));
+            out.push(deferred.copy(m));
         }
     }
     out.extend(pending.map(|(_, _, s)| s));
-    (out, unworded)
+    (out, deferred)
 }
 
 fn shown_anyway<'a>(view: &'a [CoreMessage], firsts: &[Option<usize>]) -> IdSet<'a> {

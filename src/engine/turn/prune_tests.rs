@@ -220,7 +220,7 @@ fn spent_compress_exchanges_leave_without_moving_summaries() {
         say("m3"),
     ];
     let covered = Coverage::of(&st.blocks);
-    let out = prune_marked(&v, &st, &covered, Unworded::default(), |kept| {
+    let out = prune_marked(&v, &st, &covered, DeferredOutputs::default(), |kept| {
         hide::spent_calls(kept.iter().copied(), &st)
     })
     .view;

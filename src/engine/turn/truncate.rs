@@ -17,7 +17,7 @@ use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 use crate::engine::model::tokenizer::Tokenizer;
 use crate::engine::model::tokens::{self, Tally};
 
-use super::unworded::Unworded;
+use super::deferred::DeferredOutputs;
 
 /// Results smaller than this many tokens are left alone while larger ones can
 /// be cut.
@@ -54,12 +54,12 @@ impl Truncation {
 
 /// Cuts made on earlier turns, made again: a result cut once stays cut.
 /// A result the view holds without its words is cut from its original (see
-/// [`Unworded`]); every other held result is counted here. Also returns,
+/// [`DeferredOutputs`]); every other held result is counted here. Also returns,
 /// for each cut, its place in the view, what it saved, and the history
 /// length `first_at` says it was first cut at (0 where it says none).
 pub fn reapply(
     view: &mut [CoreMessage],
-    unworded: &mut Unworded,
+    deferred: &mut DeferredOutputs,
     (sticky, first_at): (&BTreeSet<Name>, &BTreeMap<Name, usize>),
     cfg: &Config,
 ) -> (Truncation, Vec<(usize, usize, usize)>) {
@@ -78,18 +78,18 @@ pub fn reapply(
             _ => None,
         };
         let Some(made) = made else {
-            unworded.count(m, cfg);
+            deferred.count(m, cfg);
             continue;
         };
-        let at = unworded.place(m);
-        let saved = cut_either((m, at), KEEP_CHARS, cfg, unworded)
-            .or_else(|| cut_either((m, at), LAST_RESORT_KEEP_CHARS, cfg, unworded));
+        let at = deferred.place(m);
+        let saved = cut_either((m, at), KEEP_CHARS, cfg, deferred)
+            .or_else(|| cut_either((m, at), LAST_RESORT_KEEP_CHARS, cfg, deferred));
         match saved {
             Some(saved) => {
                 done.add(saved);
                 each.push((i, saved, made));
             }
-            None => unworded.count(m, cfg),
+            None => deferred.count(m, cfg),
         }
     }
     (done, each)
@@ -105,7 +105,7 @@ pub fn truncate(
     target: usize,
     cfg: &Config,
     sticky: &mut BTreeSet<Name>,
-    unworded: &mut Unworded,
+    deferred: &mut DeferredOutputs,
 ) -> Truncation {
     let protected_from = view.len().saturating_sub(cfg.preserve_recent_messages);
     cut_largest(
@@ -114,7 +114,7 @@ pub fn truncate(
         target,
         cfg,
         sticky,
-        unworded,
+        deferred,
     )
 }
 
@@ -127,7 +127,7 @@ pub fn cut_largest(
     target: usize,
     cfg: &Config,
     sticky: &mut BTreeSet<Name>,
-    unworded: &mut Unworded,
+    deferred: &mut DeferredOutputs,
 ) -> Truncation {
     let mut done = Truncation::default();
     // Every output large enough for either pass, sized (a memo) and ordered
@@ -141,8 +141,8 @@ pub fn cut_largest(
         .iter()
         .enumerate()
         .filter(|(_, m)| m.content_type == ContentType::ToolResult)
-        .map(|(i, m)| (i, cfg.tokens(m), unworded.place(m)))
-        .filter(|&(_, t, at)| t >= LAST_RESORT_MIN_TOKENS && !unworded.cut_made_at(at))
+        .map(|(i, m)| (i, cfg.tokens(m), deferred.place(m)))
+        .filter(|&(_, t, at)| t >= LAST_RESORT_MIN_TOKENS && !deferred.cut_made_at(at))
         .collect();
     candidates.sort_by_key(|&(i, t, _)| (std::cmp::Reverse(t), i));
     for (min_tokens, keep) in [
@@ -155,10 +155,10 @@ pub fn cut_largest(
             if estimate.saturating_sub(done.saved) <= target {
                 return done;
             }
-            if unworded.marked_at(at, &view[i]) {
+            if deferred.marked_at(at, &view[i]) {
                 continue;
             }
-            if let Some(saved) = cut_either((&mut view[i], at), keep, cfg, unworded) {
+            if let Some(saved) = cut_either((&mut view[i], at), keep, cfg, deferred) {
                 sticky.insert(view[i].id.clone());
                 done.add(saved);
             }
@@ -265,14 +265,14 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
 }
 
 /// [`cut`], from the original when the view holds `m` without its words
-/// (at `at`, its [`Unworded::place`]).
+/// (at `at`, its [`DeferredOutputs::place`]).
 fn cut_either(
     (m, at): (&mut CoreMessage, Option<usize>),
     keep: usize,
     cfg: &Config,
-    unworded: &mut Unworded,
+    deferred: &mut DeferredOutputs,
 ) -> Option<usize> {
-    match unworded.cut_at(at, m, keep, cfg) {
+    match deferred.cut_at(at, m, keep, cfg) {
         Some(saved) => saved,
         None => cut(m, keep, cfg),
     }
@@ -636,8 +636,8 @@ mod tests {
     /// How many results a turn's truncation cuts in `view`, measured at
     /// 195K against the test target, with no cut before.
     fn cuts(view: &mut [CoreMessage], cfg: &Config) -> usize {
-        let (mut sticky, mut unworded) = (BTreeSet::new(), Unworded::default());
-        truncate(view, 195_000, TARGET, cfg, &mut sticky, &mut unworded).count
+        let (mut sticky, mut deferred) = (BTreeSet::new(), DeferredOutputs::default());
+        truncate(view, 195_000, TARGET, cfg, &mut sticky, &mut deferred).count
     }
     fn tail(view: &mut Vec<CoreMessage>) {
         for i in 0..5 {
@@ -672,7 +672,7 @@ mod tests {
                 TARGET,
                 &Config::default(),
                 &mut BTreeSet::new(),
-                &mut Unworded::default(),
+                &mut DeferredOutputs::default(),
             )
             .count,
             0
@@ -694,7 +694,7 @@ mod tests {
             TARGET,
             &Config::default(),
             &mut sticky,
-            &mut Unworded::default(),
+            &mut DeferredOutputs::default(),
         );
         assert_eq!(t.count, 1);
         assert!(v[1].text.contains(MARKER));
@@ -740,7 +740,7 @@ mod tests {
             TARGET,
             &Config::default(),
             &mut BTreeSet::new(),
-            &mut Unworded::default(),
+            &mut DeferredOutputs::default(),
         );
         assert!(v[0].text.starts_with(&"H".repeat(2000)));
         assert!(v[0].text.ends_with(&"T".repeat(2000)));
@@ -815,7 +815,7 @@ mod tests {
             8_000,
             &cfg,
             &mut sticky,
-            &mut Unworded::default(),
+            &mut DeferredOutputs::default(),
         );
         assert_eq!(cut.count, 1, "the recent output is cut");
         assert!(sticky.contains("t9"));
@@ -892,7 +892,12 @@ mod tests {
             .map(|id| result(id, 200_000))
             .into();
         tail(&mut v);
-        let (t, cuts) = reapply(&mut v, &mut Unworded::default(), (&sticky, &first_at), &cfg);
+        let (t, cuts) = reapply(
+            &mut v,
+            &mut DeferredOutputs::default(),
+            (&sticky, &first_at),
+            &cfg,
+        );
         let made: Vec<(usize, usize)> = cuts.iter().map(|&(i, _, n)| (i, n)).collect();
         assert_eq!(made, vec![(0, 0), (2, 4), (3, 0), (4, 8)]);
         assert_eq!(t.count, 4);
@@ -905,22 +910,27 @@ mod tests {
         let first_at = BTreeMap::from([(Name::from("a"), 7)]);
         let mut v = vec![result("a", 200_000)];
         tail(&mut v);
-        let (t, cuts) = reapply(&mut v, &mut Unworded::default(), (&sticky, &first_at), &cfg);
+        let (t, cuts) = reapply(
+            &mut v,
+            &mut DeferredOutputs::default(),
+            (&sticky, &first_at),
+            &cfg,
+        );
         assert_eq!(t.count, 1);
         assert_eq!(cuts, vec![(0, t.saved, 7)], "where it was first cut");
         assert!(v[0].text.contains(MARKER));
         // Held without its words, it is cut from the original alike.
         let history = [result("a", 200_000)];
         let none = IdMap::default();
-        let mut unworded = Unworded::holding(&none);
-        let mut held: Vec<CoreMessage> = history.iter().map(|m| unworded.copy(m)).collect();
-        unworded.tag(&held[0], |_| None);
+        let mut deferred = DeferredOutputs::holding(&none);
+        let mut held: Vec<CoreMessage> = history.iter().map(|m| deferred.copy(m)).collect();
+        deferred.tag(&held[0], |_| None);
         assert!(held[0].text.is_empty());
-        let (again, cuts) = reapply(&mut held, &mut unworded, (&sticky, &BTreeMap::new()), &cfg);
+        let (again, cuts) = reapply(&mut held, &mut deferred, (&sticky, &BTreeMap::new()), &cfg);
         assert_eq!((again.count, again.saved), (t.count, t.saved));
         assert_eq!(cuts, vec![(0, t.saved, 0)], "first cut at no known length");
         assert!(held[0].text.is_empty(), "built only when the view is done");
-        unworded.word_all(&mut held);
+        deferred.word_all(&mut held);
         assert_eq!(held[0].text, v[0].text);
     }
 
@@ -962,19 +972,19 @@ mod tests {
                 whole[0].append_tag(t);
             }
             let none = IdMap::default();
-            let mut unworded = Unworded::holding(&none);
-            let mut held = vec![unworded.copy(&original)];
-            unworded.tag(&held[0], |_| tag);
+            let mut deferred = DeferredOutputs::holding(&none);
+            let mut held = vec![deferred.copy(&original)];
+            deferred.tag(&held[0], |_| tag);
             let mut counted = held[0].clone();
-            unworded.count(&mut counted, &cfg);
+            deferred.count(&mut counted, &cfg);
             proptest::prop_assert_eq!(cfg.tokens(&counted), cfg.tokens(&whole[0]));
-            let at = unworded.place(&held[0]);
-            proptest::prop_assert_eq!(unworded.marked_at(at, &held[0]), marked(&whole[0].text));
-            proptest::prop_assert_eq!(unworded.chars(&held[0]), tokens::chars(&whole[0].text));
+            let at = deferred.place(&held[0]);
+            proptest::prop_assert_eq!(deferred.marked_at(at, &held[0]), marked(&whole[0].text));
+            proptest::prop_assert_eq!(deferred.chars(&held[0]), tokens::chars(&whole[0].text));
             let none = BTreeMap::new();
-            let (want, _) = reapply(&mut whole, &mut Unworded::default(), (&sticky, &none), &cfg);
-            let (got, _) = reapply(&mut held, &mut unworded, (&sticky, &none), &cfg);
-            unworded.word_all(&mut held);
+            let (want, _) = reapply(&mut whole, &mut DeferredOutputs::default(), (&sticky, &none), &cfg);
+            let (got, _) = reapply(&mut held, &mut deferred, (&sticky, &none), &cfg);
+            deferred.word_all(&mut held);
             proptest::prop_assert_eq!((got.count, got.saved), (want.count, want.saved));
             proptest::prop_assert_eq!(&held[0].text, &whole[0].text);
             proptest::prop_assert_eq!(&held[0].edit, &whole[0].edit);
@@ -997,13 +1007,13 @@ mod tests {
                 })
                 .collect();
             let none = IdMap::default();
-            let mut unworded = Unworded::holding(&none);
-            let view: Vec<CoreMessage> = originals.iter().map(|m| unworded.copy(m)).collect();
+            let mut deferred = DeferredOutputs::holding(&none);
+            let view: Vec<CoreMessage> = originals.iter().map(|m| deferred.copy(m)).collect();
             for &i in &order {
                 let held = i % 3 != 0;
                 let chars = if held { 10 * (i + 1) } else { i + 1 };
-                proptest::prop_assert_eq!(unworded.chars(&view[i]), chars);
-                proptest::prop_assert!(!unworded.cut_made_at(unworded.place(&view[i])));
+                proptest::prop_assert_eq!(deferred.chars(&view[i]), chars);
+                proptest::prop_assert!(!deferred.cut_made_at(deferred.place(&view[i])));
                 proptest::prop_assert_eq!(view[i].text.is_empty(), held);
             }
         }

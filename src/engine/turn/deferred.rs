@@ -31,7 +31,7 @@ use super::truncate::{self, Body, Cut, KeptCut, fingerprint};
 /// The results held without their words, by id. One made by `default`
 /// holds nothing: its copies are whole.
 #[derive(Debug, Default)]
-pub struct Unworded<'a> {
+pub struct DeferredOutputs<'a> {
     /// What is held of each result, in the order they were copied; one
     /// worded since stays, no longer held, so places do not move.
     held: Vec<Held<'a>>,
@@ -155,11 +155,11 @@ impl Held<'_> {
     }
 }
 
-impl<'a> Unworded<'a> {
+impl<'a> DeferredOutputs<'a> {
     /// One that holds the tool results it copies, and takes back the
     /// cuts in `kept` that still fit.
-    pub fn holding(kept: &'a IdMap<'a, KeptCut>) -> Unworded<'a> {
-        Unworded {
+    pub fn holding(kept: &'a IdMap<'a, KeptCut>) -> DeferredOutputs<'a> {
+        DeferredOutputs {
             held: Vec::new(),
             index: Places::default(),
             live: 0,
@@ -216,7 +216,7 @@ impl<'a> Unworded<'a> {
     }
 
     /// Where what is held of `m` is: found once, for a pass that asks
-    /// several things of it (see [`Unworded::marked_at`]), or asks out of
+    /// several things of it (see [`DeferredOutputs::marked_at`]), or asks out of
     /// the view's order, where each lookup would hash its id.
     pub fn place(&self, m: &CoreMessage) -> Option<usize> {
         if !self.may_hold(m) {
@@ -239,12 +239,12 @@ impl<'a> Unworded<'a> {
         self.held_at_mut(at)
     }
 
-    /// What is held at `at`, a message's [`Unworded::place`], while it is.
+    /// What is held at `at`, a message's [`DeferredOutputs::place`], while it is.
     fn held_at(&self, at: Option<usize>) -> Option<&Held<'a>> {
         self.held.get(at?).filter(|h| h.live)
     }
 
-    /// [`Unworded::held_at`], to change.
+    /// [`DeferredOutputs::held_at`], to change.
     fn held_at_mut(&mut self, at: Option<usize>) -> Option<&mut Held<'a>> {
         self.held.get_mut(at?).filter(|h| h.live)
     }
@@ -304,12 +304,12 @@ impl<'a> Unworded<'a> {
     }
 
     /// Whether this turn has cut the held message whose
-    /// [`Unworded::place`] is `at`.
+    /// [`DeferredOutputs::place`] is `at`.
     pub fn cut_made_at(&self, at: Option<usize>) -> bool {
         matches!(self.held_at(at), Some(Held { cut: Some(_), .. }))
     }
 
-    /// Whether the text of `m`, whose [`Unworded::place`] is `at`, is a
+    /// Whether the text of `m`, whose [`DeferredOutputs::place`] is `at`, is a
     /// cut result already.
     pub fn marked_at(&self, at: Option<usize>, m: &CoreMessage) -> bool {
         match self.held_at(at) {
@@ -320,7 +320,7 @@ impl<'a> Unworded<'a> {
         }
     }
 
-    /// Cuts a held message, `m` at `at` (its [`Unworded::place`]), to
+    /// Cuts a held message, `m` at `at` (its [`DeferredOutputs::place`]), to
     /// `keep` characters at each end, from its original and its tag, and
     /// returns what it saved; the message takes the cut's count, and its
     /// text is built when the view is done. `None` when `m` is not held, or
@@ -383,14 +383,14 @@ impl<'a> Unworded<'a> {
 
     /// Copies a held message's words in, tagged as any message's are: it
     /// is no longer held. Only for one whose words were read (those not
-    /// read are listed by [`Unworded::word_all`]).
+    /// read are listed by [`DeferredOutputs::word_all`]).
     fn word(&mut self, m: &mut CoreMessage) {
         if let Some(at) = self.place(m) {
             self.word_at(at, m);
         }
     }
 
-    /// [`Unworded::word`] of `m`, held at `at` (its [`Unworded::place`]).
+    /// [`DeferredOutputs::word`] of `m`, held at `at` (its [`DeferredOutputs::place`]).
     fn word_at(&mut self, at: usize, m: &mut CoreMessage) {
         let h = &mut self.held[at];
         debug_assert!(h.original.withheld.is_none(), "{}: no words to copy", m.id);
@@ -402,7 +402,7 @@ impl<'a> Unworded<'a> {
 
     /// Copies the words of every message of `view` still held; those whose
     /// words were not read are left empty, and listed for the host to fill
-    /// in ([`Unworded::unfilled`]).
+    /// in ([`DeferredOutputs::unfilled`]).
     pub fn word_all(&mut self, view: &mut [CoreMessage]) {
         if self.live == 0 {
             return;
@@ -428,7 +428,7 @@ impl<'a> Unworded<'a> {
     }
 
     /// The results in view left without their words by
-    /// [`Unworded::word_all`], in the view's order.
+    /// [`DeferredOutputs::word_all`], in the view's order.
     pub fn unfilled(&mut self) -> Vec<Unfilled> {
         std::mem::take(&mut self.unfilled)
     }
