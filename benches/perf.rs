@@ -16,8 +16,10 @@
 //! - next turn, appended: one more exchange (user message, assistant reply);
 //! - apply: one Compress call, one entry per compressible range that
 //!   `noa ranges --json` lists but the newest two (which stay in view),
-//!   appended as the model would write it, then `noa apply`; its panel is
-//!   appended as the call's result;
+//!   the oldest 50 of them (the most a call may ask for), appended as the
+//!   model would write it, then `noa apply`; its panel is appended as the
+//!   call's result, and the rest of the ranges go the same way, 50 a call,
+//!   untimed;
 //! - next turn, compressed: `noa project` with most history in blocks;
 //! - next turn, compressed + appended: one more exchange after that.
 //!
@@ -71,6 +73,9 @@ const SHORT: u64 = 32 << 20;
 /// a compressed turn of the 99K sessions takes 65-85 ms, the baseline there
 /// 400-600.
 const SHORT_TURN: Duration = Duration::from_millis(200);
+
+/// The most ranges one Compress call may ask for.
+const MAX_RANGES: usize = 50;
 
 /// The summary of every entry in the bench's Compress call: a model's
 /// length, above the minimum apply accepts.
@@ -455,10 +460,11 @@ impl Bench {
         );
     }
 
-    /// The Compress arguments a model would send to fold most of the
-    /// history: one entry per compressible range `noa ranges` lists, but for
-    /// the newest two (or one, when only two are listed), which stay in view.
-    fn compress_args(&self) -> Value {
+    /// The Compress calls a model would send to fold most of the history:
+    /// one entry per compressible range `noa ranges` lists, but for the
+    /// newest two (or one, when only two are listed), which stay in view;
+    /// oldest first, at most [`MAX_RANGES`] entries a call.
+    fn compress_calls(&self) -> Vec<Value> {
         self.noa("ranges", &["--json"]);
         let report: Value =
             serde_json::from_str(&fs::read_to_string(self.stdout()).unwrap()).unwrap();
@@ -473,7 +479,9 @@ impl Bench {
             "{}: nothing to compress: {report}",
             self.name
         );
-        json!({"topic": "the work so far", "content": content})
+        (content.chunks(MAX_RANGES))
+            .map(|entries| json!({"topic": "the work so far", "content": entries}))
+            .collect()
     }
 
     /// The Compress call appended and applied; then its panel appended as
@@ -481,8 +489,9 @@ impl Bench {
     /// the panel reports (blocks made and entries refused), since a
     /// partial success still exits 0.
     fn apply(&mut self) -> String {
-        let args = self.compress_args();
-        self.transcript.compress_call("cmp_bench", &args);
+        let calls = self.compress_calls();
+        let args = &calls[0];
+        self.transcript.compress_call("cmp_bench", args);
         // Run once, as it changes the state: the baseline beside it is the
         // fastest of the rounds just before and after.
         let before = baseline_once(&self.transcript.path);
@@ -491,6 +500,8 @@ impl Bench {
             (1..rounds(&self.transcript.path)).map(|_| baseline_once(&self.transcript.path));
         self.row("apply", (run, after.fold(before, Duration::min)));
         let panel = fs::read_to_string(self.stdout()).unwrap();
+        // The rest of the ranges, a call at a time, as a model would go on.
+        let later = self.apply_later(&calls[1..]);
         // `-v` says where the time went: reading, the engine, writing.
         let phases = fs::read_to_string(self.stdout().with_extension("err"))
             .unwrap()
@@ -500,11 +511,27 @@ impl Bench {
         self.transcript.tool_result("cmp_bench", panel.trim_end());
         let count = |prefix: &str| panel.lines().filter(|l| l.starts_with(prefix)).count();
         format!(
-            "{} ranges → {} blocks, {} errors ({phases})",
+            "{} ranges → {} blocks, {} errors ({phases}){later}",
             args["content"].as_array().unwrap().len(),
             count("  b"),
             count("  error:")
         )
+    }
+
+    /// Applies `calls` one after another, each answered in the transcript
+    /// before the next; says how many there were.
+    fn apply_later(&mut self, calls: &[Value]) -> String {
+        for (n, args) in calls.iter().enumerate() {
+            let id = format!("cmp_bench_{}", n + 1);
+            self.transcript.compress_call(&id, args);
+            self.noa("apply", &[]);
+            let panel = fs::read_to_string(self.stdout()).unwrap();
+            self.transcript.tool_result(&id, panel.trim_end());
+        }
+        match calls.len() {
+            0 => String::new(),
+            n => format!("; then {n} more call(s) of at most {MAX_RANGES} ranges"),
+        }
     }
 
     /// The size of the session's state.json (one session folder under the
