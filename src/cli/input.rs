@@ -117,13 +117,8 @@ impl HowRead {
 /// does before it is asked for is written or shown. For a long compressed
 /// session, loading the state and decoding the cache take both cores first,
 /// and the digest then runs beside the projection; the turn's own thread
-/// takes its share of the pieces left once it asks ([`PrefixDigest`]).
-/// Where it was taken beside the cache's decoding and waited for before
-/// reading on, the chat 99K compressed turn took 97 ms (median of fifteen
-/// runs, alternated), then 85 beside the projection, where the turn then
-/// waited for it with one core idle; with both cores taking its pieces,
-/// 1 to 7 ms less in two sets of alternated runs (see the README's
-/// benchmarks).
+/// takes its share of the pieces left once it asks ([`PrefixDigest`]), so
+/// neither core sits idle while the other digests.
 #[derive(Debug)]
 pub struct PrefixCheck {
     /// The prefix's digest, its pieces taken by whichever thread is free.
@@ -286,12 +281,10 @@ fn read_input(global: &Global, path: &Path) -> Result<(String, Vec<u8>), CliErro
 /// Hands the pages of what reading let go (the transcript's text above all)
 /// back to the system. The allocator keeps freed pages for later use (for a
 /// second, longer than a turn), and what a turn builds next is small
-/// allocations that do not reuse them: a Claude Code first turn at 10K
-/// messages peaked at 109 MB without this, 85 MB with it. It is called too
-/// as each piece of a Claude Code log is let go while the rest is built
-/// (up to 4 MB each, kept beside the messages otherwise): with
-/// [`hand_back_at_once`] after it, the 99K first turn peaks at 269 MB where
-/// it peaked at 294–311 MB.
+/// allocations that do not reuse them: kept, they would only raise its
+/// peak. It is called too as each piece of a Claude Code log is let go
+/// while the rest is built (up to 4 MB each, kept beside the messages
+/// otherwise), with [`hand_back_at_once`] after it.
 fn hand_back_freed_memory() {
     // SAFETY: takes no pointers; it only walks the allocator's own pages.
     unsafe { libmimalloc_sys::mi_collect(true) }
@@ -300,11 +293,10 @@ fn hand_back_freed_memory() {
 /// From here on, what the process frees goes back to the system at once
 /// rather than a second later. For a first turn's one projection of a
 /// whole history, which cuts thousands of outputs and builds a view of
-/// what is left: the chat 99K first turn peaks at 265–268 MB with it,
-/// 282–288 MB without, in the same time (the Claude Code one spends about
-/// a tenth more, in system calls). Not for a rebuild or a warm turn,
-/// which free and allocate again call after call: a 9,000-turn rebuild
-/// made 241K page faults with it where it made 24K.
+/// what is left: what it frees is seldom needed again, so handing it back
+/// at once lowers the peak for a few system calls. Not for a rebuild or a
+/// warm turn, which free and allocate again call after call: each page
+/// handed back would be faulted in again.
 pub(super) fn hand_back_at_once() {
     // SAFETY: takes no pointers; it only sets one of the allocator's
     // options.
@@ -315,18 +307,15 @@ pub(super) fn hand_back_at_once() {
 ///
 /// The binary calls this as it is loaded, before the runtime's first
 /// allocation reserves the allocator's arena and touches it. The allocator
-/// marks its arena for huge pages, so that touch cost every process two of
-/// them, 4 MB to zero (`noa --version` peaked at 8.4 MB, 4.9 MB without),
-/// and up to 20 ms where the machine's free memory had gone back to its
-/// host. A first turn of 10K messages peaked at 62 MB with them where it
-/// peaks at 37.
+/// marks its arena for huge pages, so that touch would cost every process
+/// two of them, 4 MB to zero, and a wait where the machine's free memory
+/// has gone back to its host.
 ///
-/// No turn turns them back on. A warm turn of a long compressed session,
-/// which decodes tens of megabytes of small structures into fresh memory,
-/// once did: its fastest runs were faster, but where the machine's free
-/// memory goes back to its host, faults on 2 MB pages waited for them to be
-/// backed (the chat 99K one, thirty runs each way: 13 took over 200 ms with
-/// them, up to 910, and none without, 101–171 ms), and it peaked 17 MB
+/// No turn turns them back on, not even a warm turn of a long compressed
+/// session, which decodes tens of megabytes of small structures into fresh
+/// memory: where the machine's free memory goes back to its host, a fault
+/// on a 2 MB page waits for it to be backed, which stalls a turn now and
+/// then for far longer than the smaller pages save, and the turn peaks
 /// higher.
 pub fn huge_pages_off() {
     #[cfg(target_os = "linux")]
@@ -380,9 +369,9 @@ fn load_bytes(
 
 /// How many bytes of a transcript of `size` bytes read in pieces are read
 /// at a time: a sixteenth of it, from 1 to 4 MB. A piece is read while the
-/// one before is parsed, and held until it is: a chat log of 15.5 MB read
-/// in pieces of 4 MB peaked at 43 MB, in pieces of 1 MB at 37, and at 99K
-/// messages (156 MB) pieces of 1 MB took longer than pieces of 4.
+/// one before is parsed, and held until it is, so a few large pieces would
+/// keep much of a short log in flight; a long log read in small pieces
+/// pays for many more reads and hand-overs between threads.
 fn piece_size(size: usize) -> usize {
     (size / 16).clamp(1 << 20, 4 << 20)
 }
@@ -585,12 +574,9 @@ fn read_pieces(
 }
 
 /// Has the kernel back the spare room of `buf` with pages in one call,
-/// where `read` filling it took a page fault at each of its 4 KB pages (a
-/// thousand a piece, and faults are dear on a virtual machine): a first
-/// turn of the chat 99K session 611 -> 590 ms at best, 659 -> 631 at the
-/// first quartile, Claude Code 99K 882 -> 850 and 913 -> 892 (eleven runs
-/// each, side by side), in the same memory, since every page is filled
-/// anyway.
+/// where `read` filling it would take a page fault at each of its 4 KB
+/// pages (a thousand a piece, and faults are dear on a virtual machine).
+/// It costs no memory, since every page is filled anyway.
 fn prefault(buf: &mut Vec<u8>) {
     #[cfg(target_os = "linux")]
     {

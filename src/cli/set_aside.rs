@@ -1,10 +1,9 @@
 //! Long tool outputs a first turn of a long transcript sets aside on disk
 //! as it reads, so their words are never all held at once.
 //!
-//! A first turn held every word of the transcript while it projected (147
-//! MB of a 156 MB chat log), and its peak memory was 1.6–1.7 times the
-//! file. The outputs a projection can decide on by their length and
-//! characters alone (see
+//! Held whole, a long transcript's words are most of what a first turn
+//! holds while it projects. The outputs a projection can decide on by
+//! their length and characters alone (see
 //! [`may_withhold`](crate::engine::may_withhold)) need not be held. Those
 //! the transcript holds as one JSON string
 //! ([`Block::words_at`](crate::formats::Block::words_at)), nearly

@@ -291,10 +291,9 @@ pub(crate) fn read_pieces(
 }
 
 /// The size of log from which its pieces are read lean on a thread of
-/// their own (see [`PieceScan`]): one held in a few pieces. An 18 MB log
-/// (pieces of 1.1 MB) reads 8% faster so (medians of 31 runs, twice), in
-/// 0.1 MB more; in pieces of 4 MB the thread had cost it 5 MB, and the
-/// threshold was 32 MB.
+/// their own (see [`PieceScan`]): one held in a few pieces, so that the
+/// thread reads each while the next comes in. In pieces of a sixteenth of
+/// the log, the thread costs little memory.
 const TWO_THREADS_FROM: usize = 4 << 20;
 
 /// A Claude Code log read a piece at a time. Once [`TWO_THREADS_FROM`]
@@ -303,8 +302,7 @@ const TWO_THREADS_FROM: usize = 4 << 20;
 /// built once every piece is in, as [`read_pieces`] does, on two threads
 /// whatever the log's size (one held in a single piece is built on one):
 /// building them is most of a first turn's reading, and the thread that
-/// parses the later records holds only them (an 18 MB log, 162 -> 144 ms
-/// at the median of fifteen runs, in 1.9 MB more).
+/// parses the later records holds only them.
 pub(crate) struct PieceScan {
     name: String,
     bad: BadLines,
@@ -659,8 +657,8 @@ fn plan(
         reads.push(read);
     }
     // The lines of every piece, where they lie: a line read lean is a few
-    // hundred bytes, and a long log's were copied into one list (20 MB,
-    // a tenth of the choice's time at 99K lines).
+    // hundred bytes, and a long log holds tens of thousands, too many to
+    // copy into one list.
     let lines: Vec<&Line> = reads.iter().flatten().collect();
     let session_id = lines
         .iter()

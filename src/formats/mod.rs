@@ -213,8 +213,8 @@ pub struct HostMessage {
 impl HostMessage {
     /// A message read from a log, its blocks and their cores in lists of
     /// their exact length. A list grown by pushing has room for four, and
-    /// most messages have one or two: the spare room was a tenth of a large
-    /// transcript's memory once read.
+    /// most messages have one or two: the spare room would be a tenth of a
+    /// large transcript's memory once read.
     fn read(raw: Value, read: Vec<ReadBlock>, line: usize) -> HostMessage {
         let mut blocks = Vec::with_capacity(read.len());
         let mut cores = Vec::with_capacity(read.len());

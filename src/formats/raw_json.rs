@@ -4,8 +4,8 @@
 //! written from: once the words have moved into the block's core, a few
 //! short fields (a role, a call id, a null where the words were). Held as
 //! a `serde_json::Value`, each object is an ordered map whose keys and
-//! values are allocations of their own: a chat log of 99K blocks held
-//! 57 MB of them in 850K allocations. As text it is one allocation of the
+//! values are allocations of their own, several for each of a long log's
+//! tens of thousands of blocks. As text it is one allocation of the
 //! bytes themselves, and none for a null. It is parsed again only for the
 //! messages a view writes, and goes into the read cache as it stands.
 

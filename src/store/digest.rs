@@ -97,16 +97,16 @@ impl Digest {
 const PIECE: u64 = 1 << 20;
 
 /// The bytes a piece is read in at a time: a buffer that stays in the
-/// core's own cache while it is digested (with one of a megabyte, the
-/// digest of a 156 MB prefix took a third longer).
+/// core's own cache while it is digested, where one of a megabyte would
+/// spill out of it and be read back from memory.
 const READ: usize = 128 << 10;
 
 /// The digest of a transcript's bytes: the [`Digest`] of each megabyte
 /// from its start (the last one as far as it goes), and the digest of
 /// those in order. Taken a megabyte at a time, the prefix a warm turn
 /// proves unchanged is shared out between the threads free to read it
-/// ([`PrefixDigest`]): the digest of one stream kept a turn waiting on one
-/// core while the other sat idle. As it streams past, it is taken piece by
+/// ([`PrefixDigest`]), so a turn does not wait on one core while the other
+/// sits idle. As it streams past, it is taken piece by
 /// piece all the same, so a first turn digests what it reads as it reads
 /// it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -143,8 +143,8 @@ const COMPACT_FLOOR: usize = 256;
 /// The first `len` bytes of the append-only log at `path`, the part a
 /// state.json stands on (every log beside it is read this way), into
 /// `buf`. The logs of one state are read one after the other into the same
-/// buffer: each page of it is touched once, where a buffer a log touched
-/// 6 MB of fresh memory at 99K messages.
+/// buffer: each page of it is touched once, where a buffer for each log
+/// would bring in fresh memory for every one.
 pub fn read_prefix(path: &Path, len: u64, buf: &mut Vec<u8>) -> Result<(), LogError> {
     let file = match files::open_read(path) {
         Ok(f) => f,
@@ -294,8 +294,7 @@ where
     };
     // The entries `current` begins with unchanged stay where they are: most
     // turns change none, or a few near the end, and a long session's logs
-    // hold tens of thousands (moving each into a new list was 8 ms of a
-    // compressed 99K-message turn).
+    // hold tens of thousands, too many to move into a new list each turn.
     let mut entries = logged.entries;
     let mut current = current.peekable();
     let mut same = 0;

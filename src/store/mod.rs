@@ -1,7 +1,13 @@
-//! Where noa keeps a session's files: state.json, archives and the lock.
+//! Where noa keeps a session's files: state.json and its logs, archives, the
+//! read cache and the lock.
 //!
-//! Every write is atomic (temp file in the same directory, fsync, rename), so
-//! a crash or a full disk leaves the previous file intact.
+//! Archives and state.json are replaced atomically (temp file in the same
+//! directory, fsync, rename, then the directory synced), and the logs
+//! state.json names are synced before it names them, so a crash or a full
+//! disk leaves the previous state intact. The read cache is replaced the
+//! same way, or appended to in place, but never synced: it only saves work,
+//! and a cache that is missing, or cut short and so fails its checksum, is
+//! ignored: the transcript is read whole and the cache written again.
 
 mod archive;
 mod atomic;

@@ -46,15 +46,9 @@ use crate::formats::{
 use super::digest::{Digest, digest, read_at};
 use super::{SessionDir, StoreError, with_room};
 
-/// The layout's version: 2 since a block's JSON holds a null where its
-/// core holds the words, 3 since the header trails the messages, 4 since
-/// the trailer ends with the turn's cuts, 5 since it counts the blocks, 6
-/// since long words stand apart from the checksum, 7 since they follow
-/// their segment's fields, 8 since a block's flags say how its estimate
-/// was rounded (see [`Facts`]) and a cut whether its ends count
-/// characters, 9 since long words may lie in the transcript ([`SPAN`]), 10
-/// since the transcript's digest is taken a megabyte at a time
-/// ([`TranscriptDigest`](super::TranscriptDigest)).
+/// The file's first line, naming its layout's version: a cache of another
+/// version is ignored and the transcript read whole. Any change to the
+/// layout takes a new version.
 const MAGIC: &[u8] = b"noa read cache 10\n";
 
 /// The file beside state.json.

@@ -302,8 +302,8 @@ fn block_digest(b: &Block) -> u64 {
 const BLOCKS_LOG: &str = "blocks.jsonl";
 
 /// A block's field for every message it stands for. Since version 4 a
-/// line leaves it out when it is the block's own messages, as it is for
-/// every block that absorbed none (half of blocks.jsonl before); an empty
+/// line leaves it out when it is the block's own messages (as it is for
+/// every block that absorbed none), which it would only repeat; an empty
 /// list it stands for is written out.
 const EFFECTIVE_IDS: &str = "effectiveMessageIds";
 

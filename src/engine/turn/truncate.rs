@@ -537,7 +537,7 @@ impl<'a> Body<'a> {
     /// every figure below follows from the characters, where the ends are
     /// placed (bytes of ASCII words, characters of words not read): a long
     /// view cuts thousands of outputs, and reading each one's ends again
-    /// to learn that cost a third of the cutting.
+    /// to learn that would cost a third of the cutting.
     fn mixed(self) -> Option<&'a str> {
         match self {
             Body::Words(text, memo) if !memo.ascii() => Some(text),
