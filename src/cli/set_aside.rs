@@ -6,7 +6,7 @@
 //! their length and characters alone (see
 //! [`may_withhold`](crate::engine::may_withhold)) need not be held. Those
 //! the transcript holds as one JSON string
-//! ([`Block::words_at`](crate::formats::Block::words_at)), nearly
+//! ([`ContentBlock::words_at`](crate::formats::ContentBlock::words_at)), nearly
 //! all, are only let go: they are read back from the transcript, and the
 //! read cache points to them there. A chat or Anthropic log hands each one,
 //! as its block is built, to a thread that takes its base id and writes

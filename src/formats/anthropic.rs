@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted, read_words, shown_text};
-use super::{Block, BlockSource, Format, HostMessage, ReadBlock, Slot, take_string};
+use super::{BlockSource, ContentBlock, Format, HostMessage, ReadBlock, Slot, take_string};
 use crate::engine::{COMPRESS_TOOL, ContentType, CoreMessage, IdHash, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
@@ -234,7 +234,7 @@ fn keep_request_fields(kind: &str, obj: &mut Map<String, Value>, moved: Option<&
 /// request never carries a null in these fields (reading drops them), so
 /// the null is always this one. Opaque blocks keep their JSON whole: their
 /// identity is hashed from it.
-pub(crate) fn words_key(b: &Block, raw: &Value) -> Option<&'static str> {
+pub(crate) fn words_key(b: &ContentBlock, raw: &Value) -> Option<&'static str> {
     let key = match b.kind {
         ContentType::Text => "text",
         ContentType::Reasoning => "thinking",
@@ -261,7 +261,7 @@ pub(crate) fn result_text(content: Option<&Value>) -> String {
 /// `shown` are the view's cores of those blocks, in the same order.
 pub(crate) fn rebuild(
     msg: &HostMessage,
-    parts: &[(&Block, BlockEdit)],
+    parts: &[(&ContentBlock, BlockEdit)],
     shown: &[CoreMessage],
 ) -> Value {
     let raw = msg.raw.value();
@@ -279,7 +279,7 @@ pub(crate) fn rebuild(
 
 /// One kept block as the view writes it: its words put back from the view's
 /// core (as read, before this turn's tag), then edited.
-fn edit_block(b: &Block, edit: &BlockEdit, shown: &CoreMessage) -> Value {
+fn edit_block(b: &ContentBlock, edit: &BlockEdit, shown: &CoreMessage) -> Value {
     let mut raw = b.raw.value();
     if let (Some(key), Value::Object(o)) = (words_key(b, &raw), &mut raw) {
         let words = read_words(shown);

@@ -5,7 +5,9 @@ use serde_json::{Map, Value, json};
 use super::anthropic::ToolNames;
 use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted, read_words, shown_text};
-use super::{Block, BlockSource, Format, HostMessage, RawJson, ReadBlock, Slot, take_string};
+use super::{
+    BlockSource, ContentBlock, Format, HostMessage, RawJson, ReadBlock, Slot, take_string,
+};
 use crate::engine::{ContentType, CoreMessage, Role};
 
 const EXPECTED: &str =
@@ -156,7 +158,7 @@ fn host_message(
 /// `shown` are the view's cores of those blocks, in the same order.
 pub(crate) fn rebuild(
     msg: &HostMessage,
-    parts: &[(&Block, BlockEdit)],
+    parts: &[(&ContentBlock, BlockEdit)],
     shown: &[CoreMessage],
 ) -> Value {
     let mut out = match msg.raw.value() {
@@ -225,7 +227,7 @@ pub(crate) fn rebuild(
 /// left are told from the log's own by the block's kind: reasoning and
 /// string content are always moved; a tool's output and a call's arguments
 /// only when not empty, so a null there with no words is the log's.
-fn filled(b: &Block, shown: &CoreMessage) -> Value {
+fn filled(b: &ContentBlock, shown: &CoreMessage) -> Value {
     let words = read_words(shown);
     let put = |at: &mut Value| *at = Value::String(words.to_string());
     let mut raw = b.raw.value();

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::anthropic::{ToolNames, host_message};
 use super::lean::{self, Lean, Scalar};
-use super::{BadLines, Carry, Format, HostMessage, ReadError, Transcript, jsonl, span};
+use super::{BadLines, Format, HostMessage, ReadError, ResumeState, Transcript, jsonl, span};
 
 const EXPECTED: &str =
     "each line is one Claude Code session record (a JSON object with a \"type\")";
@@ -263,7 +263,7 @@ pub(crate) fn read(
 /// called after each. The records of a log held in more than one piece are
 /// built on two threads (see [`build`]). With `at`, where the first piece
 /// starts in the transcript, the tool results note where their words lie
-/// in it ([`Block::words_at`](super::Block::words_at)).
+/// in it ([`ContentBlock::words_at`](super::ContentBlock::words_at)).
 pub(crate) fn read_pieces(
     name: &str,
     pieces: &mut [Cow<'_, str>],
@@ -522,15 +522,15 @@ fn build(
         Ok(())
     })?;
     let built = build.finish();
-    let carry = Carry {
+    let resume = ResumeState {
         responses: sorted(built.by_message_id.keys().cloned()),
-        ..plan.carry
+        ..plan.resume
     };
     let mut transcript = finish(
         plan.session,
         (built.messages, built.originals),
         warnings,
-        carry,
+        resume,
     );
     transcript.compactions = plan.compactions;
     Ok(transcript)
@@ -588,7 +588,7 @@ fn walk(
 struct Plan {
     steps: Vec<Step>,
     session: (Option<String>, Option<String>),
-    carry: Carry,
+    resume: ResumeState,
     compactions: Vec<HostCompaction>,
 }
 
@@ -704,7 +704,7 @@ fn plan(
         .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, warnings))
         .collect();
     let chosen = choose_branch(&turns, &lines, &boundaries);
-    let carry = Carry {
+    let resume = ResumeState {
         subagent: turns.first().map(|_| subagent),
         strays: turns
             .iter()
@@ -731,7 +731,7 @@ fn plan(
     Ok(Plan {
         steps,
         session: (session_id, parent_session),
-        carry,
+        resume,
         compactions,
     })
 }
@@ -949,7 +949,7 @@ fn finish(
     (session_id, parent_session): (Option<String>, Option<String>),
     (messages, originals): (Vec<HostMessage>, Vec<Value>),
     mut warnings: Vec<(usize, String)>,
-    carry: Carry,
+    resume: ResumeState,
 ) -> Transcript {
     warnings.sort_by_key(|(line, _)| *line);
     Transcript {
@@ -960,7 +960,7 @@ fn finish(
         warnings: warnings.into_iter().map(|(_, w)| w).collect(),
         records: originals,
         preamble: Vec::new(),
-        carry,
+        resume,
         compactions: Vec::new(),
     }
 }
@@ -1017,14 +1017,14 @@ fn no_content(name: &str, line: usize) -> String {
 
 /// Where the next lines' branch must join this read's: the last
 /// conversation record, and the records after it that chain back to it.
-fn joining_point<'a, L: Borrow<Line<'a>>>(lines: &[L], turns: &[Turn]) -> Carry {
+fn joining_point<'a, L: Borrow<Line<'a>>>(lines: &[L], turns: &[Turn]) -> ResumeState {
     let Some(leaf) = turns.last() else {
-        return Carry::default();
+        return ResumeState::default();
     };
-    Carry {
+    ResumeState {
         leaf: leaf.uuid.map(str::to_string),
         after_leaf: chained(&lines[leaf.index + 1..], leaf.uuid.into_iter()),
-        ..Carry::default()
+        ..ResumeState::default()
     }
 }
 
@@ -1109,14 +1109,14 @@ fn stray_ids<'a>(t: &Turn<'a>) -> Vec<&'a str> {
 /// What reading on needs to know of the prefix.
 pub(crate) struct Prefix<'a> {
     /// What its read carried, taken on into the new lines'.
-    pub carry: Carry,
+    pub resume: ResumeState,
     /// Its flat history: the calls it makes and answers.
     pub cores: &'a [CoreMessage],
     /// Whether it named its session.
     pub has_session: bool,
 }
 
-/// Reads the lines appended after a prefix read earlier: what `carry` says
+/// Reads the lines appended after a prefix read earlier: what `resume` says
 /// of the prefix (where its branch ends, its responses, the records it left
 /// off), its messages' calls and answers, `tools` its calls' tool
 /// names. `None` when the new lines would change how the prefix reads — a
@@ -1133,11 +1133,11 @@ pub(crate) fn read_after(
     tools: ToolNames,
 ) -> Option<Result<Transcript, ReadError>> {
     let Prefix {
-        mut carry,
+        mut resume,
         cores: earlier,
         has_session,
     } = prefix;
-    let subagent = carry.subagent?;
+    let subagent = resume.subagent?;
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let lines = match lean_lines(name, text, first_line, bad, &mut |l, w| {
         warnings.push((l, w))
@@ -1168,7 +1168,7 @@ pub(crate) fn read_after(
         .enumerate()
         .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, &mut warnings))
         .collect();
-    let branch = tail_branch(&turns, &parents, &carry)?;
+    let branch = tail_branch(&turns, &parents, &resume)?;
     // The prefix's calls, answers, responses and strays are looked up only
     // by the ids the new records name: indexing them all would cost every
     // turn the whole history.
@@ -1193,8 +1193,8 @@ pub(crate) fn read_after(
             .filter(|id| named.contains(id))
             .collect()
     }
-    let responses = known(&carry.responses, &named);
-    let strays = known(&carry.strays, &named);
+    let responses = known(&resume.responses, &named);
+    let strays = known(&resume.strays, &named);
     let chosen = choose_tail(&turns, branch, &responses, &calls, &answered)?;
     let new_strays: Vec<String> = turns
         .iter()
@@ -1230,29 +1230,29 @@ pub(crate) fn read_after(
     let joined = match turns.last() {
         Some(_) => joining_point(&lines, &turns),
         None => {
-            let ends = carry
+            let ends = resume
                 .leaf
                 .iter()
-                .chain(&carry.after_leaf)
+                .chain(&resume.after_leaf)
                 .map(String::as_str);
-            let mut after_leaf = carry.after_leaf.clone();
+            let mut after_leaf = resume.after_leaf.clone();
             after_leaf.extend(chained(&lines, ends));
-            Carry {
-                leaf: carry.leaf.clone(),
+            ResumeState {
+                leaf: resume.leaf.clone(),
                 after_leaf,
-                ..Carry::default()
+                ..ResumeState::default()
             }
         }
     };
     // Taken on, not copied: the prefix's responses are sorted already, and
     // a stable sort merges the few new ones in.
-    let mut responses = std::mem::take(&mut carry.responses);
+    let mut responses = std::mem::take(&mut resume.responses);
     responses.extend(built.by_message_id.keys().cloned());
     responses.sort();
-    let mut strays = std::mem::take(&mut carry.strays);
+    let mut strays = std::mem::take(&mut resume.strays);
     strays.extend(new_strays);
-    let carry = Carry {
-        subagent: carry.subagent,
+    let resume = ResumeState {
+        subagent: resume.subagent,
         responses,
         strays,
         ..joined
@@ -1261,7 +1261,7 @@ pub(crate) fn read_after(
         (None, None),
         (built.messages, built.originals),
         warnings,
-        carry,
+        resume,
     )))
 }
 
@@ -1273,7 +1273,7 @@ pub(crate) fn read_after(
 fn tail_branch(
     turns: &[Turn],
     parents: &IdMap<'_, Option<&str>>,
-    carry: &Carry,
+    resume: &ResumeState,
 ) -> Option<Vec<bool>> {
     let Some(last) = turns.len().checked_sub(1) else {
         return Some(Vec::new());
@@ -1302,7 +1302,8 @@ fn tail_branch(
                     parent = parents[p];
                 }
                 Some(p) => {
-                    if carry.leaf.as_deref() == Some(p) || carry.after_leaf.iter().any(|a| a == p) {
+                    if resume.leaf.as_deref() == Some(p) || resume.after_leaf.iter().any(|a| a == p)
+                    {
                         break 'walk;
                     }
                     return None;

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::anthropic::ToolNames;
 use super::reassemble::{BlockEdit, Emitted, read_words, shown_text};
 use super::{
-    BadLines, Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, ReadBlock,
-    ReadError, Slot, Transcript, jsonl, span, take_string,
+    BadLines, BlockSource, CodexResume, ContentBlock, Format, HostMessage, RawJson, ReadBlock,
+    ReadError, ResumeState, Slot, Transcript, jsonl, span, take_string,
 };
 use crate::engine::{ContentType, CoreMessage, Role};
 
@@ -42,7 +42,7 @@ pub(crate) fn from_records(
     warnings: Vec<String>,
     keep_records: bool,
 ) -> Transcript {
-    let mut rollout = Rollout::new(&CodexCarry::default(), warnings);
+    let mut rollout = Rollout::new(&CodexResume::default(), warnings);
     rollout.keep_records = keep_records;
     for r in records {
         rollout.take(name, r, None);
@@ -60,7 +60,7 @@ pub(crate) struct RolloutPieces {
 
 impl RolloutPieces {
     pub(crate) fn new() -> RolloutPieces {
-        let mut rollout = Rollout::new(&CodexCarry::default(), Vec::new());
+        let mut rollout = Rollout::new(&CodexResume::default(), Vec::new());
         rollout.keep_records = false;
         RolloutPieces {
             rollout,
@@ -96,7 +96,7 @@ impl RolloutPieces {
     }
 }
 
-/// Reads the lines appended after a prefix read earlier, `carry` what its
+/// Reads the lines appended after a prefix read earlier, `resume` what its
 /// read left, `has_session` whether it named its session. Besides the new
 /// messages, a prompt size the new lines record for a response the prefix
 /// holds: at which item it starts, and the tokens. `None` when the new
@@ -107,7 +107,7 @@ pub(crate) fn read_after(
     (text, at): (&str, u64),
     first_line: usize,
     bad: BadLines,
-    (carry, has_session): (&CodexCarry, bool),
+    (resume, has_session): (&CodexResume, bool),
     tools: ToolNames,
 ) -> Option<Result<(Transcript, Option<SizeBefore>), ReadError>> {
     let mut warnings = Vec::new();
@@ -117,7 +117,7 @@ pub(crate) fn read_after(
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };
-    let mut rollout = Rollout::new(carry, warnings);
+    let mut rollout = Rollout::new(resume, warnings);
     for (r, output_at) in records {
         let kind = r.value.get("type").and_then(Value::as_str);
         if kind == Some("compacted") || (kind == Some("session_meta") && !has_session) {
@@ -203,19 +203,19 @@ struct Rollout {
 }
 
 impl Rollout {
-    fn new(carry: &CodexCarry, warnings: Vec<String>) -> Rollout {
+    fn new(resume: &CodexResume, warnings: Vec<String>) -> Rollout {
         Rollout {
             session_id: None,
             preamble: Vec::new(),
-            base: carry.items,
-            trailing_outputs: carry.trailing_outputs,
+            base: resume.items,
+            trailing_outputs: resume.trailing_outputs,
             items: Vec::new(),
             originals: Vec::new(),
             counted: Vec::new(),
-            floor: carry.floor,
-            output_since_count: carry.output_since_count,
-            pending: carry.pending,
-            last_message: carry.last_message,
+            floor: resume.floor,
+            output_since_count: resume.output_since_count,
+            pending: resume.pending,
+            last_message: resume.last_message,
             warnings,
             keep_records: true,
             compactions: Vec::new(),
@@ -364,7 +364,7 @@ impl Rollout {
         if let Some((_, tokens)) = counted.last() {
             pending = Some(tokens);
         }
-        let carry = CodexCarry {
+        let resume = CodexResume {
             items: self.base + items,
             trailing_outputs: trailing + if all_output { self.trailing_outputs } else { 0 },
             floor: self.counted.last().map_or(self.floor, |&(at, _)| at),
@@ -380,9 +380,9 @@ impl Rollout {
             warnings: self.warnings,
             records: self.originals,
             preamble: self.preamble,
-            carry: Carry {
-                codex: Some(carry),
-                ..Carry::default()
+            resume: ResumeState {
+                codex: Some(resume),
+                ..ResumeState::default()
             },
             compactions: self.compactions,
         };
@@ -568,7 +568,7 @@ fn reasoning_text(item: &Value) -> String {
 /// `shown` are the view's cores of those blocks, in the same order.
 pub(crate) fn rebuild(
     msg: &HostMessage,
-    parts: &[(&Block, BlockEdit)],
+    parts: &[(&ContentBlock, BlockEdit)],
     shown: &[CoreMessage],
 ) -> Value {
     let raw = msg.raw.value();
@@ -609,7 +609,7 @@ pub(crate) fn rebuild(
 /// A block's JSON with the words reading moved into its core put back, as
 /// the view's core `shown` was read (see [`read_words`]): a message part's
 /// text, a call's arguments or input, a tool's output.
-fn filled(b: &Block, shown: &CoreMessage) -> Value {
+fn filled(b: &ContentBlock, shown: &CoreMessage) -> Value {
     let mut raw = b.raw.value();
     let key = match (b.kind, raw["type"].as_str()) {
         _ if b.opaque => return raw,

@@ -67,7 +67,7 @@ impl MessageLog {
             warnings,
             records,
             preamble: Vec::new(),
-            carry: Default::default(),
+            resume: Default::default(),
             compactions: Vec::new(),
         }
     }

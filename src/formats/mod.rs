@@ -2,7 +2,7 @@
 //! views back out as provider requests.
 //!
 //! Each reader turns a log into a [`Transcript`]: the model-visible host
-//! messages in order, each holding its request-shaped JSON and one [`Block`]
+//! messages in order, each holding its request-shaped JSON and one [`ContentBlock`]
 //! per content block. A block keeps its own JSON beside the flat core, so
 //! whatever the flat form cannot say (thinking signatures, `is_error`,
 //! images, unknown fields) comes back untouched when the view is written.
@@ -140,7 +140,7 @@ pub struct Transcript {
     /// (Codex's `session_meta`): a host needs them to resume the session.
     pub preamble: Vec<Value>,
     /// What reading on after this transcript's last line needs to know.
-    pub carry: Carry,
+    pub resume: ResumeState,
     /// The host's own compactions, oldest first; `summary_ref` is left for
     /// the caller, who has the refs.
     pub compactions: Vec<HostCompaction>,
@@ -151,7 +151,7 @@ pub struct Transcript {
 /// Codex rollout's prompt sizes. A chat or Anthropic log needs nothing its
 /// messages do not say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Carry {
+pub struct ResumeState {
     /// Whether the log is a subagent's own; `None` before any conversation
     /// record, when the next lines decide it.
     pub subagent: Option<bool>,
@@ -166,14 +166,14 @@ pub struct Carry {
     /// back in: its response id, the calls its results answer.
     pub strays: Vec<String>,
     /// A Codex rollout's: where its prompt sizes stand.
-    pub codex: Option<CodexCarry>,
+    pub codex: Option<CodexResume>,
 }
 
 /// What reading on after a Codex rollout needs: a `token_count` event
 /// gives its size to the item that started the response, which may be
 /// before the new lines.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CodexCarry {
+pub struct CodexResume {
     /// Items read.
     pub items: usize,
     /// The run of model output the items end with.
@@ -195,7 +195,7 @@ pub struct HostMessage {
     /// every field the request accepts, no response metadata.
     pub raw: RawJson,
     /// Its content blocks, flattened.
-    pub blocks: Vec<Block>,
+    pub blocks: Vec<ContentBlock>,
     /// The flat form of each block, in the same order, until
     /// [`Transcript::take_cores`] moves them into the history: the history
     /// then is the one copy of them, and a block keeps only what the writers
@@ -219,7 +219,7 @@ impl HostMessage {
         let mut blocks = Vec::with_capacity(read.len());
         let mut cores = Vec::with_capacity(read.len());
         for ReadBlock { core, raw, source } in read {
-            blocks.push(Block::of(&core, raw, source));
+            blocks.push(ContentBlock::of(&core, raw, source));
             cores.push(core);
         }
         HostMessage {
@@ -234,7 +234,7 @@ impl HostMessage {
 
 /// One content block: what the writers need of it, and its own JSON.
 #[derive(Debug, Clone)]
-pub struct Block {
+pub struct ContentBlock {
     /// The identity of its core: how a view's message finds the block it
     /// was made from.
     pub id: Name,
@@ -254,10 +254,10 @@ pub struct Block {
     pub words_at: Option<NonZeroU64>,
 }
 
-impl Block {
+impl ContentBlock {
     /// The block of `core`, as `raw` writes it and `source` places it.
-    pub fn of(core: &CoreMessage, raw: RawJson, source: BlockSource) -> Block {
-        Block {
+    pub fn of(core: &CoreMessage, raw: RawJson, source: BlockSource) -> ContentBlock {
+        ContentBlock {
             id: core.id.clone(),
             kind: core.content_type,
             opaque: core.opaque,
@@ -517,7 +517,7 @@ struct Aside {
 pub trait SetAside {
     /// Offered `core`, the `at`th block of the log, just built, whose
     /// words lie in the transcript at `words_at` when that is known (see
-    /// [`Block::words_at`]).
+    /// [`ContentBlock::words_at`]).
     fn offer(&mut self, at: usize, core: &mut CoreMessage, words_at: Option<NonZeroU64>);
     /// The blocks taken, each with its place and base, in order; with its
     /// words when they could not be set aside after all (say the disk
@@ -880,9 +880,9 @@ pub fn read_after(
 ) -> Option<Result<ReadOn, ReadError>> {
     // A prompt size the new lines give a response the prefix holds.
     let mut patch = None;
-    let carry = match prefix.format {
-        Format::ClaudeCode => std::mem::take(&mut prefix.carry),
-        _ => Carry::default(),
+    let resume = match prefix.format {
+        Format::ClaudeCode => std::mem::take(&mut prefix.resume),
+        _ => ResumeState::default(),
     };
     let tools = anthropic::ToolNames::after(earlier);
     let tail = match prefix.format {
@@ -890,21 +890,21 @@ pub fn read_after(
         Format::Anthropic => anthropic::LOG.read_after(name, (text, at), first_line, bad, tools),
         Format::ClaudeCode => {
             let prefix = claude_code::Prefix {
-                carry,
+                resume,
                 cores: earlier,
                 has_session: prefix.session_id.is_some(),
             };
             claude_code::read_after(name, (text, at), first_line, bad, prefix, tools)?
         }
         Format::Codex => {
-            let carry = prefix.carry.codex?;
+            let resume = prefix.resume.codex?;
             let has_session = prefix.session_id.is_some();
             match codex::read_after(
                 name,
                 (text, at),
                 first_line,
                 bad,
-                (&carry, has_session),
+                (&resume, has_session),
                 tools,
             )? {
                 Ok((tail, at)) => {
@@ -954,7 +954,7 @@ pub fn read_after(
     prefix.warnings.append(&mut tail.warnings);
     prefix.records.append(&mut tail.records);
     if tail.format != Format::Chat && tail.format != Format::Anthropic {
-        prefix.carry = tail.carry;
+        prefix.resume = tail.resume;
     }
     Some(Ok(ReadOn {
         transcript: prefix,

@@ -10,7 +10,7 @@ use super::*;
 fn summary(t: &Transcript) -> String {
     let mut out = format!(
         "{:?} {:?} {:?}\n{:?}\n{:?}\n",
-        t.format, t.session_id, t.parent_session, t.warnings, t.carry
+        t.format, t.session_id, t.parent_session, t.warnings, t.resume
     );
     for m in &t.messages {
         out.push_str(&format!("{} {:?} {}\n", m.line, m.prompt_tokens, m.raw));

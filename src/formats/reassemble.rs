@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::{Block, HostMessage, Transcript, ViewFormat, anthropic, chat, codex};
+use super::{ContentBlock, HostMessage, Transcript, ViewFormat, anthropic, chat, codex};
 use crate::engine::ContentType;
 use crate::engine::Edit;
 use crate::engine::quote::{quote_markers, quote_markers_before};
@@ -240,7 +240,7 @@ pub fn reassemble_among(
         match origin {
             Some(mi) if native => {
                 let msg = &t.messages[mi];
-                let parts: Vec<(&Block, BlockEdit)> = group
+                let parts: Vec<(&ContentBlock, BlockEdit)> = group
                     .iter()
                     .map(|c| (&msg.blocks[index[c.id.as_str()].1], BlockEdit::of(c)))
                     .collect();
@@ -273,7 +273,7 @@ pub fn reassemble_among(
 fn rebuild(
     to: ViewFormat,
     msg: &HostMessage,
-    (parts, shown): (&[(&Block, BlockEdit)], &[CoreMessage]),
+    (parts, shown): (&[(&ContentBlock, BlockEdit)], &[CoreMessage]),
     out: &mut Emitted,
 ) {
     match to {

@@ -215,7 +215,7 @@ fn reads_alike_without_records(text: &str, format: Format) {
     assert!(!kept.records.is_empty() && let_go.records.is_empty());
     assert_eq!(kept.cores(), let_go.cores());
     assert_eq!(kept.warnings, let_go.warnings);
-    assert_eq!(kept.carry, let_go.carry);
+    assert_eq!(kept.resume, let_go.resume);
     assert_eq!(kept.preamble, let_go.preamble);
     let view = |t: &super::Transcript| reassemble(t, &t.cores(), format.view_format()).0;
     assert_eq!(view(&kept), view(&let_go));

@@ -18,7 +18,7 @@
 //! nothing else.
 //!
 //! The file is its messages in segments, then a trailer (how far the
-//! transcript was read, the session, the reader's carry, how many
+//! transcript was read, the session, the reader's resume state, how many
 //! messages), then where the trailer starts and a checksum of everything
 //! before but the long tool outputs a warm turn may leave unread: those
 //! follow their segment's fields, each after a digest of its own, checked
@@ -39,8 +39,8 @@ use crate::engine::{
     may_withhold, may_withhold_knowing,
 };
 use crate::formats::{
-    Block, BlockSource, Carry, CodexCarry, Format, HostMessage, RawJson, Slot, Transcript,
-    string_end,
+    BlockSource, CodexResume, ContentBlock, Format, HostMessage, RawJson, ResumeState, Slot,
+    Transcript, string_end,
 };
 
 use super::digest::{Digest, digest, read_at};
@@ -67,7 +67,7 @@ pub const WITHHELD_MIN: usize = 128;
 const APART: u64 = 1 << 4;
 
 /// The flag of a block whose words stand apart and lie in the transcript,
-/// as one JSON string (see [`Block::words_at`]): its fields give where the
+/// as one JSON string (see [`ContentBlock::words_at`]): its fields give where the
 /// string starts, and the words are not in the file at all. A first turn
 /// then writes none of the long outputs it reads, and the cache of an
 /// uncompressed session is not a copy of its outputs.
@@ -115,7 +115,7 @@ pub struct ReadCache<M = Vec<CachedMessage>> {
     /// The messages read, in order.
     pub messages: M,
     /// What reading on after them needs to know.
-    pub carry: Carry,
+    pub resume: ResumeState,
     /// The cuts of tool results the last turn made, by message id: the
     /// next takes them back while the prefix stands (see [`KeptCut`]).
     pub cuts: Vec<(String, KeptCut)>,
@@ -380,7 +380,7 @@ impl CacheSource<'_> {
             self.tokenizer,
             self.mark,
             (t.session_id.as_deref(), t.parent_session.as_deref()),
-            (&t.warnings, &t.carry),
+            (&t.warnings, &t.resume),
             (
                 t.messages.len(),
                 t.messages.iter().map(|m| m.blocks.len()).sum(),
@@ -517,9 +517,9 @@ impl Decode for WarmMessages {
             kept.2.push((m.blocks.len(), raw));
         }
         self.elided.push(!b.kept);
-        m.blocks.push(Block {
+        m.blocks.push(ContentBlock {
             words_at: b.words_at,
-            ..Block::of(&b.core, RawJson::default(), b.source)
+            ..ContentBlock::of(&b.core, RawJson::default(), b.source)
         });
         self.history.push(b.core);
     }
@@ -555,7 +555,7 @@ impl ReadCache<WarmMessages> {
             warnings: self.warnings,
             records: Vec::new(),
             preamble: Vec::new(),
-            carry: self.carry,
+            resume: self.resume,
             // Not kept: the state has those the whole read found.
             compactions: Vec::new(),
         };
@@ -597,7 +597,7 @@ impl ReadCache {
             self.tokenizer,
             (self.length, self.lines, self.digest),
             (self.session_id.as_deref(), self.parent_session.as_deref()),
-            (&self.warnings, &self.carry),
+            (&self.warnings, &self.resume),
             (
                 self.messages.len(),
                 self.messages.iter().map(|m| m.blocks.len()).sum(),
@@ -653,7 +653,7 @@ impl<M: Decode> ReadCache<M> {
         let session_id = r.opt()?;
         let parent_session = r.opt()?;
         let warnings = r.list()?;
-        let carry = Carry {
+        let resume = ResumeState {
             subagent: match r.u64()? {
                 0 => None,
                 n => Some(n == 2),
@@ -669,7 +669,7 @@ impl<M: Decode> ReadCache<M> {
                     let (items, trailing_outputs, floor) = (n()?, n()?, n()?);
                     let output_since_count = n()? != 0;
                     let (pending, last_message) = (n()?.checked_sub(1), n()?.checked_sub(1));
-                    Some(CodexCarry {
+                    Some(CodexResume {
                         items,
                         trailing_outputs,
                         floor,
@@ -815,7 +815,7 @@ impl<M: Decode> ReadCache<M> {
             parent_session,
             warnings,
             messages,
-            carry,
+            resume,
             cuts,
             end,
         };
@@ -1449,7 +1449,7 @@ impl<W: Write> Encoder<W> {
         tokenizer: Tokenizer,
         (length, lines, digest): (u64, u64, u64),
         (session_id, parent_session): (Option<&str>, Option<&str>),
-        (warnings, c): (&[String], &Carry),
+        (warnings, c): (&[String], &ResumeState),
         (messages, blocks): (usize, usize),
     ) -> io::Result<()> {
         self.str(env!("CARGO_PKG_VERSION"))?;
@@ -1950,13 +1950,13 @@ mod tests {
             session_id: Some("s".into()),
             parent_session: None,
             warnings: vec!["w".into()],
-            carry: Carry {
+            resume: ResumeState {
                 subagent: Some(false),
                 leaf: Some("u1".into()),
                 after_leaf: vec!["u2".into()],
                 responses: vec!["msg_1".into()],
                 strays: Vec::new(),
-                codex: Some(CodexCarry {
+                codex: Some(CodexResume {
                     items: 3,
                     trailing_outputs: 1,
                     floor: 2,
