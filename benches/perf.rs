@@ -500,8 +500,6 @@ impl Bench {
             (1..rounds(&self.transcript.path)).map(|_| baseline_once(&self.transcript.path));
         self.row("apply", (run, after.fold(before, Duration::min)));
         let panel = fs::read_to_string(self.stdout()).unwrap();
-        // The rest of the ranges, a call at a time, as a model would go on.
-        let later = self.apply_later(&calls[1..]);
         // `-v` says where the time went: reading, the engine, writing.
         let phases = fs::read_to_string(self.stdout().with_extension("err"))
             .unwrap()
@@ -509,6 +507,8 @@ impl Bench {
             .find_map(|l| l.strip_prefix("noa: apply: ").map(str::to_string))
             .unwrap_or_default();
         self.transcript.tool_result("cmp_bench", panel.trim_end());
+        // The rest of the ranges, a call at a time, as a model would go on.
+        let later = self.apply_later(&calls[1..]);
         let count = |prefix: &str| panel.lines().filter(|l| l.starts_with(prefix)).count();
         format!(
             "{} ranges → {} blocks, {} errors ({phases}){later}",
