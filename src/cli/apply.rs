@@ -37,7 +37,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         Access::Read,
     )?;
     // A call that is not there is a usage error before anything is touched.
-    let (mut raw, mut call_id, mut cut) = find_call(&cx.history, args)?;
+    let mut call = find_call(&cx.history, args)?;
     cx.lock()?;
     let state = cx.state()?;
     // Long outputs' words the cache kept back are read only for the
@@ -45,52 +45,90 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     if cx.warm() && (!cx.cache_serves(&state) || !cx.decides_unread(&state) && !cx.read_withheld())
     {
         cx.read_whole()?;
-        (raw, call_id, cut) = find_call(&cx.history, args)?;
+        call = find_call(&cx.history, args)?;
     }
-    let t = cx.transcript();
-    if let Some(done) = engine::answered_before(&state, &call_id) {
+    if let Some(done) = engine::answered_before(&state, &call.id) {
         // A retry of a call already applied: the same answer, nothing changed.
         let report = Retried {
             panel: &done.panel,
-            call_id: &call_id,
+            call_id: &call.id,
             applied_before: true,
         };
         print_outcome(args.json, &done.panel, &report)?;
-        warn(global, &t.warnings);
-        return Ok(if done.rejected {
-            Exit::Rejected
-        } else {
-            Exit::Success
-        });
+        warn(global, &cx.transcript().warnings);
+        return Ok(exit(done.rejected));
     }
     let read = watch.lap();
-    let root = cx.session_root();
     let now = clock::now();
-    let created = clock::rfc3339(now);
-    let answer_on = |cx: &Context,
-                     originals: &IdMap<'_, &CoreMessage>,
-                     state: CompressionState,
-                     (raw, call_id, cut): Call| {
-        let config = cx.config(&state);
-        engine::answer_call(
-            state,
-            &CallInput {
-                args: &raw,
-                call_id: &call_id,
-                history: &cx.history,
-                originals,
-                cut,
-                config: &config,
-                recorded: &cx.transcript().recorded(),
-                sections: &cx.settings.sections,
-                archive_root: &root,
-                created: &created,
-                now,
-                cuts: &cx.kept_cuts(),
-                carry: None,
-            },
-        )
+    let when = When {
+        now,
+        created: clock::rfc3339(now),
+        root: cx.session_root(),
     };
+    let call_id = call.id.clone();
+    let committed = answer_and_commit(&mut cx, args, state, call, &when, &mut watch)?;
+    let answer = committed.answer;
+    let cache_warning = save_cache(&mut cx, &answer);
+    if global.verbose {
+        let archives = &answer.outcome.archives;
+        let _ = writeln!(
+            std::io::stderr(),
+            "noa: apply: read {} ({}) · engine {} · wrote {} archive(s) ({:.1} MB), the state and the read cache in {}",
+            clock::ms(read),
+            cx.read_how(),
+            clock::ms(committed.engine),
+            archives.len(),
+            committed.bytes as f64 / 1e6,
+            clock::ms(watch.lap())
+        );
+    }
+    print_outcome(args.json, &answer.panel, &applied(&answer, &call_id, &cx))?;
+    let mut warnings = cx.transcript().warnings.clone();
+    warnings.extend(cache_warning);
+    warn(global, &warnings);
+    Ok(exit(answer.rejected()))
+}
+
+/// Exit 1 for a call that made no block, else 0.
+fn exit(rejected: bool) -> Exit {
+    if rejected {
+        Exit::Rejected
+    } else {
+        Exit::Success
+    }
+}
+
+/// When the call is answered, and where its archives go.
+struct When {
+    now: i64,
+    /// `now` as an archive's header writes it.
+    created: String,
+    /// The state dir the archives' paths are written from.
+    root: String,
+}
+
+/// A call answered and committed.
+struct Committed {
+    answer: Answer,
+    /// How long the engine took, the first time.
+    engine: std::time::Duration,
+    /// The archives' bytes.
+    bytes: usize,
+}
+
+/// Answers `call` against `state` and commits the answer: archives, then
+/// the state. Read on from the cache, a block over a message whose words the
+/// cache left out, or words kept back that cannot be read back, send the
+/// call to be answered again on the transcript read whole. `watch` times
+/// the engine.
+fn answer_and_commit(
+    cx: &mut Context,
+    args: &ApplyArgs,
+    state: CompressionState,
+    call: Call,
+    when: &When,
+    watch: &mut clock::Stopwatch,
+) -> Result<Committed, CliError> {
     // The call answered again on the transcript read whole.
     let answer_whole = |cx: &mut Context| -> Result<Answer, CliError> {
         cx.read_whole()?;
@@ -100,17 +138,18 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             cx,
             &originals,
             state,
-            find_call(&cx.history, args)?,
+            &find_call(&cx.history, args)?,
+            when,
         ))
     };
     // The history by id: what the call is answered against and its
     // archives are rendered from.
     let originals = cx.originals();
-    let mut answer = answer_on(&cx, &originals, state, (raw, call_id.clone(), cut));
-    let originals = if cx.warm() && archives_elided(&cx, &answer) {
+    let mut answer = answer_on(cx, &originals, state, &call, when);
+    let originals = if cx.warm() && archives_elided(cx, &answer) {
         // A block over a message whose words the cache left out would
         // archive nothing of it.
-        answer = answer_whole(&mut cx)?;
+        answer = answer_whole(cx)?;
         cx.originals()
     } else {
         originals
@@ -124,47 +163,76 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         // Words the cache kept back that cannot be read back from it (a
         // damaged word fails its digest): nothing was written.
         Err(e) if cx.warm() && e.in_read_cache() => {
-            answer = answer_whole(&mut cx)?;
+            answer = answer_whole(cx)?;
             let (originals, none) = (cx.originals(), LeftWords::default());
             (cx.session()).commit(&answer.outcome.archives, (&originals, &none), &answer.state)?
         }
         committed => committed?,
     };
-    // The cache is left without the words the new blocks fold away, so the
-    // next turn reads on from a small one; those it keeps that it kept back
-    // are read first. It only saves work: a cache that cannot be written
-    // leaves the last turn's, which the next turn checks.
-    let cache_warning = (!answer.hidden.is_empty())
-        .then(|| match cx.read_kept_withheld(&answer.hidden) {
-            true => cx
-                .save_read_cache(
-                    &answer.state,
-                    &answer.hidden,
-                    &[],
-                    &answer.cuts,
-                    CacheWrite::Anew,
-                )
-                .err()
-                .map(|e| e.to_string()),
-            false => Some("the words it keeps could not be read back from it".into()),
-        })
-        .flatten()
-        .map(|e| format!("the read cache was not saved: {e}"));
-    if global.verbose {
-        let archives = &answer.outcome.archives;
-        let _ = writeln!(
-            std::io::stderr(),
-            "noa: apply: read {} ({}) · engine {} · wrote {} archive(s) ({:.1} MB), the state and the read cache in {}",
-            clock::ms(read),
-            cx.read_how(),
-            clock::ms(engine),
-            archives.len(),
-            bytes as f64 / 1e6,
-            clock::ms(watch.lap())
-        );
-    }
+    Ok(Committed {
+        answer,
+        engine,
+        bytes,
+    })
+}
 
-    let (outcome, parsed, text) = (&answer.outcome, &answer.parsed, &answer.panel);
+/// The engine's answer to `call` on `state`, over the history `cx` read.
+fn answer_on(
+    cx: &Context,
+    originals: &IdMap<'_, &CoreMessage>,
+    state: CompressionState,
+    call: &Call,
+    when: &When,
+) -> Answer {
+    let config = cx.config(&state);
+    engine::answer_call(
+        state,
+        &CallInput {
+            args: &call.args,
+            call_id: &call.id,
+            history: &cx.history,
+            originals,
+            cut: call.cut,
+            config: &config,
+            recorded: &cx.transcript().recorded(),
+            sections: &cx.settings.sections,
+            archive_root: &when.root,
+            created: &when.created,
+            now: when.now,
+            cuts: &cx.kept_cuts(),
+            carry: None,
+        },
+    )
+}
+
+/// Leaves the read cache without the words the new blocks fold away, so
+/// the next turn reads on from a small one; those it keeps that it kept back
+/// are read first. It only saves work: a cache that cannot be written leaves
+/// the last turn's, which the next turn checks. Returns the warning to give
+/// when it was not saved.
+fn save_cache(cx: &mut Context, answer: &Answer) -> Option<String> {
+    if answer.hidden.is_empty() {
+        return None;
+    }
+    let error = match cx.read_kept_withheld(&answer.hidden) {
+        true => cx
+            .save_read_cache(
+                &answer.state,
+                &answer.hidden,
+                &[],
+                &answer.cuts,
+                CacheWrite::Anew,
+            )
+            .err()
+            .map(|e| e.to_string()),
+        false => Some("the words it keeps could not be read back from it".into()),
+    };
+    error.map(|e| format!("the read cache was not saved: {e}"))
+}
+
+/// `apply --json` of `answer`.
+fn applied<'a>(answer: &'a Answer, call_id: &'a str, cx: &Context) -> Applied<'a> {
+    let (outcome, parsed) = (&answer.outcome, &answer.parsed);
     let created = (outcome.created.iter())
         .map(|(b, _)| Created {
             id: &b.block_id,
@@ -174,9 +242,9 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             archive: &b.archive_path,
         })
         .collect();
-    let report = Applied {
-        panel: text,
-        call_id: &call_id,
+    Applied {
+        panel: &answer.panel,
+        call_id,
         created,
         errors: &outcome.errors,
         warnings: &outcome.warnings,
@@ -186,16 +254,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         context_after: answer.context_after,
         reclaimed: answer.reclaimed,
         read: cx.read_how(),
-    };
-    print_outcome(args.json, text, &report)?;
-    let mut warnings = cx.transcript().warnings.clone();
-    warnings.extend(cache_warning);
-    warn(global, &warnings);
-    Ok(if answer.rejected() {
-        Exit::Rejected
-    } else {
-        Exit::Success
-    })
+    }
 }
 
 /// `apply --json` for a call applied now.
@@ -233,9 +292,15 @@ struct Retried<'a> {
     applied_before: bool,
 }
 
-/// A call's raw arguments, its id, and how much of the history the model
-/// had seen when it made it.
-type Call = (String, String, usize);
+/// The call to answer.
+struct Call {
+    /// Its raw arguments.
+    args: String,
+    /// Its id; empty for arguments given with `--args`.
+    id: String,
+    /// How much of the history the model had seen when it made it.
+    cut: usize,
+}
 
 /// Whether a block of `answer` covers a message whose words the read cache
 /// left out (an archive must hold every original whole).
@@ -284,7 +349,11 @@ fn find_call(history: &[CoreMessage], args: &ApplyArgs) -> Result<Call, CliError
                 error: source,
             })?;
         }
-        return Ok((raw, String::new(), history.len()));
+        return Ok(Call {
+            args: raw,
+            id: String::new(),
+            cut: history.len(),
+        });
     }
     let answered: std::collections::HashSet<&str> = history
         .iter()
@@ -306,9 +375,9 @@ fn find_call(history: &[CoreMessage], args: &ApplyArgs) -> Result<Call, CliError
         }));
     };
     // The model saw everything before the call (see `RecordedCall::cut`).
-    Ok((
-        history[i].text.clone(),
-        history[i].tool_call_id.to_string(),
-        i,
-    ))
+    Ok(Call {
+        args: history[i].text.clone(),
+        id: history[i].tool_call_id.to_string(),
+        cut: i,
+    })
 }

@@ -20,9 +20,9 @@ use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::{
-    Block, CompressionState, CoreMessage, Figures, HostCompaction, IdSet, Name, Reclaimed, Run,
-    STRIP_LEGEND, Segment, SvgInput, format_breakdown, map, protected_ids, summary_tokens, svg,
-    tokens, tree,
+    Block, CompressionState, Config, CoreMessage, Figures, HostCompaction, IdSet, Name, Reclaimed,
+    Run, STRIP_LEGEND, Segment, SvgInput, format_breakdown, map, protected_ids, summary_tokens,
+    svg, tokens, tree,
 };
 use crate::store::{SessionDir, write_atomic};
 
@@ -84,51 +84,17 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     };
     let config = settings.for_host(&stored.host, cx.as_ref().map(|c| c.transcript().format));
     let mut state = stored.clone();
-    let current = cx.as_ref().map(|cx| {
-        let p = cx.project(&mut state, Turn::default());
-        let zone: IdSet<'_> = protected_ids(&p.view, &state, &config);
-        let history = &cx.history;
-        // Every size on the provider's scale, as the figures are.
-        let count = |m: &CoreMessage| p.gauge.scale(config.tokens(m));
-        Current {
-            figures: p.figures,
-            window_from: settings.window_source(&stored.host),
-            history: map::history_segments(history, &p.view, &state, &zone, &count),
-            view: map::view_segments(&p.view, &state, &zone, &count),
-            reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &count),
-            ratio: p.gauge.ratio,
-        }
-    });
+    let current = (cx.as_ref()).map(|cx| current(cx, &mut state, &settings, &config, &stored));
     // Block activity as of this transcript; as stored when there is none.
     let blocks = &state.blocks;
     let base = state_base(&session);
-
     if let Some(file) = &args.svg {
         let Some(c) = &current else {
             return Err(CliError::Usage(
                 "--svg needs the transcript: the map is drawn from its messages".into(),
             ));
         };
-        let svg = svg::svg(&SvgInput {
-            session: &session.session,
-            history: &c.history,
-            view: &c.view,
-            figures: &c.figures,
-            compactions: &state.host.compactions,
-            blocks,
-            reclaimed: &c.reclaimed,
-        });
-        write_atomic(file, svg.as_bytes()).map_err(|source| CliError::Io {
-            path: file.clone(),
-            error: source,
-        })?;
-        if !global.quiet {
-            let _ = writeln!(
-                std::io::stderr(),
-                "noa: context map written to {}",
-                file.display()
-            );
-        }
+        write_svg(global, file, &session, &state, c)?;
     }
 
     let ratio = current.as_ref().map_or(1.0, |c| c.ratio);
@@ -156,6 +122,60 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         warn(global, &cx.transcript().warnings);
     }
     Ok(Exit::Success)
+}
+
+/// What the current view adds, projected on `state` (a copy of `stored`).
+fn current(
+    cx: &Context,
+    state: &mut CompressionState,
+    settings: &settings::Settings,
+    config: &Config,
+    stored: &CompressionState,
+) -> Current {
+    let p = cx.project(state, Turn::default());
+    let zone: IdSet<'_> = protected_ids(&p.view, state, config);
+    let history = &cx.history;
+    // Every size on the provider's scale, as the figures are.
+    let count = |m: &CoreMessage| p.gauge.scale(config.tokens(m));
+    Current {
+        figures: p.figures,
+        window_from: settings.window_source(&stored.host),
+        history: map::history_segments(history, &p.view, state, &zone, &count),
+        view: map::view_segments(&p.view, state, &zone, &count),
+        reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &count),
+        ratio: p.gauge.ratio,
+    }
+}
+
+/// Draws the context map to `file`.
+fn write_svg(
+    global: &Global,
+    file: &Path,
+    session: &SessionDir,
+    state: &CompressionState,
+    c: &Current,
+) -> Result<(), CliError> {
+    let svg = svg::svg(&SvgInput {
+        session: &session.session,
+        history: &c.history,
+        view: &c.view,
+        figures: &c.figures,
+        compactions: &state.host.compactions,
+        blocks: &state.blocks,
+        reclaimed: &c.reclaimed,
+    });
+    write_atomic(file, svg.as_bytes()).map_err(|source| CliError::Io {
+        path: file.to_path_buf(),
+        error: source,
+    })?;
+    if !global.quiet {
+        let _ = writeln!(
+            std::io::stderr(),
+            "noa: context map written to {}",
+            file.display()
+        );
+    }
+    Ok(())
 }
 
 /// The session named by `--session` under `--state-dir`, for inspecting

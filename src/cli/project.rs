@@ -12,6 +12,7 @@ use crate::engine::{
     CompressionState, Figures, HostCompaction, Projection, tokens, window_from_error,
 };
 use crate::formats::{Transcript, ViewFormat, reassemble_among};
+use crate::store::{CacheDraft, StoreError};
 
 /// Runs `noa project`.
 pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
@@ -45,65 +46,18 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         let t = cx.transcript();
         render(p, t, args.to.map_or(t.format.view_format(), view_format))
     };
-    let drafted = cx.project_drafting(&mut state, turn).map(|(mut p, draft)| {
-        let filled = cx.fill_unfilled(&mut p);
-        (p, draft, filled)
-    });
-    let ((p, view), draft) = match drafted {
-        Some((p, draft, true)) => {
-            let view = render(&cx, &p);
-            ((p, view), Some(draft))
-        }
-        // The words set aside for the view could not be read back: the
-        // turn starts again from the transcript read whole and the state
-        // on disk, nothing written yet.
-        Some((_, draft, false)) => {
-            if let Ok(draft) = draft {
-                draft.discard();
-            }
-            cx.read_whole()?;
-            state = cx.reload_state()?;
-            learn(&mut state);
-            (
-                project_turn(&mut cx, &mut state, turn, learn, render)?,
-                None,
-            )
-        }
-        None => (
-            project_turn(&mut cx, &mut state, turn, learn, render)?,
-            None,
-        ),
-    };
-    let (t, session, settings) = (cx.transcript(), cx.session(), &cx.settings);
-    let to = args.to.map_or(t.format.view_format(), view_format);
-    let mut warnings = t.warnings.clone();
-    warnings.extend(settings.warnings.iter().cloned());
+    let Turned { p, view, draft } = turn_with_draft(&mut cx, &mut state, turn, learn, render)?;
+    let mut warnings = cx.transcript().warnings.clone();
+    warnings.extend(cx.settings.warnings.iter().cloned());
     warnings.extend(unread_window);
-    if p.unnumbered > 0 {
-        warnings.push(format!(
-            "every ref from m00001 to m99999 is taken: {} message(s) have none, so no Compress call can \
-             name them and they stay in view until cut to fit; a new session numbers from m00001 again",
-            p.unnumbered
-        ));
-    }
-    let config = cx.config(&state);
-    let history = &cx.history;
+    warnings.extend(refs_run_out(&p));
     warnings.extend(view.warnings);
-    if let Some(mark) = p.gauge.set_aside {
-        let before = (history.get(mark.at))
-            .and_then(|m| state.message_refs.get(&m.id))
-            .map_or(String::new(), |r| format!(" for the response at {r}"));
-        warnings.push(format!(
-            "the transcript records a prompt of {} tokens{before}, less than half of what the \
-             messages that request held come to: set aside as a placeholder, not a provider's count",
-            mark.tokens
-        ));
-    }
+    warnings.extend(set_aside_figure(&cx, &p, &state));
     if !args.dry_run {
-        if let Some(w) = settings.given_window() {
+        if let Some(w) = cx.settings.given_window() {
             state.host.window = Some(w);
         }
-        session.save(&state)?;
+        cx.session().save(&state)?;
         // The cache only saves work: a turn that cannot leave one still
         // goes out, and the next reads whatever cache it finds with care.
         let cached = match draft {
@@ -115,42 +69,149 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         }
     }
     emit(args.output.as_ref(), &view.bytes)?;
-
     warn(global, &warnings);
     if !global.quiet {
-        let state_path = (!args.dry_run).then(|| session.state_path().display().to_string());
-        let report = Report {
-            format: t.format.name(),
-            read: cx.read_how(),
-            view_format: to.name(),
-            history_messages: history.len(),
+        let shown = Shown {
+            p: &p,
+            state: &state,
             view_messages: view.messages,
-            left_out_unpaired: p.dropped_unpaired,
-            figures: p.figures,
-            window_from: settings.window_source(&state.host),
-            tokenizer: config.tokenizer.name(),
-            omitted: p.omitted,
-            new_refs: p.new_refs,
-            unnumbered: p.unnumbered,
-            truncated: p.truncation.count,
-            nudge: p.decision.inject.then_some(p.decision.tier),
-            emergency: p.decision.emergency,
-            reason: &p.decision.reason,
-            compactions: &state.host.compactions,
-            state: state_path,
-            config: settings.file.as_ref().map(|f| f.display().to_string()),
             warnings: &warnings,
         };
-        let line = match args.report {
-            ReportArg::Json => serde_json::to_string(&report).expect("a report always serializes"),
-            ReportArg::Text => report.line(p.view.len(), global.verbose),
-        };
-        let _ = writeln!(std::io::stderr(), "{line}");
+        let _ = writeln!(
+            std::io::stderr(),
+            "{}",
+            report_line(global, args, &cx, &shown)
+        );
     }
     // The state goes with the history (see `Context::finish`).
     std::mem::forget(state);
     cx.finish();
     Ok(Exit::Success)
+}
+
+/// A turn projected, its view rendered, and the read cache drafted beside
+/// it when the turn drafts one.
+struct Turned {
+    p: Projection,
+    view: Rendered,
+    draft: Option<Result<CacheDraft, StoreError>>,
+}
+
+/// Projects the turn, drafting the read cache on the other core when it
+/// can (a first turn reading whole: see [`Context::project_drafting`]),
+/// else as [`project_turn`] does.
+fn turn_with_draft(
+    cx: &mut Context,
+    state: &mut CompressionState,
+    turn: Turn,
+    learn: impl Fn(&mut CompressionState),
+    render: impl Fn(&Context, &Projection) -> Rendered,
+) -> Result<Turned, CliError> {
+    let drafted = cx.project_drafting(state, turn).map(|(mut p, draft)| {
+        let filled = cx.fill_unfilled(&mut p);
+        (p, draft, filled)
+    });
+    match drafted {
+        Some((p, draft, true)) => {
+            let view = render(cx, &p);
+            Ok(Turned {
+                p,
+                view,
+                draft: Some(draft),
+            })
+        }
+        // The words set aside for the view could not be read back: the
+        // turn starts again from the transcript read whole and the state
+        // on disk, nothing written yet.
+        Some((_, draft, false)) => {
+            if let Ok(draft) = draft {
+                draft.discard();
+            }
+            cx.read_whole()?;
+            *state = cx.reload_state()?;
+            learn(state);
+            let (p, view) = project_turn(cx, state, turn, learn, render)?;
+            Ok(Turned {
+                p,
+                view,
+                draft: None,
+            })
+        }
+        None => {
+            let (p, view) = project_turn(cx, state, turn, learn, render)?;
+            Ok(Turned {
+                p,
+                view,
+                draft: None,
+            })
+        }
+    }
+}
+
+/// The warning for history messages left without a ref.
+fn refs_run_out(p: &Projection) -> Option<String> {
+    (p.unnumbered > 0).then(|| {
+        format!(
+            "every ref from m00001 to m99999 is taken: {} message(s) have none, so no Compress call can \
+             name them and they stay in view until cut to fit; a new session numbers from m00001 again",
+            p.unnumbered
+        )
+    })
+}
+
+/// The warning for a recorded figure the gauge set aside as a placeholder.
+fn set_aside_figure(cx: &Context, p: &Projection, state: &CompressionState) -> Option<String> {
+    let mark = p.gauge.set_aside?;
+    let before = (cx.history.get(mark.at))
+        .and_then(|m| state.message_refs.get(&m.id))
+        .map_or(String::new(), |r| format!(" for the response at {r}"));
+    Some(format!(
+        "the transcript records a prompt of {} tokens{before}, less than half of what the \
+         messages that request held come to: set aside as a placeholder, not a provider's count",
+        mark.tokens
+    ))
+}
+
+/// What a turn's report is made from.
+struct Shown<'a> {
+    p: &'a Projection,
+    state: &'a CompressionState,
+    /// Messages in the view as it went out.
+    view_messages: usize,
+    warnings: &'a [String],
+}
+
+/// The report on stderr: the text line, or with `--report json` the
+/// object.
+fn report_line(global: &Global, args: &ProjectArgs, cx: &Context, shown: &Shown) -> String {
+    let (t, settings, p, state) = (cx.transcript(), &cx.settings, shown.p, shown.state);
+    let to = args.to.map_or(t.format.view_format(), view_format);
+    let report = Report {
+        format: t.format.name(),
+        read: cx.read_how(),
+        view_format: to.name(),
+        history_messages: cx.history.len(),
+        view_messages: shown.view_messages,
+        left_out_unpaired: p.dropped_unpaired,
+        figures: p.figures,
+        window_from: settings.window_source(&state.host),
+        tokenizer: cx.config(state).tokenizer.name(),
+        omitted: p.omitted,
+        new_refs: p.new_refs,
+        unnumbered: p.unnumbered,
+        truncated: p.truncation.count,
+        nudge: p.decision.inject.then_some(p.decision.tier),
+        emergency: p.decision.emergency,
+        reason: &p.decision.reason,
+        compactions: &state.host.compactions,
+        state: (!args.dry_run).then(|| cx.session().state_path().display().to_string()),
+        config: settings.file.as_ref().map(|f| f.display().to_string()),
+        warnings: shown.warnings,
+    };
+    match args.report {
+        ReportArg::Json => serde_json::to_string(&report).expect("a report always serializes"),
+        ReportArg::Text => report.line(p.view.len(), global.verbose),
+    }
 }
 
 /// What `project` says of a turn: `--report json` as it stands, the text
