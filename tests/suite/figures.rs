@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{TempDir, noa, testdata};
+use crate::common::{TempDir, between, noa, testdata};
 use crate::compress::collect_texts;
 
 /// `noa ARGS…` on `transcript` with the state in `state`; stdout and stderr.
@@ -23,18 +23,6 @@ fn run(state: &Path, args: &[&str]) -> (String, String) {
         String::from_utf8(out.stdout).unwrap(),
         String::from_utf8(out.stderr).unwrap(),
     )
-}
-
-/// The words after `before` up to the next `after`, in `text`.
-fn between<'a>(text: &'a str, before: &str, after: &str) -> &'a str {
-    let from = text
-        .find(before)
-        .unwrap_or_else(|| panic!("no {before:?} in {text}"))
-        + before.len();
-    let len = text[from..]
-        .find(after)
-        .unwrap_or_else(|| panic!("no {after:?} after {before:?} in {text}"));
-    &text[from..from + len]
 }
 
 /// A figure as noa prints it (`950`, `1.2K`, `39K`, `1.5M`), in tokens.
@@ -212,35 +200,31 @@ fn figure_of(v: &Value) -> String {
     noa::engine::tokens::format(v.as_u64().unwrap() as usize)
 }
 
+/// `transcript` written into a fresh folder, with a state dir beside it,
+/// then every surface checked at `limit`.
+fn in_a_fresh_folder(name: &str, transcript: &str, limit: &str) {
+    let dir = TempDir::new();
+    let path = dir.path().join(name);
+    fs::write(&path, transcript).unwrap();
+    let state = dir.path().join("state");
+    fs::create_dir_all(&state).unwrap();
+    surfaces_agree(&path, &state, limit);
+}
+
 #[test]
 fn a_real_claude_code_session_reads_the_same_everywhere_at_60k_and_200k() {
+    let real = testdata("real/claude-code/long-session-with-compaction.jsonl");
+    let text = fs::read_to_string(real).unwrap();
     for limit in ["60k", "200k"] {
-        let dir = TempDir::new();
-        let path = dir.path().join("session.jsonl");
-        fs::copy(
-            testdata("real/claude-code/long-session-with-compaction.jsonl"),
-            &path,
-        )
-        .unwrap();
-        let state = dir.path().join("state");
-        fs::create_dir_all(&state).unwrap();
-        surfaces_agree(&path, &state, limit);
+        in_a_fresh_folder("session.jsonl", &text, limit);
     }
 }
 
 #[test]
 fn a_generated_loop_reads_the_same_everywhere_at_16k_and_60k() {
     for (limit, turns) in [("16k", 40), ("60k", 160)] {
-        let dir = TempDir::new();
-        let path = dir.path().join("chat.jsonl");
-        fs::write(
-            &path,
-            crate::synth::jsonl(&crate::synth::chat_session(7, turns)),
-        )
-        .unwrap();
-        let state = dir.path().join("state");
-        fs::create_dir_all(&state).unwrap();
-        surfaces_agree(&path, &state, limit);
+        let text = crate::synth::jsonl(&crate::synth::chat_session(7, turns));
+        in_a_fresh_folder("chat.jsonl", &text, limit);
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::common::{TempDir, golden, noa, project, testdata};
+use crate::common::{TempDir, between, golden, noa, project, testdata};
 use crate::compress::{ClaudeCode, SUMMARY, Session, tagged};
 
 /// Fixed clock for archives, so their bytes are the same on every run.
@@ -430,18 +430,6 @@ impl TaskCovered {
             b["reclaimed"].as_u64().unwrap(),
         )
     }
-}
-
-/// The text between `before` and the next `after` in `s`.
-fn between<'a>(s: &'a str, before: &str, after: &str) -> &'a str {
-    let from = s
-        .find(before)
-        .unwrap_or_else(|| panic!("no {before:?} in {s}"))
-        + before.len();
-    let len = s[from..]
-        .find(after)
-        .unwrap_or_else(|| panic!("no {after:?} in {s}"));
-    &s[from..from + len]
 }
 
 #[test]

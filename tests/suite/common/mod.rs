@@ -182,3 +182,15 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The text between `before` and the next `after` in `s`.
+pub fn between<'a>(s: &'a str, before: &str, after: &str) -> &'a str {
+    let from = s
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before:?} in {s}"))
+        + before.len();
+    let len = s[from..]
+        .find(after)
+        .unwrap_or_else(|| panic!("no {after:?} after {before:?} in {s}"));
+    &s[from..from + len]
+}
