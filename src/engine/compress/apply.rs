@@ -145,21 +145,65 @@ struct Span<'r> {
 
 /// Applies a Compress call. Pure: writes nothing.
 pub fn apply(input: &ApplyInput) -> ApplyOutcome {
-    let (view, state) = (input.view, input.state);
+    let state = input.state;
     if input.ranges.is_empty() {
         return ApplyOutcome::rejected(state, vec![NO_RANGES.to_string()], Vec::new(), false);
     }
-    let resolver = Resolver::new(view, state, input.carry);
-    let exchanges = exchange::spans(view);
-    let mut errors = Vec::new();
-    let mut warnings = Vec::new();
+    let resolver = Resolver::new(input.view, state, input.carry);
+    let exchanges = exchange::spans(input.view);
+    let resolved = resolve_ranges(input, &resolver, &exchanges);
+    if resolved.spans.is_empty() {
+        return nothing_resolved(input, resolved);
+    }
+    let mut notes = resolved.notes;
+    let kept = drop_overlaps(resolved.spans, &mut notes.warnings);
+    if !input.replay
+        && !kept.iter().any(|s| s.names_block)
+        && let Err(e) = size_gate(input, &resolver, &kept)
+    {
+        notes.errors.push(e);
+        return ApplyOutcome::rejected(state, notes.errors, notes.warnings, true);
+    }
+    let zone = if input.replay {
+        IdSet::default()
+    } else {
+        zone::protected_ids(input.view, state, input.config)
+    };
+    Builder::new(input, resolver, exchanges, &zone).build_all(&kept, notes)
+}
+
+/// Errors and warnings gathered over a call, in the order they arose.
+#[derive(Default)]
+struct Notes {
+    errors: Vec<String>,
+    warnings: Vec<String>,
+}
+
+/// The requested ranges resolved against the view, each widened to whole
+/// tool exchanges, with what went wrong for the others.
+struct ResolvedRanges<'r> {
+    spans: Vec<Span<'r>>,
+    notes: Notes,
+    /// How many ranges named a ref unknown to this session.
+    unknown: usize,
+}
+
+/// Resolves every requested range against the view the model saw and
+/// widens it to whole tool exchanges; a range that does not resolve becomes
+/// an error naming it.
+fn resolve_ranges<'r>(
+    input: &ApplyInput<'r>,
+    resolver: &Resolver,
+    exchanges: &[(usize, usize)],
+) -> ResolvedRanges<'r> {
+    let mut notes = Notes::default();
     let mut spans = Vec::new();
     let mut unknown = 0;
     for r in input.ranges {
         match resolver.resolve(&r.start, &r.end) {
             Ok(res) => {
-                warnings.extend(res.warnings);
-                let (start, end) = exchange::snap(&exchanges, res.start, res.end);
+                notes.warnings.extend(res.warnings);
+                let (start, end) = exchange::snap(exchanges, res.start, res.end);
                 spans.push(Span {
                     range: r,
                     start,
@@ -169,7 +213,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
             }
             Err(e) => {
                 unknown += usize::from(matches!(e, Unresolved::Unknown(_)));
-                errors.push(format!(
+                notes.errors.push(format!(
                     "{}..{}: {}",
                     r.start.trim(),
                     r.end.trim(),
@@ -178,20 +222,35 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
             }
         }
     }
-    if spans.is_empty() {
-        if unknown == input.ranges.len() {
-            errors = vec![format!(
-                "None of the {n} requested range(s) resolved: every ref is unknown to this session, and refs are never renumbered. Use refs shown in the current view. [diagnostics: highest ref {high}, unknown ranges {unknown}/{n}, {c} compression(s), {b} block(s)]",
-                n = input.ranges.len(),
-                high = index_to_ref(state.message_refs.highest_used())
-                    .unwrap_or_else(|| "none".into()),
-                c = state.stats.compression_count,
-                b = state.blocks.len(),
-            )];
-        }
-        return ApplyOutcome::rejected(state, errors, warnings, true);
+    ResolvedRanges {
+        spans,
+        notes,
+        unknown,
     }
+}
 
+/// The rejection of a call none of whose ranges resolved. When every ref
+/// was unknown, one error says so, with figures to diagnose it by, in place
+/// of an error per range.
+fn nothing_resolved(input: &ApplyInput, resolved: ResolvedRanges) -> ApplyOutcome {
+    let state = input.state;
+    let mut errors = resolved.notes.errors;
+    if resolved.unknown == input.ranges.len() {
+        errors = vec![format!(
+            "None of the {n} requested range(s) resolved: every ref is unknown to this session, and refs are never renumbered. Use refs shown in the current view. [diagnostics: highest ref {high}, unknown ranges {unknown}/{n}, {c} compression(s), {b} block(s)]",
+            n = input.ranges.len(),
+            high = index_to_ref(state.message_refs.highest_used()).unwrap_or_else(|| "none".into()),
+            unknown = resolved.unknown,
+            c = state.stats.compression_count,
+            b = state.blocks.len(),
+        )];
+    }
+    ApplyOutcome::rejected(state, errors, resolved.notes.warnings, true)
+}
+
+/// The spans in view order with overlaps dropped: the earlier range takes
+/// precedence, and each one skipped is a warning.
+fn drop_overlaps<'r>(mut spans: Vec<Span<'r>>, warnings: &mut Vec<String>) -> Vec<Span<'r>> {
     spans.sort_by_key(|s| (s.start, s.end));
     let mut kept: Vec<Span> = Vec::with_capacity(spans.len());
     for s in spans {
@@ -204,7 +263,14 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
             _ => kept.push(s),
         }
     }
+    kept
+}
 
+/// The size gate: the ranges together must hold enough addressable
+/// content, counted from the originals, to be worth a block. Returns the
+/// error when they do not.
+fn size_gate(input: &ApplyInput, resolver: &Resolver, kept: &[Span]) -> Result<(), String> {
+    let state = input.state;
     let addressable =
         |m: &CoreMessage| !resolver.covered(&m.id) && state.message_refs.usable(&m.id).is_some();
     let original_chars = |m: &CoreMessage| {
@@ -213,79 +279,30 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
             .get(m.id.as_str())
             .map_or_else(|| tokens::chars(&m.text), |o| o.tally().chars())
     };
-    if !input.replay && !kept.iter().any(|s| s.names_block) {
-        let min = input.config.compress.min_compress_range;
-        // Counted only until the gate is passed: the figure is shown only
-        // when it is not, and a call over most of a long history need not
-        // count it all.
-        let chars = kept
-            .iter()
-            .flat_map(|s| &view[s.start..=s.end])
-            .filter(|m| addressable(m))
-            .map(original_chars)
-            .try_fold(0, |sum, n| match sum + n {
-                sum if sum > 0 && sum >= min => Err(sum),
-                sum => Ok(sum),
-            })
-            .unwrap_or_else(|passed| passed);
-        if chars == 0 {
-            errors.push("Every requested range is already compressed: its content is covered by an active block.".into());
-            return ApplyOutcome::rejected(state, errors, warnings, true);
-        }
-        if chars < min {
-            errors.push(format!(
-                "Total compressible content too small ({chars} chars across {} range(s), min {min}). Combine more messages into fewer, larger ranges.",
-                kept.len()
-            ));
-            return ApplyOutcome::rejected(state, errors, warnings, true);
-        }
+    let min = input.config.compress.min_compress_range;
+    // Counted only until the gate is passed: the figure is shown only
+    // when it is not, and a call over most of a long history need not
+    // count it all.
+    let chars = kept
+        .iter()
+        .flat_map(|s| &input.view[s.start..=s.end])
+        .filter(|m| addressable(m))
+        .map(original_chars)
+        .try_fold(0, |sum, n| match sum + n {
+            sum if sum > 0 && sum >= min => Err(sum),
+            sum => Ok(sum),
+        })
+        .unwrap_or_else(|passed| passed);
+    if chars == 0 {
+        return Err("Every requested range is already compressed: its content is covered by an active block.".into());
     }
-
-    let zone = if input.replay {
-        IdSet::default()
-    } else {
-        zone::protected_ids(view, state, input.config)
-    };
-    let builder = Builder {
-        input,
-        state,
-        cfg: input.config,
-        resolver,
-        exchanges,
-        zone: &zone,
-        task: task_index(view).map(|i| view[i].id.as_str()),
-    };
-    let mut next_id = state.next_block_id;
-    let mut out = Built::default();
-    for s in &kept {
-        match builder.build(s, &mut next_id, &mut out) {
-            Ok(()) => {}
-            Err(e) => errors.push(format!(
-                "{}..{}: {e}",
-                s.range.start.trim(),
-                s.range.end.trim()
-            )),
-        }
+    if chars < min {
+        return Err(format!(
+            "Total compressible content too small ({chars} chars across {} range(s), min {min}). Combine more messages into fewer, larger ranges.",
+            kept.len()
+        ));
     }
-    warnings.extend(std::mem::take(&mut out.warnings));
-    if out.created.is_empty() {
-        let at_fault = out.range_fault;
-        return ApplyOutcome {
-            surviving: out.surviving,
-            absorbed_tier: out.absorbed_tier,
-            ..ApplyOutcome::rejected(state, errors, warnings, at_fault)
-        };
-    }
-    ApplyOutcome {
-        next_block_id: next_id,
-        created: out.created,
-        archives: out.archives,
-        errors,
-        warnings,
-        surviving: out.surviving,
-        absorbed_tier: out.absorbed_tier,
-        ranges_at_fault: false,
-    }
+    Ok(())
 }
 
 #[derive(Default)]
@@ -328,6 +345,68 @@ impl Fold<'_> {
 }
 
 impl<'a> Builder<'a> {
+    /// A builder for one call's ranges; `zone` is the recent zone they must
+    /// leave visible (empty for a replay).
+    fn new(
+        input: &'a ApplyInput<'a>,
+        resolver: Resolver<'a>,
+        exchanges: Vec<(usize, usize)>,
+        zone: &'a IdSet<'a>,
+    ) -> Self {
+        let view = input.view;
+        Builder {
+            input,
+            state: input.state,
+            cfg: input.config,
+            resolver,
+            exchanges,
+            zone,
+            task: task_index(view).map(|i| view[i].id.as_str()),
+        }
+    }
+
+    /// Builds each kept span's block and archive, numbering the blocks on
+    /// from the state's counter, and gathers the outcome: the blocks made,
+    /// or a rejection when none was.
+    fn build_all(&self, kept: &[Span], notes: Notes) -> ApplyOutcome {
+        let state = self.state;
+        let Notes {
+            mut errors,
+            mut warnings,
+        } = notes;
+        let mut next_id = state.next_block_id;
+        let mut out = Built::default();
+        for s in kept {
+            match self.build(s, &mut next_id, &mut out) {
+                Ok(()) => {}
+                Err(e) => errors.push(format!(
+                    "{}..{}: {e}",
+                    s.range.start.trim(),
+                    s.range.end.trim()
+                )),
+            }
+        }
+        warnings.extend(std::mem::take(&mut out.warnings));
+        if out.created.is_empty() {
+            let at_fault = out.range_fault;
+            return ApplyOutcome {
+                surviving: out.surviving,
+                absorbed_tier: out.absorbed_tier,
+                ..ApplyOutcome::rejected(state, errors, warnings, at_fault)
+            };
+        }
+        ApplyOutcome {
+            next_block_id: next_id,
+            created: out.created,
+            archives: out.archives,
+            errors,
+            warnings,
+            surviving: out.surviving,
+            absorbed_tier: out.absorbed_tier,
+            ranges_at_fault: false,
+        }
+    }
+
     /// Builds one range's block and archive, or says why not.
     fn build(&self, s: &Span, next_id: &mut u64, out: &mut Built) -> Result<(), String> {
         let view = self.input.view;

@@ -160,59 +160,83 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             cuts: &none,
             carry: carry.as_ref(),
         };
-        let replay = match &call.panel {
-            Some(panel) if block_count(panel) == 0 => {
-                keep_rejection(&mut state, &at, panel);
-                Replay {
-                    call_id: call.call_id.clone(),
-                    outcome: ReplayOutcome::Skipped("its recorded result shows no block".into()),
-                    warnings: Vec::new(),
-                }
-            }
-            Some(panel) => {
-                let (replay, made) = replay_recorded(&mut state, &at, panel);
-                archives.extend(made);
-                replay
-            }
-            None => {
-                // Never answered in the transcript (the host lost it, or the
-                // call is the last thing in it): answered as asked, and the
-                // answer kept, so the host's `apply` of it changes nothing.
-                let answer = answer(
-                    std::mem::replace(&mut state, CompressionState::new("")),
-                    &at,
-                );
-                let mut warnings = outcome_notes(&answer.outcome);
-                warnings.push("no recorded result: replayed as asked".into());
-                let blocks: Vec<String> = made_ids(&answer.outcome);
-                archives.extend(answer.outcome.archives);
-                state = answer.state;
-                Replay {
-                    call_id: call.call_id.clone(),
-                    outcome: if blocks.is_empty() {
-                        ReplayOutcome::Skipped("the replay made no block".into())
-                    } else {
-                        ReplayOutcome::Replayed { blocks }
-                    },
-                    warnings,
-                }
-            }
-        };
+        let (replay, made) = replay_call(&mut state, &at, call.panel.as_deref());
+        archives.extend(made);
         replays.push(replay);
     }
     if user_spoke(&history[since..]) {
         state.host.consecutive_failures = 0;
     }
-    // Refs for the whole history, in the order the live run handed them out.
+    take_whole_history_refs(&mut state, input, &sections);
+    Rebuilt {
+        state,
+        archives,
+        replays,
+    }
+}
+
+/// Replays one recorded call by what its recorded result shows: none (a
+/// rejection, whose books are kept), blocks (remade), or no result at all.
+/// Returns the replay and the archives of the blocks it made.
+fn replay_call(
+    state: &mut CompressionState,
+    at: &CallInput,
+    panel: Option<&str>,
+) -> (Replay, Vec<ArchiveFile>) {
+    match panel {
+        Some(panel) if block_count(panel) == 0 => {
+            keep_rejection(state, at, panel);
+            let replay = Replay {
+                call_id: at.call_id.to_string(),
+                outcome: ReplayOutcome::Skipped("its recorded result shows no block".into()),
+                warnings: Vec::new(),
+            };
+            (replay, Vec::new())
+        }
+        Some(panel) => replay_recorded(state, at, panel),
+        None => replay_unanswered(state, at),
+    }
+}
+
+/// A call never answered in the transcript (the host lost it, or the call
+/// is the last thing in it): answered as asked, and the answer kept, so the
+/// host's `apply` of it changes nothing. Returns the replay and the
+/// archives of its blocks.
+fn replay_unanswered(state: &mut CompressionState, at: &CallInput) -> (Replay, Vec<ArchiveFile>) {
+    let answer = answer(std::mem::replace(state, CompressionState::new("")), at);
+    let mut warnings = outcome_notes(&answer.outcome);
+    warnings.push("no recorded result: replayed as asked".into());
+    let blocks: Vec<String> = made_ids(&answer.outcome);
+    *state = answer.state;
+    let replay = Replay {
+        call_id: at.call_id.to_string(),
+        outcome: if blocks.is_empty() {
+            ReplayOutcome::Skipped("the replay made no block".into())
+        } else {
+            ReplayOutcome::Replayed { blocks }
+        },
+        warnings,
+    };
+    (replay, answer.outcome.archives)
+}
+
+/// Gives the rebuilt state refs for the whole history, in the order the
+/// live run handed them out, and each block the activity a projection of
+/// the whole history leaves it with (found on a copy of the state).
+fn take_whole_history_refs(
+    state: &mut CompressionState,
+    input: &RebuildInput,
+    sections: &Sections,
+) {
     let mut scratch = state.clone();
     project(
         &mut scratch,
         &TurnInput {
-            history,
+            history: input.history,
             config: input.config,
             input_tokens: None,
             recorded: input.recorded,
-            sections: &sections,
+            sections,
             force_nudge: false,
             for_call: true,
             cuts: &IdMap::default(),
@@ -228,11 +252,6 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
         .collect();
     for b in &mut state.blocks {
         b.active = active.contains(b.block_id.as_str());
-    }
-    Rebuilt {
-        state,
-        archives,
-        replays,
     }
 }
 
@@ -542,6 +561,14 @@ fn replay_ranges(
 /// the repeat guard refuses. Creation times, pacing and counters are not
 /// compared: they follow the turns, which a log does not record.
 pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<String> {
+    let mut out = block_differences(live, rebuilt);
+    out.extend(book_differences(live, rebuilt));
+    out
+}
+
+/// How the two states' blocks differ, block by block in id order: blocks
+/// only one of them has, and the fields that differ where both have one.
+fn block_differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<String> {
     let mut out = Vec::new();
     let by_id = |s: &CompressionState| -> HashMap<String, Block> {
         s.blocks
@@ -568,50 +595,59 @@ pub fn differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<S
             )),
             (Some(_), None) => out.push(format!("{id}: in the state on disk, not rebuilt")),
             (None, Some(_)) => out.push(format!("{id}: rebuilt, not in the state on disk")),
-            (Some(x), Some(y)) => {
-                let fields: [(&str, String, String); 10] = [
-                    ("tier", x.tier.to_string(), y.tier.to_string()),
-                    ("topic", x.topic.clone(), y.topic.clone()),
-                    ("summary", x.summary.clone(), y.summary.clone()),
-                    (
-                        "span",
-                        format!("{}–{}", x.start_ref, x.end_ref),
-                        format!("{}–{}", y.start_ref, y.end_ref),
-                    ),
-                    ("active", x.active.to_string(), y.active.to_string()),
-                    (
-                        "messages",
-                        x.direct_message_ids.join(","),
-                        y.direct_message_ids.join(","),
-                    ),
-                    (
-                        "coverage",
-                        x.effective_message_ids.join(","),
-                        y.effective_message_ids.join(","),
-                    ),
-                    (
-                        "absorbed",
-                        x.direct_block_ids.join(","),
-                        y.direct_block_ids.join(","),
-                    ),
-                    ("archive", x.archive_rel.clone(), y.archive_rel.clone()),
-                    (
-                        "call",
-                        x.compress_call_id.clone(),
-                        y.compress_call_id.clone(),
-                    ),
-                ];
-                for (name, l, r) in fields {
-                    if l != r {
-                        out.push(format!(
-                            "{id}: {name} differs ({l:.60} on disk, {r:.60} rebuilt)"
-                        ));
-                    }
-                }
-            }
+            (Some(x), Some(y)) => out.extend(field_differences(id, x, y)),
             (None, None) => {}
         }
     }
+    out
+}
+
+/// The fields in which two versions of block `id` differ, `x` on disk and
+/// `y` rebuilt, each shown cut to 60 characters.
+fn field_differences(id: &str, x: &Block, y: &Block) -> Vec<String> {
+    let fields: [(&str, String, String); 10] = [
+        ("tier", x.tier.to_string(), y.tier.to_string()),
+        ("topic", x.topic.clone(), y.topic.clone()),
+        ("summary", x.summary.clone(), y.summary.clone()),
+        (
+            "span",
+            format!("{}–{}", x.start_ref, x.end_ref),
+            format!("{}–{}", y.start_ref, y.end_ref),
+        ),
+        ("active", x.active.to_string(), y.active.to_string()),
+        (
+            "messages",
+            x.direct_message_ids.join(","),
+            y.direct_message_ids.join(","),
+        ),
+        (
+            "coverage",
+            x.effective_message_ids.join(","),
+            y.effective_message_ids.join(","),
+        ),
+        (
+            "absorbed",
+            x.direct_block_ids.join(","),
+            y.direct_block_ids.join(","),
+        ),
+        ("archive", x.archive_rel.clone(), y.archive_rel.clone()),
+        (
+            "call",
+            x.compress_call_id.clone(),
+            y.compress_call_id.clone(),
+        ),
+    ];
+    fields
+        .into_iter()
+        .filter(|(_, l, r)| l != r)
+        .map(|(name, l, r)| format!("{id}: {name} differs ({l:.60} on disk, {r:.60} rebuilt)"))
+        .collect()
+}
+
+/// How the two states' books differ beyond their blocks: refs, the block
+/// counter, and the batches the repeat guard refuses.
+fn book_differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<String> {
+    let mut out = Vec::new();
     let refs_differ = live
         .message_refs
         .by_id()

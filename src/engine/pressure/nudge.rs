@@ -134,174 +134,287 @@ pub fn ready(pending: [usize; 3]) -> String {
 
 /// Decides whether this turn's view gets a nudge.
 pub fn decide(input: &DecideInput) -> Decision {
-    let cfg = input.config;
-    let limit = cfg.context_limit.max(1);
-    let usage = input.tokens as f64 / limit as f64;
-    let n = &cfg.nudge;
-    let emergency = usage >= n.emergency_threshold_pct;
-    // In the band, a turn as large as the largest seen lately would carry
-    // the request (and the nudge it would then need) past the window, where
-    // old output gets cut and the cached prefix breaks: ask now.
-    let step = expected_step(input.nudge, input.tokens);
-    let short_of_room =
-        usage >= n.min_context_limit_pct && input.tokens + step + input.nudge_cost[0] >= limit;
-    let pressure = emergency || usage >= n.max_context_limit_pct || short_of_room;
-    let tiers: &[u8] = match cfg.max_tier() {
-        1 => &[1],
-        2 => &[1, 2],
-        _ => &[1, 2, 3],
-    };
-    let net =
-        |t: u8| input.pending[t as usize - 1].saturating_sub(input.nudge_cost[t as usize - 1]);
-    let pct = (usage * 100.0).round() as usize;
-    let decision = |inject: bool, tier: u8, reason: String| Decision {
-        inject,
-        tier,
-        emergency,
-        pressure,
-        reason,
-    };
+    let reading = Reading::new(input);
+    if reading.pressure {
+        return under_pressure(&reading);
+    }
+    if reading.usage < input.config.nudge.min_context_limit_pct {
+        return reading.hold(
+            1,
+            format!("below the nudge band at {}% of the budget", reading.pct),
+        );
+    }
+    in_growth_band(&reading)
+}
 
-    if pressure {
-        let min = min_benefit(cfg);
-        // Tier 1 keeps the summaries already in the prefix; a higher tier
-        // rewrites the request from its oldest block. So tier 1 goes first
-        // whenever it alone brings the view back under the band.
-        let band = (limit as f64 * n.min_context_limit_pct) as usize;
-        let best = if net(1) >= min && input.tokens.saturating_sub(net(1)) <= band {
-            1
-        } else {
-            tiers
-                .iter()
-                .copied()
-                .max_by_key(|&t| (net(t), std::cmp::Reverse(t)))
-                .unwrap_or(1)
+/// What a decision weighs, worked out once from its input: how full the
+/// window is, which band that puts the view in, and the tiers allowed.
+struct Reading<'a> {
+    input: &'a DecideInput<'a>,
+    /// The window, at least 1.
+    limit: usize,
+    /// The view's share of the window.
+    usage: f64,
+    /// `usage` as a whole percentage, for reasons.
+    pct: usize,
+    /// At or above the emergency threshold.
+    emergency: bool,
+    /// Under pressure: no pacing, a nudge whenever it pays.
+    pressure: bool,
+    /// How much the next turn may add ([`expected_step`]).
+    step: usize,
+    /// The tiers the settings allow, lowest first.
+    tiers: &'static [u8],
+}
+
+impl<'a> Reading<'a> {
+    /// Reads the input: the view's share of the window and its band.
+    fn new(input: &'a DecideInput<'a>) -> Self {
+        let cfg = input.config;
+        let limit = cfg.context_limit.max(1);
+        let usage = input.tokens as f64 / limit as f64;
+        let n = &cfg.nudge;
+        let emergency = usage >= n.emergency_threshold_pct;
+        // In the band, a turn as large as the largest seen lately would carry
+        // the request (and the nudge it would then need) past the window, where
+        // old output gets cut and the cached prefix breaks: ask now.
+        let step = expected_step(input.nudge, input.tokens);
+        let short_of_room =
+            usage >= n.min_context_limit_pct && input.tokens + step + input.nudge_cost[0] >= limit;
+        let pressure = emergency || usage >= n.max_context_limit_pct || short_of_room;
+        let tiers: &'static [u8] = match cfg.max_tier() {
+            1 => &[1],
+            2 => &[1, 2],
+            _ => &[1, 2, 3],
         };
-        let why = if usage >= n.max_context_limit_pct || emergency {
-            format!("pressure at {pct}% of the budget before this turn's cuts")
-        } else {
-            format!(
-                "pressure at {pct}% of the budget before this turn's cuts: a turn of {} would fill it",
-                format(step)
-            )
-        };
-        if net(best) >= min {
-            return decision(
-                true,
-                best,
-                format!("{why}: tier {best} reclaims {}", format(net(best))),
-            );
+        Reading {
+            input,
+            limit,
+            usage,
+            pct: (usage * 100.0).round() as usize,
+            emergency,
+            pressure,
+            step,
+            tiers,
         }
-        return decision(
-            false,
+    }
+
+    /// What tier `t` would reclaim, net of its own nudge's size.
+    fn net(&self, t: u8) -> usize {
+        let i = t as usize - 1;
+        self.input.pending[i].saturating_sub(self.input.nudge_cost[i])
+    }
+
+    /// A decision to append a nudge asking for `tier`.
+    fn send(&self, tier: u8, reason: String) -> Decision {
+        Decision {
+            inject: true,
+            tier,
+            emergency: self.emergency,
+            pressure: self.pressure,
+            reason,
+        }
+    }
+
+    /// A decision to append no nudge (`tier` is the one that was weighed).
+    fn hold(&self, tier: u8, reason: String) -> Decision {
+        Decision {
+            inject: false,
+            ..self.send(tier, reason)
+        }
+    }
+}
+
+/// Under pressure there is no pacing: a nudge goes out whenever the best
+/// tier would reclaim at least the minimum benefit.
+fn under_pressure(r: &Reading) -> Decision {
+    let cfg = r.input.config;
+    let n = &cfg.nudge;
+    let min = min_benefit(cfg);
+    let best = pressure_tier(r, min);
+    let pct = r.pct;
+    let why = if r.usage >= n.max_context_limit_pct || r.emergency {
+        format!("pressure at {pct}% of the budget before this turn's cuts")
+    } else {
+        format!(
+            "pressure at {pct}% of the budget before this turn's cuts: a turn of {} would fill it",
+            format(r.step)
+        )
+    };
+    if r.net(best) >= min {
+        return r.send(
             best,
+            format!("{why}: tier {best} reclaims {}", format(r.net(best))),
+        );
+    }
+    r.hold(
+        best,
+        format!(
+            "{why} but the best tier reclaims only {} (< {} minimum benefit)",
+            format(r.net(best)),
+            format(min)
+        ),
+    )
+}
+
+/// The tier a pressure nudge asks for: the one that reclaims most, the
+/// lower on a tie.
+fn pressure_tier(r: &Reading, min: usize) -> u8 {
+    // Tier 1 keeps the summaries already in the prefix; a higher tier
+    // rewrites the request from its oldest block. So tier 1 goes first
+    // whenever it alone brings the view back under the band.
+    let band = (r.limit as f64 * r.input.config.nudge.min_context_limit_pct) as usize;
+    if r.net(1) >= min && r.input.tokens.saturating_sub(r.net(1)) <= band {
+        return 1;
+    }
+    r.tiers
+        .iter()
+        .copied()
+        .max_by_key(|&t| (r.net(t), std::cmp::Reverse(t)))
+        .unwrap_or(1)
+}
+
+/// The figures growth pacing weighs a nudge against.
+struct GrowthPacing {
+    /// Pending work that makes a growth nudge worth it ([`growth_unit`]).
+    unit: usize,
+    /// Growth needed between two nudges ([`cadence`]).
+    cadence: usize,
+    /// The least a nudge must reclaim ([`min_benefit`]).
+    min_benefit: usize,
+}
+
+/// In the band without pressure, nudges are paced by growth: one when the
+/// context has grown a cadence step since the last, or on first sight of a
+/// large backlog. Tier 1 goes first; a higher tier only when it is due.
+fn in_growth_band(r: &Reading) -> Decision {
+    let input = r.input;
+    let cfg = input.config;
+    let pacing = GrowthPacing {
+        unit: growth_unit(cfg),
+        cadence: cadence(cfg),
+        min_benefit: min_benefit(cfg),
+    };
+    let stamps = input.nudge;
+    let grown = input.tokens.saturating_sub(pacing_reference(input));
+    let first_sight = stamps.last_nudge_shown_tokens == 0
+        && stamps.last_per_message_nudge_tokens == 0
+        && input.pending.iter().max().copied().unwrap_or(0) >= pacing.unit;
+    if !first_sight && grown < pacing.cadence {
+        return r.hold(
+            1,
             format!(
-                "{why} but the best tier reclaims only {} (< {} minimum benefit)",
-                format(net(best)),
-                format(min)
+                "below cadence: grew {} of {} since last nudge",
+                format(grown),
+                format(pacing.cadence)
             ),
         );
     }
-    if usage < n.min_context_limit_pct {
-        return decision(
-            false,
+    if r.net(1) >= pacing.unit {
+        return r.send(
             1,
-            format!("below the nudge band at {pct}% of the budget"),
+            format!(
+                "growth: tier 1 has {} pending (>= {})",
+                format(input.pending[0]),
+                format(pacing.unit)
+            ),
         );
     }
-    let unit = growth_unit(cfg);
-    let step = cadence(cfg);
+    higher_tier(r, &pacing)
+}
+
+/// The size growth is measured from: the last nudge shown, else the
+/// baseline pacing began at, else this view itself (no growth yet).
+fn pacing_reference(input: &DecideInput) -> usize {
     let stamps = input.nudge;
-    let reference = [
+    [
         stamps.last_nudge_shown_tokens,
         stamps.last_per_message_nudge_tokens,
         input.tokens,
     ]
     .into_iter()
     .find(|&t| t > 0)
-    .unwrap_or(input.tokens);
-    let grown = input.tokens.saturating_sub(reference);
-    let first_sight = stamps.last_nudge_shown_tokens == 0
-        && stamps.last_per_message_nudge_tokens == 0
-        && input.pending.iter().max().copied().unwrap_or(0) >= unit;
-    if !first_sight && grown < step {
-        return decision(
-            false,
-            1,
-            format!(
-                "below cadence: grew {} of {} since last nudge",
-                format(grown),
-                format(step)
-            ),
-        );
-    }
-    if net(1) >= unit {
-        return decision(
-            true,
-            1,
-            format!(
-                "growth: tier 1 has {} pending (>= {})",
-                format(input.pending[0]),
-                format(unit)
-            ),
-        );
-    }
-    let min = min_benefit(cfg);
+    .unwrap_or(input.tokens)
+}
+
+/// A growth nudge for the first higher tier that is due and not held back,
+/// or no nudge, with what held each back.
+fn higher_tier(r: &Reading, pacing: &GrowthPacing) -> Decision {
     let mut blocked = Vec::new();
-    for &t in tiers.iter().filter(|&&t| t >= 2) {
-        let (count, trigger) = match t {
-            2 => (input.block_counts[0], cfg.tiers.tier2_trigger),
-            _ => (input.block_counts[1], cfg.tiers.tier3_trigger),
-        };
-        let bigger_than_lower =
-            (1..t).all(|lower| input.pending[t as usize - 1] > input.pending[lower as usize - 1]);
-        let by_count = count >= trigger;
-        let by_size = input.pending[t as usize - 1] as f64
-            >= unit as f64 * n.tier2_growth_multiplier
-            && bigger_than_lower;
-        if !(by_count || by_size) {
-            continue;
+    for &t in r.tiers.iter().filter(|&&t| t >= 2) {
+        match weigh_higher_tier(r, t, pacing) {
+            TierCheck::NotDue => {}
+            TierCheck::Blocked(why) => blocked.push(why),
+            TierCheck::Ready { count } => {
+                return r.send(
+                    t,
+                    format!(
+                        "growth: tier {t} ready ({count} block(s), {} pending)",
+                        format(r.input.pending[t as usize - 1])
+                    ),
+                );
+            }
         }
-        let floor = (limit as f64 * CONSOLIDATION_SHARE) as usize;
-        if input.pending[t as usize - 1] < floor {
-            blocked.push(format!(
-                "T{t} (its summaries hold {} < {}, cheaper kept)",
-                format(input.pending[t as usize - 1]),
-                format(floor)
-            ));
-            continue;
-        }
-        if net(t) < min {
-            blocked.push(format!(
-                "T{t} (reclaims {} < {})",
-                format(net(t)),
-                format(min)
-            ));
-            continue;
-        }
-        let last = stamps
-            .last_shown_by_tier
-            .get(&t.to_string())
-            .copied()
-            .unwrap_or(0);
-        if last != 0 && input.tokens.saturating_sub(last) < step {
-            blocked.push(format!("T{t} (cadence)"));
-            continue;
-        }
-        return decision(
-            true,
-            t,
-            format!(
-                "growth: tier {t} ready ({count} block(s), {} pending)",
-                format(input.pending[t as usize - 1])
-            ),
-        );
     }
     if blocked.is_empty() {
-        decision(false, 1, "growth ready but no tier qualifies".into())
+        r.hold(1, "growth ready but no tier qualifies".into())
     } else {
-        decision(false, 1, format!("blocked: {}", blocked.join(", ")))
+        r.hold(1, format!("blocked: {}", blocked.join(", ")))
     }
+}
+
+/// Where one higher tier stands in the growth band.
+enum TierCheck {
+    /// Neither its block count nor its size calls for it.
+    NotDue,
+    /// Due, but held back, with why (as a `blocked:` reason lists it).
+    Blocked(String),
+    /// Due and worth a nudge; `count` is its block count.
+    Ready { count: usize },
+}
+
+/// Whether tier `t` (2 or 3) is due, by block count or by size, and
+/// whether it is worth folding now.
+fn weigh_higher_tier(r: &Reading, t: u8, pacing: &GrowthPacing) -> TierCheck {
+    let input = r.input;
+    let cfg = input.config;
+    let (count, trigger) = match t {
+        2 => (input.block_counts[0], cfg.tiers.tier2_trigger),
+        _ => (input.block_counts[1], cfg.tiers.tier3_trigger),
+    };
+    let pending = input.pending[t as usize - 1];
+    let bigger_than_lower = (1..t).all(|lower| pending > input.pending[lower as usize - 1]);
+    let by_count = count >= trigger;
+    let by_size = pending as f64 >= pacing.unit as f64 * cfg.nudge.tier2_growth_multiplier
+        && bigger_than_lower;
+    if !(by_count || by_size) {
+        return TierCheck::NotDue;
+    }
+    let floor = (r.limit as f64 * CONSOLIDATION_SHARE) as usize;
+    if pending < floor {
+        return TierCheck::Blocked(format!(
+            "T{t} (its summaries hold {} < {}, cheaper kept)",
+            format(pending),
+            format(floor)
+        ));
+    }
+    if r.net(t) < pacing.min_benefit {
+        return TierCheck::Blocked(format!(
+            "T{t} (reclaims {} < {})",
+            format(r.net(t)),
+            format(pacing.min_benefit)
+        ));
+    }
+    let last = input
+        .nudge
+        .last_shown_by_tier
+        .get(&t.to_string())
+        .copied()
+        .unwrap_or(0);
+    if last != 0 && input.tokens.saturating_sub(last) < pacing.cadence {
+        return TierCheck::Blocked(format!("T{t} (cadence)"));
+    }
+    TierCheck::Ready { count }
 }
 
 /// Updates the pacing stamps after a decision. A view that shrank by more

@@ -74,6 +74,52 @@ pub fn recommend(
     cfg: &Config,
     chars: &dyn Fn(&CoreMessage) -> usize,
 ) -> Recommendation {
+    let found = find_runs(&RunSearch {
+        view,
+        state,
+        covered,
+        cfg,
+        chars,
+    });
+    let ranges = offered_ranges(found.runs, cfg);
+    let blocks = active_block_spans(state);
+    let tier_blocks = [blocks_of_tier(state, 1), blocks_of_tier(state, 2)];
+    let pending = pending_tokens(&ranges, &tier_blocks, state, cfg);
+    Recommendation {
+        ranges,
+        protected: found.protected,
+        blocks,
+        pending,
+        tier_blocks,
+    }
+}
+
+/// The view and what [`recommend`] was given to read it with.
+struct RunSearch<'a> {
+    view: &'a [CoreMessage],
+    state: &'a CompressionState,
+    covered: &'a dyn Fn(&str) -> bool,
+    cfg: &'a Config,
+    chars: &'a dyn Fn(&CoreMessage) -> usize,
+}
+
+/// The view cut into compressible runs and protected runs, oldest first.
+struct FoundRuns {
+    runs: Vec<Run>,
+    protected: Vec<ProtectedRange>,
+}
+
+/// Walks the view once: addressable messages outside the recent zone and
+/// not yet compressed form runs; the recent zone forms protected runs;
+/// anything else is a gap that starts a new segment.
+fn find_runs(search: &RunSearch) -> FoundRuns {
+    let RunSearch {
+        view,
+        state,
+        covered,
+        cfg,
+        chars,
+    } = *search;
     let zone = zone::protected_ids(view, state, cfg);
     let mut runs: Vec<Run> = Vec::new();
     let mut protected: Vec<ProtectedRange> = Vec::new();
@@ -124,18 +170,27 @@ pub fn recommend(
         run.info.holds_task |= Some(m.id.as_str()) == first_user;
     }
     runs.extend(open);
+    FoundRuns { runs, protected }
+}
 
+/// The ranges offered: runs merged up to the size gate and a share of the
+/// window, without the fragments too small to be worth a block.
+fn offered_ranges(runs: Vec<Run>, cfg: &Config) -> Vec<RangeInfo> {
     let min_chars = cfg.compress.min_compress_range;
     let target = (cfg.context_limit as f64 * RANGE_SHARE) as usize;
     // Inside the recent zone only an output big enough to pass the size
     // gate on its own is offered: a small one would cost a block, a summary
     // and a panel line for little room.
-    let ranges: Vec<RangeInfo> = merge_to_threshold(runs, min_chars, target)
+    merge_to_threshold(runs, min_chars, target)
         .into_iter()
         .filter(|r| r.info.tokens >= VIABLE_RANGE_MIN_TOKENS)
         .filter(|r| !r.in_zone || r.info.chars >= min_chars)
         .map(|r| r.info)
-        .collect();
+        .collect()
+}
+
+/// The active blocks' spans, by first ref.
+fn active_block_spans(state: &CompressionState) -> Vec<BlockSpan> {
     let mut blocks: Vec<BlockSpan> = state
         .blocks
         .iter()
@@ -148,13 +203,26 @@ pub fn recommend(
         })
         .collect();
     blocks.sort_by_key(|b| ref_to_index(&b.start_ref).unwrap_or(0));
-    let tier_blocks = |t: u8| -> Vec<usize> {
-        (state.blocks.iter().enumerate())
-            .filter(|(_, b)| b.active && b.tier == t)
-            .map(|(i, _)| i)
-            .collect()
-    };
-    let tier_blocks = [tier_blocks(1), tier_blocks(2)];
+    blocks
+}
+
+/// Where the active blocks of tier `t` are in the state's blocks.
+fn blocks_of_tier(state: &CompressionState, t: u8) -> Vec<usize> {
+    (state.blocks.iter().enumerate())
+        .filter(|(_, b)| b.active && b.tier == t)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Tokens each tier could reclaim: tier 1 the offered ranges that pass the
+/// size gate, tiers 2 and 3 the summaries of the tier below.
+fn pending_tokens(
+    ranges: &[RangeInfo],
+    tier_blocks: &[Vec<usize>; 2],
+    state: &CompressionState,
+    cfg: &Config,
+) -> [usize; 3] {
+    let min_chars = cfg.compress.min_compress_range;
     // What consolidating a tier takes out of the view: each block's whole
     // rendered summary (header and archive pointer included).
     let summary_tokens = |at: &[usize]| {
@@ -162,7 +230,7 @@ pub fn recommend(
             .map(|&i| cfg.count(&render_summary(&state.blocks[i]).text))
             .sum::<usize>()
     };
-    let pending = [
+    [
         ranges
             .iter()
             .filter(|r| r.chars >= min_chars)
@@ -170,14 +238,7 @@ pub fn recommend(
             .sum(),
         summary_tokens(&tier_blocks[0]),
         summary_tokens(&tier_blocks[1]),
-    ];
-    Recommendation {
-        ranges,
-        protected,
-        blocks,
-        pending,
-        tier_blocks,
-    }
+    ]
 }
 
 fn has_ref(state: &CompressionState, m: &CoreMessage) -> bool {
