@@ -38,7 +38,6 @@ fn host_message(
     record: usize,
     tools: &mut ToolNames,
 ) -> Option<HostMessage> {
-    let source = |slot| BlockSource { record, slot };
     let obj = v.as_object_mut()?;
     let role_name = obj.get("role")?.as_str()?;
     let role = match role_name {
@@ -48,44 +47,75 @@ fn host_message(
         "tool" => Role::Tool,
         _ => return None,
     };
-    // The request fields, with the block-bearing ones as placeholders: the
-    // blocks carry their contents, and a placeholder keeps the field's place.
-    let raw: Map<String, Value> = obj
-        .iter()
-        .filter(|(k, _)| MESSAGE_FIELDS.contains(&k.as_str()))
-        .map(|(k, v)| match k.as_str() {
-            "content" | "tool_calls" | "reasoning_content" => (k.clone(), Value::Null),
-            _ => (k.clone(), v.clone()),
-        })
-        .collect();
+    let raw = request_fields(obj);
     // The words are moved into the cores; a block's JSON holds a null in
     // their place (see `filled`).
     let mut take = |k: &str| obj.get_mut(k).map_or(Value::Null, Value::take);
     let mut blocks = Vec::new();
     if role == Role::Tool {
-        let id = raw
-            .get("tool_call_id")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let (text, raw_content) = match take("content") {
-            Value::String(s) if !s.is_empty() => (s, Value::Null),
-            content => (super::anthropic::result_text(Some(&content)), content),
-        };
-        blocks.push(ReadBlock {
-            core: CoreMessage::tool_result("", id, tools.get(id), text),
-            raw: raw_content.into(),
-            source: source(Slot::Content),
-        });
+        blocks.push(tool_result_block(&raw, take("content"), record, tools));
         return Some(HostMessage::read(Value::Object(raw), blocks, line));
     }
     if let Value::String(r) = take("reasoning_content") {
         blocks.push(ReadBlock {
             core: CoreMessage::reasoning("", r),
             raw: RawJson::default(),
-            source: source(Slot::Reasoning),
+            source: BlockSource {
+                record,
+                slot: Slot::Reasoning,
+            },
         });
     }
-    match take("content") {
+    content_blocks(take("content"), role, record, &mut blocks);
+    call_blocks(take("tool_calls"), record, tools, &mut blocks);
+    Some(HostMessage::read(Value::Object(raw), blocks, line))
+}
+
+/// The request fields, with the block-bearing ones as placeholders: the
+/// blocks carry their contents, and a placeholder keeps the field's place.
+fn request_fields(obj: &Map<String, Value>) -> Map<String, Value> {
+    obj.iter()
+        .filter(|(k, _)| MESSAGE_FIELDS.contains(&k.as_str()))
+        .map(|(k, v)| match k.as_str() {
+            "content" | "tool_calls" | "reasoning_content" => (k.clone(), Value::Null),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
+/// A tool message's one block: its `content` as the result of the call
+/// its `tool_call_id` names. A string's words move into the core; other
+/// content is kept as the block's JSON.
+fn tool_result_block(
+    raw: &Map<String, Value>,
+    content: Value,
+    record: usize,
+    tools: &ToolNames,
+) -> ReadBlock {
+    let id = raw
+        .get("tool_call_id")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let (text, raw_content) = match content {
+        Value::String(s) if !s.is_empty() => (s, Value::Null),
+        content => (super::anthropic::result_text(Some(&content)), content),
+    };
+    ReadBlock {
+        core: CoreMessage::tool_result("", id, tools.get(id), text),
+        raw: raw_content.into(),
+        source: BlockSource {
+            record,
+            slot: Slot::Content,
+        },
+    }
+}
+
+/// The blocks of a message's `content`: one for a string that is not
+/// empty, else one for each part of an array, a part other than text kept
+/// opaque.
+fn content_blocks(content: Value, role: Role, record: usize, blocks: &mut Vec<ReadBlock>) {
+    let source = |slot| BlockSource { record, slot };
+    match content {
         Value::String(s) if !s.is_empty() => {
             blocks.push(ReadBlock {
                 core: CoreMessage::text("", role, s),
@@ -121,7 +151,12 @@ fn host_message(
         }
         _ => {}
     }
-    let calls = match take("tool_calls") {
+}
+
+/// The blocks of a message's `tool_calls`, each call's tool name noted in
+/// `tools` for the result that answers it.
+fn call_blocks(calls: Value, record: usize, tools: &mut ToolNames, blocks: &mut Vec<ReadBlock>) {
+    let calls = match calls {
         Value::Array(calls) => calls,
         _ => Vec::new(),
     };
@@ -148,10 +183,12 @@ fn host_message(
         blocks.push(ReadBlock {
             core: CoreMessage::tool_call("", id, name, args),
             raw: call.into(),
-            source: source(Slot::ToolCall(i)),
+            source: BlockSource {
+                record,
+                slot: Slot::ToolCall(i),
+            },
         });
     }
-    Some(HostMessage::read(Value::Object(raw), blocks, line))
 }
 
 /// Writes one message from its original and the blocks the view keeps;

@@ -645,53 +645,26 @@ fn plan(
         return Err(e);
     }
     warnings.extend(read);
-    // Each piece's text, its lines, and where they start among `lines`.
-    let mut texts = Vec::with_capacity(pieces.len());
-    let mut reads = Vec::with_capacity(pieces.len());
-    let mut starts = Vec::with_capacity(pieces.len());
-    let mut count = 0;
-    for (text, read) in pieces {
-        texts.push(text);
-        starts.push(count);
-        count += read.len();
-        reads.push(read);
-    }
+    let pieces = PieceLines::new(pieces);
     // The lines of every piece, where they lie: a line read lean is a few
     // hundred bytes, and a long log holds tens of thousands, too many to
     // copy into one list.
-    let lines: Vec<&Line> = reads.iter().flatten().collect();
+    let lines: Vec<&Line> = pieces.lines.iter().flatten().collect();
     let session_id = lines
         .iter()
         .find_map(|l| l.head.session.as_deref())
         .map(str::to_string);
-
-    let mut boundaries: IdSet<'_> = IdSet::default();
-    let mut last_boundary = None;
-    let mut compactions = Vec::new();
-    for (i, l) in lines.iter().enumerate() {
-        let h = &l.head;
-        if !h.object {
-            warnings.push((l.line, not_an_object(name, l.line)));
-            continue;
-        }
-        if h.compact_boundary {
-            let since = last_boundary.map_or(0, |b| b + 1);
-            compactions.push(compaction(l, i - since));
-            last_boundary = Some(i);
-            boundaries.extend(h.uuid.as_deref());
-        }
-    }
+    let Boundaries {
+        ids: boundaries,
+        last: last_boundary,
+        compactions,
+    } = find_boundaries(name, &lines, warnings);
 
     // A subagent's own log holds nothing but sidechain records: then those
     // are the conversation, and the session that spawned it is its parent.
-    let conversation = || lines.iter().filter(|l| l.head.is_conversation());
-    let subagent = conversation().next().is_some() && conversation().all(|l| l.head.sidechain);
-    let (session_id, parent_session) = if subagent {
-        let agent = lines
-            .iter()
-            .find_map(|l| l.head.agent.as_deref())
-            .map(str::to_string);
-        (agent.or_else(|| session_id.clone()), session_id)
+    let subagent = is_subagent_log(&lines);
+    let session = if subagent {
+        subagent_session(&lines, session_id)
     } else {
         (session_id, None)
     };
@@ -706,34 +679,131 @@ fn plan(
     let chosen = choose_branch(&turns, &lines, &boundaries);
     let resume = ResumeState {
         subagent: turns.first().map(|_| subagent),
-        strays: turns
-            .iter()
-            .zip(&chosen)
-            .filter(|(_, keep)| !**keep)
-            .flat_map(|(t, _)| stray_ids(t))
-            .map(str::to_string)
-            .collect(),
+        strays: strays_left_off(&turns, &chosen),
         ..joining_point(&lines, &turns)
     };
-    let steps = turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
-    let steps = steps
-        .map(|(t, _)| {
-            let piece = starts.partition_point(|&s| s <= t.index) - 1;
-            let start = jsonl::offset_in(texts[piece], t.text);
-            Step {
-                piece,
-                at: start..start + t.text.len(),
-                line: t.line,
-                assistant: t.assistant,
-            }
-        })
-        .collect();
     Ok(Plan {
-        steps,
-        session: (session_id, parent_session),
+        steps: pieces.steps(&turns, &chosen),
+        session,
         resume,
         compactions,
     })
+}
+
+/// Each piece's text, its lines, and where they start among the lines of
+/// every piece.
+struct PieceLines<'s> {
+    texts: Vec<&'s str>,
+    lines: Vec<Vec<Line<'s>>>,
+    starts: Vec<usize>,
+}
+
+impl<'s> PieceLines<'s> {
+    fn new(pieces: Vec<(&'s str, Vec<Line<'s>>)>) -> Self {
+        let mut texts = Vec::with_capacity(pieces.len());
+        let mut lines = Vec::with_capacity(pieces.len());
+        let mut starts = Vec::with_capacity(pieces.len());
+        let mut count = 0;
+        for (text, read) in pieces {
+            texts.push(text);
+            starts.push(count);
+            count += read.len();
+            lines.push(read);
+        }
+        PieceLines {
+            texts,
+            lines,
+            starts,
+        }
+    }
+
+    /// The chosen turns as steps: the piece each lies in, and where its
+    /// text is in that piece.
+    fn steps(&self, turns: &[Turn], chosen: &[bool]) -> Vec<Step> {
+        let steps = turns.iter().zip(chosen).filter(|(_, keep)| **keep);
+        steps
+            .map(|(t, _)| {
+                let piece = self.starts.partition_point(|&s| s <= t.index) - 1;
+                let start = jsonl::offset_in(self.texts[piece], t.text);
+                Step {
+                    piece,
+                    at: start..start + t.text.len(),
+                    line: t.line,
+                    assistant: t.assistant,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The log's `compact_boundary` lines: their uuids, the position of the
+/// last, and what each says it replaced.
+struct Boundaries<'a> {
+    ids: IdSet<'a>,
+    last: Option<usize>,
+    compactions: Vec<HostCompaction>,
+}
+
+/// Finds the compaction boundaries among `lines`, and warns of the lines
+/// that are not JSON objects.
+fn find_boundaries<'a>(
+    name: &str,
+    lines: &[&'a Line<'a>],
+    warnings: &mut Vec<(usize, String)>,
+) -> Boundaries<'a> {
+    let mut ids: IdSet<'_> = IdSet::default();
+    let mut last = None;
+    let mut compactions = Vec::new();
+    for (i, &l) in lines.iter().enumerate() {
+        let h = &l.head;
+        if !h.object {
+            warnings.push((l.line, not_an_object(name, l.line)));
+            continue;
+        }
+        if h.compact_boundary {
+            let since = last.map_or(0, |b| b + 1);
+            compactions.push(compaction(l, i - since));
+            last = Some(i);
+            ids.extend(h.uuid.as_deref());
+        }
+    }
+    Boundaries {
+        ids,
+        last,
+        compactions,
+    }
+}
+
+/// Whether the log is a subagent's own: it has conversation records, all
+/// of them sidechain ones.
+fn is_subagent_log(lines: &[&Line]) -> bool {
+    let conversation = || lines.iter().filter(|l| l.head.is_conversation());
+    conversation().next().is_some() && conversation().all(|l| l.head.sidechain)
+}
+
+/// A subagent log's session and parent: the agent's id (else the session
+/// id), spawned by the session its records name.
+fn subagent_session(
+    lines: &[&Line],
+    session_id: Option<String>,
+) -> (Option<String>, Option<String>) {
+    let agent = lines
+        .iter()
+        .find_map(|l| l.head.agent.as_deref())
+        .map(str::to_string);
+    (agent.or_else(|| session_id.clone()), session_id)
+}
+
+/// The ids by which a later record could pull in the turns left off the
+/// conversation (see [`stray_ids`]).
+fn strays_left_off(turns: &[Turn], chosen: &[bool]) -> Vec<String> {
+    turns
+        .iter()
+        .zip(chosen)
+        .filter(|(_, keep)| !**keep)
+        .flat_map(|(t, _)| stray_ids(t))
+        .map(str::to_string)
+        .collect()
 }
 
 /// What a `compact_boundary` line says it replaced: `records` lines came
@@ -1133,7 +1203,7 @@ pub(crate) fn read_after(
     tools: ToolNames,
 ) -> Option<Result<Transcript, ReadError>> {
     let Prefix {
-        mut resume,
+        resume,
         cores: earlier,
         has_session,
     } = prefix;
@@ -1145,73 +1215,28 @@ pub(crate) fn read_after(
         Ok(l) => l,
         Err(e) => return Some(Err(e)),
     };
-    let mut parents: IdMap<'_, Option<&str>> =
-        IdMap::with_capacity_and_hasher(lines.len(), IdHash::default());
-    for l in &lines {
-        let h = &l.head;
-        if !h.object {
-            warnings.push((l.line, not_an_object(name, l.line)));
-            continue;
-        }
-        if h.compact_boundary
-            || (subagent && h.is_conversation() && !h.sidechain)
-            || (!has_session && h.names_session)
-        {
-            return None;
-        }
-        if let Some(u) = h.uuid.as_deref() {
-            parents.insert(u, h.parent.as_deref());
-        }
-    }
+    let shape = PrefixShape {
+        subagent,
+        has_session,
+    };
+    let parents = new_parent_links(name, &lines, shape, &mut warnings)?;
     let turns: Vec<Turn> = lines
         .iter()
         .enumerate()
         .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, &mut warnings))
         .collect();
     let branch = tail_branch(&turns, &parents, &resume)?;
-    // The prefix's calls, answers, responses and strays are looked up only
-    // by the ids the new records name: indexing them all would cost every
-    // turn the whole history.
-    let named: IdSet<'_> = turns
-        .iter()
-        .flat_map(|t| t.head.calls().chain(t.head.results()).chain(t.message_id))
-        .collect();
-    let (mut calls, mut answered) = (IdSet::default(), IdSet::default());
-    for c in earlier {
-        let id = c.tool_call_id.as_str();
-        if named.contains(id) {
-            match c.content_type {
-                ContentType::ToolCall => calls.insert(id),
-                ContentType::ToolResult => answered.insert(id),
-                _ => false,
-            };
-        }
-    }
-    fn known<'a>(ids: &'a [String], named: &IdSet<'_>) -> IdSet<'a> {
-        ids.iter()
-            .map(String::as_str)
-            .filter(|id| named.contains(id))
-            .collect()
-    }
-    let responses = known(&resume.responses, &named);
-    let strays = known(&resume.strays, &named);
-    let chosen = choose_tail(&turns, branch, &responses, &calls, &answered)?;
-    let new_strays: Vec<String> = turns
-        .iter()
-        .zip(&chosen)
-        .filter(|(_, keep)| !**keep)
-        .flat_map(|(t, _)| stray_ids(t))
-        .map(str::to_string)
-        .collect();
-    // A record that continues a response the prefix holds, or pulls in one
-    // the prefix left off, changes how the prefix reads.
-    let takes = |t: &Turn| {
-        let id = t.message_id.filter(|_| t.assistant);
-        !(id.is_some_and(|id| responses.contains(id) || strays.contains(id))
-            || t.head.calls().any(|c| strays.contains(c)))
-    };
+    let known = PrefixIds::named_by(&turns, earlier, &resume);
+    let chosen = choose_tail(
+        &turns,
+        branch,
+        &known.responses,
+        &known.calls,
+        &known.answered,
+    )?;
+    let new_strays = strays_left_off(&turns, &chosen);
     let chosen_turns = || turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
-    if !chosen_turns().all(|(t, _)| takes(t)) {
+    if !chosen_turns().all(|(t, _)| known.leaves_prefix_alone(t)) {
         return None;
     }
     let mut build = Builder::new((name, true, bad), tools);
@@ -1227,8 +1252,115 @@ pub(crate) fn read_after(
         }
     }
     let built = build.finish();
-    let joined = match turns.last() {
-        Some(_) => joining_point(&lines, &turns),
+    let joined = joining_point_after(&lines, &turns, &resume);
+    let resume = carry_on(resume, joined, &built, new_strays);
+    Some(Ok(finish(
+        (None, None),
+        (built.messages, built.originals),
+        warnings,
+        resume,
+    )))
+}
+
+/// What of the prefix a new line could contradict: whether it is a
+/// subagent's own log, and whether it named its session.
+#[derive(Clone, Copy)]
+struct PrefixShape {
+    subagent: bool,
+    has_session: bool,
+}
+
+/// The parent link of every new record read as an object, by uuid; the
+/// lines that are not objects are warned of. `None` when a line changes
+/// how the prefix reads: a compaction, a record of the main conversation
+/// in a subagent's log, or a session named where the prefix named none.
+fn new_parent_links<'a>(
+    name: &str,
+    lines: &'a [Line<'a>],
+    shape: PrefixShape,
+    warnings: &mut Vec<(usize, String)>,
+) -> Option<IdMap<'a, Option<&'a str>>> {
+    let mut parents: IdMap<'_, Option<&str>> =
+        IdMap::with_capacity_and_hasher(lines.len(), IdHash::default());
+    for l in lines {
+        let h = &l.head;
+        if !h.object {
+            warnings.push((l.line, not_an_object(name, l.line)));
+            continue;
+        }
+        if h.compact_boundary
+            || (shape.subagent && h.is_conversation() && !h.sidechain)
+            || (!shape.has_session && h.names_session)
+        {
+            return None;
+        }
+        if let Some(u) = h.uuid.as_deref() {
+            parents.insert(u, h.parent.as_deref());
+        }
+    }
+    Some(parents)
+}
+
+/// The prefix's calls, answers, responses and strays that the new records
+/// name.
+struct PrefixIds<'a> {
+    calls: IdSet<'a>,
+    answered: IdSet<'a>,
+    responses: IdSet<'a>,
+    strays: IdSet<'a>,
+}
+
+impl<'a> PrefixIds<'a> {
+    /// The ids of the prefix's that the new records `turns` name. The
+    /// prefix's calls, answers, responses and strays are looked up only by
+    /// the ids the new records name: indexing them all would cost every
+    /// turn the whole history.
+    fn named_by(turns: &[Turn], earlier: &'a [CoreMessage], resume: &'a ResumeState) -> Self {
+        let named: IdSet<'_> = turns
+            .iter()
+            .flat_map(|t| t.head.calls().chain(t.head.results()).chain(t.message_id))
+            .collect();
+        let (mut calls, mut answered) = (IdSet::default(), IdSet::default());
+        for c in earlier {
+            let id = c.tool_call_id.as_str();
+            if named.contains(id) {
+                match c.content_type {
+                    ContentType::ToolCall => calls.insert(id),
+                    ContentType::ToolResult => answered.insert(id),
+                    _ => false,
+                };
+            }
+        }
+        fn known<'a>(ids: &'a [String], named: &IdSet<'_>) -> IdSet<'a> {
+            ids.iter()
+                .map(String::as_str)
+                .filter(|id| named.contains(id))
+                .collect()
+        }
+        PrefixIds {
+            calls,
+            answered,
+            responses: known(&resume.responses, &named),
+            strays: known(&resume.strays, &named),
+        }
+    }
+
+    /// Whether the new record `t` leaves how the prefix reads as it is. A
+    /// record that continues a response the prefix holds, or pulls in one
+    /// the prefix left off, changes how the prefix reads.
+    fn leaves_prefix_alone(&self, t: &Turn) -> bool {
+        let id = t.message_id.filter(|_| t.assistant);
+        !(id.is_some_and(|id| self.responses.contains(id) || self.strays.contains(id))
+            || t.head.calls().any(|c| self.strays.contains(c)))
+    }
+}
+
+/// Where the lines after these must join: the new lines' own joining point
+/// when they hold turns, else the prefix's, with the new records that
+/// chain back to it.
+fn joining_point_after(lines: &[Line], turns: &[Turn], resume: &ResumeState) -> ResumeState {
+    match turns.last() {
+        Some(_) => joining_point(lines, turns),
         None => {
             let ends = resume
                 .leaf
@@ -1236,14 +1368,24 @@ pub(crate) fn read_after(
                 .chain(&resume.after_leaf)
                 .map(String::as_str);
             let mut after_leaf = resume.after_leaf.clone();
-            after_leaf.extend(chained(&lines, ends));
+            after_leaf.extend(chained(lines, ends));
             ResumeState {
                 leaf: resume.leaf.clone(),
                 after_leaf,
                 ..ResumeState::default()
             }
         }
-    };
+    }
+}
+
+/// What reading on after the new lines needs: the prefix's carry `resume`
+/// with the new responses and strays taken on, joined at `joined`.
+fn carry_on(
+    mut resume: ResumeState,
+    joined: ResumeState,
+    built: &Built,
+    new_strays: Vec<String>,
+) -> ResumeState {
     // Taken on, not copied: the prefix's responses are sorted already, and
     // a stable sort merges the few new ones in.
     let mut responses = std::mem::take(&mut resume.responses);
@@ -1251,18 +1393,12 @@ pub(crate) fn read_after(
     responses.sort();
     let mut strays = std::mem::take(&mut resume.strays);
     strays.extend(new_strays);
-    let resume = ResumeState {
+    ResumeState {
         subagent: resume.subagent,
         responses,
         strays,
         ..joined
-    };
-    Some(Ok(finish(
-        (None, None),
-        (built.messages, built.originals),
-        warnings,
-        resume,
-    )))
+    }
 }
 
 /// The new conversation records on the branch that ends at the last of

@@ -437,52 +437,9 @@ fn host_message(
     if HOST_ONLY_ITEMS.contains(&kind.as_str()) {
         return None;
     }
-    let s = |k: &str| {
-        item.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    // An item's words are moved into its block's core, a null left in their
-    // place (see `filled`); empty ones stay, so a null with no words is the
-    // log's own.
-    let words = |item: &mut Value, k: &str| {
-        item.get_mut(k)
-            .filter(|v| v.as_str().is_some_and(|w| !w.is_empty()))
-            .and_then(take_string)
-            .unwrap_or_default()
-    };
     let mut blocks = Vec::new();
     match kind.as_str() {
-        "message" => {
-            let role = match s("role").as_str() {
-                "assistant" => Role::Assistant,
-                "system" | "developer" => Role::System,
-                _ => Role::User,
-            };
-            let parts = match item.get_mut("content").map(Value::take) {
-                Some(Value::Array(parts)) => parts,
-                _ => Vec::new(),
-            };
-            for (i, mut part) in parts.into_iter().enumerate() {
-                let core = match part.get_mut("text").and_then(take_string) {
-                    Some(t) => CoreMessage::text("", role, t),
-                    None => CoreMessage {
-                        opaque: true,
-                        edit: Default::default(),
-                        ..CoreMessage::text("", role, "[image]")
-                    },
-                };
-                blocks.push(ReadBlock {
-                    core,
-                    raw: part.into(),
-                    source: BlockSource {
-                        record,
-                        slot: Slot::Part(i),
-                    },
-                });
-            }
-        }
+        "message" => message_blocks(&mut item, record, &mut blocks),
         "reasoning" => {
             let text = reasoning_text(&item);
             blocks.push(ReadBlock {
@@ -492,56 +449,21 @@ fn host_message(
             });
         }
         "function_call" | "custom_tool_call" | "local_shell_call" => {
-            let (id, name) = (s("call_id"), s("name"));
-            let args = match kind.as_str() {
-                "function_call" => words(&mut item, "arguments"),
-                "custom_tool_call" => words(&mut item, "input"),
-                _ => item.get("action").map(Value::to_string).unwrap_or_default(),
-            };
-            let name = if name.is_empty() { kind.clone() } else { name };
-            tools.note(&id, &name);
-            blocks.push(ReadBlock {
-                core: CoreMessage::tool_call("", id, name, args),
-                raw: RawJson::default(),
-                source: whole,
-            });
+            blocks.push(call_block(&mut item, &kind, tools, whole));
         }
         "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
-            let id = s("call_id");
-            let text = match item.get("output") {
-                Some(Value::String(_)) => words(&mut item, "output"),
-                output => super::anthropic::result_text(output),
-            };
-            blocks.push(ReadBlock {
-                core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
-                raw: RawJson::default(),
-                source: whole,
-            });
+            blocks.push(output_block(&mut item, tools, whole));
         }
-        "compaction" | "compaction_summary" => {
-            let core = CoreMessage {
-                opaque: true,
-                edit: Default::default(),
-                ..CoreMessage::text("", Role::System, "[compacted history]")
-            };
-            blocks.push(ReadBlock {
-                core,
-                raw: RawJson::default(),
-                source: whole,
-            });
-        }
-        _ => {
-            let core = CoreMessage {
-                opaque: true,
-                edit: Default::default(),
-                ..CoreMessage::text("", Role::Assistant, format!("[{kind}]"))
-            };
-            blocks.push(ReadBlock {
-                core,
-                raw: RawJson::default(),
-                source: whole,
-            });
-        }
+        "compaction" | "compaction_summary" => blocks.push(ReadBlock {
+            core: opaque_text(Role::System, "[compacted history]"),
+            raw: RawJson::default(),
+            source: whole,
+        }),
+        _ => blocks.push(ReadBlock {
+            core: opaque_text(Role::Assistant, format!("[{kind}]")),
+            raw: RawJson::default(),
+            source: whole,
+        }),
     }
     // A whole-item block keeps the item itself as its raw form, and a message
     // keeps its parts in its blocks: the host message holds only the rest.
@@ -551,6 +473,104 @@ fn host_message(
         b.raw = std::mem::replace(&mut item, json!({ "type": kind })).into();
     }
     Some(HostMessage::read(item, blocks, line))
+}
+
+/// A string field of an item, empty when it is missing or not a string.
+fn string_field(item: &Value, k: &str) -> String {
+    item.get(k)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// An item's words, moved into its block's core, a null left in their
+/// place (see `filled`); empty ones stay, so a null with no words is the
+/// log's own.
+fn take_words(item: &mut Value, k: &str) -> String {
+    item.get_mut(k)
+        .filter(|v| v.as_str().is_some_and(|w| !w.is_empty()))
+        .and_then(take_string)
+        .unwrap_or_default()
+}
+
+/// A block the model sees only as a placeholder `text`, such as an image
+/// or an item of a kind not read.
+fn opaque_text(role: Role, text: impl Into<String>) -> CoreMessage {
+    CoreMessage {
+        opaque: true,
+        edit: Default::default(),
+        ..CoreMessage::text("", role, text)
+    }
+}
+
+/// A message item's blocks, one for each part of its content: the part's
+/// text is moved into the core, and the rest of the part kept as its raw
+/// form.
+fn message_blocks(item: &mut Value, record: usize, blocks: &mut Vec<ReadBlock>) {
+    let role = match string_field(item, "role").as_str() {
+        "assistant" => Role::Assistant,
+        "system" | "developer" => Role::System,
+        _ => Role::User,
+    };
+    let parts = match item.get_mut("content").map(Value::take) {
+        Some(Value::Array(parts)) => parts,
+        _ => Vec::new(),
+    };
+    for (i, mut part) in parts.into_iter().enumerate() {
+        let core = match part.get_mut("text").and_then(take_string) {
+            Some(t) => CoreMessage::text("", role, t),
+            None => opaque_text(role, "[image]"),
+        };
+        blocks.push(ReadBlock {
+            core,
+            raw: part.into(),
+            source: BlockSource {
+                record,
+                slot: Slot::Part(i),
+            },
+        });
+    }
+}
+
+/// The block of a tool call item of type `kind`, its tool's name noted in
+/// `tools` for the output that answers it.
+fn call_block(
+    item: &mut Value,
+    kind: &str,
+    tools: &mut ToolNames,
+    whole: BlockSource,
+) -> ReadBlock {
+    let (id, name) = (string_field(item, "call_id"), string_field(item, "name"));
+    let args = match kind {
+        "function_call" => take_words(item, "arguments"),
+        "custom_tool_call" => take_words(item, "input"),
+        _ => item.get("action").map(Value::to_string).unwrap_or_default(),
+    };
+    let name = if name.is_empty() {
+        kind.to_string()
+    } else {
+        name
+    };
+    tools.note(&id, &name);
+    ReadBlock {
+        core: CoreMessage::tool_call("", id, name, args),
+        raw: RawJson::default(),
+        source: whole,
+    }
+}
+
+/// The block of a tool output item, named by the call it answers.
+fn output_block(item: &mut Value, tools: &ToolNames, whole: BlockSource) -> ReadBlock {
+    let id = string_field(item, "call_id");
+    let text = match item.get("output") {
+        Some(Value::String(_)) => take_words(item, "output"),
+        output => super::anthropic::result_text(output),
+    };
+    ReadBlock {
+        core: CoreMessage::tool_result("", id.clone(), tools.get(&id), text),
+        raw: RawJson::default(),
+        source: whole,
+    }
 }
 
 /// Reasoning summaries and any plain reasoning text, joined.

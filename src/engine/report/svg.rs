@@ -274,16 +274,20 @@ fn block_label(
 /// the window ends, and a legend. Plain SVG 1.1: rects, lines, paths and text,
 /// a generic font, no scripts, images or external references.
 pub fn svg(input: &SvgInput) -> String {
-    let history = input.history;
-    let rows = history.len().div_ceil(PER_ROW).clamp(1, MAX_ROWS);
-    let laid = lay_out(history, rows);
-    let history_tokens: usize = history.iter().map(|s| s.tokens).sum();
-    let view_tokens: usize = input.view.iter().map(|s| s.tokens).sum();
-    let active = input.blocks.iter().filter(|b| b.active).count();
-
     let mut body = String::new();
-    let mut y = MARGIN + 14.0;
-    // Title and subtitle.
+    let y = draw_title(&mut body, input, MARGIN + 14.0);
+    let y = draw_history(&mut body, input, y);
+    let y = draw_view(&mut body, input, y);
+    let y = draw_legend(&mut body, y);
+    document(input.session, y + MARGIN, &body)
+}
+
+/// Draws the title and the subtitle beneath it, the title's baseline at
+/// `y`; gives the subtitle's.
+fn draw_title(body: &mut String, input: &SvgInput, mut y: f64) -> f64 {
+    let history = input.history;
+    let history_tokens: usize = history.iter().map(|s| s.tokens).sum();
+    let active = input.blocks.iter().filter(|b| b.active).count();
     let _ = writeln!(
         body,
         r##"<text x="{MARGIN}" y="{y:.1}" font-size="20" font-weight="bold" fill="#222">noa context map · {}</text>"##,
@@ -301,11 +305,19 @@ pub fn svg(input: &SvgInput) -> String {
         input.blocks.len(),
         if input.blocks.len() == 1 { "" } else { "s" },
     );
+    y
+}
 
-    // The history.
+/// Draws the history section below the line at `y`: its heading, its rows,
+/// and the host's compactions, which are not drawn, named beneath; gives
+/// the last line's `y`.
+fn draw_history(body: &mut String, input: &SvgInput, mut y: f64) -> f64 {
+    let history = input.history;
+    let rows = history.len().div_ceil(PER_ROW).clamp(1, MAX_ROWS);
+    let laid = lay_out(history, rows);
     y += 34.0;
     section(
-        &mut body,
+        body,
         y,
         "History",
         "every message, oldest to newest, as wide as its tokens",
@@ -313,7 +325,7 @@ pub fn svg(input: &SvgInput) -> String {
     y += 8.0;
     for (r, pieces) in laid.iter().enumerate() {
         let top = y + 22.0 + r as f64 * (ROW_H + ROW_GAP);
-        draw_history_row(&mut body, pieces, history, input, top);
+        draw_history_row(body, pieces, history, input, top);
     }
     y += 22.0 + rows as f64 * (ROW_H + ROW_GAP) - ROW_GAP + 24.0;
     for c in input.compactions {
@@ -324,11 +336,16 @@ pub fn svg(input: &SvgInput) -> String {
         );
         y += 18.0;
     }
+    y
+}
 
-    // The view against the window.
+/// Draws the view section below the line at `y`: its heading and the view
+/// against the window; gives the `y` the legend starts at.
+fn draw_view(body: &mut String, input: &SvgInput, mut y: f64) -> f64 {
+    let view_tokens: usize = input.view.iter().map(|s| s.tokens).sum();
     y += 16.0;
     section(
-        &mut body,
+        body,
         y,
         "View",
         &format!(
@@ -337,10 +354,13 @@ pub fn svg(input: &SvgInput) -> String {
         ),
     );
     let top = y + 26.0;
-    draw_view_row(&mut body, input, view_tokens, top);
-    y = top + VIEW_H + 40.0;
+    draw_view_row(body, input, view_tokens, top);
+    top + VIEW_H + 40.0
+}
 
-    // The legend.
+/// Draws the legend, its first line at `y`, wrapping where the canvas
+/// ends; gives its last line's `y`.
+fn draw_legend(body: &mut String, mut y: f64) -> f64 {
     let mut x = MARGIN;
     for (swatch, label) in LEGEND {
         let w = 14.0 + 6.0 + label.chars().count() as f64 * GLYPH + 18.0;
@@ -376,8 +396,12 @@ pub fn svg(input: &SvgInput) -> String {
         );
         x += w;
     }
-    let height = y + MARGIN;
+    y
+}
 
+/// The SVG document around the drawn `body`: the header, the title, the
+/// hatch pattern of what was not sent, and a white canvas `height` tall.
+fn document(session: &str, height: f64, body: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, r##"<?xml version="1.0" encoding="UTF-8"?>"##);
     let _ = writeln!(
@@ -387,7 +411,7 @@ pub fn svg(input: &SvgInput) -> String {
     let _ = writeln!(
         out,
         r##"<title>noa context map · {}</title>"##,
-        escape(input.session)
+        escape(session)
     );
     let _ = writeln!(
         out,
@@ -397,7 +421,7 @@ pub fn svg(input: &SvgInput) -> String {
         out,
         r##"<rect x="0" y="0" width="{WIDTH}" height="{height:.0}" fill="#ffffff"/>"##
     );
-    out.push_str(&body);
+    out.push_str(body);
     out.push_str("</svg>\n");
     out
 }
@@ -410,6 +434,16 @@ fn section(body: &mut String, y: f64, name: &str, note: &str) {
     );
 }
 
+/// One history row being drawn: its pieces, the segments they are cut
+/// from, and the `y` of its top.
+struct Row<'a> {
+    pieces: &'a [Piece],
+    segments: &'a [Segment],
+    top: f64,
+}
+
+/// Draws one history row at `top`: its background, its runs, the labels
+/// on covered spans, the recent zone's bracket and the refs at its ends.
 fn draw_history_row(
     body: &mut String,
     pieces: &[Piece],
@@ -417,6 +451,11 @@ fn draw_history_row(
     input: &SvgInput,
     top: f64,
 ) {
+    let row = Row {
+        pieces,
+        segments,
+        top,
+    };
     let _ = writeln!(
         body,
         r##"<rect x="{MARGIN}" y="{top:.1}" width="{INNER}" height="{ROW_H}" fill="#f4f4f4"/>"##
@@ -432,7 +471,17 @@ fn draw_history_row(
     for s in segments {
         *covers.entry(s.block.as_str()).or_default() += 1;
     }
-    for run in &runs {
+    draw_runs(body, &row, &runs, &blocks);
+    draw_block_labels(body, &row, &runs, &covers, input.reclaimed);
+    draw_recent_zone(body, &row);
+    draw_row_refs(body, &row);
+}
+
+/// Draws a row's runs, each with its tooltip and a hairline between its
+/// messages, and a white edge between runs; `blocks` by id.
+fn draw_runs(body: &mut String, row: &Row, runs: &[&[Piece]], blocks: &IdMap<'_, &Block>) {
+    let (segments, top) = (row.segments, row.top);
+    for run in runs {
         let s = &segments[run[0].segment];
         let (x0, x1) = (run[0].x0, run[run.len() - 1].x1);
         let _ = writeln!(
@@ -440,7 +489,7 @@ fn draw_history_row(
             r##"<rect x="{x0:.2}" y="{top:.1}" width="{:.2}" height="{ROW_H}" fill="{}"><title>{}</title></rect>"##,
             (x1 - x0).max(0.0),
             colour(s.class, s.tier),
-            escape(&describe(run, segments, &blocks))
+            escape(&describe(run, segments, blocks))
         );
         // Message by message: a hairline between messages wide enough to see.
         for pair in run.windows(2) {
@@ -463,29 +512,45 @@ fn draw_history_row(
             top + ROW_H
         );
     }
-    // Labels on covered spans.
-    for run in &runs {
-        let s = &segments[run[0].segment];
+}
+
+/// Draws the labels on a row's covered spans, as much of each as fits;
+/// `covers` is how many messages each block covers.
+fn draw_block_labels(
+    body: &mut String,
+    row: &Row,
+    runs: &[&[Piece]],
+    covers: &IdMap<'_, usize>,
+    reclaimed: &BTreeMap<String, Reclaimed>,
+) {
+    for run in runs {
+        let s = &row.segments[run[0].segment];
         if s.class != Class::Block {
             continue;
         }
         let (x0, x1) = (run[0].x0, run[run.len() - 1].x1);
         let messages = covers[s.block.as_str()];
-        if let Some(label) = block_label(s, messages, input.reclaimed, x1 - x0) {
+        if let Some(label) = block_label(s, messages, reclaimed, x1 - x0) {
             let _ = writeln!(
                 body,
                 r##"<text x="{:.2}" y="{:.1}" font-size="12" font-weight="bold" text-anchor="middle" fill="{}">{}</text>"##,
                 (x0 + x1) / 2.0,
-                top + ROW_H / 2.0 + 4.0,
+                row.top + ROW_H / 2.0 + 4.0,
                 ink(s.class, s.tier),
                 escape(&label)
             );
         }
     }
-    // The recent zone, bracketed above the row.
-    let zone: Vec<&Piece> = pieces
+}
+
+/// Draws the recent zone's bracket above the row, when the row holds any
+/// of it.
+fn draw_recent_zone(body: &mut String, row: &Row) {
+    let top = row.top;
+    let zone: Vec<&Piece> = row
+        .pieces
         .iter()
-        .filter(|p| segments[p.segment].class == Class::Protected)
+        .filter(|p| row.segments[p.segment].class == Class::Protected)
         .collect();
     if let (Some(first), Some(last)) = (zone.first(), zone.last()) {
         let (x0, x1) = (first.x0, last.x1.max(first.x0 + 2.0));
@@ -509,7 +574,11 @@ fn draw_history_row(
             top - 11.0
         );
     }
-    // The refs where the row starts and ends.
+}
+
+/// Draws the refs where the row starts and ends, beneath it.
+fn draw_row_refs(body: &mut String, row: &Row) {
+    let (pieces, segments, top) = (row.pieces, row.segments, row.top);
     let first = pieces
         .iter()
         .map(|p| &segments[p.segment].reference)
