@@ -1253,7 +1253,7 @@ pub(crate) fn read_after(
     }
     let built = build.finish();
     let joined = joining_point_after(&lines, &turns, &resume);
-    let resume = carry_on(resume, joined, &built, new_strays);
+    let resume = resume_after(resume, joined, &built, new_strays);
     Some(Ok(finish(
         (None, None),
         (built.messages, built.originals),
@@ -1378,9 +1378,9 @@ fn joining_point_after(lines: &[Line], turns: &[Turn], resume: &ResumeState) -> 
     }
 }
 
-/// What reading on after the new lines needs: the prefix's carry `resume`
+/// What reading on after the new lines needs: the prefix's `resume` state
 /// with the new responses and strays taken on, joined at `joined`.
-fn carry_on(
+fn resume_after(
     mut resume: ResumeState,
     joined: ResumeState,
     built: &Built,
