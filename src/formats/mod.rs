@@ -22,6 +22,7 @@ mod materialize;
 mod message_log;
 mod raw_json;
 mod reassemble;
+mod resume;
 mod span;
 
 use std::num::NonZeroU64;

@@ -39,8 +39,8 @@ use crate::engine::{
     may_withhold, may_withhold_knowing,
 };
 use crate::formats::{
-    BlockSource, CodexResume, ContentBlock, Format, HostMessage, RawJson, ResumeState, Slot,
-    Transcript, string_end,
+    BlockSource, ContentBlock, Format, HostMessage, RawJson, ResumeState, Slot, Transcript,
+    string_end,
 };
 
 use super::digest::{Digest, digest, read_at};
@@ -49,7 +49,7 @@ use super::{SessionDir, StoreError, with_room};
 /// The file's first line, naming its layout's version: a cache of another
 /// version is ignored and the transcript read whole. Any change to the
 /// layout takes a new version.
-const MAGIC: &[u8] = b"noa read cache 10\n";
+const MAGIC: &[u8] = b"noa read cache 11\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
@@ -653,33 +653,7 @@ impl<M: Decode> ReadCache<M> {
         let session_id = r.opt()?;
         let parent_session = r.opt()?;
         let warnings = r.list()?;
-        let resume = ResumeState {
-            subagent: match r.u64()? {
-                0 => None,
-                n => Some(n == 2),
-            },
-            leaf: r.opt()?,
-            after_leaf: r.list()?,
-            responses: r.list()?,
-            strays: r.list()?,
-            codex: match r.u64()? {
-                0 => None,
-                _ => {
-                    let mut n = || usize::try_from(r.u64()?).ok();
-                    let (items, trailing_outputs, floor) = (n()?, n()?, n()?);
-                    let output_since_count = n()? != 0;
-                    let (pending, last_message) = (n()?.checked_sub(1), n()?.checked_sub(1));
-                    Some(CodexResume {
-                        items,
-                        trailing_outputs,
-                        floor,
-                        output_since_count,
-                        pending,
-                        last_message,
-                    })
-                }
-            },
-        };
+        let resume = ResumeState::from_bytes(r.bytes()?)?;
         let (n, blocks) = (r.u64()?, r.u64()?);
         let cuts = r.cuts(tokenizer)?;
         if !r.0.is_empty() {
@@ -1461,24 +1435,10 @@ impl<W: Write> Encoder<W> {
         self.opt(session_id)?;
         self.opt(parent_session)?;
         self.list(warnings)?;
-        self.u64(c.subagent.map_or(0, |s| 1 + u64::from(s)))?;
-        self.opt(c.leaf.as_deref())?;
-        self.list(&c.after_leaf)?;
-        self.list(&c.responses)?;
-        self.list(&c.strays)?;
-        match &c.codex {
-            Some(x) => {
-                self.u64(1)?;
-                for n in [x.items, x.trailing_outputs, x.floor] {
-                    self.u64(n as u64)?;
-                }
-                self.u64(u64::from(x.output_since_count))?;
-                for n in [x.pending, x.last_message] {
-                    self.u64(n.map_or(0, |n| n as u64 + 1))?;
-                }
-            }
-            None => self.u64(0)?,
-        }
+        // The reader's own bytes: the cache does not know its fields.
+        let resume = c.to_bytes();
+        self.u64(resume.len() as u64)?;
+        self.bytes(&resume)?;
         self.u64(messages as u64)?;
         self.u64(blocks as u64)
     }
@@ -1651,6 +1611,11 @@ trait Fields {
             1 => Some(Some(self.str()?.to_string())),
             _ => None,
         }
+    }
+    /// Bytes after their length.
+    fn bytes(&mut self) -> Option<&[u8]> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        self.take(n)
     }
 }
 
@@ -1956,7 +1921,7 @@ mod tests {
                 after_leaf: vec!["u2".into()],
                 responses: vec!["msg_1".into()],
                 strays: Vec::new(),
-                codex: Some(CodexResume {
+                codex: Some(crate::formats::CodexResume {
                     items: 3,
                     trailing_outputs: 1,
                     floor: 2,
