@@ -221,7 +221,7 @@ pub fn reclaim_line(tokens: usize, offered: usize) -> String {
     if offered < tokens {
         return format!(
             "Compress every range listed in this call, about {} in all, oldest first. That is \
-             less than the {} that would bring the context back to about half the window: the \
+             less than the {} that would bring the context back to about half of the room it has: the \
              rest comes later, from folding summaries into higher tiers, or from old tool \
              output cut to fit.",
             tokens::format(offered),
@@ -230,7 +230,7 @@ pub fn reclaim_line(tokens: usize, offered: usize) -> String {
     }
     format!(
         "Free at least {} in this call, oldest ranges first: that brings the context back to \
-         about half the window, so the next request to compress is far off. One deep \
+         about half of the room it has, so the next request to compress is far off. One deep \
          compression costs less than several small ones: after each, the provider reads the \
          request again from the first compressed message on.",
         tokens::format(tokens)
