@@ -126,7 +126,7 @@ impl<'g> Context<'g> {
     }
 
     /// Whether the transcript was read whole with its long outputs set
-    /// aside (see [`super::set_aside`]): they are filled in as a warm
+    /// aside (see [`crate::store::set_aside`]): they are filled in as a warm
     /// turn's are.
     pub fn set_aside(&self) -> bool {
         !self.warm() && !self.loaded.read.withheld.is_empty()

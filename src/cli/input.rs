@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::CliError;
 use super::args::{FormatArg, Global};
 use super::context::Access;
-use super::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
+use crate::store::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
 use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
 use crate::store::{
@@ -90,7 +90,7 @@ pub struct HowRead {
     /// its place in the history (see
     /// [`CoreMessage::withheld`](crate::engine::CoreMessage::withheld)):
     /// messages of `prefix` the cache kept them of, or, read whole, long
-    /// outputs set aside as they were read (see [`super::set_aside`]).
+    /// outputs set aside as they were read (see [`crate::store::set_aside`]).
     pub withheld: Vec<(usize, u64)>,
     /// The file those words are read from, held open: the read cache, or
     /// the file they were set aside in.
@@ -223,7 +223,7 @@ pub fn load_for_turn(
 /// [`PrefixCheck`]).
 ///
 /// `set_aside`: whether a long transcript read whole sets its long tool
-/// outputs aside (see [`super::set_aside`]), for a turn that writes and
+/// outputs aside (see [`crate::store::set_aside`]), for a turn that writes and
 /// can fill them in.
 pub fn load_unconfirmed(
     global: &Global,

@@ -13,7 +13,6 @@ mod project;
 mod prompt;
 mod ranges;
 mod rebuild;
-mod set_aside;
 mod settings;
 
 use std::io::{self, IsTerminal, Write};

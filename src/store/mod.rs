@@ -17,6 +17,7 @@ mod lock;
 mod map_log;
 pub mod output;
 mod read_cache;
+pub mod set_aside;
 mod state_file;
 
 pub use atomic::write_atomic;

@@ -28,13 +28,13 @@ use crate::engine::{
     ClusterCounter, ContentType, CoreMessage, Counted, Facts, Name, Tokenizer, may_withhold_knowing,
 };
 use crate::formats::{HostMessage, SetAside};
-use crate::store::{AsideFile, IN_TRANSCRIPT, WITHHELD_MIN, WordsFile};
+use super::{AsideFile, IN_TRANSCRIPT, WITHHELD_MIN, WordsFile};
 
 /// The size from which a transcript's long outputs are set aside: below
 /// it, holding them costs less than writing them out and reading back the
 /// few shown. `NOA_SET_ASIDE_FROM` (bytes) moves it: 0 sets every long
 /// transcript's aside, one a host short of memory may want.
-pub(super) fn set_aside_from() -> usize {
+pub fn set_aside_from() -> usize {
     std::env::var("NOA_SET_ASIDE_FROM")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -48,7 +48,7 @@ pub(super) fn set_aside_from() -> usize {
 /// thread of their own while the turn goes on to project; whatever reads
 /// them back waits for it (see [`WordsFile`]). `None`, every word where it
 /// was, when there is nothing to set aside or no file to set it in.
-pub(super) fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApart> {
+pub fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApart> {
     let taken = |c: &CoreMessage| sets_aside(c, || c.counted.facts());
     let cores = || messages.iter().flat_map(|m| &m.cores);
     if !cores().any(taken) {
@@ -129,8 +129,11 @@ fn sets_aside(c: &CoreMessage, facts: impl FnOnce() -> Facts) -> bool {
 /// What was set aside, once the log is read: where each block's words lie
 /// in the file, by the block's place, and the file.
 #[derive(Debug, Default)]
-pub(super) struct SetApart {
+pub struct SetApart {
+    /// Each block set aside, by its place among the log's blocks, with
+    /// where its words start in the words file.
     pub at: Vec<(usize, u64)>,
+    /// The words file, once written.
     pub words: Option<WordsFile>,
 }
 
@@ -146,7 +149,7 @@ type Taken = (usize, CoreMessage, Option<NonZeroU64>);
 type Written = Vec<(usize, Name, Result<u64, String>)>;
 
 /// The [`SetAside`] a reader hands its blocks to.
-pub(super) struct Setter {
+pub struct Setter {
     to: Option<SyncSender<Vec<Taken>>>,
     /// Blocks taken and not sent yet: they go a megabyte at a time, where
     /// one at a time the two threads spent more on waking each other.
@@ -160,7 +163,7 @@ pub(super) struct Setter {
 impl Setter {
     /// A setter writing to a new file in `dir`; `None` when it cannot be
     /// made. `apart` receives what was set aside.
-    pub(super) fn new(dir: &Path, apart: Arc<Mutex<SetApart>>) -> Option<Setter> {
+    pub fn new(dir: &Path, apart: Arc<Mutex<SetApart>>) -> Option<Setter> {
         Some(Setter::writing_to(AsideFile::create(dir).ok()?, apart))
     }
 
