@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::CliError;
 use super::args::{FormatArg, Global};
 use super::context::Access;
-use crate::store::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
 use crate::engine::{CompressionState, CoreMessage};
 use crate::formats::{self, BadLines, Format, ReadError, Transcript};
+use crate::store::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
 use crate::store::{
     PrefixDigest, ReadCache, SessionDir, SessionLock, StoreError, TranscriptDigest, WarmMessages,
     transcript_digest,

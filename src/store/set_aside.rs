@@ -24,11 +24,11 @@ use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use super::{AsideFile, IN_TRANSCRIPT, WITHHELD_MIN, WordsFile};
 use crate::engine::{
     ClusterCounter, ContentType, CoreMessage, Counted, Facts, Name, Tokenizer, may_withhold_knowing,
 };
 use crate::formats::{HostMessage, SetAside};
-use super::{AsideFile, IN_TRANSCRIPT, WITHHELD_MIN, WordsFile};
 
 /// The size from which a transcript's long outputs are set aside: below
 /// it, holding them costs less than writing them out and reading back the
