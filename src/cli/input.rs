@@ -185,7 +185,7 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
         return Ok(loaded);
     }
     let (name, bytes) = read_input(global, path)?;
-    let mut loaded = load_bytes(global, path, name, bytes, (false, false))?;
+    let mut loaded = load_bytes(global, path, name, bytes, Keep::default())?;
     // Only materialize writes records back.
     loaded.transcript.records = Vec::new();
     Ok(loaded)
@@ -194,7 +194,16 @@ pub fn load(global: &Global, path: &Path) -> Result<Loaded, CliError> {
 /// [`load`], keeping the original records: what `materialize` writes back.
 pub fn load_with_records(global: &Global, path: &Path) -> Result<Loaded, CliError> {
     let (name, bytes) = read_input(global, path)?;
-    load_bytes(global, path, name, bytes, (false, true))
+    load_bytes(
+        global,
+        path,
+        name,
+        bytes,
+        Keep {
+            records: true,
+            ..Keep::default()
+        },
+    )
 }
 
 /// Reads a transcript for a turn: on from the session's read cache when the
@@ -253,7 +262,16 @@ fn load_whole_in(global: &Global, path: &Path, aside: Option<&Path>) -> Result<L
         return Ok(loaded);
     }
     let (name, bytes) = read_input(global, path)?;
-    let mut loaded = load_bytes(global, path, name, bytes, (true, false))?;
+    let mut loaded = load_bytes(
+        global,
+        path,
+        name,
+        bytes,
+        Keep {
+            cache_mark: true,
+            ..Keep::default()
+        },
+    )?;
     loaded.transcript.records = Vec::new();
     Ok(loaded)
 }
@@ -333,15 +351,24 @@ pub fn huge_pages_off() {
 /// for it.
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Reads a transcript's bytes; `mark`: whether a read cache may be left
-/// of them; `keep_records`: whether the transcript keeps its parsed lines.
+/// What a read keeps beside the messages.
+#[derive(Debug, Clone, Copy, Default)]
+struct Keep {
+    /// The mark a read cache is left with (the transcript's digest).
+    cache_mark: bool,
+    /// The transcript's parsed lines, for `materialize` to write back.
+    records: bool,
+}
+
+/// Reads a transcript's bytes, keeping what `keep` says.
 fn load_bytes(
     global: &Global,
     path: &Path,
     name: String,
     bytes: Vec<u8>,
-    (mark, keep_records): (bool, bool),
+    keep: Keep,
 ) -> Result<Loaded, CliError> {
+    let (mark, keep_records) = (keep.cache_mark, keep.records);
     let bad = bad_lines(global);
     let digest = (mark && path.as_os_str() != "-").then(|| transcript_digest(&bytes));
     let (text, decoded) = formats::decode(&name, bytes, bad)?;

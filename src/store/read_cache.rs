@@ -375,20 +375,40 @@ impl CacheSource<'_> {
     fn trailer<W: Write>(&self, mut e: Encoder<W>) -> io::Result<W> {
         let t = self.transcript;
         let at = e.written;
-        e.trailer(
-            t.format,
-            self.tokenizer,
-            self.mark,
-            (t.session_id.as_deref(), t.parent_session.as_deref()),
-            (&t.warnings, &t.resume),
-            (
-                t.messages.len(),
-                t.messages.iter().map(|m| m.blocks.len()).sum(),
-            ),
-        )?;
+        let (length, lines, digest) = self.mark;
+        e.trailer(&Trailer {
+            format: t.format,
+            tokenizer: self.tokenizer,
+            length,
+            lines,
+            digest,
+            session_id: t.session_id.as_deref(),
+            parent_session: t.parent_session.as_deref(),
+            warnings: &t.warnings,
+            resume: &t.resume,
+            messages: t.messages.len(),
+            blocks: t.messages.iter().map(|m| m.blocks.len()).sum(),
+        })?;
         e.cuts(self.cuts, self.tokenizer)?;
         e.finish(at)
     }
+}
+
+/// What a cache's trailer says: how far the transcript was read (its
+/// length, lines and digest), the session, the transcript's warnings, what
+/// reading on needs, and how many messages and blocks come before it.
+struct Trailer<'a> {
+    format: Format,
+    tokenizer: Tokenizer,
+    length: u64,
+    lines: u64,
+    digest: u64,
+    session_id: Option<&'a str>,
+    parent_session: Option<&'a str>,
+    warnings: &'a [String],
+    resume: &'a ResumeState,
+    messages: usize,
+    blocks: usize,
 }
 
 /// `items` in the order of their ids, which are unique, so any sort gives
@@ -592,17 +612,19 @@ impl ReadCache {
         let mut e = Encoder::new(Vec::new());
         write(&mut e).expect("writing to memory");
         let at = e.written;
-        e.trailer(
-            self.format,
-            self.tokenizer,
-            (self.length, self.lines, self.digest),
-            (self.session_id.as_deref(), self.parent_session.as_deref()),
-            (&self.warnings, &self.resume),
-            (
-                self.messages.len(),
-                self.messages.iter().map(|m| m.blocks.len()).sum(),
-            ),
-        )
+        e.trailer(&Trailer {
+            format: self.format,
+            tokenizer: self.tokenizer,
+            length: self.length,
+            lines: self.lines,
+            digest: self.digest,
+            session_id: self.session_id.as_deref(),
+            parent_session: self.parent_session.as_deref(),
+            warnings: &self.warnings,
+            resume: &self.resume,
+            messages: self.messages.len(),
+            blocks: self.messages.iter().map(|m| m.blocks.len()).sum(),
+        })
         .expect("writing to memory");
         e.cuts(&self.cuts, self.tokenizer)
             .expect("writing to memory");
@@ -1415,32 +1437,23 @@ impl<W: Write> Encoder<W> {
         }
     }
 
-    /// Everything after the messages: how far the transcript was read, the
-    /// session, what reading on needs, and how many messages there are.
-    fn trailer(
-        &mut self,
-        format: Format,
-        tokenizer: Tokenizer,
-        (length, lines, digest): (u64, u64, u64),
-        (session_id, parent_session): (Option<&str>, Option<&str>),
-        (warnings, c): (&[String], &ResumeState),
-        (messages, blocks): (usize, usize),
-    ) -> io::Result<()> {
+    /// Everything after the messages (see [`Trailer`]).
+    fn trailer(&mut self, t: &Trailer) -> io::Result<()> {
         self.str(env!("CARGO_PKG_VERSION"))?;
-        self.str(format.name())?;
-        self.str(tokenizer.name())?;
-        self.u64(length)?;
-        self.u64(lines)?;
-        self.u64(digest)?;
-        self.opt(session_id)?;
-        self.opt(parent_session)?;
-        self.list(warnings)?;
+        self.str(t.format.name())?;
+        self.str(t.tokenizer.name())?;
+        self.u64(t.length)?;
+        self.u64(t.lines)?;
+        self.u64(t.digest)?;
+        self.opt(t.session_id)?;
+        self.opt(t.parent_session)?;
+        self.list(t.warnings)?;
         // The reader's own bytes: the cache does not know its fields.
-        let resume = c.to_bytes();
+        let resume = t.resume.to_bytes();
         self.u64(resume.len() as u64)?;
         self.bytes(&resume)?;
-        self.u64(messages as u64)?;
-        self.u64(blocks as u64)
+        self.u64(t.messages as u64)?;
+        self.u64(t.blocks as u64)
     }
 
     /// The turn's cuts on the cache's counter, `tokenizer`: how many, then
