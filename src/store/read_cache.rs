@@ -349,7 +349,6 @@ impl CacheSource<'_> {
                         core.counted.of(Tokenizer::Estimate, "")
                     }
                 };
-                let tokens = (tokens as u64, core.counted.facts());
                 let raw = match earlier {
                     _ if !kept => None,
                     Some((_, _, blocks)) => blocks
@@ -359,13 +358,17 @@ impl CacheSource<'_> {
                     None => Some(b.raw.text()),
                 };
                 let words_at = b.words_at.map(|at| at.get());
-                e.block(
-                    (core, words, words_at),
+                e.block(&BlockOut {
+                    core,
+                    words,
+                    words_at,
                     kept,
-                    tokens,
+                    tokens: tokens as u64,
+                    facts: core.counted.facts(),
                     raw,
-                    (b.source, self.tokenizer),
-                )?;
+                    source: b.source,
+                    tokenizer: self.tokenizer,
+                })?;
             }
             e.end_segment(true)?;
         }
@@ -392,6 +395,27 @@ impl CacheSource<'_> {
         e.cuts(self.cuts, self.tokenizer)?;
         e.finish(at)
     }
+}
+
+/// One block as the cache writes it.
+struct BlockOut<'a> {
+    /// Its flat message.
+    core: &'a CoreMessage,
+    /// Its words, wherever they are.
+    words: Words<'a>,
+    /// Where its words lie in the transcript, when they are one JSON string there.
+    words_at: Option<u64>,
+    /// Whether its message's words are kept (a message the view may show).
+    kept: bool,
+    /// Its count on the cache's counter, and what is known of its text.
+    tokens: u64,
+    facts: Facts,
+    /// Its JSON, when the cache holds it.
+    raw: Option<&'a str>,
+    /// Where it comes from in its host message.
+    source: BlockSource,
+    /// The cache's counter.
+    tokenizer: Tokenizer,
 }
 
 /// What a cache's trailer says: how far the transcript was read (its
@@ -600,10 +624,17 @@ impl ReadCache {
             for m in &self.messages {
                 e.message(m.line, m.prompt_tokens, m.raw.as_deref(), m.blocks.len())?;
                 for b in &m.blocks {
-                    let tokens = (b.tokens, b.facts);
-                    let at = (b.source, self.tokenizer);
-                    let words = Words::Text(&b.core.text);
-                    e.block((&b.core, words, None), b.kept, tokens, b.raw.as_deref(), at)?;
+                    e.block(&BlockOut {
+                        core: &b.core,
+                        words: Words::Text(&b.core.text),
+                        words_at: None,
+                        kept: b.kept,
+                        tokens: b.tokens,
+                        facts: b.facts,
+                        raw: b.raw.as_deref(),
+                        source: b.source,
+                        tokenizer: self.tokenizer,
+                    })?;
                 }
                 e.end_segment(true)?;
             }
@@ -1497,16 +1528,12 @@ impl<W: Write> Encoder<W> {
         self.u64(blocks as u64)
     }
 
-    /// One block: its flat message, with the words only when `kept`, and
+    /// One block: its flat message, with the words only when kept, and
     /// its count with what is known of its text ([`Facts`]).
-    fn block(
-        &mut self,
-        (c, words, words_at): (&CoreMessage, Words, Option<u64>),
-        kept: bool,
-        (tokens, facts): (u64, Facts),
-        raw: Option<&str>,
-        (source, tokenizer): (BlockSource, Tokenizer),
-    ) -> io::Result<()> {
+    fn block(&mut self, b: &BlockOut) -> io::Result<()> {
+        let (c, words, words_at, kept) = (b.core, b.words, b.words_at, b.kept);
+        let (tokens, facts, raw, source, tokenizer) =
+            (b.tokens, b.facts, b.raw, b.source, b.tokenizer);
         if kept && c.withheld.is_some() && matches!(words, Words::Text("")) {
             // Its words are in the file being replaced: never written empty.
             return Err(io::Error::new(
