@@ -279,3 +279,60 @@ fn the_panel_and_apply_json_name_the_same_figures() {
         r["taken"].as_u64().unwrap() - r["summary"].as_u64().unwrap()
     );
 }
+
+/// A host's own compaction shows wherever the history does: `project -v`
+/// says how many records it dropped, `inspect` names it in text and JSON,
+/// and the SVG writes it under the history, on a real Claude Code session
+/// (`compact_boundary`) and a real Codex rollout (`compacted`).
+#[test]
+fn a_host_compaction_shows_in_project_inspect_and_the_svg() {
+    let cases = [
+        (
+            "real/claude-code/long-session-with-compaction.jsonl",
+            "line 754 (auto): the 753 record(s) before it are not sent, 170K tokens recorded before it; its summary is m00001",
+        ),
+        (
+            "real/codex/rollout-with-remote-compaction.jsonl",
+            "line 1788: the 1787 record(s) before it are not sent, 210K tokens recorded before it; its summary is m00001",
+        ),
+    ];
+    for (real, said) in cases {
+        let dir = TempDir::new();
+        let path = dir.path().join("t.jsonl");
+        fs::copy(testdata(real), &path).unwrap();
+        let state = dir.path().join("state");
+        fs::create_dir_all(&state).unwrap();
+        let (t, st) = (path.to_str().unwrap(), state.to_str().unwrap());
+        let (_, report) = run(
+            &state,
+            &["project", t, "--state-dir", st, "-o", "/dev/null", "-v"],
+        );
+        let line = format!("the host compacted the conversation at {said}");
+        assert!(report.contains(&format!("noa: {line}")), "{report}");
+        let (text, _) = run(&state, &["inspect", t, "--state-dir", st]);
+        assert!(text.contains(&line[1..]), "{text}");
+        let (json, _) = run(&state, &["inspect", t, "--state-dir", st, "--json"]);
+        let v: Value = serde_json::from_str(json.trim()).unwrap();
+        let c = &v["compactions"][0];
+        assert_eq!(v["compactions"].as_array().unwrap().len(), 1, "{v}");
+        assert_eq!(c["summary_ref"], "m00001");
+        assert!(c["records"].as_u64().unwrap() > 0 && c["tokens_before"].as_u64().unwrap() > 0);
+        let svg = state.join("map.svg");
+        run(
+            &state,
+            &[
+                "inspect",
+                t,
+                "--state-dir",
+                st,
+                "--svg",
+                svg.to_str().unwrap(),
+            ],
+        );
+        let drawn = fs::read_to_string(&svg).unwrap();
+        assert!(
+            drawn.contains(&format!("Not drawn: {line}.")),
+            "the SVG names it"
+        );
+    }
+}
