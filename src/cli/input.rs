@@ -746,14 +746,13 @@ fn read_on(
     let (first_line, at) = (cache.lines as usize + 1, cache.length);
     let end = cache.end.clone();
     let warm = cache.into_transcript();
-    let Some(read_on) = formats::read_after(
-        name,
-        (&tail, at),
+    let appended = formats::Appended {
+        text: &tail,
+        at,
         first_line,
-        warm.transcript,
-        &warm.history,
-        bad,
-    ) else {
+    };
+    let Some(read_on) = formats::read_after(name, appended, warm.transcript, &warm.history, bad)
+    else {
         return Ok(None);
     };
     let read_on = read_on?;

@@ -25,7 +25,9 @@ use serde_json::Value;
 
 use super::anthropic::{ToolNames, host_message};
 use super::lean::{self, Lean, Scalar};
-use super::{BadLines, Format, HostMessage, ReadError, ResumeState, Transcript, jsonl, span};
+use super::{
+    Appended, BadLines, Format, HostMessage, ReadError, ResumeState, Transcript, jsonl, span,
+};
 
 const EXPECTED: &str =
     "each line is one Claude Code session record (a JSON object with a \"type\")";
@@ -1196,12 +1198,16 @@ pub(crate) struct Prefix<'a> {
 /// name a session where the prefix named none: then the log is read whole.
 pub(crate) fn read_after(
     name: &str,
-    (text, at): (&str, u64),
-    first_line: usize,
+    appended: Appended,
     bad: BadLines,
     prefix: Prefix,
     tools: ToolNames,
 ) -> Option<Result<Transcript, ReadError>> {
+    let Appended {
+        text,
+        at,
+        first_line,
+    } = appended;
     let Prefix {
         resume,
         cores: earlier,

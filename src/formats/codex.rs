@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::anthropic::ToolNames;
 use super::reassemble::{BlockEdit, Emitted, read_words, shown_text};
 use super::{
-    BadLines, BlockSource, CodexResume, ContentBlock, Format, HostMessage, RawJson, ReadBlock,
-    ReadError, ResumeState, Slot, Transcript, jsonl, span, take_string,
+    Appended, BadLines, BlockSource, CodexResume, ContentBlock, Format, HostMessage, RawJson,
+    ReadBlock, ReadError, ResumeState, Slot, Transcript, jsonl, span, take_string,
 };
 use crate::engine::{ContentType, CoreMessage, Role};
 
@@ -96,20 +96,32 @@ impl RolloutPieces {
     }
 }
 
-/// Reads the lines appended after a prefix read earlier, `resume` what its
-/// read left, `has_session` whether it named its session. Besides the new
+/// What reading on after a rollout's prefix knows of it.
+pub(crate) struct Prefix {
+    /// What the prefix's read left.
+    pub(crate) resume: CodexResume,
+    /// Whether the prefix named its session.
+    pub(crate) has_session: bool,
+}
+
+/// Reads the lines `appended` after a `prefix` read earlier. Besides the new
 /// messages, a prompt size the new lines record for a response the prefix
 /// holds: at which item it starts, and the tokens. `None` when the new
 /// lines would change how the prefix reads — a compaction, or a session
 /// named where the prefix named none.
 pub(crate) fn read_after(
     name: &str,
-    (text, at): (&str, u64),
-    first_line: usize,
+    appended: Appended,
     bad: BadLines,
-    (resume, has_session): (&CodexResume, bool),
+    prefix: &Prefix,
     tools: ToolNames,
 ) -> Option<Result<(Transcript, Option<SizeBefore>), ReadError>> {
+    let Appended {
+        text,
+        at,
+        first_line,
+    } = appended;
+    let (resume, has_session) = (&prefix.resume, prefix.has_session);
     let mut warnings = Vec::new();
     let records = match records_at(name, (text, at), first_line, bad, &mut |_, w| {
         warnings.push(w)

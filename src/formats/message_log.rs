@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use serde_json::Value;
 
 use super::anthropic::ToolNames;
-use super::{BadLines, Format, HostMessage, ReadError, Slot, Transcript, jsonl, span};
+use super::{Appended, BadLines, Format, HostMessage, ReadError, Slot, Transcript, jsonl, span};
 
 /// How one format of such a log reads.
 pub(crate) struct MessageLog {
@@ -72,18 +72,21 @@ impl MessageLog {
         }
     }
 
-    /// Reads the lines appended after a prefix an earlier turn read: `text`
-    /// starts on line `first_line`, at `at` in the transcript, and `tools`
-    /// names the prefix's calls so a result here can say which tool made
-    /// it.
+    /// Reads the lines `appended` after a prefix an earlier turn read;
+    /// `tools` names the prefix's calls so a result here can say which tool
+    /// made it.
     pub(crate) fn read_after(
         &self,
         name: &str,
-        (text, at): (&str, u64),
-        first_line: usize,
+        appended: Appended,
         bad: BadLines,
         tools: ToolNames,
     ) -> Result<Transcript, ReadError> {
+        let Appended {
+            text,
+            at,
+            first_line,
+        } = appended;
         let mut warnings = Vec::new();
         let read = jsonl::records_at(
             name,

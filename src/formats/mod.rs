@@ -862,10 +862,19 @@ pub fn resumable(format: Format, text: &str) -> bool {
     }
 }
 
+/// Lines appended to a transcript after what an earlier turn read of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Appended<'a> {
+    /// Their text: what follows the prefix's bytes.
+    pub text: &'a str,
+    /// Where it starts in the transcript, in bytes.
+    pub at: u64,
+    /// The number of its first line.
+    pub first_line: usize,
+}
+
 /// Reads the lines appended to a transcript after `prefix`, what an earlier
-/// turn read of it, and adds them to it: `text` is what follows the
-/// prefix's bytes (it starts at `at` in the transcript) and on line
-/// `first_line`; `earlier` is the
+/// turn read of it, and adds them to it; `earlier` is the
 /// prefix's flat history (a warm read keeps it beside the messages). Read
 /// this way, the messages, their ids and tool names are those a whole read
 /// gives, for a transcript [`resumable`] says may be read on.
@@ -873,8 +882,7 @@ pub fn resumable(format: Format, text: &str) -> bool {
 /// `None` for a format that is read whole.
 pub fn read_after(
     name: &str,
-    (text, at): (&str, u64),
-    first_line: usize,
+    appended: Appended,
     mut prefix: Transcript,
     earlier: &[CoreMessage],
     bad: BadLines,
@@ -887,27 +895,22 @@ pub fn read_after(
     };
     let tools = anthropic::ToolNames::after(earlier);
     let tail = match prefix.format {
-        Format::Chat => chat::LOG.read_after(name, (text, at), first_line, bad, tools),
-        Format::Anthropic => anthropic::LOG.read_after(name, (text, at), first_line, bad, tools),
+        Format::Chat => chat::LOG.read_after(name, appended, bad, tools),
+        Format::Anthropic => anthropic::LOG.read_after(name, appended, bad, tools),
         Format::ClaudeCode => {
             let prefix = claude_code::Prefix {
                 resume,
                 cores: earlier,
                 has_session: prefix.session_id.is_some(),
             };
-            claude_code::read_after(name, (text, at), first_line, bad, prefix, tools)?
+            claude_code::read_after(name, appended, bad, prefix, tools)?
         }
         Format::Codex => {
-            let resume = prefix.resume.codex?;
-            let has_session = prefix.session_id.is_some();
-            match codex::read_after(
-                name,
-                (text, at),
-                first_line,
-                bad,
-                (&resume, has_session),
-                tools,
-            )? {
+            let prefix = codex::Prefix {
+                resume: prefix.resume.codex?,
+                has_session: prefix.session_id.is_some(),
+            };
+            match codex::read_after(name, appended, bad, &prefix, tools)? {
                 Ok((tail, at)) => {
                     patch = at;
                     Ok(tail)

@@ -54,14 +54,12 @@ fn cuts(name: &str, text: &str, stride: usize) -> usize {
         }
         let sizes: Vec<Option<usize>> = prefix.messages.iter().map(|m| m.prompt_tokens).collect();
         let earlier = prefix.cores();
-        let Some(after) = read_after(
-            name,
-            (&text[cut..], cut as u64),
-            k + 2,
-            prefix,
-            &earlier,
-            BadLines::Fail,
-        ) else {
+        let appended = Appended {
+            text: &text[cut..],
+            at: cut as u64,
+            first_line: k + 2,
+        };
+        let Some(after) = read_after(name, appended, prefix, &earlier, BadLines::Fail) else {
             continue;
         };
         let after = after.unwrap();
@@ -178,8 +176,7 @@ fn a_rewind_into_the_prefix_is_read_whole() {
     assert!(
         read_after(
             "s.jsonl",
-            (&rewind, 0),
-            5,
+            at_line_5(&rewind),
             p.clone(),
             &earlier,
             BadLines::Fail
@@ -188,7 +185,7 @@ fn a_rewind_into_the_prefix_is_read_whole() {
     );
     // Going on from the last answer reads on.
     let on = line("e", "d", "user", "third prompt");
-    let after = read_after("s.jsonl", (&on, 0), 5, p, &earlier, BadLines::Fail)
+    let after = read_after("s.jsonl", at_line_5(&on), p, &earlier, BadLines::Fail)
         .unwrap()
         .unwrap()
         .transcript;
@@ -437,5 +434,14 @@ fn a_claude_code_log_built_on_two_threads_reads_as_it_reads_whole() {
                 }
             }
         }
+    }
+}
+
+/// `text` appended at the start of a transcript's fifth line.
+fn at_line_5(text: &str) -> Appended<'_> {
+    Appended {
+        text,
+        at: 0,
+        first_line: 5,
     }
 }
