@@ -282,14 +282,12 @@ pub(crate) fn read_pieces(
     }
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let plan = plan(name, scanned, &mut warnings)?;
-    build(
+    let how = Building {
         name,
-        pieces,
-        plan,
-        warnings,
-        (bad, keep_records, at),
-        let_go,
-    )
+        bad,
+        keep_records,
+    };
+    build(how, pieces, plan, warnings, at, let_go)
 }
 
 /// The size of log from which its pieces are read lean on a thread of
@@ -378,14 +376,12 @@ impl PieceScan {
         drop(send);
         let (pieces, plan, warnings) = done.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         let mut pieces: Vec<Cow<'_, str>> = pieces.into_iter().map(Cow::Owned).collect();
-        build(
-            &name,
-            &mut pieces,
-            plan?,
-            warnings,
-            (bad, false, Some(0)),
-            let_go,
-        )
+        let how = Building {
+            name: &name,
+            bad,
+            keep_records: false,
+        };
+        build(how, &mut pieces, plan?, warnings, Some(0), let_go)
     }
 }
 
@@ -462,13 +458,14 @@ impl Kept {
 /// [`later_half`]) are parsed on a thread of their own while this one
 /// builds the earlier ones, then taken in order.
 fn build(
-    name: &str,
+    how: Building,
     pieces: &mut [Cow<'_, str>],
     plan: Plan,
     mut warnings: Vec<(usize, String)>,
-    (bad, keep_records, at): (BadLines, bool, Option<u64>),
+    at: Option<u64>,
     let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
+    let bad = how.bad;
     // Where each piece starts in the transcript, taken before any is let go.
     let starts: Option<Vec<u64>> = at.map(|at| {
         let ends = pieces.iter().scan(at, |end, p| {
@@ -478,7 +475,7 @@ fn build(
         std::iter::once(at).chain(ends).collect()
     });
     let record_at = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
-    let mut build = Builder::new((name, keep_records, bad), ToolNames::default());
+    let mut build = Builder::new(how, ToolNames::default());
     let (early, late) = plan.steps.split_at(later_half(&plan.steps));
     let at = late.first().map_or(pieces.len(), |s| s.piece);
     let (early_pieces, late_pieces) = pieces.split_at_mut(at);
@@ -487,12 +484,13 @@ fn build(
         let mut parsed = Vec::with_capacity(late.len());
         let mut tools = ToolNames::default();
         walk(late_pieces, late, at, let_go, |step, text| {
-            let record = parse_record(
-                (name, keep_records),
-                (step.line, step.assistant),
-                (text, record_at(step)),
-                &mut tools,
-            );
+            let record = RecordAt {
+                line: step.line,
+                assistant: step.assistant,
+                text,
+                at: record_at(step),
+            };
+            let record = parse_record(how, record, &mut tools);
             let failed = record.is_err() && bad == BadLines::Fail;
             parsed.push((step.line, record));
             !failed && !stop.load(Ordering::Relaxed)
@@ -503,14 +501,13 @@ fn build(
         let late = (!late.is_empty()).then(|| s.spawn(parse_late));
         let mut failed = None;
         walk(early_pieces, early, 0, let_go, |step, text| {
-            failed = build
-                .add(
-                    step.line,
-                    (text, record_at(step)),
-                    step.assistant,
-                    &mut warnings,
-                )
-                .err();
+            let record = RecordAt {
+                line: step.line,
+                assistant: step.assistant,
+                text,
+                at: record_at(step),
+            };
+            failed = build.add(record, &mut warnings).err();
             failed.is_none()
         });
         if let Some(e) = failed {
@@ -833,19 +830,15 @@ fn compaction(l: &Line, records: usize) -> HostCompaction {
 /// kept. A record the lean read took but a whole parse rejects (a string
 /// with an unpaired surrogate escape) is a bad line as `bad` says.
 struct Builder<'n, 't> {
-    name: &'n str,
-    keep: bool,
-    bad: BadLines,
+    how: Building<'n>,
     tools: ToolNames<'t>,
     built: Built,
 }
 
 impl<'n, 't> Builder<'n, 't> {
-    fn new((name, keep, bad): (&'n str, bool, BadLines), tools: ToolNames<'t>) -> Self {
+    fn new(how: Building<'n>, tools: ToolNames<'t>) -> Self {
         Builder {
-            name,
-            keep,
-            bad,
+            how,
             tools,
             built: Built::default(),
         }
@@ -855,18 +848,12 @@ impl<'n, 't> Builder<'n, 't> {
     /// given in the transcript when it is known.
     fn add(
         &mut self,
-        line: usize,
-        text: (&str, Option<u64>),
-        assistant: bool,
+        record: RecordAt,
         warnings: &mut Vec<(usize, String)>,
     ) -> Result<(), ReadError> {
-        let record = parse_record(
-            (self.name, self.keep),
-            (line, assistant),
-            text,
-            &mut self.tools,
-        );
-        self.take(line, record, warnings)
+        let line = record.line;
+        let parsed = parse_record(self.how, record, &mut self.tools);
+        self.take(line, parsed, warnings)
     }
 
     /// Takes in a record [`parse_record`] gave with the tool names of the
@@ -885,11 +872,11 @@ impl<'n, 't> Builder<'n, 't> {
         } = match record {
             Ok(Some(record)) => record,
             Ok(None) => {
-                warnings.push((line, no_content(self.name, line)));
+                warnings.push((line, no_content(self.how.name, line)));
                 return Ok(());
             }
             Err(e) => {
-                return match self.bad {
+                return match self.how.bad {
                     BadLines::Fail => Err(e),
                     BadLines::Skip => {
                         warnings.push((line, format!("skipped bad line: {e}")));
@@ -955,17 +942,44 @@ struct Record {
     original: Option<Value>,
 }
 
+/// How a log's records are built into messages.
+#[derive(Debug, Clone, Copy)]
+struct Building<'n> {
+    /// The log's name, for errors and warnings.
+    name: &'n str,
+    bad: BadLines,
+    /// Whether each record is kept whole beside its message (for
+    /// `materialize`).
+    keep_records: bool,
+}
+
+/// A chosen record: its line, whether it is the assistant's, its text and
+/// where that lies in the transcript, when it is known.
+#[derive(Debug, Clone, Copy)]
+struct RecordAt<'t> {
+    line: usize,
+    assistant: bool,
+    text: &'t str,
+    at: Option<u64>,
+}
+
 /// Parses the chosen record `text`, on `line`, and builds its message:
 /// `None` when it has none a request could carry. Only the message is
 /// parsed: the other fields (a tool's output again in `toolUseResult`,
 /// bookkeeping) are passed over, unless the record is kept whole. A result
 /// is named from `tools`, the calls noted before it.
 fn parse_record(
-    (name, keep): (&str, bool),
-    (line, assistant): (usize, bool),
-    (text, at): (&str, Option<u64>),
+    how: Building,
+    record: RecordAt,
     tools: &mut ToolNames,
 ) -> Result<Option<Record>, ReadError> {
+    let (name, keep) = (how.name, how.keep_records);
+    let RecordAt {
+        line,
+        assistant,
+        text,
+        at,
+    } = record;
     let parsed = match keep {
         true => serde_json::from_str::<Value>(text)
             .map(|v| (v.get("message").cloned().unwrap_or_default(), Some(v))),
@@ -1245,15 +1259,20 @@ pub(crate) fn read_after(
     if !chosen_turns().all(|(t, _)| known.leaves_prefix_alone(t)) {
         return None;
     }
-    let mut build = Builder::new((name, true, bad), tools);
+    let how = Building {
+        name,
+        bad,
+        keep_records: true,
+    };
+    let mut build = Builder::new(how, tools);
     for (t, _) in chosen_turns() {
-        let record_at = at + jsonl::offset_in(text, t.text) as u64;
-        if let Err(e) = build.add(
-            t.line,
-            (t.text, Some(record_at)),
-            t.assistant,
-            &mut warnings,
-        ) {
+        let record = RecordAt {
+            line: t.line,
+            assistant: t.assistant,
+            text: t.text,
+            at: Some(at + jsonl::offset_in(text, t.text) as u64),
+        };
+        if let Err(e) = build.add(record, &mut warnings) {
             return Some(Err(e));
         }
     }
