@@ -432,7 +432,8 @@ fn load_in_pieces(
     let made = aside.filter(|dir| !dir.exists());
     // Words set aside that lie in the transcript are read back from it.
     let transcript = aside.and_then(|_| file.try_clone().ok());
-    let read = read_set_aside(global, path, (file, name, size), mark, (aside, apart));
+    let opened = Opened { file, size, mark };
+    let read = read_set_aside(global, path, name, opened, (aside, apart));
     let read = read.map(|loaded| {
         loaded.map(|mut loaded| {
             if let (Some(words), Some(file)) = (&mut loaded.read.words, transcript) {
@@ -454,15 +455,15 @@ fn load_in_pieces(
 fn read_set_aside(
     global: &Global,
     path: &Path,
-    (file, name, size): (fs::File, String, usize),
-    mark: bool,
+    name: String,
+    opened: Opened,
     (aside, apart): (Option<&Path>, Arc<Mutex<SetApart>>),
 ) -> Result<Option<Loaded>, CliError> {
     // A Claude Code log's messages are built by `finish`, once every piece
     // is in: the spinner stays until then.
-    let spinner = reading_spinner(global, &name, size);
+    let spinner = reading_spinner(global, &name, opened.size);
     let setting = aside.map(|dir| (dir, Arc::clone(&apart)));
-    let read = read_pieces(global, file, &name, (size, mark), setting)
+    let read = read_pieces(global, opened, &name, setting)
         .map(|pieces| pieces.map(|p| (p.reader.finish(&hand_back_freed_memory), p.mark)));
     spinner.finish_and_clear();
     let read = read.map_err(|e| match e {
@@ -507,16 +508,29 @@ struct Pieces {
     mark: Option<(u64, u64, u64)>,
 }
 
-/// The pieces of `file` (of `size` bytes) read into a
-/// [`formats::PieceReader`], its bytes digested if `mark` asks for a read
-/// cache; `None` when it must be read whole.
+/// A transcript opened for a read in pieces.
+struct Opened {
+    file: fs::File,
+    /// Its size in bytes.
+    size: usize,
+    /// Whether the read leaves a mark for a read cache (its digest).
+    mark: bool,
+}
+
+/// The pieces of the `opened` file read into a [`formats::PieceReader`],
+/// its bytes digested if it asks for a read cache; `None` when it must be
+/// read whole.
 fn read_pieces(
     global: &Global,
-    mut file: fs::File,
+    opened: Opened,
     name: &str,
-    (size, mark): (usize, bool),
     mut aside: Option<(&Path, Arc<Mutex<SetApart>>)>,
 ) -> Result<Option<Pieces>, PieceError> {
+    let Opened {
+        mut file,
+        size,
+        mark,
+    } = opened;
     let mut reader = None;
     let mut failed = None;
     let mut buf = Vec::new();
