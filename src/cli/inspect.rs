@@ -20,9 +20,9 @@ use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::{
-    Block, CompressionState, Config, CoreMessage, Figures, HostCompaction, IdSet, Name, Reclaimed,
-    Run, STRIP_LEGEND, Segment, SvgInput, format_breakdown, map, protected_ids, summary_tokens,
-    svg, tokens, tree,
+    Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet, Name,
+    Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput, format_breakdown, map, protected_ids,
+    summary_tokens, svg, tokens, tree,
 };
 use crate::store::{SessionDir, write_atomic};
 
@@ -41,8 +41,8 @@ struct Current {
     view: Vec<Segment>,
     /// What each block reclaimed, by id: the panel's and the SVG's figure.
     reclaimed: BTreeMap<String, Reclaimed>,
-    /// Provider tokens per estimated token, unrounded.
-    ratio: f64,
+    /// The turn's scale: estimated tokens to the provider's.
+    gauge: Gauge,
 }
 
 /// Runs `noa inspect`. Works on a copy of the state: writes nothing but the
@@ -97,8 +97,12 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         write_svg(global, file, &session, &state, c)?;
     }
 
-    let ratio = current.as_ref().map_or(1.0, |c| c.ratio);
-    let count = |m: &CoreMessage| (ratio * config.tokens(m) as f64).round() as usize;
+    // Sizes on the turn's scale, as the figures are; the estimator's alone
+    // without a transcript.
+    let count = |m: &CoreMessage| match &current {
+        Some(c) => c.gauge.scale(config.tokens(m)),
+        None => config.tokens(m),
+    };
     let report = Report {
         session: &session,
         stored: &stored,
@@ -143,7 +147,7 @@ fn current(
         history: map::history_segments(history, &p.view, state, &zone, &count),
         view: map::view_segments(&p.view, state, &zone, &count),
         reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &count),
-        ratio: p.gauge.ratio,
+        gauge: p.gauge,
     }
 }
 

@@ -57,7 +57,7 @@ pub use turn::{
     resumable_view,
 };
 
-pub use pressure::gauge::Recorded;
+pub use pressure::gauge::{Gauge, Recorded};
 pub use pressure::nudge_text::{format_block_map, format_breakdown, format_ranges};
 pub use pressure::prompt::{SchemaFlavour, Sections, compress_tool, system_prompt};
 pub use pressure::ranges::{BlockSpan, Breakdown, ProtectedRange, RangeInfo};
