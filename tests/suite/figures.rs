@@ -25,6 +25,18 @@ fn run(state: &Path, args: &[&str]) -> (String, String) {
     )
 }
 
+/// The context map `inspect --svg` draws of `transcript`, whose session
+/// is under `state`.
+fn svg_of(state: &Path, transcript: &str) -> String {
+    let svg = state.join("map.svg");
+    let (st, out) = (state.to_str().unwrap(), svg.to_str().unwrap());
+    run(
+        state,
+        &["inspect", transcript, "--state-dir", st, "--svg", out],
+    );
+    fs::read_to_string(&svg).unwrap()
+}
+
 /// A figure as noa prints it (`950`, `1.2K`, `39K`, `1.5M`), in tokens.
 fn parse_figure(s: &str) -> f64 {
     let (n, unit) = match s.strip_suffix('K') {
@@ -128,19 +140,7 @@ fn surfaces_agree(transcript: &Path, state: &Path, limit: &str) {
     }
 
     // The SVG is labelled with the request, and says so in the same words.
-    let svg = state.join("map.svg");
-    run(
-        state,
-        &[
-            "inspect",
-            t,
-            "--state-dir",
-            st,
-            "--svg",
-            svg.to_str().unwrap(),
-        ],
-    );
-    let drawn = fs::read_to_string(&svg).unwrap();
+    let drawn = svg_of(state, t);
     assert!(
         drawn.contains(&format!(
             "request {} · {}% of the {} window",
@@ -317,19 +317,7 @@ fn a_host_compaction_shows_in_project_inspect_and_the_svg() {
         assert_eq!(v["compactions"].as_array().unwrap().len(), 1, "{v}");
         assert_eq!(c["summary_ref"], "m00001");
         assert!(c["records"].as_u64().unwrap() > 0 && c["tokens_before"].as_u64().unwrap() > 0);
-        let svg = state.join("map.svg");
-        run(
-            &state,
-            &[
-                "inspect",
-                t,
-                "--state-dir",
-                st,
-                "--svg",
-                svg.to_str().unwrap(),
-            ],
-        );
-        let drawn = fs::read_to_string(&svg).unwrap();
+        let drawn = svg_of(&state, t);
         assert!(
             drawn.contains(&format!("Not drawn: {line}.")),
             "the SVG names it"
