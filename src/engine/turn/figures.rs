@@ -69,6 +69,6 @@ impl Figures {
 }
 
 /// `part` of `whole` in whole percent, rounded.
-pub fn percent(part: usize, whole: usize) -> usize {
+fn percent(part: usize, whole: usize) -> usize {
     ((part as f64 * 100.0) / whole.max(1) as f64).round() as usize
 }

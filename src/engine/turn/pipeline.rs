@@ -172,15 +172,11 @@ fn project_with<'a>(
     // The same turn projected again (a host retrying, nothing appended):
     // the same view, nudge included, and pacing is not counted twice.
     let same_turn = state.host.nudged && state.host.history_len == history.len();
-    let growth = growth_since_nudge(state, same_turn, measured);
-    let (gauge, covered) = (g, &covered);
-    let price = Pricing {
-        gauge,
-        config: cfg,
-        measured,
-        growth,
-        covered,
+    let growth = match same_turn {
+        true => state.host.nudge_growth,
+        false => growth_since_nudge(&state.nudge, measured),
     };
+    let price = Pricing::new(g, cfg, measured, growth, &covered);
     let rec = price.recommend(&view, state, &deferred);
     let shown_now = price.breakdown(&view);
     let rough = |tier: u8, truncated: usize| {
@@ -437,11 +433,9 @@ fn gauge_view(
     })
 }
 
-/// How much the context grew since the last nudge shown: what the same
-/// turn again told the first time.
-fn growth_since_nudge(state: &CompressionState, same_turn: bool, measured: usize) -> usize {
-    match state.nudge.last_nudge_shown_tokens {
-        _ if same_turn => state.host.nudge_growth,
+/// How much the context grew since the last nudge shown.
+fn growth_since_nudge(pacing: &NudgeState, measured: usize) -> usize {
+    match pacing.last_nudge_shown_tokens {
         0 => 0,
         shown => measured.saturating_sub(shown),
     }
@@ -654,7 +648,23 @@ struct Pricing<'t> {
     covered: &'t dyn Fn(&str) -> bool,
 }
 
-impl Pricing<'_> {
+impl<'t> Pricing<'t> {
+    fn new(
+        gauge: Gauge,
+        config: &'t Config,
+        measured: usize,
+        growth: usize,
+        covered: &'t dyn Fn(&str) -> bool,
+    ) -> Pricing<'t> {
+        Pricing {
+            gauge,
+            config,
+            measured,
+            growth,
+            covered,
+        }
+    }
+
     /// The room a view of `estimate` must fit in, `reserve` kept for its
     /// nudge when it has one (`nudged`).
     fn room(&self, estimate: usize, reserve: usize, nudged: bool, host: &HostState) -> Room<'_> {
