@@ -49,7 +49,6 @@ pub use model::tokenizer::Tokenizer;
 pub use model::tokens;
 
 pub use turn::host::window_from_error;
-pub use turn::sync::Coverage;
 pub use turn::truncate::{Cut, KeptCut};
 pub use turn::view::drop_unpaired;
 pub use turn::{

@@ -1,8 +1,12 @@
 //! Builders shared by the engine's unit tests.
 
+use super::model::config::Config;
 use super::model::message::{CoreMessage, Role};
 use super::model::name::Name;
-use super::model::state::Block;
+use super::model::state::{Block, CompressionState};
+use super::turn::Carry;
+use super::turn::deferred::DeferredOutputs;
+use super::turn::prune::prune;
 
 /// An active block of `tier` covering `covers`, summary "summary of <id>".
 pub fn block(id: &str, tier: u8, covers: &[&str]) -> Block {
@@ -53,4 +57,13 @@ pub fn think(id: &str) -> CoreMessage {
 /// The ids of a list of messages.
 pub fn ids(v: &[CoreMessage]) -> Vec<&str> {
     v.iter().map(|m| m.id.as_str()).collect()
+}
+
+/// The view of `history` under `state`'s blocks, as a turn prunes it (on a
+/// copy of the state, whose blocks are synced to the history).
+pub fn pruned(history: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
+    let (mut state, config) = (state.clone(), Config::default());
+    let mut carry = Carry::new(history, &[], &config);
+    carry.advance(&mut state, history.len(), 1, |_| false);
+    prune(&carry, &state, DeferredOutputs::default()).view
 }

@@ -35,7 +35,13 @@ fn fixture(n: usize, chars: usize) -> Fixture {
         ));
     }
     let mut state = CompressionState::new("sess");
-    refs::assign(&mut state.message_refs, &view, 1, |_| false);
+    refs::assign(
+        &mut state.message_refs,
+        &view,
+        1,
+        |_| false,
+        &mut Default::default(),
+    );
     Fixture {
         view,
         state,
@@ -117,7 +123,13 @@ fn archives_hold_the_originals_not_the_view_text() {
     f.view
         .insert(1, CoreMessage::text("big", Role::Assistant, big.clone()));
     f.state = CompressionState::new("sess");
-    refs::assign(&mut f.state.message_refs, &f.view, 1, |_| false);
+    refs::assign(
+        &mut f.state.message_refs,
+        &f.view,
+        1,
+        |_| false,
+        &mut Default::default(),
+    );
     // The view the model saw had the message cut short; the archive must not.
     let originals_view = f.view.clone();
     f.view[1].text = "unique-content [truncated for context space]".into();
@@ -397,7 +409,13 @@ fn ranges_widen_to_whole_tool_exchanges() {
         .push(CoreMessage::tool_result("r2", "t2", "Edit", "ok"));
     f.view.extend(tails);
     f.state = CompressionState::new("sess");
-    refs::assign(&mut f.state.message_refs, &f.view, 1, |_| false);
+    refs::assign(
+        &mut f.state.message_refs,
+        &f.view,
+        1,
+        |_| false,
+        &mut Default::default(),
+    );
     // Asking for the reasoning alone takes the whole exchange.
     let out = run(&f, &[range("m00002", "m00002", LONG)]);
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
@@ -415,9 +433,14 @@ fn compress_messages_are_never_covered() {
     f.view
         .insert(4, CoreMessage::tool_result("cr", "tc", "Compress", "panel"));
     f.state = CompressionState::new("sess");
-    refs::assign(&mut f.state.message_refs, &f.view, 1, |m| {
-        m.tool_name == "Compress"
-    });
+    let protected = |m: &CoreMessage| m.tool_name == "Compress";
+    refs::assign(
+        &mut f.state.message_refs,
+        &f.view,
+        1,
+        protected,
+        &mut Default::default(),
+    );
     let out = run(&f, &[range("m00002", "m00005", LONG)]);
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
     let b = &out.created[0].0;
@@ -471,7 +494,13 @@ fn a_range_reaching_a_protected_message_stops_before_it() {
         .insert(7, CoreMessage::tool_result("er", "te", "Edit", "done"));
     f.config.protected_tools = vec!["Edit".into()];
     f.state = CompressionState::new("sess");
-    refs::assign(&mut f.state.message_refs, &f.view, 1, |_| false);
+    refs::assign(
+        &mut f.state.message_refs,
+        &f.view,
+        1,
+        |_| false,
+        &mut Default::default(),
+    );
     let out = run(&f, &[range("m00002", "m00010", LONG)]);
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
     let b = &out.created[0].0;

@@ -137,7 +137,11 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let none = IdMap::default();
     // Each call's history is the last one's and more: what projecting it
     // found is carried on rather than found again from the start.
-    let carry = Carry::new(history, input.recorded, input.config).map(RefCell::new);
+    let carry = Some(RefCell::new(Carry::new(
+        history,
+        input.recorded,
+        input.config,
+    )));
     let calls = recorded_calls(history);
     for (n, call) in calls.iter().enumerate() {
         (input.on_step)(n);

@@ -97,7 +97,7 @@ pub fn is_synthetic(id: &str) -> bool {
 }
 
 /// What [`assign`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Assigned {
     /// Refs handed out.
     pub new: usize,
@@ -105,8 +105,6 @@ pub struct Assigned {
     /// [`MAX_REF`] is taken: they cannot be named in a Compress call, so
     /// they stay in view until the session ends.
     pub unnumbered: usize,
-    /// The refs the messages hold, old and new.
-    pub held: Held,
 }
 
 /// The usable refs of a history, by number: what [`assign`] finds as it
@@ -160,28 +158,15 @@ impl Held {
 /// `next` and skipping numbers already taken. Messages `is_protected` accepts
 /// are recorded as [`BLOCKED`] and use no number. Once the ref space is
 /// exhausted the rest are counted as unnumbered, and no error is raised: the
-/// turn still goes out.
+/// turn still goes out. The refs the messages hold, old and new, are added
+/// to `held` (those of the history before them, when they are appended).
 pub fn assign(
     refs: &mut MessageRefs,
     messages: &[CoreMessage],
     next: u32,
     is_protected: impl Fn(&CoreMessage) -> bool,
-) -> Assigned {
-    let mut done = Assigned::default();
-    (done.new, done.unnumbered) = assign_more(refs, messages, next, is_protected, &mut done.held);
-    done
-}
-
-/// [`assign`] for messages appended to a history whose refs `held` holds:
-/// adds theirs, and returns the refs handed out and the messages left
-/// without one.
-pub fn assign_more(
-    refs: &mut MessageRefs,
-    messages: &[CoreMessage],
-    next: u32,
-    is_protected: impl Fn(&CoreMessage) -> bool,
     held: &mut Held,
-) -> (usize, usize) {
+) -> Assigned {
     let mut cursor = next.max(MIN_REF);
     let (mut new, mut unnumbered) = (0, 0);
     // A first turn numbers every message: the map is sized once.
@@ -214,7 +199,7 @@ pub fn assign_more(
         refs.insert_numbered(&m.id, n);
         new += 1;
     }
-    (new, unnumbered)
+    Assigned { new, unnumbered }
 }
 
 fn next_free(refs: &MessageRefs, cursor: &mut u32) -> Option<u32> {

@@ -9,6 +9,28 @@ fn no_protection(_: &CoreMessage) -> bool {
     false
 }
 
+/// What [`super::assign`] did over a whole history, and the refs it holds.
+struct Whole {
+    new: usize,
+    unnumbered: usize,
+    held: Held,
+}
+
+fn assign(
+    refs: &mut MessageRefs,
+    messages: &[CoreMessage],
+    next: u32,
+    is_protected: impl Fn(&CoreMessage) -> bool,
+) -> Whole {
+    let mut held = Held::default();
+    let a = super::assign(refs, messages, next, is_protected, &mut held);
+    Whole {
+        new: a.new,
+        unnumbered: a.unnumbered,
+        held,
+    }
+}
+
 #[test]
 fn index_to_ref_in_and_out_of_range() {
     assert_eq!(index_to_ref(1).as_deref(), Some("m00001"));

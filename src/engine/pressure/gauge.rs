@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::CoreMessage;
-use crate::engine::model::state::{Block, Calibration, CompressionState};
+use crate::engine::model::state::{Calibration, CompressionState};
 use crate::engine::turn::Carry;
 
 /// A prompt size the provider reported for one request of the transcript.
@@ -135,10 +135,10 @@ pub struct GaugeInput<'a> {
     /// Earlier cuts in the view: its index, the tokens it saved, and the
     /// history length when it was made.
     pub cuts: &'a [(usize, usize, usize)],
-    /// A rebuild's carry, brought to this history: what it knows of the
+    /// The turn's carry, brought to this history: what it knows of the
     /// history's recorded figures and Compress calls stands in for reading
     /// the history again.
-    pub carry: Option<&'a Carry<'a>>,
+    pub carry: &'a Carry<'a>,
 }
 
 /// The gauge for this turn. The host's figure wins when it gave one; then
@@ -231,7 +231,7 @@ impl Calibration {
 /// growth over estimated growth between consecutive records, where nothing
 /// but new messages came between them (no Compress call).
 fn recorded_ratio(input: &GaugeInput) -> Option<f64> {
-    let carried = input.carry.and_then(|c| c.recorded_growth());
+    let carried = input.carry.recorded_growth();
     let (provider, estimate) = carried.unwrap_or_else(|| {
         (input.recorded.windows(2))
             .filter(|pair| pair[1].at <= input.history.len())
@@ -290,36 +290,14 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
     // Blocks made after the record: by a call that came later, or by the
     // call being applied now (not in the history yet), over messages that
     // request held.
-    let earlier = &input.history[..at];
-    let earlier_calls: IdSet<'_> = match input.carry {
-        Some(_) => IdSet::default(),
-        None => earlier
-            .iter()
-            .filter(|m| m.is_compress_call())
-            .map(|m| m.tool_call_id.as_str())
-            .collect(),
-    };
-    let called_before = |call: &str| match input.carry {
-        Some(c) => c.called_before(call, at),
-        None => earlier_calls.contains(call),
-    };
-    let later_blocks: Vec<&Block> = (input.state.blocks.iter())
-        .filter(|b| !b.compress_call_id.is_empty() && !called_before(&b.compress_call_id))
-        .collect();
-    // Most turns have no such block: the ids before the record, which a
-    // long session has many of, are gathered only for those there are.
-    let earlier_ids: IdSet<'_> = if later_blocks.is_empty() || input.carry.is_some() {
-        IdSet::default()
-    } else {
-        earlier.iter().map(|m| m.id.as_str()).collect()
-    };
-    let held_then = |id: &str| match input.carry {
-        Some(c) => c.placed_before(id, at),
-        None => earlier_ids.contains(id),
-    };
-    let reclaimed: usize = later_blocks
-        .into_iter()
-        .filter(|b| b.direct_message_ids.iter().any(|id| held_then(id)))
+    let carry = input.carry;
+    let reclaimed: usize = (input.state.blocks.iter())
+        .filter(|b| !b.compress_call_id.is_empty() && !carry.called_before(&b.compress_call_id, at))
+        .filter(|b| {
+            b.direct_message_ids
+                .iter()
+                .any(|id| carry.placed_before(id, at))
+        })
         .map(|b| {
             b.compressed_tokens
                 .saturating_sub(input.config.count(&b.summary))
@@ -339,11 +317,26 @@ mod tests {
             .collect()
     }
 
+    /// A carry brought to the whole of `history`, as a turn brings it (on a
+    /// copy of `state`).
+    fn carried<'a>(
+        history: &'a [CoreMessage],
+        recorded: &'a [Recorded],
+        state: &CompressionState,
+        config: &'a Config,
+    ) -> Carry<'a> {
+        let mut carry = Carry::new(history, recorded, config);
+        carry.advance(&mut state.clone(), history.len(), 1, |_| false);
+        carry.sum_recorded();
+        carry
+    }
+
     fn input<'a>(
         history: &'a [CoreMessage],
         recorded: &'a [Recorded],
         state: &'a CompressionState,
         config: &'a Config,
+        carry: &'a Carry<'a>,
     ) -> GaugeInput<'a> {
         GaugeInput {
             history,
@@ -353,7 +346,7 @@ mod tests {
             state,
             config,
             cuts: &[],
-            carry: None,
+            carry,
         }
     }
 
@@ -365,7 +358,8 @@ mod tests {
             request_overhead: Some(1_000),
             ..Config::default()
         };
-        let g = gauge(&input(&h, &[], &st, &cfg));
+        let carry = carried(&h, &[], &st, &cfg);
+        let g = gauge(&input(&h, &[], &st, &cfg, &carry));
         assert_eq!(g.source, Source::Estimate);
         assert_eq!(g.tokens(400), 1_400);
     }
@@ -381,7 +375,8 @@ mod tests {
             at: 6,
             tokens: 20_600,
         }];
-        let g = gauge(&input(&h, &rec, &st, &cfg));
+        let carry = carried(&h, &rec, &st, &cfg);
+        let g = gauge(&input(&h, &rec, &st, &cfg, &carry));
         assert_eq!(g.source, Source::Recorded);
         assert_eq!(g.tokens(1_000), 21_000);
     }
@@ -398,7 +393,8 @@ mod tests {
                 tokens: 10_000 + k * 1_500,
             })
             .collect();
-        let g = gauge(&input(&h, &rec, &st, &cfg));
+        let carry = carried(&h, &rec, &st, &cfg);
+        let g = gauge(&input(&h, &rec, &st, &cfg, &carry));
         assert!((g.ratio - 1.5).abs() < 1e-9, "{g:?}");
         // Anchored on the last record (35 messages, 3,500 estimated).
         assert_eq!(g.tokens(3_500), 16_000);
@@ -411,7 +407,8 @@ mod tests {
         let mut st = CompressionState::new("s");
         st.host.last_view_tokens = 300;
         let cfg = Config::default();
-        let mut i = input(&h, &[], &st, &cfg);
+        let carry = carried(&h, &[], &st, &cfg);
+        let mut i = input(&h, &[], &st, &cfg, &carry);
         i.input_tokens = Some(5_300);
         let g = gauge(&i);
         assert_eq!(g.source, Source::Host);
@@ -420,7 +417,8 @@ mod tests {
         learn(&mut cal, &g, 5_300, 300);
         let mut later = CompressionState::new("s");
         later.host.calibration = cal;
-        let g = gauge(&input(&h, &[], &later, &cfg));
+        let carry = carried(&h, &[], &later, &cfg);
+        let g = gauge(&input(&h, &[], &later, &cfg, &carry));
         assert_eq!(g.source, Source::Learned);
         assert_eq!(g.tokens(400), 5_400);
     }
@@ -431,7 +429,8 @@ mod tests {
         let cfg = Config::default();
         let mut st = CompressionState::new("s");
         st.host.last_view_tokens = 300;
-        let mut i = input(&h, &[], &st, &cfg);
+        let carry = carried(&h, &[], &st, &cfg);
+        let mut i = input(&h, &[], &st, &cfg, &carry);
         i.input_tokens = Some(5_300);
         let first = gauge(&i);
         learn(&mut st.host.calibration, &first, 5_300, 300);
@@ -439,7 +438,8 @@ mod tests {
         st.host.last_view_tokens = 400;
         st.host.history_len = h.len();
         assert_eq!(repeated(&st, h.len(), 5_300), Some(300));
-        let mut again = input(&h, &[], &st, &cfg);
+        let carry = carried(&h, &[], &st, &cfg);
+        let mut again = input(&h, &[], &st, &cfg, &carry);
         again.input_tokens = Some(5_300);
         assert_eq!(gauge(&again).tokens(400), first.tokens(400), "a retry");
         // A new figure, or the same one once the history grew, is news.
@@ -483,9 +483,10 @@ mod tests {
             at: 6,
             tokens: 10_600,
         }];
+        let carry = carried(&h, &rec, &st, &cfg);
         let g = gauge(&GaugeInput {
             view: &view,
-            ..input(&h, &rec, &st, &cfg)
+            ..input(&h, &rec, &st, &cfg, &carry)
         });
         // then = 300 (visible part) + 299 (reclaimed) ⇒ base ≈ 10,001.
         assert_eq!(g.tokens(0), 10_001);

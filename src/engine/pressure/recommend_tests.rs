@@ -2,21 +2,26 @@ use super::*;
 use crate::engine::model::refs;
 use crate::engine::model::tokens;
 use crate::engine::test_support::{block, call, result, say, user};
-use crate::engine::turn::sync::Coverage;
 
-/// The recommendation as a turn makes it, with the coverage of `st`'s blocks.
+/// The recommendation as a turn makes it, with what `st`'s active blocks
+/// stand for.
 fn recommend(view: &[CoreMessage], st: &CompressionState, cfg: &Config) -> Recommendation {
-    let covered = Coverage::of(&st.blocks);
-    super::recommend(view, st, &|id| covered.contains(id), cfg, &|m| {
-        tokens::chars(&m.text)
-    })
+    let covered = |id: &str| {
+        (st.blocks.iter()).any(|b| b.active && b.effective_message_ids.iter().any(|m| m == id))
+    };
+    super::recommend(view, st, &covered, cfg, &|m| tokens::chars(&m.text))
 }
 
 fn state_for(view: &[CoreMessage]) -> CompressionState {
     let mut st = CompressionState::new("s");
-    refs::assign(&mut st.message_refs, view, 1, |m| {
-        m.tool_name == "Compress" || m.tool_name == "Write"
-    });
+    let protected = |m: &CoreMessage| m.tool_name == "Compress" || m.tool_name == "Write";
+    refs::assign(
+        &mut st.message_refs,
+        view,
+        1,
+        protected,
+        &mut Default::default(),
+    );
     st
 }
 

@@ -8,7 +8,7 @@ use crate::engine::model::summary::render_summary;
 use crate::engine::report::map::tests::{fixture, seg, with_refs};
 use crate::engine::report::map::{history_segments, reclaimed_by_block, view_segments};
 use crate::engine::test_support::block;
-use crate::engine::turn::prune::prune;
+use crate::engine::test_support::pruned as prune;
 
 /// What the segments are sized by in these tests: the estimator alone.
 fn estimate(m: &CoreMessage) -> usize {

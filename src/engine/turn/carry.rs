@@ -22,10 +22,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::engine::model::config::Config;
 use crate::engine::model::exchange;
-use crate::engine::model::identity::IdMap;
+use crate::engine::model::identity::{IdMap, Places};
 use crate::engine::model::message::{COMPRESS_TOOL, ContentType, CoreMessage, Role};
 use crate::engine::model::name::Name;
-use crate::engine::model::refs::{self, Held};
+use crate::engine::model::refs::{self, Assigned, Held};
 use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::SUMMARY_ROLE;
 use crate::engine::pressure::gauge::{self, Recorded};
@@ -43,7 +43,7 @@ pub struct Carry<'h> {
     recorded: &'h [Recorded],
     config: &'h Config,
     /// Each message's place, by id.
-    place: IdMap<'h, u32>,
+    place: PlaceIndex,
     /// How much of the history the last projection saw.
     len: usize,
     /// The usable refs the messages seen hold.
@@ -69,7 +69,7 @@ pub struct Carry<'h> {
     /// Block places by the Compress call that made them.
     by_call: HashMap<String, Vec<u32>>,
     /// For each place, the blocks standing for its message.
-    cover: Vec<Vec<u32>>,
+    cover: Cover,
     /// For each place seen, whether an active block stands for it.
     covered: Vec<bool>,
     /// For each place seen, its exchange (see [`exchange::spans`]).
@@ -85,9 +85,8 @@ pub struct Carry<'h> {
     shows: Vec<u32>,
     /// For each place seen, whether a block takes it out of the view.
     hidden: Vec<bool>,
-    /// The places seen and not taken out, in order, and counted.
-    kept: BTreeSet<u32>,
-    ranks: Fenwick,
+    /// The places seen and not taken out, counted.
+    ranks: Ranks,
     /// Whether every Compress message names its call: the exchanges that
     /// leave the view as spent are then told apart by call (see
     /// [`Carry::plan`]).
@@ -96,9 +95,9 @@ pub struct Carry<'h> {
     calls_kept: BTreeSet<u32>,
     /// The places kept that are not half of a Compress exchange whose call
     /// is kept: what stays in view whichever calls are spent.
-    plain: BTreeSet<u32>,
-    /// For each block, the places it stands for that are taken out.
-    taken: Vec<BTreeSet<u32>>,
+    plain: Bits,
+    /// For each block, the places it stands for that are taken out, in order.
+    taken: Vec<Vec<u32>>,
     /// The active blocks that take out a place: those whose summaries the
     /// view shows.
     anchored: BTreeSet<u32>,
@@ -158,46 +157,201 @@ struct Pair {
     showing: usize,
 }
 
-/// Counts of kept places, summed over any first stretch.
+/// Counts the block `b` among those whose summaries show when it `shows`.
+fn count_anchored(anchored: &mut BTreeSet<u32>, b: u32, shows: bool) {
+    if shows {
+        anchored.insert(b);
+    } else {
+        anchored.remove(&b);
+    }
+}
+
+/// Each message's place in the history, by id. Messages of the same id
+/// are one message as far as blocks go: a block that stands for one
+/// stands for each.
 #[derive(Debug)]
-struct Fenwick(Vec<i32>);
+struct PlaceIndex {
+    table: Places,
+    /// The later places of an id held more than once, by its first.
+    repeats: HashMap<u32, Vec<u32>>,
+}
 
-impl Fenwick {
-    fn new(n: usize) -> Fenwick {
-        Fenwick(vec![0; n + 1])
-    }
-
-    fn add(&mut self, at: usize, d: i32) {
-        let mut i = at + 1;
-        while i < self.0.len() {
-            self.0[i] += d;
-            i += i & i.wrapping_neg();
-        }
-    }
-
-    /// The place of the counted one `k` others come before.
-    fn select(&self, k: usize) -> usize {
-        let n = self.0.len() - 1;
-        let (mut at, mut left) = (0, k as i32);
-        let mut step = n.checked_ilog2().map_or(0, |b| 1 << b);
-        while step > 0 {
-            if at + step <= n && self.0[at + step] <= left {
-                at += step;
-                left -= self.0[at];
+impl PlaceIndex {
+    fn of(history: &[CoreMessage]) -> PlaceIndex {
+        let mut table = Places::with_capacity(history.len());
+        let mut repeats: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (i, m) in history.iter().enumerate() {
+            if let Some(first) = table.find_or_add(&m.id, i, |at| history[at].id.as_str()) {
+                repeats.entry(first as u32).or_default().push(i as u32);
             }
-            step >>= 1;
         }
-        at
+        PlaceIndex { table, repeats }
     }
 
-    /// How many are counted before `at`.
-    fn before(&self, at: usize) -> usize {
-        let (mut i, mut sum) = (at, 0);
-        while i > 0 {
-            sum += self.0[i];
-            i -= i & i.wrapping_neg();
+    /// The first place of `id` in `history` (the one indexed).
+    fn first(&self, history: &[CoreMessage], id: &str) -> Option<u32> {
+        let at = self.table.find(id, |at| history[at].id.as_str())?;
+        Some(at as u32)
+    }
+
+    /// Every place of `id`, in order, `guess` tried first when no id is
+    /// held twice.
+    fn all<'s>(
+        &'s self,
+        history: &[CoreMessage],
+        id: &str,
+        guess: usize,
+    ) -> impl Iterator<Item = u32> + 's {
+        let first = match self.repeats.is_empty() {
+            true => {
+                let id_at = |at: usize| history.get(at).map(|m| m.id.as_str());
+                self.table.find_near(id, guess, id_at).map(|at| at as u32)
+            }
+            false => self.first(history, id),
+        };
+        let repeats = first.and_then(|p| self.repeats.get(&p));
+        first
+            .into_iter()
+            .chain(repeats.into_iter().flatten().copied())
+    }
+}
+
+/// For each place, the blocks standing for its message, in the order the
+/// blocks were taken in. Most places have one block or none: a list for
+/// each was an allocation for each covered message of a long history.
+#[derive(Debug)]
+struct Cover {
+    first: Vec<u32>,
+    /// The blocks after the first, for the few places with more.
+    more: HashMap<u32, Vec<u32>>,
+}
+
+impl Cover {
+    const NONE: u32 = u32::MAX;
+
+    fn new(places: usize) -> Cover {
+        Cover {
+            first: vec![Cover::NONE; places],
+            more: HashMap::new(),
         }
-        sum as usize
+    }
+
+    /// Adds block `b` to those at `p`, unless it is the last added there.
+    fn add(&mut self, p: usize, b: u32) {
+        let first = &mut self.first[p];
+        if *first == Cover::NONE {
+            *first = b;
+            return;
+        }
+        let more = self.more.entry(p as u32).or_default();
+        if more.last().unwrap_or(first) != &b {
+            more.push(b);
+        }
+    }
+
+    /// The blocks at `p`, in order.
+    fn of(&self, p: usize) -> impl Iterator<Item = u32> + '_ {
+        let first = Some(self.first[p]).filter(|&b| b != Cover::NONE);
+        let more = first.and_then(|_| self.more.get(&(p as u32)));
+        first.into_iter().chain(more.into_iter().flatten().copied())
+    }
+}
+
+/// A set of places, a bit each: a long history's places are most of them
+/// in one set or another, and a tree of them cost a first turn more than
+/// the rest of its pruning.
+#[derive(Debug, Default)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn set(&mut self, at: usize, on: bool) {
+        let (word, bit) = (at / 64, 1u64 << (at % 64));
+        if word >= self.0.len() {
+            if !on {
+                return;
+            }
+            self.0.resize(word + 1, 0);
+        }
+        match on {
+            true => self.0[word] |= bit,
+            false => self.0[word] &= !bit,
+        }
+    }
+
+    /// The places in the set, in order.
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().enumerate().flat_map(|(w, &word)| {
+            let mut left = word;
+            std::iter::from_fn(move || {
+                (left != 0).then(|| {
+                    let bit = left.trailing_zeros();
+                    left &= left - 1;
+                    (w * 64) as u32 + bit
+                })
+            })
+        })
+    }
+}
+
+/// The places kept, counted: how many come before a place, and which
+/// comes after so many. The counts before each word of the set are worked
+/// out again once a projection has settled what it keeps ([`Ranks::count`]):
+/// a word at a time, sixty-four places are counted in one instruction.
+#[derive(Debug, Default)]
+struct Ranks {
+    kept: Bits,
+    /// For each word of `kept`, how many places are kept before it.
+    before_word: Vec<u32>,
+}
+
+impl Ranks {
+    fn set(&mut self, at: usize, kept: bool) {
+        self.kept.set(at, kept);
+    }
+
+    /// Counts again what comes before each word.
+    fn count(&mut self) {
+        self.before_word.clear();
+        let mut sum = 0;
+        for word in &self.kept.0 {
+            self.before_word.push(sum);
+            sum += word.count_ones();
+        }
+    }
+
+    /// How many places before `at` are kept.
+    fn before(&self, at: usize) -> usize {
+        let (word, bit) = (at / 64, at % 64);
+        match self.kept.0.get(word) {
+            Some(w) => (self.before_word[word] + (w & ((1u64 << bit) - 1)).count_ones()) as usize,
+            None => self.before_word.last().map_or(0, |&b| {
+                let last = self.kept.0.last().copied().unwrap_or(0);
+                (b + last.count_ones()) as usize
+            }),
+        }
+    }
+
+    /// The place of the kept one that `k` others come before.
+    fn select(&self, k: usize) -> usize {
+        let k = k as u32;
+        let word = self
+            .before_word
+            .partition_point(|&b| b <= k)
+            .saturating_sub(1);
+        let Some(&w) = self.kept.0.get(word) else {
+            return 0;
+        };
+        let mut left = k - self.before_word[word];
+        let mut bits = w;
+        while bits != 0 {
+            let bit = bits.trailing_zeros() as usize;
+            if left == 0 {
+                return word * 64 + bit;
+            }
+            left -= 1;
+            bits &= bits - 1;
+        }
+        (word + 1) * 64
     }
 }
 
@@ -210,37 +364,22 @@ pub enum Planned<'h> {
     Summary(usize),
 }
 
-/// Refs handed out by [`Carry::advance`], as [`refs::assign`] counts them.
-#[derive(Debug, Clone, Copy)]
-pub struct Advanced {
-    /// Refs handed out to the new messages.
-    pub new: usize,
-    /// Messages of the prefix without a ref.
-    pub unnumbered: usize,
-}
-
 impl<'h> Carry<'h> {
     /// A carry for prefixes of `history`, whose projections read the
-    /// `recorded` prompt sizes under `config`; `None` when an id is missing
-    /// or repeated, where only ids can tell messages apart.
+    /// `recorded` prompt sizes under `config`.
     pub fn new(
         history: &'h [CoreMessage],
         recorded: &'h [Recorded],
         config: &'h Config,
-    ) -> Option<Carry<'h>> {
-        let mut place = IdMap::with_capacity_and_hasher(history.len(), Default::default());
-        for (i, m) in history.iter().enumerate() {
-            if m.id.is_empty() || place.insert(m.id.as_str(), i as u32).is_some() {
-                return None;
-            }
-        }
+    ) -> Carry<'h> {
+        let place = PlaceIndex::of(history);
         let n = history.len();
         // Figures out of order are left to the gauge, which reads them all.
         let growth = recorded.is_sorted_by_key(|r| r.at).then_some(Growth {
             pairs: 0,
             sums: (0, 0),
         });
-        Some(Carry {
+        Carry {
             history,
             recorded,
             config,
@@ -255,7 +394,7 @@ impl<'h> Carry<'h> {
             named: HashSet::new(),
             block_at: HashMap::new(),
             by_call: HashMap::new(),
-            cover: vec![Vec::new(); n],
+            cover: Cover::new(n),
             covered: Vec::with_capacity(n),
             spans: Vec::with_capacity(n),
             task: None,
@@ -263,22 +402,23 @@ impl<'h> Carry<'h> {
             span_shows: Vec::with_capacity(n),
             shows: Vec::with_capacity(n),
             hidden: Vec::with_capacity(n),
-            kept: BTreeSet::new(),
-            ranks: Fenwick::new(n),
+            ranks: Ranks::default(),
             calls_named: history
                 .iter()
                 .all(|m| m.tool_name != COMPRESS_TOOL || !m.tool_call_id.is_empty()),
             calls_kept: BTreeSet::new(),
-            plain: BTreeSet::new(),
+            plain: Bits::default(),
             taken: Vec::new(),
             anchored: BTreeSet::new(),
             growth,
-        })
+        }
     }
 
-    /// Whether this carry is for `history`.
+    /// Whether `history` is a prefix of the one this carry was made for,
+    /// as its last message tells.
     pub fn serves(&self, history: &[CoreMessage]) -> bool {
-        std::ptr::eq(self.history.as_ptr(), history.as_ptr()) && history.len() <= self.history.len()
+        let last = |h: &[CoreMessage]| h.last().map(|m| m.id.clone());
+        history.len() <= self.history.len() && last(history) == last(&self.history[..history.len()])
     }
 
     /// Brings the carry to the prefix of `n` messages under `state`: refs
@@ -293,7 +433,7 @@ impl<'h> Carry<'h> {
         n: usize,
         next: u32,
         protected: impl Fn(&CoreMessage) -> bool,
-    ) -> Advanced {
+    ) -> Assigned {
         // Blocks are only ever added; a list that lost some (the copy a
         // call was answered on, let go) starts the carry over.
         let same_blocks = self.follows(&state.blocks);
@@ -301,17 +441,16 @@ impl<'h> Carry<'h> {
         // keeps them), or it is another state.
         let same_refs = self.refs_left == state.message_refs.len();
         if n < self.len || !same_blocks || !same_refs {
-            *self = Carry::new(self.history, self.recorded, self.config)
-                .expect("the history was fit for a carry");
+            *self = Carry::new(self.history, self.recorded, self.config);
         }
-        let (new, unnumbered) = refs::assign_more(
+        let assigned = refs::assign(
             &mut state.message_refs,
             &self.history[self.len..n],
             next,
             protected,
             &mut self.held,
         );
-        self.unnumbered += unnumbered;
+        self.unnumbered += assigned.unnumbered;
         self.refs_left = state.message_refs.len();
         if !self.retained {
             state.token_snapshot.retain(|r, _| self.held.holds(r));
@@ -331,11 +470,13 @@ impl<'h> Carry<'h> {
             if active != seen.active {
                 seen.active = active;
                 flipped.push(i);
-                dirty.extend(
-                    (b.effective_message_ids.iter())
-                        .filter_map(|id| self.place.get(id.as_str()).copied())
-                        .filter(|&p| (p as usize) < n),
-                );
+                // The places this advance takes in are looked at anyway.
+                if self.len > 0 {
+                    for id in &b.effective_message_ids {
+                        let places = self.place.all(self.history, id, 0);
+                        dirty.extend(places.filter(|&p| (p as usize) < self.len));
+                    }
+                }
             }
         }
         for b in flipped {
@@ -347,28 +488,40 @@ impl<'h> Carry<'h> {
         dirty.dedup();
         let old = self.len;
         for &p in &dirty {
-            let c = self.cover[p as usize]
-                .iter()
-                .any(|&b| self.blocks[b as usize].active);
+            let c = (self.cover.of(p as usize)).any(|b| self.blocks[b as usize].active);
             if c != self.covered[p as usize] || p as usize >= old {
                 self.covered[p as usize] = c;
                 changed.push(p);
             }
         }
         self.len = n;
-        for &p in &changed {
+        // The exchanges of the places taken in are there already.
+        for &p in changed.iter().take_while(|&&p| (p as usize) < old) {
             spans_to_check.push(self.spans[p as usize]);
         }
-        let mut recheck: Vec<u32> = changed.clone();
-        self.show_reasoning(spans_to_check, &mut recheck);
-        self.show_pairs(&changed, &mut recheck);
-        recheck.sort_unstable();
-        recheck.dedup();
-        for p in recheck {
+        let mut more: Vec<u32> = Vec::new();
+        self.show_reasoning(spans_to_check, &mut more);
+        self.show_pairs(&changed, &mut more);
+        // The places to settle, in order: those changed (in order already)
+        // and those whose showing changed, merged.
+        more.sort_unstable();
+        more.dedup();
+        let mut more = more.into_iter().peekable();
+        for p in changed {
+            while let Some(q) = more.next_if(|&q| q < p) {
+                self.mark(q as usize);
+            }
+            more.next_if_eq(&p);
             self.mark(p as usize);
         }
-        Advanced {
-            new,
+        for q in more {
+            self.mark(q as usize);
+        }
+        self.ranks.count();
+        // Refs handed out to the new messages, and messages of the prefix
+        // without one.
+        Assigned {
+            new: assigned.new,
             unnumbered: self.unnumbered,
         }
     }
@@ -388,8 +541,7 @@ impl<'h> Carry<'h> {
             self.shows.push(0);
             self.hidden.push(false);
             self.spans.push((p as u32, p as u32));
-            self.kept.insert(p as u32);
-            self.ranks.add(p, 1);
+            self.ranks.set(p, true);
             dirty.push(p as u32);
             if m.tool_name == COMPRESS_TOOL && !m.tool_call_id.is_empty() {
                 self.pairs
@@ -440,23 +592,24 @@ impl<'h> Carry<'h> {
     fn register_blocks(&mut self, state: &CompressionState, dirty: &mut Vec<u32>) {
         for (i, b) in state.blocks.iter().enumerate().skip(self.blocks.len()) {
             let mut first = u32::MAX;
-            let mut taken = BTreeSet::new();
+            let mut taken = Vec::new();
+            // A block's messages are most often in the history's order.
+            let mut guess = 0;
             for id in &b.effective_message_ids {
-                let Some(&p) = self.place.get(id.as_str()) else {
-                    continue;
-                };
-                first = first.min(p);
-                let list = &mut self.cover[p as usize];
-                if list.last() != Some(&(i as u32)) {
-                    list.push(i as u32);
-                }
-                if (p as usize) < self.len {
-                    dirty.push(p);
-                    if self.hidden[p as usize] {
-                        taken.insert(p);
+                for p in self.place.all(self.history, id, guess) {
+                    guess = p as usize + 1;
+                    first = first.min(p);
+                    self.cover.add(p as usize, i as u32);
+                    if (p as usize) < self.len {
+                        dirty.push(p);
+                        if self.hidden[p as usize] {
+                            taken.push(p);
+                        }
                     }
                 }
             }
+            taken.sort_unstable();
+            taken.dedup();
             self.taken.push(taken);
             for folded in &b.direct_block_ids {
                 if self.named.insert(folded.to_string())
@@ -563,23 +716,21 @@ impl<'h> Carry<'h> {
             return;
         }
         self.hidden[p] = hidden;
-        if hidden {
-            self.kept.remove(&(p as u32));
-            self.ranks.add(p, -1);
-        } else {
-            self.kept.insert(p as u32);
-            self.ranks.add(p, 1);
-        }
-        for &b in &self.cover[p] {
+        self.ranks.set(p, !hidden);
+        for b in self.cover.of(p) {
             let taken = &mut self.taken[b as usize];
-            if hidden {
-                taken.insert(p as u32);
-            } else {
-                taken.remove(&(p as u32));
+            let at = taken.partition_point(|&q| q < p as u32);
+            if hidden && taken.get(at) != Some(&(p as u32)) {
+                taken.insert(at, p as u32);
+            } else if !hidden && taken.get(at) == Some(&(p as u32)) {
+                taken.remove(at);
             }
-        }
-        for i in 0..self.cover[p].len() {
-            self.reanchor(self.cover[p][i] as usize);
+            // Whether the block's summary shows changes only when the
+            // first place is taken out or the last one put back.
+            if taken.len() == usize::from(hidden) {
+                let shows = self.blocks[b as usize].active && !taken.is_empty();
+                count_anchored(&mut self.anchored, b, shows);
+            }
         }
         if self.history[p].is_compress_call() {
             if hidden {
@@ -593,11 +744,8 @@ impl<'h> Carry<'h> {
 
     /// Counts the block at `b` among those whose summaries show, or not.
     fn reanchor(&mut self, b: usize) {
-        if self.blocks[b].active && !self.taken[b].is_empty() {
-            self.anchored.insert(b as u32);
-        } else {
-            self.anchored.remove(&(b as u32));
-        }
+        let shows = self.blocks[b].active && !self.taken[b].is_empty();
+        count_anchored(&mut self.anchored, b as u32, shows);
     }
 
     /// Puts the message at `p` among the plain places or takes it out, and
@@ -609,11 +757,7 @@ impl<'h> Carry<'h> {
             .then(|| self.pairs.get(m.tool_call_id.as_str()))
             .flatten()
         else {
-            if self.hidden[p] {
-                self.plain.remove(&(p as u32));
-            } else {
-                self.plain.insert(p as u32);
-            }
+            self.plain.set(p, !self.hidden[p]);
             return;
         };
         let call_kept = pair.places.iter().any(|&q| {
@@ -621,11 +765,8 @@ impl<'h> Carry<'h> {
                 && !self.hidden[q as usize]
         });
         for &q in &pair.places {
-            if self.hidden[q as usize] || call_kept {
-                self.plain.remove(&q);
-            } else {
-                self.plain.insert(q);
-            }
+            self.plain
+                .set(q as usize, !self.hidden[q as usize] && !call_kept);
         }
     }
 
@@ -670,7 +811,7 @@ impl<'h> Carry<'h> {
 
     /// Whether the message `id` comes before place `at`.
     pub fn placed_before(&self, id: &str, at: usize) -> bool {
-        self.place.get(id).is_some_and(|&p| (p as usize) < at)
+        (self.place.first(self.history, id)).is_some_and(|p| (p as usize) < at)
     }
 
     /// Whether `blocks` are the blocks seen, and perhaps more after them.
@@ -693,11 +834,9 @@ impl<'h> Carry<'h> {
     /// Whether a block of `blocks` (those seen, see [`Carry::has_seen`])
     /// that is active as they stand stands for the message `id`.
     pub fn stood_for(&self, id: &str, blocks: &[Block]) -> bool {
-        self.place.get(id).is_some_and(|&p| {
-            self.cover[p as usize]
-                .iter()
-                .any(|&b| blocks[b as usize].active)
-        })
+        self.place
+            .first(self.history, id)
+            .is_some_and(|p| (self.cover.of(p as usize)).any(|b| blocks[b as usize].active))
     }
 
     /// The place among the blocks seen of the first with the id `id`.
@@ -708,17 +847,16 @@ impl<'h> Carry<'h> {
     /// The first of `blocks` (those seen, see [`Carry::has_seen`]) that is
     /// active as they stand and stands for the message `id`.
     pub fn first_over(&self, id: &str, blocks: &[Block]) -> Option<usize> {
-        let p = *self.place.get(id)?;
-        (self.cover[p as usize].iter())
-            .map(|&b| b as usize)
+        let p = self.place.first(self.history, id)?;
+        (self.cover.of(p as usize))
+            .map(|b| b as usize)
             .find(|&b| blocks[b].active)
     }
 
     /// Whether an active block stands for the message `id`.
     pub fn covers(&self, id: &str) -> bool {
-        self.place
-            .get(id)
-            .is_some_and(|&p| self.covered.get(p as usize).copied().unwrap_or(false))
+        (self.place.first(self.history, id))
+            .is_some_and(|p| self.covered.get(p as usize).copied().unwrap_or(false))
     }
 
     /// The view as [`prune_marked`](super::prune::prune_marked) places it,
@@ -741,7 +879,7 @@ impl<'h> Carry<'h> {
                 (self.by_call.get(call)).map(|made| made.iter().any(|&b| blocks[b as usize].active))
             },
         );
-        let mut shown: Vec<u32> = self.plain.iter().copied().collect();
+        let mut shown: Vec<u32> = self.plain.iter().collect();
         for call in &stay {
             let pair = &self.pairs[call];
             shown.extend(pair.places.iter().filter(|&&q| !self.hidden[q as usize]));
@@ -757,7 +895,7 @@ impl<'h> Carry<'h> {
             .filter_map(|b| Some((self.anchor(b)?, block_number(&blocks[b].block_id), b)))
             .collect();
         summaries.sort_unstable();
-        let total = self.kept.len();
+        let total = self.ranks.before(self.len);
         let at = |i: usize| &self.history[self.ranks.select(i)];
         let mut slots: Vec<(usize, usize)> = Vec::with_capacity(summaries.len());
         let mut previous: Option<usize> = None;
@@ -797,7 +935,7 @@ impl<'h> Carry<'h> {
     /// ended among the messages taken out before it (see
     /// [`exchange::may_stand_between`]).
     pub fn turns_ended(&self) -> Vec<bool> {
-        (0..self.kept.len())
+        (0..self.ranks.before(self.len))
             .map(|i| i > 0 && self.turn_ended_before(i))
             .collect()
     }
@@ -809,11 +947,16 @@ impl<'h> Carry<'h> {
         exchange::turn_ends_in(&self.history[from..to])
     }
 
+    /// For each message seen, whether a block takes it out of the view.
+    pub fn hidden(&self) -> &[bool] {
+        &self.hidden
+    }
+
     /// The messages of the prefix left in view, in order.
     pub fn kept(&self) -> Vec<&'h CoreMessage> {
-        self.kept
-            .iter()
-            .map(|&p| &self.history[p as usize])
+        (self.history[..self.len].iter().zip(&self.hidden))
+            .filter(|(_, hidden)| !**hidden)
+            .map(|(m, _)| m)
             .collect()
     }
 

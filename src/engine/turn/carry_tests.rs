@@ -133,7 +133,7 @@ proptest::proptest! {
         let config = Config { context_limit: window, ..Config::default() };
         let sections = Sections::default();
         let none = Default::default();
-        let mut carry = Carry::new(&h, &recorded, &config).expect("ids are all there and all different");
+        let mut carry = Carry::new(&h, &recorded, &config);
         let (mut fresh, mut carried) = (CompressionState::new("s"), CompressionState::new("s"));
         let mut cut = 0;
         for step in &steps {
@@ -182,24 +182,37 @@ proptest::proptest! {
 }
 
 #[test]
-fn a_history_with_a_repeated_or_missing_id_gets_no_carry() {
+fn messages_of_one_id_are_covered_together() {
+    // A history a host built by hand may hold an id twice, or none: a block
+    // that stands for an id stands for each message holding it.
+    let h = vec![user("t"), say("a"), user("b"), say("a"), user(""), say("")];
+    let mut st = CompressionState::new("s");
+    st.blocks = vec![block("b1", 1, &["a"])];
     let config = Config::default();
-    let carry = |h: &[CoreMessage]| Carry::new(h, &[], &config).is_some();
-    assert!(!carry(&[user("a"), say("a")]));
-    assert!(!carry(&[user("a"), say("")]));
-    assert!(carry(&[user("a"), say("b")]));
+    let mut carry = Carry::new(&h, &[], &config);
+    carry.advance(&mut st, h.len(), 1, |_| false);
+    assert!(st.blocks[0].active && carry.covers("a") && !carry.covers(""));
+    let kept: Vec<&str> = carry.kept().iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(kept, ["t", "b", "", ""]);
+    assert_eq!(carry.anchors(), [Some(1)]);
 }
 
 #[test]
 fn counted_places_sum_over_any_first_stretch() {
-    let mut f = Fenwick::new(10);
-    for at in [0, 3, 4, 9] {
-        f.add(at, 1);
+    let mut r = Ranks::default();
+    let kept = [0, 3, 4, 9, 64, 70, 200];
+    for at in kept {
+        r.set(at, true);
     }
-    f.add(3, -1);
-    let want = [0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3];
-    for (at, &n) in want.iter().enumerate() {
-        assert_eq!(f.before(at), n, "before {at}");
+    r.set(3, false);
+    r.count();
+    let kept: Vec<usize> = kept.into_iter().filter(|&at| at != 3).collect();
+    for at in 0..260 {
+        let want = kept.iter().filter(|&&k| k < at).count();
+        assert_eq!(r.before(at), want, "before {at}");
+    }
+    for (k, &at) in kept.iter().enumerate() {
+        assert_eq!(r.select(k), at, "select {k}");
     }
 }
 
@@ -209,7 +222,7 @@ fn blocks_made_over_messages_not_reached_yet_stand_once_reached() {
     let mut st = CompressionState::new("s");
     st.blocks = vec![block("b1", 1, &["d"]) as Block];
     let config = Config::default();
-    let mut carry = Carry::new(&h, &[], &config).expect("fit");
+    let mut carry = Carry::new(&h, &[], &config);
     carry.advance(&mut st, 2, 1, |_| false);
     assert!(!st.blocks[0].active, "d is not in the first two messages");
     carry.advance(&mut st, 4, 3, |_| false);
@@ -217,4 +230,104 @@ fn blocks_made_over_messages_not_reached_yet_stand_once_reached() {
     assert!(carry.covers("d") && !carry.covers("c"));
     assert_eq!(carry.kept().len(), 3);
     assert_eq!(carry.anchors(), [Some(3)]);
+}
+
+/// Brings a fresh carry to the whole of `history`, as a turn does: the
+/// blocks marked active and the token figures of refs it no longer holds
+/// dropped.
+fn sync_with(st: &mut CompressionState, history: &[CoreMessage]) {
+    let config = Config::default();
+    let next = st.message_refs.highest_used() + 1;
+    Carry::new(history, &[], &config).advance(st, history.len(), next, |_| false);
+}
+
+fn msg(id: &str) -> CoreMessage {
+    CoreMessage::text(id, Role::User, id)
+}
+
+#[test]
+fn absorbed_blocks_are_inactive() {
+    let mut st = CompressionState::new("s");
+    let mut b2 = block("b2", 2, &["m1"]);
+    b2.direct_block_ids = vec!["b1".into()];
+    st.blocks = vec![block("b1", 1, &["m1"]), b2];
+    sync_with(&mut st, &[msg("m1")]);
+    assert!(!st.blocks[0].active);
+    assert!(st.blocks[1].active);
+}
+
+#[test]
+fn blocks_follow_their_messages() {
+    let mut st = CompressionState::new("s");
+    st.blocks = vec![block("b1", 1, &["gone"])];
+    sync_with(&mut st, &[msg("other")]);
+    assert!(!st.blocks[0].active);
+    sync_with(&mut st, &[msg("gone")]);
+    assert!(
+        st.blocks[0].active,
+        "a block comes back when its messages do"
+    );
+}
+
+#[test]
+fn a_block_whose_first_message_is_gone_lives_on_its_others() {
+    let mut st = CompressionState::new("s");
+    st.blocks = vec![
+        block("b1", 1, &["gone", "kept"]),
+        block("b2", 1, &["gone", "also gone"]),
+        block("b3", 1, &["kept"]),
+    ];
+    sync_with(&mut st, &[msg("kept")]);
+    let active: Vec<bool> = st.blocks.iter().map(|b| b.active).collect();
+    assert_eq!(active, [true, false, true]);
+}
+
+#[test]
+fn a_ref_in_another_form_keeps_its_figure_while_its_message_stays() {
+    let mut st = CompressionState::new("s");
+    for (raw, r) in [("a", "m00001"), ("b", "m2"), ("c", "m3")] {
+        st.message_refs.insert(raw, r);
+    }
+    st.token_snapshot = [
+        ("m00001".into(), 10),
+        ("m2".into(), 20),
+        ("m3".into(), 30),
+        ("m00002".into(), 40),
+    ]
+    .into();
+    sync_with(&mut st, &[msg("a"), msg("b")]);
+    let kept: Vec<&str> = st.token_snapshot.keys().map(Name::as_str).collect();
+    assert_eq!(kept, ["m00001", "m2"]);
+}
+
+#[test]
+fn token_figures_of_vanished_refs_are_dropped() {
+    let mut st = CompressionState::new("s");
+    for (raw, r) in [("live", "m00001"), ("dead", "m00002")] {
+        st.message_refs.insert(raw, r);
+    }
+    st.message_refs.block("p");
+    st.token_snapshot = [
+        ("m00001".into(), 10),
+        ("m00002".into(), 20),
+        ("m00003".into(), 30),
+    ]
+    .into();
+    sync_with(&mut st, &[msg("live"), msg("p")]);
+    assert_eq!(st.token_snapshot, [("m00001".into(), 10)].into());
+}
+
+#[test]
+fn figures_are_kept_whatever_order_the_history_holds_their_refs_in() {
+    let mut st = CompressionState::new("s");
+    let raws = ["a", "b", "c", "d", "e"];
+    for (i, raw) in raws.iter().enumerate() {
+        let r = format!("m{:05}", i + 1);
+        st.message_refs.insert(raw, &r);
+        st.token_snapshot.insert(r.into(), i);
+    }
+    // A rewritten history: refs out of order, one message gone.
+    sync_with(&mut st, &[msg("e"), msg("b"), msg("a"), msg("d")]);
+    let kept: Vec<&str> = st.token_snapshot.keys().map(Name::as_str).collect();
+    assert_eq!(kept, ["m00001", "m00002", "m00004", "m00005"]);
 }

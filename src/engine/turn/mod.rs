@@ -5,7 +5,6 @@ pub mod hide;
 pub mod host;
 pub mod pipeline;
 pub mod prune;
-pub mod sync;
 pub mod truncate;
 pub mod view;
 

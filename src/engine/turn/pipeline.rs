@@ -15,15 +15,14 @@ use super::carry::Carry;
 use super::deferred::{DeferredOutputs, Unfilled};
 use super::figures::Figures;
 use super::host;
-use super::sync::Coverage;
 use super::truncate::{self, KeptCut, Truncation};
-use super::{hide, prune, sync, view};
+use super::{hide, prune, view};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
 use crate::engine::model::name::Name;
 use crate::engine::model::protect::is_tool_protected;
-use crate::engine::model::refs::{self, NUDGE_ID, OMITTED_ID};
+use crate::engine::model::refs::{Assigned, NUDGE_ID, OMITTED_ID};
 use crate::engine::model::state::{Block, CompressionState, HostState, MessageRefs, NudgeState};
 use crate::engine::model::tag;
 use crate::engine::pressure::gauge::{self, Gauge, GaugeInput, Recorded, Source};
@@ -69,10 +68,8 @@ pub struct TurnInput<'a> {
 pub struct Projection {
     /// The messages to send: tags rendered, maybe truncated, maybe a nudge last.
     pub view: Vec<CoreMessage>,
-    /// For each history message, whether a block hides it (see
-    /// `prune::prune_marked`): what a later turn will
-    /// not need the words of while the blocks stand. Empty for a projection
-    /// a rebuild carried on (`project_carried`), which nothing reads it of.
+    /// For each history message, whether a block takes it out of the view:
+    /// what a later turn will not need the words of while the blocks stand.
     pub hidden: Vec<bool>,
     /// Refs handed out this turn.
     pub new_refs: usize,
@@ -105,52 +102,25 @@ pub struct Projection {
 /// Projects the history into this turn's view, updating refs, block
 /// activity, token figures, nudge pacing and host counters in `state`.
 pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
-    project_with(state, input, None)
+    let mut carry = Carry::new(input.history, input.recorded, input.config);
+    project_carried(state, input, &mut carry)
 }
 
-/// [`project`] for a history `carry` was made for, cut where the call is
-/// (see [`Carry`]): the same projection, which walks only what changed
-/// since the carry's last one, but with no `hidden` flags.
+/// [`project`] for a prefix of the history `carry` was made for, going on
+/// from what the carry found of the prefix it saw last (see [`Carry`]): a
+/// rebuild projects at each recorded call this way, walking only what
+/// changed since the call before.
 pub fn project_carried<'a>(
     state: &mut CompressionState,
     input: &TurnInput<'a>,
     carry: &mut Carry<'a>,
 ) -> Projection {
-    project_with(state, input, Some(carry))
-}
-
-/// Which active blocks stand for a message: the turn's [`Coverage`], or
-/// what a carry keeps.
-enum Covers<'c, 'a> {
-    Turn(Coverage<'c>),
-    Carried(&'c Carry<'a>),
-}
-
-impl Covers<'_, '_> {
-    fn contains(&self, id: &str) -> bool {
-        match self {
-            Covers::Turn(c) => c.contains(id),
-            Covers::Carried(c) => c.covers(id),
-        }
-    }
-}
-
-fn project_with<'a>(
-    state: &mut CompressionState,
-    input: &TurnInput<'a>,
-    carry: Option<&mut Carry<'a>>,
-) -> Projection {
     let (history, cfg) = (input.history, input.config);
     host::observe(&mut state.host, history);
-    let (numbered, carried) = number(state, input, carry);
-    // Borrows the blocks for the rest of the turn, which changes only other
-    // parts of the state.
-    let covers = match carried {
-        Some(c) => Covers::Carried(c),
-        None => Covers::Turn(Coverage::of(&state.blocks)),
-    };
-    let covered = |id: &str| covers.contains(id);
-    let shown = show(state, input, &covers);
+    let numbered = number(state, input, carry);
+    let carry = &*carry;
+    let covered = |id: &str| carry.covers(id);
+    let shown = show(state, input, carry);
     let (hidden, dropped_unpaired) = (shown.hidden, shown.dropped_unpaired);
     let (mut view, mut deferred) = (shown.view, shown.deferred);
     let (refs, snapshot) = (&state.message_refs, &mut state.token_snapshot);
@@ -163,7 +133,7 @@ fn project_with<'a>(
 
     // Measure the view as it would go out, on the provider's scale.
     let estimate: usize = view.iter().map(|m| cfg.tokens(m)).sum();
-    let g = gauge_view(state, input, &view, &cuts, carried);
+    let g = gauge_view(state, input, &view, &cuts, carry);
     let heard =
         (input.input_tokens).filter(|&n| gauge::repeated(state, history.len(), n).is_none());
     learn_from_host(&mut state.host, heard, &g, estimate);
@@ -238,7 +208,7 @@ struct Finishing<'a> {
     truncation: Truncation,
     hidden: Vec<bool>,
     dropped_unpaired: usize,
-    numbered: Numbered,
+    numbered: Assigned,
     /// What the nudge lists.
     rec: Recommendation,
     decision: Decision,
@@ -311,47 +281,19 @@ fn finish(
     }
 }
 
-/// Refs handed out this turn, and history messages left without one.
-struct Numbered {
-    new: usize,
-    unnumbered: usize,
-}
-
-/// Hands out refs over the whole history and brings the blocks up to it:
-/// from scratch, or going on from where `carry` left off (which is then
-/// what stands for the blocks for the rest of the turn).
-fn number<'c, 'a>(
-    state: &mut CompressionState,
-    input: &TurnInput<'a>,
-    carry: Option<&'c mut Carry<'a>>,
-) -> (Numbered, Option<&'c Carry<'a>>) {
+/// Hands out refs over the whole history and brings the blocks up to it,
+/// going on from where `carry` left off.
+fn number(state: &mut CompressionState, input: &TurnInput, carry: &mut Carry) -> Assigned {
     let (history, cfg) = (input.history, input.config);
+    debug_assert!(
+        carry.serves(history) && carry.reads(input.recorded, cfg),
+        "a carry serves the history, figures and config it was made for"
+    );
     let next = state.message_refs.highest_used() + 1;
     let protected = |m: &CoreMessage| hard_protected(m, cfg);
-    match carry {
-        Some(c) => {
-            debug_assert!(
-                c.serves(history) && c.reads(input.recorded, cfg),
-                "a carry serves the history, figures and config it was made for"
-            );
-            let a = c.advance(state, history.len(), next, protected);
-            c.sum_recorded();
-            let numbered = Numbered {
-                new: a.new,
-                unnumbered: a.unnumbered,
-            };
-            (numbered, Some(&*c))
-        }
-        None => {
-            let assigned = refs::assign(&mut state.message_refs, history, next, protected);
-            sync::sync_blocks(state, history, &assigned.held);
-            let numbered = Numbered {
-                new: assigned.new,
-                unnumbered: assigned.unnumbered,
-            };
-            (numbered, None)
-        }
-    }
+    let assigned = carry.advance(state, history.len(), next, protected);
+    carry.sum_recorded();
+    assigned
 }
 
 /// The view before it is tagged, measured and fitted.
@@ -370,15 +312,9 @@ struct Shown<'a> {
 /// and what is left unpaired is dropped. Tool results come without their
 /// words until the view is done: what is cut is cut from the original,
 /// and what is left out never copied.
-fn show<'a>(state: &CompressionState, input: &TurnInput<'a>, covers: &Covers<'_, 'a>) -> Shown<'a> {
-    let spent = |kept: &[&'a CoreMessage]| hide::spent_calls(kept.iter().copied(), state);
+fn show<'a>(state: &CompressionState, input: &TurnInput<'a>, carry: &Carry<'a>) -> Shown<'a> {
     let deferred = DeferredOutputs::holding(input.cuts);
-    let pruned = match covers {
-        Covers::Turn(covered) => {
-            prune::prune_marked(input.history, state, covered, deferred, spent)
-        }
-        Covers::Carried(c) => prune::prune_carried(c, state, deferred, spent),
-    };
+    let pruned = prune::prune(carry, state, deferred);
     let mut shown = pruned.view;
     hide::stub_calls(&mut shown);
     let before_pairing = shown.len();
@@ -386,7 +322,7 @@ fn show<'a>(state: &CompressionState, input: &TurnInput<'a>, covers: &Covers<'_,
     Shown {
         dropped_unpaired: before_pairing - view.len(),
         view,
-        hidden: pruned.hidden,
+        hidden: carry.hidden().to_vec(),
         deferred: pruned.deferred,
     }
 }
@@ -419,7 +355,7 @@ fn gauge_view(
     input: &TurnInput,
     view: &[CoreMessage],
     cuts: &[(usize, usize, usize)],
-    carry: Option<&Carry>,
+    carry: &Carry,
 ) -> Gauge {
     gauge::gauge(&GaugeInput {
         history: input.history,
@@ -793,11 +729,9 @@ pub fn resumable_view(
 ) -> Vec<CoreMessage> {
     let mut state = state.clone();
     let next = state.message_refs.highest_used() + 1;
-    let assigned = refs::assign(&mut state.message_refs, history, next, |m| {
-        hard_protected(m, cfg)
-    });
-    sync::sync_blocks(&mut state, history, &assigned.held);
-    let pruned = prune::prune(history, &state);
+    let mut carry = Carry::new(history, &[], cfg);
+    carry.advance(&mut state, history.len(), next, |m| hard_protected(m, cfg));
+    let pruned = prune::prune(&carry, &state, DeferredOutputs::default()).view;
     let calls: IdSet<'_> = pruned
         .iter()
         .filter(|m| m.is_compress_call())
@@ -1131,8 +1065,8 @@ mod tests {
     #[test]
     fn messages_past_the_last_ref_are_counted_and_stay_untagged() {
         let mut st = CompressionState::new("s");
-        for i in 1..=refs::MAX_REF {
-            let r = refs::index_to_ref(i).unwrap();
+        for i in 1..=crate::engine::model::refs::MAX_REF {
+            let r = crate::engine::model::refs::index_to_ref(i).unwrap();
             st.message_refs.insert(&format!("old{i}"), &r);
         }
         let h = vec![
