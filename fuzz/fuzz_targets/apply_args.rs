@@ -64,7 +64,7 @@ fuzz_target!(|data: &[u8]| {
             created: "2026-01-01T00:00:00Z",
             now: 1_767_225_600,
             cuts: &none,
-            carry: None,
+            index: None,
         },
     );
     assert!(!answer.panel.is_empty());

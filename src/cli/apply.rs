@@ -200,7 +200,7 @@ fn answer_on(
             created: &when.created,
             now: when.now,
             cuts: &cx.kept_cuts(),
-            carry: None,
+            index: None,
         },
     )
 }

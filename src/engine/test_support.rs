@@ -4,7 +4,7 @@ use super::model::config::Config;
 use super::model::message::{CoreMessage, Role};
 use super::model::name::Name;
 use super::model::state::{Block, CompressionState};
-use super::turn::Carry;
+use super::turn::HistoryIndex;
 use super::turn::deferred::DeferredOutputs;
 use super::turn::prune::prune;
 
@@ -63,7 +63,7 @@ pub fn ids(v: &[CoreMessage]) -> Vec<&str> {
 /// copy of the state, whose blocks are synced to the history).
 pub fn pruned(history: &[CoreMessage], state: &CompressionState) -> Vec<CoreMessage> {
     let (mut state, config) = (state.clone(), Config::default());
-    let mut carry = Carry::new(history, &[], &config);
-    carry.advance(&mut state, history.len(), 1, |_| false);
-    prune(&carry, &state, DeferredOutputs::default()).view
+    let mut index = HistoryIndex::new(history, &[], &config);
+    index.advance(&mut state, history.len(), 1, |_| false);
+    prune(&index, &state, DeferredOutputs::default()).view
 }

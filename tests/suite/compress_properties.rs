@@ -91,7 +91,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
             created: "",
             now: 0,
             replay: false,
-            carry: None,
+            index: None,
         });
         if !out.created.is_empty() {
             made += out.created.len();
@@ -220,7 +220,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 created: "",
                 now: 0,
                 cuts: &IdMap::default(),
-                carry: None,
+                index: None,
             },
         );
         let panel = answer.panel;

@@ -104,7 +104,7 @@ fn two_thousand_turns_stay_inside_a_40k_window() {
             created: "",
             now: 0,
             replay: false,
-            carry: None,
+            index: None,
         });
         blocks += out.created.len();
         if !out.created.is_empty() {

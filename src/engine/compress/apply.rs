@@ -23,7 +23,7 @@ use crate::engine::model::state::{Block, CompressionState};
 use crate::engine::model::summary::render_summary;
 use crate::engine::model::tokens;
 use crate::engine::pressure::zone;
-use crate::engine::turn::Carry;
+use crate::engine::turn::HistoryIndex;
 
 /// One Compress call, with everything it is resolved against.
 #[derive(Debug, Clone)]
@@ -51,9 +51,9 @@ pub struct ApplyInput<'a> {
     /// made: the recent zone and the size gate, which belonged to that
     /// moment, were already applied then and are not applied again.
     pub replay: bool,
-    /// A rebuild's carry, as the view's projection left it (see
+    /// A rebuild's index, as the view's projection left it (see
     /// `Resolver::new`).
-    pub carry: Option<&'a Carry<'a>>,
+    pub index: Option<&'a HistoryIndex<'a>>,
 }
 
 /// What a call did, or why it did nothing.
@@ -149,7 +149,7 @@ pub fn apply(input: &ApplyInput) -> ApplyOutcome {
     if input.ranges.is_empty() {
         return ApplyOutcome::rejected(state, vec![NO_RANGES.to_string()], Vec::new(), false);
     }
-    let resolver = Resolver::new(input.view, state, input.carry);
+    let resolver = Resolver::new(input.view, state, input.index);
     let exchanges = exchange::spans(input.view);
     let resolved = resolve_ranges(input, &resolver, &exchanges);
     if resolved.spans.is_empty() {

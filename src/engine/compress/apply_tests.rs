@@ -76,7 +76,7 @@ fn run(f: &Fixture, ranges: &[CompressRange]) -> ApplyOutcome {
         created: "2026-09-14T10:00:00+08:00",
         now: 1_789_000_000,
         replay: false,
-        carry: None,
+        index: None,
     })
 }
 
@@ -147,7 +147,7 @@ fn archives_hold_the_originals_not_the_view_text() {
         created: "",
         now: 0,
         replay: false,
-        carry: None,
+        index: None,
     });
     assert_eq!(out.created.len(), 1, "{:?}", out.errors);
     assert_eq!(

@@ -3,7 +3,7 @@
 use std::cell::OnceCell;
 
 use crate::engine::model::identity::{IdMap, IdSet};
-use crate::engine::turn::Carry;
+use crate::engine::turn::HistoryIndex;
 
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::name::Name;
@@ -53,10 +53,10 @@ pub struct Resolver<'a> {
     /// Each view message's index by id (the first, should an id repeat).
     position: IdMap<'a, usize>,
     /// Each block by id (the first, should an id repeat), gathered the
-    /// first time one is looked up, unless a rebuild's carry knows them.
+    /// first time one is looked up, unless a rebuild's index knows them.
     blocks: OnceCell<IdMap<'a, &'a Block>>,
-    /// A rebuild's carry that has seen the state's blocks.
-    carry: Option<&'a Carry<'a>>,
+    /// A rebuild's index that has seen the state's blocks.
+    index: Option<&'a HistoryIndex<'a>>,
     /// The view's messages an active block stands for: what a call asks of
     /// the messages it takes, which are all in view.
     covered: IdSet<'a>,
@@ -69,21 +69,21 @@ pub struct Resolver<'a> {
 }
 
 impl<'a> Resolver<'a> {
-    /// Indexes `view` and `state`. A rebuild's `carry`, when it has seen
+    /// Indexes `view` and `state`. A rebuild's `index`, when it has seen
     /// the state's blocks, tells which messages of the view they stand for,
     /// where otherwise every message of the active blocks is looked for in
     /// the view.
     pub fn new(
         view: &'a [CoreMessage],
         state: &'a CompressionState,
-        carry: Option<&'a Carry<'a>>,
+        index: Option<&'a HistoryIndex<'a>>,
     ) -> Self {
         let mut position = IdMap::with_capacity_and_hasher(view.len(), Default::default());
         for (i, m) in view.iter().enumerate() {
             position.entry(m.id.as_str()).or_insert(i);
         }
-        let carry = carry.filter(|c| c.has_seen(&state.blocks));
-        let covered = match carry {
+        let index = index.filter(|c| c.has_seen(&state.blocks));
+        let covered = match index {
             Some(c) => view
                 .iter()
                 .filter(|m| c.stood_for(&m.id, &state.blocks))
@@ -101,7 +101,7 @@ impl<'a> Resolver<'a> {
             state,
             position,
             blocks: OnceCell::new(),
-            carry,
+            index,
             covered,
             message_owner: OnceCell::new(),
             block_owner: OnceCell::new(),
@@ -206,7 +206,7 @@ impl<'a> Resolver<'a> {
     /// The block with this id.
     fn block(&self, id: &str) -> Option<&'a Block> {
         let blocks = &self.state.blocks;
-        if let Some(c) = self.carry {
+        if let Some(c) = self.index {
             return c.block_named(id).map(|i| &blocks[i]);
         }
         let by_id = self.blocks.get_or_init(|| {

@@ -19,7 +19,7 @@ use crate::engine::model::state::{AppliedCall, Block, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
 use crate::engine::turn::truncate::KeptCut;
-use crate::engine::turn::{Carry, Projection, TurnInput, project, project_carried};
+use crate::engine::turn::{HistoryIndex, Projection, TurnInput, project, project_with_index};
 use std::cell::RefCell;
 
 /// The shape the model should send, with placeholders that cannot be taken
@@ -82,8 +82,8 @@ pub struct CallInput<'a> {
     /// Cuts an earlier turn made, as [`TurnInput::cuts`].
     pub cuts: &'a IdMap<'a, KeptCut>,
     /// What the projections of earlier cuts of `history` found, for a
-    /// rebuild answering call after call (see `engine::turn::Carry`).
-    pub carry: Option<&'a RefCell<Carry<'a>>>,
+    /// rebuild answering call after call (see `engine::turn::HistoryIndex`).
+    pub index: Option<&'a RefCell<HistoryIndex<'a>>>,
 }
 
 /// How a call was answered.
@@ -202,8 +202,8 @@ fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
         for_call: true,
         cuts: input.cuts,
     };
-    match input.carry {
-        Some(carry) => project_carried(state, &turn, &mut carry.borrow_mut()),
+    match input.index {
+        Some(index) => project_with_index(state, &turn, &mut index.borrow_mut()),
         None => project(state, &turn),
     }
 }
@@ -245,7 +245,7 @@ fn decide(
     {
         return refused_repeat(state);
     }
-    let carry = input.carry.map(RefCell::borrow);
+    let index = input.index.map(RefCell::borrow);
     apply(&ApplyInput {
         ranges: &parsed.ranges,
         view: &seen.view,
@@ -257,7 +257,7 @@ fn decide(
         created: input.created,
         now: input.now,
         replay: false,
-        carry: carry.as_deref(),
+        index: index.as_deref(),
     })
 }
 
@@ -458,7 +458,7 @@ mod tests {
             created: "2026-01-01T00:00:00Z",
             now: 0,
             cuts: &NONE,
-            carry: None,
+            index: None,
         }
     }
 

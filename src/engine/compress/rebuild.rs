@@ -22,14 +22,14 @@ use crate::engine::model::refs::{parse_block_id, ref_to_index};
 use crate::engine::model::state::{AppliedCall, Block, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
-use crate::engine::turn::{Carry, TurnInput, project};
+use crate::engine::turn::{HistoryIndex, TurnInput, project};
 use std::cell::RefCell;
 
 /// One Compress call found in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedCall {
     /// The call's place: the model saw `history[..cut]`. Earlier blocks of
-    /// its own response are in it too, harmlessly (they carry no refs); a
+    /// its own response are in it too, harmlessly (they index no refs); a
     /// walk back over assistant blocks would also drop the reply before
     /// the nudge, which the model did see, since the transcript does not
     /// hold the nudge that stood between them.
@@ -135,9 +135,9 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let mut replays = Vec::new();
     let mut since = 0;
     let none = IdMap::default();
-    // Each call's history is the last one's and more: what projecting it
-    // found is carried on rather than found again from the start.
-    let carry = Some(RefCell::new(Carry::new(
+    // Each call's history is the last one's and more: one index walks on
+    // from call to call rather than from the start at each.
+    let index = Some(RefCell::new(HistoryIndex::new(
         history,
         input.recorded,
         input.config,
@@ -162,7 +162,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             created: input.created,
             now: input.now,
             cuts: &none,
-            carry: carry.as_ref(),
+            index: index.as_ref(),
         };
         let (replay, made) = replay_call(&mut state, &at, call.panel.as_deref());
         archives.extend(made);
@@ -312,7 +312,7 @@ fn replay_recorded(
     if let Some(first) = made.first() {
         state.next_block_id = state.next_block_id.max(first.number);
     }
-    let carry = at.carry.map(RefCell::borrow);
+    let index = at.index.map(RefCell::borrow);
     let run = |ranges: &[CompressRange], replay: bool| {
         apply(&ApplyInput {
             ranges,
@@ -325,17 +325,17 @@ fn replay_recorded(
             created: at.created,
             now: at.now,
             replay,
-            carry: carry.as_deref(),
+            index: index.as_deref(),
         })
     };
     let asked = run(&parsed.ranges, false);
     // The recorded spans are looked for only when the call as asked does
-    // not give the recorded blocks back: without a carry, finding them
+    // not give the recorded blocks back: without an index, finding them
     // walks every message the active blocks cover.
     let ranges = if made.is_empty() || remade(&asked, &made) {
         Vec::new()
     } else {
-        replay_ranges(&made, &parsed.ranges, state, carry.as_deref())
+        replay_ranges(&made, &parsed.ranges, state, index.as_deref())
     };
     let from_spans = !ranges.is_empty();
     let out = if from_spans {
@@ -343,7 +343,7 @@ fn replay_recorded(
     } else {
         asked
     };
-    drop(carry);
+    drop(index);
     let mut warnings = outcome_notes(&out);
     if from_spans {
         // What the live call refused is in its recorded result only.
@@ -478,15 +478,15 @@ fn replay_ranges(
     made: &[MadeBlock],
     asked: &[CompressRange],
     state: &CompressionState,
-    carry: Option<&Carry>,
+    index: Option<&HistoryIndex>,
 ) -> Vec<CompressRange> {
     // Blocks by id, and the first active block covering each message: what
-    // the carry knows, or one pass over the blocks, however many ends look
+    // the index knows, or one pass over the blocks, however many ends look
     // them up.
-    let carry = carry.filter(|c| c.has_seen(&state.blocks));
+    let index = index.filter(|c| c.has_seen(&state.blocks));
     let mut by_id: IdMap<'_, &Block> = IdMap::default();
     let mut cover: IdMap<'_, &Block> = IdMap::default();
-    if carry.is_none() {
+    if index.is_none() {
         for b in &state.blocks {
             by_id.entry(b.block_id.as_str()).or_insert(b);
             if b.active {
@@ -497,13 +497,13 @@ fn replay_ranges(
         }
     }
     let block = |id: &str| -> Option<&Block> {
-        match carry {
+        match index {
             Some(c) => c.block_named(id).map(|i| &state.blocks[i]),
             None => by_id.get(id).copied(),
         }
     };
     let over = |id: &str| -> Option<&Block> {
-        match carry {
+        match index {
             Some(c) => c.first_over(id, &state.blocks).map(|i| &state.blocks[i]),
             None => cover.get(id).copied(),
         }

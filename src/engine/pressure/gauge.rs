@@ -19,7 +19,7 @@ use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::state::{Calibration, CompressionState};
-use crate::engine::turn::Carry;
+use crate::engine::turn::HistoryIndex;
 
 /// A prompt size the provider reported for one request of the transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,10 +135,10 @@ pub struct GaugeInput<'a> {
     /// Earlier cuts in the view: its index, the tokens it saved, and the
     /// history length when it was made.
     pub cuts: &'a [(usize, usize, usize)],
-    /// The turn's carry, brought to this history: what it knows of the
+    /// The turn's index, brought to this history: what it knows of the
     /// history's recorded figures and Compress calls stands in for reading
     /// the history again.
-    pub carry: &'a Carry<'a>,
+    pub index: &'a HistoryIndex<'a>,
 }
 
 /// The gauge for this turn. The host's figure wins when it gave one; then
@@ -231,8 +231,8 @@ impl Calibration {
 /// growth over estimated growth between consecutive records, where nothing
 /// but new messages came between them (no Compress call).
 fn recorded_ratio(input: &GaugeInput) -> Option<f64> {
-    let carried = input.carry.recorded_growth();
-    let (provider, estimate) = carried.unwrap_or_else(|| {
+    let walked = input.index.recorded_growth();
+    let (provider, estimate) = walked.unwrap_or_else(|| {
         (input.recorded.windows(2))
             .filter(|pair| pair[1].at <= input.history.len())
             .filter_map(|pair| growth((pair[0], pair[1]), input.history, input.config))
@@ -290,13 +290,13 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
     // Blocks made after the record: by a call that came later, or by the
     // call being applied now (not in the history yet), over messages that
     // request held.
-    let carry = input.carry;
+    let index = input.index;
     let reclaimed: usize = (input.state.blocks.iter())
-        .filter(|b| !b.compress_call_id.is_empty() && !carry.called_before(&b.compress_call_id, at))
+        .filter(|b| !b.compress_call_id.is_empty() && !index.called_before(&b.compress_call_id, at))
         .filter(|b| {
             b.direct_message_ids
                 .iter()
-                .any(|id| carry.placed_before(id, at))
+                .any(|id| index.placed_before(id, at))
         })
         .map(|b| {
             b.compressed_tokens
@@ -317,18 +317,18 @@ mod tests {
             .collect()
     }
 
-    /// A carry brought to the whole of `history`, as a turn brings it (on a
+    /// An index brought to the whole of `history`, as a turn brings it (on a
     /// copy of `state`).
-    fn carried<'a>(
+    fn walked<'a>(
         history: &'a [CoreMessage],
         recorded: &'a [Recorded],
         state: &CompressionState,
         config: &'a Config,
-    ) -> Carry<'a> {
-        let mut carry = Carry::new(history, recorded, config);
-        carry.advance(&mut state.clone(), history.len(), 1, |_| false);
-        carry.sum_recorded();
-        carry
+    ) -> HistoryIndex<'a> {
+        let mut index = HistoryIndex::new(history, recorded, config);
+        index.advance(&mut state.clone(), history.len(), 1, |_| false);
+        index.sum_recorded();
+        index
     }
 
     fn input<'a>(
@@ -336,7 +336,7 @@ mod tests {
         recorded: &'a [Recorded],
         state: &'a CompressionState,
         config: &'a Config,
-        carry: &'a Carry<'a>,
+        index: &'a HistoryIndex<'a>,
     ) -> GaugeInput<'a> {
         GaugeInput {
             history,
@@ -346,7 +346,7 @@ mod tests {
             state,
             config,
             cuts: &[],
-            carry,
+            index,
         }
     }
 
@@ -358,8 +358,8 @@ mod tests {
             request_overhead: Some(1_000),
             ..Config::default()
         };
-        let carry = carried(&h, &[], &st, &cfg);
-        let g = gauge(&input(&h, &[], &st, &cfg, &carry));
+        let index = walked(&h, &[], &st, &cfg);
+        let g = gauge(&input(&h, &[], &st, &cfg, &index));
         assert_eq!(g.source, Source::Estimate);
         assert_eq!(g.tokens(400), 1_400);
     }
@@ -375,8 +375,8 @@ mod tests {
             at: 6,
             tokens: 20_600,
         }];
-        let carry = carried(&h, &rec, &st, &cfg);
-        let g = gauge(&input(&h, &rec, &st, &cfg, &carry));
+        let index = walked(&h, &rec, &st, &cfg);
+        let g = gauge(&input(&h, &rec, &st, &cfg, &index));
         assert_eq!(g.source, Source::Recorded);
         assert_eq!(g.tokens(1_000), 21_000);
     }
@@ -393,8 +393,8 @@ mod tests {
                 tokens: 10_000 + k * 1_500,
             })
             .collect();
-        let carry = carried(&h, &rec, &st, &cfg);
-        let g = gauge(&input(&h, &rec, &st, &cfg, &carry));
+        let index = walked(&h, &rec, &st, &cfg);
+        let g = gauge(&input(&h, &rec, &st, &cfg, &index));
         assert!((g.ratio - 1.5).abs() < 1e-9, "{g:?}");
         // Anchored on the last record (35 messages, 3,500 estimated).
         assert_eq!(g.tokens(3_500), 16_000);
@@ -407,8 +407,8 @@ mod tests {
         let mut st = CompressionState::new("s");
         st.host.last_view_tokens = 300;
         let cfg = Config::default();
-        let carry = carried(&h, &[], &st, &cfg);
-        let mut i = input(&h, &[], &st, &cfg, &carry);
+        let index = walked(&h, &[], &st, &cfg);
+        let mut i = input(&h, &[], &st, &cfg, &index);
         i.input_tokens = Some(5_300);
         let g = gauge(&i);
         assert_eq!(g.source, Source::Host);
@@ -417,8 +417,8 @@ mod tests {
         learn(&mut cal, &g, 5_300, 300);
         let mut later = CompressionState::new("s");
         later.host.calibration = cal;
-        let carry = carried(&h, &[], &later, &cfg);
-        let g = gauge(&input(&h, &[], &later, &cfg, &carry));
+        let index = walked(&h, &[], &later, &cfg);
+        let g = gauge(&input(&h, &[], &later, &cfg, &index));
         assert_eq!(g.source, Source::Learned);
         assert_eq!(g.tokens(400), 5_400);
     }
@@ -429,8 +429,8 @@ mod tests {
         let cfg = Config::default();
         let mut st = CompressionState::new("s");
         st.host.last_view_tokens = 300;
-        let carry = carried(&h, &[], &st, &cfg);
-        let mut i = input(&h, &[], &st, &cfg, &carry);
+        let index = walked(&h, &[], &st, &cfg);
+        let mut i = input(&h, &[], &st, &cfg, &index);
         i.input_tokens = Some(5_300);
         let first = gauge(&i);
         learn(&mut st.host.calibration, &first, 5_300, 300);
@@ -438,8 +438,8 @@ mod tests {
         st.host.last_view_tokens = 400;
         st.host.history_len = h.len();
         assert_eq!(repeated(&st, h.len(), 5_300), Some(300));
-        let carry = carried(&h, &[], &st, &cfg);
-        let mut again = input(&h, &[], &st, &cfg, &carry);
+        let index = walked(&h, &[], &st, &cfg);
+        let mut again = input(&h, &[], &st, &cfg, &index);
         again.input_tokens = Some(5_300);
         assert_eq!(gauge(&again).tokens(400), first.tokens(400), "a retry");
         // A new figure, or the same one once the history grew, is news.
@@ -483,10 +483,10 @@ mod tests {
             at: 6,
             tokens: 10_600,
         }];
-        let carry = carried(&h, &rec, &st, &cfg);
+        let index = walked(&h, &rec, &st, &cfg);
         let g = gauge(&GaugeInput {
             view: &view,
-            ..input(&h, &rec, &st, &cfg, &carry)
+            ..input(&h, &rec, &st, &cfg, &index)
         });
         // then = 300 (visible part) + 299 (reclaimed) ⇒ base ≈ 10,001.
         assert_eq!(g.tokens(0), 10_001);

@@ -11,9 +11,9 @@
 
 use crate::engine::model::identity::{IdMap, IdSet};
 
-use super::carry::Carry;
 use super::deferred::{DeferredOutputs, Unfilled};
 use super::figures::Figures;
+use super::history_index::HistoryIndex;
 use super::host;
 use super::truncate::{self, KeptCut, Truncation};
 use super::{hide, prune, view};
@@ -102,25 +102,25 @@ pub struct Projection {
 /// Projects the history into this turn's view, updating refs, block
 /// activity, token figures, nudge pacing and host counters in `state`.
 pub fn project(state: &mut CompressionState, input: &TurnInput) -> Projection {
-    let mut carry = Carry::new(input.history, input.recorded, input.config);
-    project_carried(state, input, &mut carry)
+    let mut index = HistoryIndex::new(input.history, input.recorded, input.config);
+    project_with_index(state, input, &mut index)
 }
 
-/// [`project`] for a prefix of the history `carry` was made for, going on
-/// from what the carry found of the prefix it saw last (see [`Carry`]): a
+/// [`project`] for a prefix of the history `index` was made for, going on
+/// from what the index found of the prefix it saw last (see [`HistoryIndex`]): a
 /// rebuild projects at each recorded call this way, walking only what
 /// changed since the call before.
-pub fn project_carried<'a>(
+pub fn project_with_index<'a>(
     state: &mut CompressionState,
     input: &TurnInput<'a>,
-    carry: &mut Carry<'a>,
+    index: &mut HistoryIndex<'a>,
 ) -> Projection {
     let (history, cfg) = (input.history, input.config);
     host::observe(&mut state.host, history);
-    let numbered = number(state, input, carry);
-    let carry = &*carry;
-    let covered = |id: &str| carry.covers(id);
-    let shown = show(state, input, carry);
+    let numbered = number(state, input, index);
+    let index = &*index;
+    let covered = |id: &str| index.covers(id);
+    let shown = show(state, input, index);
     let (hidden, dropped_unpaired) = (shown.hidden, shown.dropped_unpaired);
     let (mut view, mut deferred) = (shown.view, shown.deferred);
     let (refs, snapshot) = (&state.message_refs, &mut state.token_snapshot);
@@ -133,7 +133,7 @@ pub fn project_carried<'a>(
 
     // Measure the view as it would go out, on the provider's scale.
     let estimate: usize = view.iter().map(|m| cfg.tokens(m)).sum();
-    let g = gauge_view(state, input, &view, &cuts, carry);
+    let g = gauge_view(state, input, &view, &cuts, index);
     let heard =
         (input.input_tokens).filter(|&n| gauge::repeated(state, history.len(), n).is_none());
     learn_from_host(&mut state.host, heard, &g, estimate);
@@ -282,17 +282,17 @@ fn finish(
 }
 
 /// Hands out refs over the whole history and brings the blocks up to it,
-/// going on from where `carry` left off.
-fn number(state: &mut CompressionState, input: &TurnInput, carry: &mut Carry) -> Assigned {
+/// going on from where `index` left off.
+fn number(state: &mut CompressionState, input: &TurnInput, index: &mut HistoryIndex) -> Assigned {
     let (history, cfg) = (input.history, input.config);
     debug_assert!(
-        carry.serves(history) && carry.reads(input.recorded, cfg),
-        "a carry serves the history, figures and config it was made for"
+        index.serves(history) && index.reads(input.recorded, cfg),
+        "an index serves the history, figures and config it was made for"
     );
     let next = state.message_refs.highest_used() + 1;
     let protected = |m: &CoreMessage| hard_protected(m, cfg);
-    let assigned = carry.advance(state, history.len(), next, protected);
-    carry.sum_recorded();
+    let assigned = index.advance(state, history.len(), next, protected);
+    index.sum_recorded();
     assigned
 }
 
@@ -312,9 +312,13 @@ struct Shown<'a> {
 /// and what is left unpaired is dropped. Tool results come without their
 /// words until the view is done: what is cut is cut from the original,
 /// and what is left out never copied.
-fn show<'a>(state: &CompressionState, input: &TurnInput<'a>, carry: &Carry<'a>) -> Shown<'a> {
+fn show<'a>(
+    state: &CompressionState,
+    input: &TurnInput<'a>,
+    index: &HistoryIndex<'a>,
+) -> Shown<'a> {
     let deferred = DeferredOutputs::holding(input.cuts);
-    let pruned = prune::prune(carry, state, deferred);
+    let pruned = prune::prune(index, state, deferred);
     let mut shown = pruned.view;
     hide::stub_calls(&mut shown);
     let before_pairing = shown.len();
@@ -322,7 +326,7 @@ fn show<'a>(state: &CompressionState, input: &TurnInput<'a>, carry: &Carry<'a>) 
     Shown {
         dropped_unpaired: before_pairing - view.len(),
         view,
-        hidden: carry.hidden().to_vec(),
+        hidden: index.hidden().to_vec(),
         deferred: pruned.deferred,
     }
 }
@@ -355,7 +359,7 @@ fn gauge_view(
     input: &TurnInput,
     view: &[CoreMessage],
     cuts: &[(usize, usize, usize)],
-    carry: &Carry,
+    index: &HistoryIndex,
 ) -> Gauge {
     gauge::gauge(&GaugeInput {
         history: input.history,
@@ -365,7 +369,7 @@ fn gauge_view(
         state,
         config: input.config,
         cuts,
-        carry,
+        index,
     })
 }
 
@@ -484,7 +488,7 @@ fn fit(
     let (g, cfg, reserve) = (&room.gauge, room.config, room.reserve);
     let mut left = room.estimate;
     let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
-    // A view that carries a nudge and fits the window as it is goes out
+    // A view that indexes a nudge and fits the window as it is goes out
     // uncut: the model is asked to compress now, and cutting output it is
     // about to fold away would break the cached prefix for nothing. Only
     // when the figure can be held to the window that closely: the provider's
@@ -729,9 +733,9 @@ pub fn resumable_view(
 ) -> Vec<CoreMessage> {
     let mut state = state.clone();
     let next = state.message_refs.highest_used() + 1;
-    let mut carry = Carry::new(history, &[], cfg);
-    carry.advance(&mut state, history.len(), next, |m| hard_protected(m, cfg));
-    let pruned = prune::prune(&carry, &state, DeferredOutputs::default()).view;
+    let mut index = HistoryIndex::new(history, &[], cfg);
+    index.advance(&mut state, history.len(), next, |m| hard_protected(m, cfg));
+    let pruned = prune::prune(&index, &state, DeferredOutputs::default()).view;
     let calls: IdSet<'_> = pruned
         .iter()
         .filter(|m| m.is_compress_call())

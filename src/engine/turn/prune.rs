@@ -1,9 +1,9 @@
 //! Prune: covered messages leave the view and their blocks' summaries take
 //! their place.
 
-use super::carry::{Carry, Planned};
 use super::deferred::DeferredOutputs;
 use super::hide;
+use super::history_index::{HistoryIndex, Planned};
 use crate::engine::model::exchange;
 use crate::engine::model::message::{ContentType, CoreMessage};
 use crate::engine::model::state::CompressionState;
@@ -18,7 +18,7 @@ pub struct Pruned<'a> {
 }
 
 /// Replaces what active blocks cover with their summaries, from what
-/// `carry` found of the history (brought to the state's blocks).
+/// `index` found of the history (brought to the state's blocks).
 ///
 /// Kept visible although covered: the first user message (the task and its
 /// constraints), the reasoning of a response whose action stays visible, and
@@ -31,13 +31,13 @@ pub struct Pruned<'a> {
 /// the spent exchanges were still there, so the view is what hiding them
 /// from the whole view would leave.
 pub fn prune<'a>(
-    carry: &Carry<'a>,
+    index: &HistoryIndex<'a>,
     state: &CompressionState,
     mut deferred: DeferredOutputs<'a>,
 ) -> Pruned<'a> {
-    let Some(plan) = carry.plan(&state.blocks) else {
-        let kept = (carry.kept(), &carry.turns_ended()[..]);
-        let (view, deferred) = place(kept, carry.anchors(), state, deferred);
+    let Some(plan) = index.plan(&state.blocks) else {
+        let kept = (index.kept(), &index.turns_ended()[..]);
+        let (view, deferred) = place(kept, index.anchors(), state, deferred);
         return Pruned { view, deferred };
     };
     deferred.reserve(

@@ -5,7 +5,7 @@ use crate::engine::model::state::Block;
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
 use crate::engine::test_support::{block, call, result, say, think, user};
-use crate::engine::turn::{Projection, TurnInput, project, project_carried};
+use crate::engine::turn::{Projection, TurnInput, project, project_with_index};
 use proptest::prelude::*;
 
 /// A history of exchanges as agent loops make them: prose, reasoning,
@@ -114,7 +114,7 @@ fn same(a: &Projection, b: &Projection) -> Result<(), TestCaseError> {
 }
 
 proptest::proptest! {
-    /// Projected with a carry, cut after cut, a history gives the view,
+    /// Projected with an index, cut after cut, a history gives the view,
     /// refs, figures and state it gives projected afresh each time.
     #[test]
     fn a_carried_projection_is_the_projection(
@@ -133,7 +133,7 @@ proptest::proptest! {
         let config = Config { context_limit: window, ..Config::default() };
         let sections = Sections::default();
         let none = Default::default();
-        let mut carry = Carry::new(&h, &recorded, &config);
+        let mut index = HistoryIndex::new(&h, &recorded, &config);
         let (mut fresh, mut carried) = (CompressionState::new("s"), CompressionState::new("s"));
         let mut cut = 0;
         for step in &steps {
@@ -156,7 +156,7 @@ proptest::proptest! {
                 make_blocks(&mut f, &h, step);
                 make_blocks(&mut c, &h, step);
                 let a = project(&mut f, &turn);
-                let b = project_carried(&mut c, &turn, &mut carry);
+                let b = project_with_index(&mut c, &turn, &mut index);
                 same(&a, &b)?;
                 (fresh.message_refs, fresh.token_snapshot) = (f.message_refs, f.token_snapshot);
                 (carried.message_refs, carried.token_snapshot) = (c.message_refs, c.token_snapshot);
@@ -164,14 +164,14 @@ proptest::proptest! {
             make_blocks(&mut fresh, &h, step);
             make_blocks(&mut carried, &h, step);
             let a = project(&mut fresh, &turn);
-            let b = project_carried(&mut carried, &turn, &mut carry);
+            let b = project_with_index(&mut carried, &turn, &mut index);
             same(&a, &b)?;
             prop_assert_eq!(&fresh, &carried);
             for m in &h[..cut] {
                 let covered = fresh.blocks.iter().any(|b| {
                     b.active && b.effective_message_ids.contains(&m.id)
                 });
-                prop_assert_eq!(carry.covers(&m.id), covered);
+                prop_assert_eq!(index.covers(&m.id), covered);
             }
             // A call's projection leaves the blocks as the call found them.
             for b in fresh.blocks.iter_mut().chain(&mut carried.blocks) {
@@ -189,12 +189,12 @@ fn messages_of_one_id_are_covered_together() {
     let mut st = CompressionState::new("s");
     st.blocks = vec![block("b1", 1, &["a"])];
     let config = Config::default();
-    let mut carry = Carry::new(&h, &[], &config);
-    carry.advance(&mut st, h.len(), 1, |_| false);
-    assert!(st.blocks[0].active && carry.covers("a") && !carry.covers(""));
-    let kept: Vec<&str> = carry.kept().iter().map(|m| m.id.as_str()).collect();
+    let mut index = HistoryIndex::new(&h, &[], &config);
+    index.advance(&mut st, h.len(), 1, |_| false);
+    assert!(st.blocks[0].active && index.covers("a") && !index.covers(""));
+    let kept: Vec<&str> = index.kept().iter().map(|m| m.id.as_str()).collect();
     assert_eq!(kept, ["t", "b", "", ""]);
-    assert_eq!(carry.anchors(), [Some(1)]);
+    assert_eq!(index.anchors(), [Some(1)]);
 }
 
 #[test]
@@ -222,23 +222,23 @@ fn blocks_made_over_messages_not_reached_yet_stand_once_reached() {
     let mut st = CompressionState::new("s");
     st.blocks = vec![block("b1", 1, &["d"]) as Block];
     let config = Config::default();
-    let mut carry = Carry::new(&h, &[], &config);
-    carry.advance(&mut st, 2, 1, |_| false);
+    let mut index = HistoryIndex::new(&h, &[], &config);
+    index.advance(&mut st, 2, 1, |_| false);
     assert!(!st.blocks[0].active, "d is not in the first two messages");
-    carry.advance(&mut st, 4, 3, |_| false);
+    index.advance(&mut st, 4, 3, |_| false);
     assert!(st.blocks[0].active);
-    assert!(carry.covers("d") && !carry.covers("c"));
-    assert_eq!(carry.kept().len(), 3);
-    assert_eq!(carry.anchors(), [Some(3)]);
+    assert!(index.covers("d") && !index.covers("c"));
+    assert_eq!(index.kept().len(), 3);
+    assert_eq!(index.anchors(), [Some(3)]);
 }
 
-/// Brings a fresh carry to the whole of `history`, as a turn does: the
+/// Brings a fresh index to the whole of `history`, as a turn does: the
 /// blocks marked active and the token figures of refs it no longer holds
 /// dropped.
 fn sync_with(st: &mut CompressionState, history: &[CoreMessage]) {
     let config = Config::default();
     let next = st.message_refs.highest_used() + 1;
-    Carry::new(history, &[], &config).advance(st, history.len(), next, |_| false);
+    HistoryIndex::new(history, &[], &config).advance(st, history.len(), next, |_| false);
 }
 
 fn msg(id: &str) -> CoreMessage {

@@ -1,22 +1,22 @@
-//! What one projection of a growing history leaves for the next.
+//! What walking the history under the blocks found, by place: the refs
+//! held, the blocks standing for each message, what is shown anyway (the
+//! task, the reasoning of an exchange whose action stays, a Compress pair
+//! half covered), what is taken out, and how many messages are kept before
+//! each place.
 //!
-//! A rebuild projects the history up to each recorded Compress call, and
-//! each call's history is the one before it with messages appended, over
-//! blocks the calls in between made or folded. Projected afresh, every call
-//! looked every message's ref up, found every block's messages and pruned
-//! the whole history again, so a rebuild grew with the square of its length.
-//! A [`Carry`] keeps, by place in the history, what those walks found: the
-//! refs held, the blocks standing for each message, what is shown anyway
-//! and what is taken out. A projection then redoes only what changed since
-//! the last: the new messages, the messages of blocks made, folded or
-//! brought in since, and the exchanges and Compress pairs around them. The
-//! spent Compress exchanges are placed without being walked, and the growth
-//! between the transcript's recorded prompt sizes is summed on from the last
-//! call. A carried projection gives what a projection afresh gives over the
-//! same history and state (a property test holds the two together).
-//!
-//! Places rather than ids: a carry is made only for a history whose ids are
-//! all there and all different, as a transcript's are.
+//! Every projection reads the history through a [`HistoryIndex`]. A turn's
+//! index starts from nothing and walks the whole history once. A rebuild
+//! projects the history up to each recorded Compress call, each call's
+//! history the one before it with messages appended, over blocks the calls
+//! in between made or folded: its one index goes on from call to call and
+//! redoes only what changed since the last, the new messages, the messages
+//! of blocks made, folded or brought in since, and the exchanges and
+//! Compress pairs around them, so a rebuild grows with its length, not its
+//! square. The spent Compress exchanges are placed without being walked,
+//! and the growth between the transcript's recorded prompt sizes is summed
+//! on from the last call. An index walked on gives what one walked afresh
+//! gives over the same history and state (a property test holds the two
+//! together).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -35,7 +35,7 @@ use crate::engine::turn::prune::block_number;
 /// What the projections of a history's prefixes found so far (see the
 /// module's documentation).
 #[derive(Debug)]
-pub struct Carry<'h> {
+pub struct HistoryIndex<'h> {
     /// The whole history the prefixes are cut from.
     history: &'h [CoreMessage],
     /// The prompt sizes the transcript records, and the config they are
@@ -89,7 +89,7 @@ pub struct Carry<'h> {
     ranks: Ranks,
     /// Whether every Compress message names its call: the exchanges that
     /// leave the view as spent are then told apart by call (see
-    /// [`Carry::plan`]).
+    /// [`HistoryIndex::plan`]).
     calls_named: bool,
     /// The Compress calls kept, by place.
     calls_kept: BTreeSet<u32>,
@@ -102,12 +102,12 @@ pub struct Carry<'h> {
     /// view shows.
     anchored: BTreeSet<u32>,
     /// The growth the transcript's recorded figures show within the
-    /// history seen (see [`Carry::sum_recorded`]).
+    /// history seen (see [`HistoryIndex::sum_recorded`]).
     growth: Option<Growth>,
 }
 
 /// Provider and estimated growth summed over the first pairs of the
-/// carry's recorded figures.
+/// index's recorded figures.
 #[derive(Debug)]
 struct Growth {
     pairs: usize,
@@ -355,7 +355,7 @@ impl Ranks {
     }
 }
 
-/// One entry of the view [`Carry::plan`] places.
+/// One entry of the view [`HistoryIndex::plan`] places.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Planned<'h> {
     /// A message of the history.
@@ -364,14 +364,14 @@ pub enum Planned<'h> {
     Summary(usize),
 }
 
-impl<'h> Carry<'h> {
-    /// A carry for prefixes of `history`, whose projections read the
+impl<'h> HistoryIndex<'h> {
+    /// An index for prefixes of `history`, whose projections read the
     /// `recorded` prompt sizes under `config`.
     pub fn new(
         history: &'h [CoreMessage],
         recorded: &'h [Recorded],
         config: &'h Config,
-    ) -> Carry<'h> {
+    ) -> HistoryIndex<'h> {
         let place = PlaceIndex::of(history);
         let n = history.len();
         // Figures out of order are left to the gauge, which reads them all.
@@ -379,7 +379,7 @@ impl<'h> Carry<'h> {
             pairs: 0,
             sums: (0, 0),
         });
-        Carry {
+        HistoryIndex {
             history,
             recorded,
             config,
@@ -414,19 +414,19 @@ impl<'h> Carry<'h> {
         }
     }
 
-    /// Whether `history` is a prefix of the one this carry was made for,
+    /// Whether `history` is a prefix of the one this index was made for,
     /// as its last message tells.
     pub fn serves(&self, history: &[CoreMessage]) -> bool {
         let last = |h: &[CoreMessage]| h.last().map(|m| m.id.clone());
         history.len() <= self.history.len() && last(history) == last(&self.history[..history.len()])
     }
 
-    /// Brings the carry to the prefix of `n` messages under `state`: refs
+    /// Brings the index to the prefix of `n` messages under `state`: refs
     /// for the new messages (from `next` on, `protected` ones blocked), the
     /// blocks marked active as a projection syncs them, token figures of
     /// refs no message holds dropped, and what is covered, shown anyway
     /// and taken out brought up to date. A state whose blocks are not the
-    /// ones seen before, or a shorter prefix, starts the carry over.
+    /// ones seen before, or a shorter prefix, starts the index over.
     pub fn advance(
         &mut self,
         state: &mut CompressionState,
@@ -435,13 +435,13 @@ impl<'h> Carry<'h> {
         protected: impl Fn(&CoreMessage) -> bool,
     ) -> Assigned {
         // Blocks are only ever added; a list that lost some (the copy a
-        // call was answered on, let go) starts the carry over.
+        // call was answered on, let go) starts the index over.
         let same_blocks = self.follows(&state.blocks);
-        // The refs the carry handed out are in the state (a call's view
+        // The refs the index handed out are in the state (a call's view
         // keeps them), or it is another state.
         let same_refs = self.refs_left == state.message_refs.len();
         if n < self.len || !same_blocks || !same_refs {
-            *self = Carry::new(self.history, self.recorded, self.config);
+            *self = HistoryIndex::new(self.history, self.recorded, self.config);
         }
         let assigned = refs::assign(
             &mut state.message_refs,
@@ -789,14 +789,14 @@ impl<'h> Carry<'h> {
         }
     }
 
-    /// The growth [`Carry::sum_recorded`] summed, if the figures were in
+    /// The growth [`HistoryIndex::sum_recorded`] summed, if the figures were in
     /// order.
     pub fn recorded_growth(&self) -> Option<(u64, u64)> {
         self.growth.as_ref().map(|g| g.sums)
     }
 
     /// Whether a projection reads `recorded` under `config`: the ones this
-    /// carry was made for.
+    /// index was made for.
     pub fn reads(&self, recorded: &[Recorded], config: &Config) -> bool {
         self.recorded == recorded && self.config == config
     }
@@ -831,7 +831,7 @@ impl<'h> Carry<'h> {
         self.blocks.len() == blocks.len() && self.follows(blocks)
     }
 
-    /// Whether a block of `blocks` (those seen, see [`Carry::has_seen`])
+    /// Whether a block of `blocks` (those seen, see [`HistoryIndex::has_seen`])
     /// that is active as they stand stands for the message `id`.
     pub fn stood_for(&self, id: &str, blocks: &[Block]) -> bool {
         self.place
@@ -844,7 +844,7 @@ impl<'h> Carry<'h> {
         self.block_at.get(id).map(|&i| i as usize)
     }
 
-    /// The first of `blocks` (those seen, see [`Carry::has_seen`]) that is
+    /// The first of `blocks` (those seen, see [`HistoryIndex::has_seen`]) that is
     /// active as they stand and stands for the message `id`.
     pub fn first_over(&self, id: &str, blocks: &[Block]) -> Option<usize> {
         let p = self.place.first(self.history, id)?;
@@ -931,7 +931,7 @@ impl<'h> Carry<'h> {
         Some(out)
     }
 
-    /// For each message of [`Carry::kept`], whether an assistant's turn
+    /// For each message of [`HistoryIndex::kept`], whether an assistant's turn
     /// ended among the messages taken out before it (see
     /// [`exchange::may_stand_between`]).
     pub fn turns_ended(&self) -> Vec<bool> {
@@ -966,7 +966,7 @@ impl<'h> Carry<'h> {
         (0..self.blocks.len()).map(|b| self.anchor(b)).collect()
     }
 
-    /// [`Carry::anchors`] of the block at `b`.
+    /// [`HistoryIndex::anchors`] of the block at `b`.
     fn anchor(&self, b: usize) -> Option<usize> {
         let first = *self.taken[b].first().filter(|_| self.blocks[b].active)?;
         Some(self.ranks.before(first as usize))
@@ -974,5 +974,5 @@ impl<'h> Carry<'h> {
 }
 
 #[cfg(test)]
-#[path = "carry_tests.rs"]
+#[path = "history_index_tests.rs"]
 mod tests;
