@@ -23,7 +23,13 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         Access::Write
     };
     let loaded = load_unconfirmed(global, &args.transcript, Some(access), true)?;
-    let mut cx = Context::open(global, loaded, access)?;
+    // A window too small for the session is refused before the session's
+    // folder is made or locked: nothing is written.
+    let mut cx = Context::open(global, loaded, Access::Read)?;
+    cx.settings.check_floor(&cx.history)?;
+    if access == Access::Write {
+        cx.lock()?;
+    }
     let learned = args.overflow_error.as_deref().map(window_from_error);
     let unread_window = matches!(learned, Some(None))
         .then(|| "--overflow-error names no window size; the window stays as it was".to_string());

@@ -16,6 +16,7 @@ use crate::engine::{
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let cx = Context::open(global, load(global, &args.transcript)?, Access::Read)?;
+    cx.settings.check_floor(&cx.history)?;
     let t = cx.transcript();
     let mut state = cx.state()?;
     let config = cx.config(&state);

@@ -32,7 +32,7 @@ mod report;
 mod test_support;
 mod turn;
 
-pub use model::config::Config;
+pub use model::config::{Config, Floor};
 pub use model::identity::{ClusterCounter, IdHash, IdMap, IdSet, base_of, derive_id};
 pub use model::lineage;
 pub use model::marker::marked;
