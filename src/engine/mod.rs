@@ -59,6 +59,9 @@ pub use turn::{
 
 pub use pressure::gauge::{Gauge, Recorded};
 pub use pressure::nudge_text::{format_block_map, format_breakdown, format_ranges};
+pub use pressure::offer::{
+    CompressArgs, CompressEntry, NudgeKind, Offer, OfferInput, OfferedBlock, offer,
+};
 pub use pressure::prompt::{SchemaFlavour, Sections, compress_tool, system_prompt};
 pub use pressure::ranges::{BlockSpan, Breakdown, ProtectedRange, RangeInfo};
 pub use pressure::zone::protected_ids;
