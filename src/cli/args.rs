@@ -70,11 +70,11 @@ pub struct Global {
     /// Keep the last N messages out of compression [default: 5]
     #[arg(long, global = true, value_name = "N")]
     pub preserve_messages: Option<usize>,
-    /// Keep the last N tokens out of compression [default: 5000]
-    #[arg(long, global = true, value_name = "N")]
+    /// Keep the last N tokens out of compression (5000, 5k) [default: 5000]
+    #[arg(long, global = true, value_name = "N", value_parser = tokens)]
     pub preserve_tokens: Option<usize>,
-    /// Room to keep free for the model's reply, in tokens [default: min(8192, window / 8)]
-    #[arg(long, global = true, value_name = "TOKENS")]
+    /// Room to keep free for the model's reply, in tokens (8192, 8k) [default: min(8192, window / 8)]
+    #[arg(long, global = true, value_name = "TOKENS", value_parser = tokens)]
     pub reserve_output: Option<usize>,
     /// How to count tokens: the quick estimate, or an exact BPE count [default: estimate]
     #[arg(long, global = true, value_enum, value_name = "COUNTER")]
@@ -276,7 +276,7 @@ pub struct ProjectArgs {
     /// Format of the one-line report on stderr
     #[arg(long, value_enum, default_value_t = ReportArg::Text)]
     pub report: ReportArg,
-    /// The provider's input-token count for the last request (empty: none known yet)
+    /// The provider's input-token count for the last request (21000, 21k; empty: none known yet)
     #[arg(long, value_name = "N", value_parser = token_figure)]
     pub input_tokens: Option<Figure>,
     /// Nudge the model to compress this turn, whatever the pacing says ("compact now")
@@ -293,13 +293,12 @@ pub struct ProjectArgs {
 pub struct Figure(pub Option<usize>);
 
 fn token_figure(s: &str) -> Result<Figure, String> {
-    let s = s.trim();
-    if s.is_empty() {
+    if s.trim().is_empty() {
         return Ok(Figure(None));
     }
-    s.parse()
+    count(s)
         .map(|n| Figure(Some(n)))
-        .map_err(|_| format!("{s:?} is not a token count (a whole number, or empty)"))
+        .map_err(|_| format!("{s:?} is not a token count (such as 21000 or 21k, or empty)"))
 }
 
 /// The smallest window noa works in. Below it a turn cannot hold what noa
@@ -307,10 +306,31 @@ fn token_figure(s: &str) -> Result<Figure, String> {
 /// an eighth of the window is kept for the reply.
 pub const MIN_WINDOW: usize = 4_096;
 
-/// A context window as people write it: a whole number of tokens, with
-/// `k` (thousands) or `m` (millions) after it if they like, `_` or `,`
-/// between digits. A window below [`MIN_WINDOW`] is refused.
+/// A context window as people write it (see [`count`]). A window below
+/// [`MIN_WINDOW`] is refused.
 fn window(s: &str) -> Result<usize, String> {
+    let n = count(s).map_err(|_| {
+        format!("{s:?} is not a window size: a number of tokens such as 200000, 200k or 1m")
+    })?;
+    if n < MIN_WINDOW {
+        return Err(format!(
+            "a window of {n} tokens cannot hold a turn and the nudge noa sends with it; give the \
+             model's context window (such as 200k), at least {MIN_WINDOW}"
+        ));
+    }
+    Ok(n)
+}
+
+/// A token count for an option that takes one (`--preserve-tokens`,
+/// `--reserve-output`), written as a window is.
+fn tokens(s: &str) -> Result<usize, String> {
+    count(s).map_err(|_| format!("{s:?} is not a token count: a number such as 5000 or 5k"))
+}
+
+/// A number of tokens as people write it: a whole number, with `k`
+/// (thousands) or `m` (millions) after it if they like, in either case, and
+/// `_` or `,` between digits; `1.5m` is a fraction of the unit.
+fn count(s: &str) -> Result<usize, ()> {
     let plain: String = s
         .trim()
         .chars()
@@ -324,25 +344,19 @@ fn window(s: &str) -> Result<usize, String> {
             None => (lower.as_str(), 1),
         },
     };
-    let bad =
-        || format!("{s:?} is not a window size: a number of tokens such as 200000, 200k or 1m");
-    let n = match digits.split_once('.') {
-        // `1.5m`: a fraction of the unit.
-        Some((whole, frac)) if scale > 1 && !frac.is_empty() && frac.len() <= 3 => {
-            let whole: usize = whole.parse().map_err(|_| bad())?;
-            let frac_n: usize = frac.parse().map_err(|_| bad())?;
-            whole * scale + frac_n * scale / 10usize.pow(frac.len() as u32)
-        }
-        Some(_) => return Err(bad()),
-        None => digits.parse::<usize>().map_err(|_| bad())? * scale,
+    // Digits only: `parse` would take a leading `+`.
+    let number = |t: &str| match t.bytes().all(|b| b.is_ascii_digit()) {
+        true => t.parse::<usize>().map_err(|_| ()),
+        false => Err(()),
     };
-    if n < MIN_WINDOW {
-        return Err(format!(
-            "a window of {n} tokens cannot hold a turn and the nudge noa sends with it; give the \
-             model's context window (such as 200k), at least {MIN_WINDOW}"
-        ));
+    match digits.split_once('.') {
+        Some((whole, frac)) if scale > 1 && !frac.is_empty() && frac.len() <= 3 => {
+            let whole = number(whole)?.checked_mul(scale).ok_or(())?;
+            Ok(whole + number(frac)? * scale / 10usize.pow(frac.len() as u32))
+        }
+        Some(_) => Err(()),
+        None => number(digits)?.checked_mul(scale).ok_or(()),
     }
-    Ok(n)
 }
 
 /// `--tokenizer` values.
@@ -408,6 +422,13 @@ mod tests {
             ("4096", 4_096),
         ] {
             assert_eq!(window(text), Ok(n), "{text}");
+        }
+        assert_eq!(tokens("5k"), Ok(5_000));
+        assert_eq!(tokens("0"), Ok(0));
+        assert_eq!(token_figure("21.5K"), Ok(Figure(Some(21_500))));
+        assert_eq!(token_figure(" "), Ok(Figure(None)));
+        for text in ["+5", "5kk", "99999999999999999999m", "1.5"] {
+            assert!(tokens(text).is_err(), "{text}");
         }
         for text in [
             "0", "0k", "100", "4095", "", "k", "12x", "1.5", "-5", "1.2345m",

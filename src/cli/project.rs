@@ -9,7 +9,8 @@ use super::context::{Access, CacheWrite, Context, Turn};
 use super::input::{check_output, emit, load_unconfirmed, warn};
 use super::{CliError, Exit};
 use crate::engine::{
-    CompressionState, Figures, HostCompaction, Projection, tokens, window_from_error,
+    CompressionState, Figures, HostCompaction, Offer, OfferInput, Projection, offer, tokens,
+    window_from_error,
 };
 use crate::formats::{Transcript, ViewFormat, reassemble_among};
 use crate::store::{CacheDraft, StoreError};
@@ -23,7 +24,13 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         Access::Write
     };
     let loaded = load_unconfirmed(global, &args.transcript, Some(access), true)?;
-    let mut cx = Context::open(global, loaded, access)?;
+    // A window too small for the session is refused before the session's
+    // folder is made or locked: nothing is written.
+    let mut cx = Context::open(global, loaded, Access::Read)?;
+    cx.settings.check_floor(&cx.history)?;
+    if access == Access::Write {
+        cx.lock()?;
+    }
     let learned = args.overflow_error.as_deref().map(window_from_error);
     let unread_window = matches!(learned, Some(None))
         .then(|| "--overflow-error names no window size; the window stays as it was".to_string());
@@ -200,7 +207,7 @@ fn report_line(global: &Global, args: &ProjectArgs, cx: &Context, shown: &Shown)
         new_refs: p.new_refs,
         unnumbered: p.unnumbered,
         truncated: p.truncation.count,
-        nudge: p.decision.inject.then_some(p.decision.tier),
+        nudge: offer_of(cx, p, state),
         emergency: p.decision.emergency,
         reason: &p.decision.reason,
         compactions: &state.host.compactions,
@@ -212,6 +219,19 @@ fn report_line(global: &Global, args: &ProjectArgs, cx: &Context, shown: &Shown)
         ReportArg::Json => serde_json::to_string(&report).expect("a report always serializes"),
         ReportArg::Text => report.line(p.view.len(), global.verbose),
     }
+}
+
+/// The nudge `p` appended, as data: what a script answers it with,
+/// `project --report json` and `ranges --json` alike.
+pub(super) fn offer_of(cx: &Context, p: &Projection, state: &CompressionState) -> Option<Offer> {
+    offer(&OfferInput {
+        decision: &p.decision,
+        recommendation: &p.recommendation,
+        blocks: &state.blocks,
+        gauge: &p.gauge,
+        before_cuts: p.figures.before_cuts,
+        config: &cx.config(state),
+    })
 }
 
 /// What `project` says of a turn: `--report json` as it stands, the text
@@ -232,7 +252,8 @@ struct Report<'a> {
     new_refs: usize,
     unnumbered: usize,
     truncated: usize,
-    nudge: Option<u8>,
+    /// The nudge appended, as data (see `docs/commands.md`).
+    nudge: Option<Offer>,
     emergency: bool,
     reason: &'a str,
     compactions: &'a [HostCompaction],
@@ -246,9 +267,9 @@ impl Report<'_> {
     /// messages the view holds before they are put back together.
     fn line(&self, parts: usize, verbose: bool) -> String {
         let f = &self.figures;
-        let nudge = match self.nudge {
-            Some(tier) if self.emergency => format!(" · nudge T{tier} (emergency)"),
-            Some(tier) => format!(" · nudge T{tier}"),
+        let nudge = match &self.nudge {
+            Some(o) if o.emergency => format!(" · nudge T{} (emergency)", o.tier),
+            Some(o) => format!(" · nudge T{}", o.tier),
             None => String::new(),
         };
         let truncated = match self.truncated {

@@ -7,15 +7,17 @@ use serde::Serialize;
 use super::args::{Global, RangesArgs};
 use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
+use super::project::offer_of;
 use super::{CliError, Exit};
 use crate::engine::{
-    BlockSpan, Figures, ProtectedRange, RangeInfo, format_block_map, format_breakdown,
+    BlockSpan, Figures, Offer, ProtectedRange, RangeInfo, format_block_map, format_breakdown,
     format_ranges,
 };
 
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let cx = Context::open(global, load(global, &args.transcript)?, Access::Read)?;
+    cx.settings.check_floor(&cx.history)?;
     let t = cx.transcript();
     let mut state = cx.state()?;
     let config = cx.config(&state);
@@ -35,11 +37,9 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
                 tier2: r.pending[1],
                 tier3: r.pending[2],
             },
-            nudge: NudgeReport {
-                due: p.decision.inject,
-                tier: p.decision.tier,
-                reason: &p.decision.reason,
-            },
+            nudge: offer_of(&cx, &p, &state),
+            emergency: p.decision.emergency,
+            reason: &p.decision.reason,
         })
         .expect("a report always serializes")
     } else {
@@ -77,7 +77,10 @@ struct RangesReport<'a> {
     protected: &'a [ProtectedRange],
     blocks: &'a [BlockSpan],
     pending: Pending,
-    nudge: NudgeReport<'a>,
+    /// The nudge this turn carries, as `project --report json` gives it.
+    nudge: Option<Offer>,
+    emergency: bool,
+    reason: &'a str,
 }
 
 /// What each tier could reclaim now.
@@ -86,12 +89,4 @@ struct Pending {
     tier1: usize,
     tier2: usize,
     tier3: usize,
-}
-
-/// The nudge decision.
-#[derive(Serialize)]
-struct NudgeReport<'a> {
-    due: bool,
-    tier: u8,
-    reason: &'a str,
 }

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::CliError;
-use super::args::{Global, TokenizerArg};
+use super::args::{Global, MIN_WINDOW, TokenizerArg};
 use crate::engine::Config;
+use crate::engine::CoreMessage;
 use crate::engine::Sections;
 use crate::engine::Tokenizer;
 use crate::engine::{GivenWindow, HostState, WindowFrom};
@@ -71,6 +72,32 @@ impl Settings {
             (_, None, Some(WindowFrom::Config)) => "the config file of the last turn",
             (_, None, None) => "the default",
         }
+    }
+
+    /// Refuses a window given this run (`--limit`, or the config file's
+    /// `context_limit`) that cannot hold what no compression frees in
+    /// `history`: the task, the recent zone and the reply's room. Such a
+    /// window only ever runs over, so the run stops before anything is
+    /// written and says the smallest window that would do.
+    pub fn check_floor(&self, history: &[CoreMessage]) -> Result<(), CliError> {
+        let Some(from) = self.given else {
+            return Ok(());
+        };
+        let floor = self.config.floor(history);
+        if floor.holds() && floor.window >= MIN_WINDOW {
+            return Ok(());
+        }
+        let smallest = self.config.smallest_window(floor.task).max(MIN_WINDOW);
+        let named = match from {
+            WindowFrom::Flag => "--limit",
+            WindowFrom::Config => "the config file's context_limit",
+        };
+        Err(CliError::Usage(format!(
+            "a window of {} tokens ({named}) cannot hold what compression never frees: the task \
+             ({} tokens), the recent zone ({}) and the room for the reply ({}); the smallest \
+             window that could work is {smallest} tokens",
+            floor.window, floor.task, floor.zone, floor.reserve,
+        )))
     }
 
     fn window_given_or_kept(&self, host: &HostState) -> usize {

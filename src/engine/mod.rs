@@ -32,7 +32,7 @@ mod report;
 mod test_support;
 mod turn;
 
-pub use model::config::Config;
+pub use model::config::{Config, Floor};
 pub use model::identity::{ClusterCounter, IdHash, IdMap, IdSet, base_of, derive_id};
 pub use model::lineage;
 pub use model::marker::marked;
@@ -58,6 +58,9 @@ pub use turn::{
 
 pub use pressure::gauge::{Gauge, Recorded};
 pub use pressure::nudge_text::{format_block_map, format_breakdown, format_ranges};
+pub use pressure::offer::{
+    CompressArgs, CompressEntry, NudgeKind, Offer, OfferInput, OfferedBlock, offer,
+};
 pub use pressure::prompt::{SchemaFlavour, Sections, compress_tool, system_prompt};
 pub use pressure::ranges::{BlockSpan, Breakdown, ProtectedRange, RangeInfo};
 pub use pressure::zone::protected_ids;

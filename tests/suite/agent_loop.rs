@@ -303,3 +303,80 @@ fn a_long_loop_at_40k_stays_in_the_window_and_compresses() {
     // Compress calls and their panels stay a small part of what is sent.
     assert!(s.compress_bytes * 100 <= s.bytes_sent * 3, "{s:?}");
 }
+
+/// A loop that never reads the nudge's text: each nudge is answered with
+/// the Compress arguments `project --report json` offers, summaries filled
+/// in and nothing else changed, and every call applies. The offer names
+/// what the nudge's text lists, and `ranges --json` on the same turn gives
+/// the same offer.
+#[test]
+fn nudges_answered_from_the_json_offer_apply() {
+    let dir = TempDir::new();
+    let (path, limit) = (dir.path().join("agent.jsonl"), 16_000);
+    let session = chat_session(5, 200);
+    let mut text: String = session[..2].iter().map(|m| format!("{m}\n")).collect();
+    let (mut next, mut calls) = (2, 0);
+    let mut kinds = Vec::new();
+    while next < session.len() {
+        let start = next;
+        next += 1;
+        while next < session.len() && session[next]["role"] != "assistant" {
+            next += 1;
+        }
+        text.extend(session[start..next].iter().map(|m| format!("{m}\n")));
+        fs::write(&path, &text).unwrap();
+        let (view, _, report) = project(dir.path(), &path, limit);
+        let offer = &report["nudge"];
+        if offer.is_null() {
+            continue;
+        }
+        kinds.push(offer["kind"].as_str().unwrap().to_string());
+        let nudge = view.last().unwrap()["content"].as_str().unwrap();
+        let pairs: Vec<(String, String)> = (offer["arguments"]["content"].as_array().unwrap())
+            .iter()
+            .map(|e| {
+                (
+                    e["startId"].as_str().unwrap().into(),
+                    e["endId"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(pairs, ranges_from_nudge(nudge), "{offer}");
+        let ranges = noa(
+            dir.path(),
+            &[
+                "ranges",
+                path.to_str().unwrap(),
+                "--state-dir",
+                "st",
+                "--json",
+            ],
+        );
+        let listed: Value = serde_json::from_slice(&ranges.stdout).unwrap();
+        assert_eq!(&listed["nudge"], offer, "ranges --json on the same turn");
+        // The offered arguments, summaries filled in and nothing else.
+        let mut args = offer["arguments"].clone();
+        for entry in args["content"].as_array_mut().unwrap() {
+            assert_eq!(entry["summary"], "", "{offer}");
+            entry["summary"] = json!(SUMMARY);
+        }
+        calls += 1;
+        let id = format!("cmp_{calls}");
+        let call = json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]});
+        text.push_str(&format!("{call}\n"));
+        fs::write(&path, &text).unwrap();
+        let (code, panel) = apply_call(dir.path(), &path, limit);
+        assert_eq!(code, Some(0), "call {calls} ({offer}): {panel}");
+        text.push_str(&format!(
+            "{}\n",
+            json!({"role": "tool", "tool_call_id": id, "content": panel})
+        ));
+    }
+    eprintln!("offers answered: {kinds:?}");
+    for kind in ["ranged", "tier", "emergency"] {
+        assert!(
+            kinds.iter().any(|k| k == kind),
+            "no {kind} nudge: {kinds:?}"
+        );
+    }
+}

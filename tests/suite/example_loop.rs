@@ -1,12 +1,12 @@
-//! `examples/agent_loop.py`, the agent loop a user copies, runs against the
-//! built binary: it must finish cleanly, answer nudges with Compress calls
-//! that apply, and leave a transcript that is a valid chat log from which
-//! noa can rebuild its state.
+//! The agent loops a user copies, `examples/agent_loop.py` and
+//! `examples/agent_loop.sh`, run against the built binary: each must finish
+//! cleanly, answer nudges with Compress calls that apply, and leave a
+//! transcript that is a valid chat log from which noa can rebuild its state.
 
 use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -36,11 +36,51 @@ fn the_python_example_loop_runs_and_compresses() {
                  python3 (3.8 or newer) on PATH"
             )
         });
+    check_loop(&out, dir.path(), &transcript, &state);
+}
+
+/// The bash loop, run as the README shows it, 60 turns at a 16K window.
+/// It needs `jq`; where there is none the test says so and does nothing.
+#[test]
+fn the_bash_example_loop_runs_and_compresses() {
+    if Command::new("jq").arg("--version").output().is_err() {
+        eprintln!(
+            "SKIPPED: examples/agent_loop.sh needs jq, and there is no jq on PATH (apt-get \
+             install jq)"
+        );
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = TempDir::new();
+    let state = dir.path().join("state");
+    let transcript = dir.path().join("t.jsonl");
+    let out = Command::new("bash")
+        .arg("examples/agent_loop.sh")
+        .args(["--noa", env!("CARGO_BIN_EXE_noa")])
+        .args(["--turns", "60", "--limit", "16k"])
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--transcript")
+        .arg(&transcript)
+        .current_dir(root)
+        .env_remove("NOA_STATE_DIR")
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run bash ({e})"));
+    check_loop(&out, dir.path(), &transcript, &state);
+}
+
+/// What every example loop must leave: its one summary line says 60 turns
+/// with compressions, no rejected call and no request over the window; the
+/// transcript is a chat log with the system prompt, nothing of noa's view,
+/// and every Compress call answered by a panel; and the transcript alone
+/// rebuilds the state the loop left.
+fn check_loop(out: &Output, dir: &Path, transcript: &Path, state: &Path) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "agent_loop.py exited with {}:\n{stdout}\n{stderr}",
+        "the loop exited with {}:\n{stdout}\n{stderr}",
         out.status
     );
 
@@ -68,7 +108,7 @@ fn the_python_example_loop_runs_and_compresses() {
 
     // The transcript: one chat message per line, every call answered, and
     // nothing of noa's view in it (no ref tags, no nudge).
-    let text = fs::read_to_string(&transcript).unwrap();
+    let text = fs::read_to_string(transcript).unwrap();
     let messages: Vec<Value> = text
         .lines()
         .enumerate()
@@ -117,7 +157,7 @@ fn the_python_example_loop_runs_and_compresses() {
 
     // The transcript alone rebuilds the state the loop left.
     let check = noa(
-        dir.path(),
+        dir,
         &[
             "rebuild",
             transcript.to_str().unwrap(),

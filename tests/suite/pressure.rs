@@ -22,7 +22,11 @@ fn the_real_session_at_60k_is_truncated_and_still_valid() {
     );
     let report: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
     assert!(report["truncated"].as_u64().unwrap() > 0);
-    assert_eq!(report["nudge"], 1, "an emergency nudge asks for tier 1");
+    assert_eq!(
+        report["nudge"]["tier"], 1,
+        "an emergency nudge asks for tier 1"
+    );
+    assert_eq!(report["nudge"]["kind"], "emergency");
     assert_eq!(report["emergency"], true);
     // The nudge is the last user message and names real ranges.
     let last = view.last().unwrap();

@@ -273,7 +273,7 @@ fn an_empty_token_figure_is_accepted_and_the_host_can_ask_for_a_nudge() {
     let (view, out) = project(&path, dir.path(), &["--nudge", "--report", "json"]);
     let report: serde_json::Value =
         serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).unwrap();
-    assert_eq!(report["nudge"], 1, "{report}");
+    assert_eq!(report["nudge"]["tier"], 1, "{report}");
     assert!(
         report["reason"]
             .as_str()

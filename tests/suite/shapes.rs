@@ -1030,7 +1030,7 @@ pub(crate) fn run_in(
                 shape.name(),
                 limit / 1000,
                 report["request"],
-                report["nudge"],
+                report["nudge"]["tier"],
                 report["truncated"],
                 report["reason"]
             );

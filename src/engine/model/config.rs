@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::message::CoreMessage;
+use super::message::{CoreMessage, task_index};
 use super::tokenizer::Tokenizer;
 
 /// Engine configuration. Every field has a default; a config file may set any
@@ -43,6 +43,34 @@ pub struct Config {
     /// before): what makes the window known again, to report it.
     #[serde(skip)]
     pub reserved: usize,
+}
+
+/// What a window must hold that compression can never free: the first user
+/// message (the task stays in view whatever covers it), the recent zone the
+/// current step still uses, and the room kept for the reply. A window
+/// smaller than these together can only be overrun.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Floor {
+    /// Tokens of the task.
+    pub task: usize,
+    /// Tokens the recent zone holds in a session long enough to fill it.
+    pub zone: usize,
+    /// Tokens kept for the reply.
+    pub reserve: usize,
+    /// The window these were worked out for.
+    pub window: usize,
+}
+
+impl Floor {
+    /// The three together.
+    pub fn total(&self) -> usize {
+        self.task + self.zone + self.reserve
+    }
+
+    /// Whether the window holds them, with a token to spare for the rest.
+    pub fn holds(&self) -> bool {
+        self.total() < self.window
+    }
 }
 
 /// Summaries of summaries.
@@ -212,6 +240,57 @@ impl Config {
     /// room kept for the reply.
     pub fn window(&self) -> usize {
         self.context_limit + self.reserved
+    }
+
+    /// What a window of `context_limit` tokens must hold that no summary or
+    /// cut can free, for `history`: its task, the recent zone and the room
+    /// for the reply. Taken on the window as given, before
+    /// [`Config::budgeted`] takes the reply's room off it.
+    pub fn floor(&self, history: &[CoreMessage]) -> Floor {
+        let task = task_index(history).map_or(0, |i| self.tokens(&history[i]));
+        self.floor_at(self.context_limit, task)
+    }
+
+    fn floor_at(&self, window: usize, task: usize) -> Floor {
+        let sized = Config {
+            context_limit: window,
+            ..self.clone()
+        };
+        let reserve = sized.reserve();
+        let budget = window - reserve;
+        // The zone is what the recent messages hold, capped at its share of
+        // the budget: a session at least this long fills it.
+        let cap = (budget as f64 * self.recent_zone_share) as usize;
+        Floor {
+            task,
+            zone: self.preserve_recent_tokens.min(cap),
+            reserve,
+            window,
+        }
+    }
+
+    /// The smallest window whose floor it holds, for a task of `task`
+    /// tokens. What the floor needs grows more slowly than the window (the
+    /// reply's room and the zone are shares of it, or capped), so the
+    /// windows that hold it are all those from one size up: a binary search
+    /// finds that size.
+    pub fn smallest_window(&self, task: usize) -> usize {
+        let reply = self.reserve_output.unwrap_or(8_192);
+        let mut high = (task + self.preserve_recent_tokens + reply)
+            .saturating_mul(4)
+            .max(1);
+        let mut low = 0;
+        if !self.floor_at(high, task).holds() {
+            return high;
+        }
+        while low + 1 < high {
+            let mid = low + (high - low) / 2;
+            match self.floor_at(mid, task).holds() {
+                true => high = mid,
+                false => low = mid,
+            }
+        }
+        high
     }
 
     /// The highest tier in effect: 1 with tiers off, else 2 or 3.
@@ -440,6 +519,23 @@ mod tests {
             let w = c.validate();
             assert!(w.iter().any(|m| m.contains(name)), "{name}: {w:?}");
         }
+    }
+
+    #[test]
+    fn the_floor_is_the_task_the_zone_and_the_reply() {
+        let c = Config::for_window(16_000);
+        let f = c.floor_at(16_000, 1_000);
+        // An eighth of the window for the reply; the zone's 5,000 tokens
+        // under its cap of a quarter of the 14,000 left.
+        assert_eq!((f.task, f.zone, f.reserve), (1_000, 3_500, 2_000));
+        assert!(f.holds());
+        let w = c.smallest_window(1_000);
+        assert!(c.floor_at(w, 1_000).holds());
+        assert!(!c.floor_at(w - 1, 1_000).holds());
+        // A large task needs a window to match, whatever the window given.
+        let big = c.smallest_window(40_000);
+        assert!(big > 40_000 && c.floor_at(big, 40_000).holds(), "{big}");
+        assert!(!c.floor_at(big - 1, 40_000).holds());
     }
 
     #[test]
