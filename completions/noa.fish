@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_noa_global_optspecs
-    string join \n state-dir= session= format= limit= config= protect= preserve-messages= preserve-tokens= reserve-output= tokenizer= skip-bad-lines parent= q/quiet v/verbose h/help V/version
+    string join \n state-dir= session= format= limit= config= protect= preserve-messages= preserve-tokens= reserve-output= tokenizer= skip-bad-lines leaf= parent= q/quiet v/verbose h/help V/version
 end
 
 function __fish_noa_needs_command
@@ -40,6 +40,7 @@ complete -c noa -n "__fish_noa_needs_command" -l reserve-output -d 'Room to keep
 complete -c noa -n "__fish_noa_needs_command" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
+complete -c noa -n "__fish_noa_needs_command" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_needs_command" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_needs_command" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
@@ -79,6 +80,7 @@ complete -c noa -n "__fish_noa_using_subcommand project" -l reserve-output -d 'R
 complete -c noa -n "__fish_noa_using_subcommand project" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
+complete -c noa -n "__fish_noa_using_subcommand project" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l dry-run -d 'Print the view but write no state: no new refs are kept'
 complete -c noa -n "__fish_noa_using_subcommand project" -l nudge -d 'Nudge the model to compress this turn, whatever the pacing says ("compact now")'
@@ -105,6 +107,7 @@ complete -c noa -n "__fish_noa_using_subcommand apply" -l reserve-output -d 'Roo
 complete -c noa -n "__fish_noa_using_subcommand apply" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
+complete -c noa -n "__fish_noa_using_subcommand apply" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l json -d 'Print the panel and structured fields as one JSON object'
 complete -c noa -n "__fish_noa_using_subcommand apply" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
@@ -129,6 +132,7 @@ complete -c noa -n "__fish_noa_using_subcommand materialize" -l reserve-output -
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
+complete -c noa -n "__fish_noa_using_subcommand materialize" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand materialize" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
@@ -151,6 +155,7 @@ complete -c noa -n "__fish_noa_using_subcommand ranges" -l reserve-output -d 'Ro
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
+complete -c noa -n "__fish_noa_using_subcommand ranges" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l json -d 'Print one JSON object instead of a table'
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
@@ -177,6 +182,7 @@ complete -c noa -n "__fish_noa_using_subcommand prompt" -l reserve-output -d 'Ro
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
+complete -c noa -n "__fish_noa_using_subcommand prompt" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l tool-schema -d 'Print the Compress tool definition (JSON) instead of the system block'
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
@@ -200,6 +206,7 @@ complete -c noa -n "__fish_noa_using_subcommand rebuild" -l reserve-output -d 'R
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
+complete -c noa -n "__fish_noa_using_subcommand rebuild" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l force -d 'Replace an existing state.json'
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l check -d 'Compare the rebuilt state with the one on disk; exit 1 when they differ'
@@ -227,6 +234,7 @@ complete -c noa -n "__fish_noa_using_subcommand inspect" -l reserve-output -d 'R
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
+complete -c noa -n "__fish_noa_using_subcommand inspect" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l json -d 'Print one JSON object instead of tables'
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
@@ -250,6 +258,7 @@ complete -c noa -n "__fish_noa_using_subcommand completions" -l reserve-output -
 complete -c noa -n "__fish_noa_using_subcommand completions" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
+complete -c noa -n "__fish_noa_using_subcommand completions" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand completions" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'

@@ -82,6 +82,9 @@ pub struct Global {
     /// Treat lines that are not valid JSON as warnings instead of errors
     #[arg(long, global = true)]
     pub skip_bad_lines: bool,
+    /// Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)
+    #[arg(long, global = true, value_name = "UUID")]
+    pub leaf: Option<String>,
     /// A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first
     #[arg(long, global = true, value_name = "SESSION")]
     pub parent: Vec<String>,

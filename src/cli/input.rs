@@ -240,7 +240,9 @@ pub fn load_unconfirmed(
     early: Option<Access>,
     set_aside: bool,
 ) -> Result<Loaded, CliError> {
+    // A read cache holds the conversation read without `--leaf`.
     if path.as_os_str() != "-"
+        && global.leaf.is_none()
         && let Some(loaded) = load_warm(global, path, early)?
     {
         return Ok(loaded);
@@ -370,7 +372,8 @@ fn load_bytes(
 ) -> Result<Loaded, CliError> {
     let (mark, keep_records) = (keep.cache_mark, keep.records);
     let bad = bad_lines(global);
-    let digest = (mark && path.as_os_str() != "-").then(|| transcript_digest(&bytes));
+    let digest = (mark && path.as_os_str() != "-" && global.leaf.is_none())
+        .then(|| transcript_digest(&bytes));
     let (text, decoded) = formats::decode(&name, bytes, bad)?;
     let format = match format(global.format) {
         Some(f) => f,
@@ -382,7 +385,8 @@ fn load_bytes(
         .filter(|_| decoded.is_empty() && text.ends_with('\n') && formats::resumable(format, &text))
         .map(|d| (text.len() as u64, formats::newlines(&text) as u64, d));
     let spinner = reading_spinner(global, &name, text.len());
-    let transcript = formats::read_owned(&name, text, format, bad, keep_records);
+    let leaf = global.leaf.as_deref();
+    let transcript = formats::read_owned_at_leaf(&name, text, format, bad, keep_records, leaf);
     spinner.finish_and_clear();
     hand_back_freed_memory();
     let mut transcript = transcript?;
@@ -531,6 +535,9 @@ fn read_pieces(
         size,
         mark,
     } = opened;
+    // A conversation `--leaf` chose is not the one a turn without it reads
+    // on from: it leaves no read cache.
+    let mark = mark && global.leaf.is_none();
     let mut reader = None;
     let mut failed = None;
     let mut buf = Vec::new();
@@ -579,6 +586,9 @@ fn read_pieces(
                 let bad = bad_lines(global);
                 match formats::read_in_pieces(format(global.format), name, &text, whole, bad) {
                     Some(mut r) => {
+                        if let Some(leaf) = &global.leaf {
+                            r.choose_leaf(leaf);
+                        }
                         let setter = (aside.take())
                             .filter(|_| r.may_set_aside())
                             .and_then(|(dir, a)| Setter::new(dir, a));
@@ -826,6 +836,13 @@ fn locate(
             "{name}: none of its records is a {} message ({} warning(s) as it was read); {how}",
             transcript.format.name(),
             transcript.warnings.len()
+        )));
+    }
+    if global.leaf.is_some() && transcript.format != Format::ClaudeCode {
+        return Err(CliError::Usage(format!(
+            "{name}: --leaf names the last record of a Claude Code conversation; a {} transcript \
+             holds one conversation, read whole",
+            transcript.format.name()
         )));
     }
     let session_id = global

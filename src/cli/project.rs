@@ -214,6 +214,7 @@ fn report_line(global: &Global, args: &ProjectArgs, cx: &Context, shown: &Shown)
         state: (!args.dry_run).then(|| cx.session().state_path().display().to_string()),
         config: settings.file.as_ref().map(|f| f.display().to_string()),
         warnings: shown.warnings,
+        branch: t.branch_read(),
     };
     match args.report {
         ReportArg::Json => serde_json::to_string(&report).expect("a report always serializes"),
@@ -260,6 +261,9 @@ struct Report<'a> {
     state: Option<String>,
     config: Option<String>,
     warnings: &'a [String],
+    /// Which branch of a Claude Code log was read, and why (`-v`).
+    #[serde(skip)]
+    branch: Option<String>,
 }
 
 impl Report<'_> {
@@ -305,6 +309,9 @@ impl Report<'_> {
                 tokens::format(f.breakdown.host),
                 self.reason
             ));
+            if let Some(branch) = &self.branch {
+                line.push_str(&format!("\nnoa: {branch}"));
+            }
             for c in self.compactions {
                 line.push_str(&format!("\nnoa: {}", c.describe()));
             }

@@ -1,9 +1,9 @@
 //! Claude Code session logs.
 //!
 //! A session is a tree of records linked by `uuid`/`parentUuid`; the
-//! conversation the model saw is the branch that ends at the last record,
-//! plus the parallel tool calls and results that hang off it as side
-//! branches. One API response is written as one line per content block, all
+//! conversation the model saw is one branch of it (the newest, as the host
+//! resumes it: see [`choice`]), plus the parallel tool calls and results
+//! that hang off it as side branches. One API response is written as one line per content block, all
 //! sharing `message.id`: those lines are one message. Progress, snapshots,
 //! queue operations, sidechains (subagents) and system records are not part
 //! of what the model saw. A `compact_boundary` starts a new root: what came
@@ -26,8 +26,13 @@ use serde_json::Value;
 use super::anthropic::{ToolNames, host_message};
 use super::lean::{self, Lean, Scalar};
 use super::{
-    Appended, BadLines, Format, HostMessage, ReadError, ResumeState, Transcript, jsonl, span,
+    Appended, BadLines, BranchChoice, Format, HostMessage, ReadError, ResumeState, Transcript,
+    jsonl, span,
 };
+use choice::Choice;
+
+#[path = "choice.rs"]
+mod choice;
 
 const EXPECTED: &str =
     "each line is one Claude Code session record (a JSON object with a \"type\")";
@@ -59,6 +64,11 @@ struct Head<'a> {
     names_session: bool,
     sidechain: bool,
     api_error: bool,
+    /// `isMeta`: a record the host wrote itself (the caveat before local
+    /// commands, a custom command's prompt).
+    meta: bool,
+    /// `timestamp`, when it is a string.
+    timestamp: Option<Cow<'a, str>>,
     /// `message`, when it is an object.
     message: Option<MessageHead<'a>>,
 }
@@ -88,6 +98,8 @@ struct MessageHead<'a> {
     calls: Vec<Cow<'a, str>>,
     /// The `tool_use_id`s of the `tool_result` blocks of its content.
     results: Vec<Cow<'a, str>>,
+    /// How its content opens (see [`Opening`]).
+    opening: Opening,
 }
 
 /// One content block, for its kind and the ids it names.
@@ -96,6 +108,46 @@ struct ItemHead<'a> {
     kind: Scalar<'a>,
     id: Scalar<'a>,
     tool_use_id: Scalar<'a>,
+    /// How its `text` opens; read of a content's first block only.
+    opening: Opening,
+}
+
+/// How a record's text opens, as far as choosing the conversation goes: a
+/// local command (`/export`, `/model`) is run by the host itself, which
+/// writes the command, its output and a caveat before them into the log;
+/// the model is told not to answer them, and they do not make a branch the
+/// conversation.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    #[default]
+    Other,
+    /// One of [`LOCAL_TAGS`].
+    LocalCommand,
+    /// `Caveat:`, as the caveat before local commands opened before it
+    /// had a tag of its own (a caveat only when the record is `isMeta`).
+    Caveat,
+}
+
+/// The tags a local command's records open with.
+const LOCAL_TAGS: [&str; 5] = [
+    "<command-name>",
+    "<command-message>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+];
+
+impl<'de> Lean<'de> for Opening {
+    fn string(s: &str) -> Self {
+        let s = s.trim_start();
+        if LOCAL_TAGS.iter().any(|tag| s.starts_with(tag)) {
+            Opening::LocalCommand
+        } else if s.starts_with("Caveat:") {
+            Opening::Caveat
+        } else {
+            Opening::Other
+        }
+    }
 }
 
 impl<'de> Lean<'de> for Head<'de> {
@@ -121,6 +173,13 @@ impl<'de> Lean<'de> for Head<'de> {
                 "agentId" => h.agent = scalar()?.into_str(),
                 "isSidechain" => h.sidechain = scalar()?.is_true(),
                 "isApiErrorMessage" => h.api_error = scalar()?.is_true(),
+                "isMeta" => h.meta = scalar()?.is_true(),
+                "timestamp" => h.timestamp = scalar()?.into_str(),
+                // An answer's text is not looked at (see [`Opening`]): the
+                // host writes `type` before `message`.
+                "message" if h.conversation == Some(Role::Assistant) => {
+                    h.message = lean::next_value::<AnswerHead, _>(&mut map)?.0
+                }
                 "message" => h.message = lean::next_value(&mut map)?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -133,62 +192,115 @@ impl<'de> Lean<'de> for Head<'de> {
 }
 
 impl<'de> Lean<'de> for Option<MessageHead<'de>> {
-    fn map<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
-        let mut m = MessageHead::default();
-        while let Some(key) = lean::next_key(&mut map)? {
-            match key.as_ref() {
-                "id" => m.id = lean::next_value::<Scalar, _>(&mut map)?.into_str(),
-                "content" => {
-                    let Content(items) = lean::next_value(&mut map)?;
-                    m.has_content = true;
-                    m.calls.clear();
-                    m.results.clear();
-                    for item in items {
-                        match item.kind.as_str() {
-                            Some("tool_use") => m.calls.extend(item.id.into_str()),
-                            Some("tool_result") => m.results.extend(item.tool_use_id.into_str()),
-                            _ => {}
-                        }
-                    }
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Some(m))
+    fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        message_head::<A, true>(map)
     }
 }
 
-/// A message's content blocks, when the content is a list.
+/// An assistant record's `message`, read without looking at how its text
+/// opens: only the user's records are local commands.
 #[derive(Default)]
-struct Content<'a>(Vec<ItemHead<'a>>);
+struct AnswerHead<'a>(Option<MessageHead<'a>>);
 
-impl<'de> Lean<'de> for Content<'de> {
+impl<'de> Lean<'de> for AnswerHead<'de> {
+    fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        message_head::<A, false>(map).map(AnswerHead)
+    }
+}
+
+/// A record's `message` read for what the choice needs; with `LOOK`, how
+/// its text opens too.
+fn message_head<'de, A: MapAccess<'de>, const LOOK: bool>(
+    mut map: A,
+) -> Result<Option<MessageHead<'de>>, A::Error> {
+    let mut m = MessageHead::default();
+    while let Some(key) = lean::next_key(&mut map)? {
+        match key.as_ref() {
+            "id" => m.id = lean::next_value::<Scalar, _>(&mut map)?.into_str(),
+            "content" => {
+                let Content::<LOOK>(items, opening) = lean::next_value(&mut map)?;
+                m.has_content = true;
+                m.opening = opening;
+                m.calls.clear();
+                m.results.clear();
+                for item in items {
+                    match item.kind.as_str() {
+                        Some("tool_use") => m.calls.extend(item.id.into_str()),
+                        Some("tool_result") => m.results.extend(item.tool_use_id.into_str()),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+    }
+    Ok(Some(m))
+}
+
+/// A message's content blocks, when the content is a list, and with
+/// `LOOK` how it opens (a string, or the first block's text).
+#[derive(Default)]
+struct Content<'a, const LOOK: bool>(Vec<ItemHead<'a>>, Opening);
+
+impl<'de, const LOOK: bool> Lean<'de> for Content<'de, LOOK> {
+    fn string(s: &str) -> Self {
+        match LOOK {
+            true => Content(Vec::new(), Opening::string(s)),
+            false => Content::default(),
+        }
+    }
+
     fn list<A: SeqAccess<'de>>(mut list: A) -> Result<Self, A::Error> {
         let mut items = Vec::new();
+        // Only the first block's text is looked at: every other text is
+        // passed over unread.
+        let first: Option<FirstItem> = match LOOK {
+            true => lean::next_item(&mut list)?,
+            false => lean::next_item::<ItemHead, _>(&mut list)?.map(FirstItem),
+        };
+        let opening = first.as_ref().map_or(Opening::Other, |f| f.0.opening);
+        items.extend(first.map(|f| f.0));
         while let Some(item) = lean::next_item(&mut list)? {
             items.push(item);
         }
-        Ok(Content(items))
+        Ok(Content(items, opening))
     }
 }
 
+/// A content's first block: an [`ItemHead`] whose text is looked at.
+#[derive(Default)]
+struct FirstItem<'a>(ItemHead<'a>);
+
 impl<'de> Lean<'de> for ItemHead<'de> {
-    fn map<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
-        let mut item = ItemHead::default();
-        while let Some(key) = lean::next_key(&mut map)? {
-            match key.as_ref() {
-                "type" => item.kind = lean::next_value(&mut map)?,
-                "id" => item.id = lean::next_value(&mut map)?,
-                "tool_use_id" => item.tool_use_id = lean::next_value(&mut map)?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+    fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        item_head(map, false)
+    }
+}
+
+impl<'de> Lean<'de> for FirstItem<'de> {
+    fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        item_head(map, true).map(FirstItem)
+    }
+}
+
+/// A content block read for its kind and ids, and with `text` how its text
+/// opens.
+fn item_head<'de, A: MapAccess<'de>>(mut map: A, text: bool) -> Result<ItemHead<'de>, A::Error> {
+    let mut item = ItemHead::default();
+    while let Some(key) = lean::next_key(&mut map)? {
+        match key.as_ref() {
+            "type" => item.kind = lean::next_value(&mut map)?,
+            "id" => item.id = lean::next_value(&mut map)?,
+            "tool_use_id" => item.tool_use_id = lean::next_value(&mut map)?,
+            "text" if text => item.opening = lean::next_value(&mut map)?,
+            _ => {
+                map.next_value::<IgnoredAny>()?;
             }
         }
-        Ok(item)
     }
+    Ok(item)
 }
 
 impl Head<'_> {
@@ -222,6 +334,26 @@ struct Turn<'a> {
     message_id: Option<&'a str>,
 }
 
+impl Turn<'_> {
+    /// Whether this record can make its branch the conversation: an answer,
+    /// or a user record that is not a local command's nor the caveat
+    /// before them (see [`Opening`]).
+    fn seen(&self) -> bool {
+        if self.assistant {
+            return true;
+        }
+        match self.head.message.as_ref().map(|m| m.opening) {
+            None | Some(Opening::Other) => true,
+            Some(Opening::LocalCommand) => false,
+            Some(Opening::Caveat) => !self.head.meta,
+        }
+    }
+
+    fn timestamp(&self) -> Option<&str> {
+        self.head.timestamp.as_deref()
+    }
+}
+
 fn lean_lines<'t>(
     name: &str,
     text: &'t str,
@@ -248,15 +380,14 @@ pub(crate) fn read(
     text: &str,
     bad: BadLines,
     keep_records: bool,
+    leaf: Option<&str>,
 ) -> Result<Transcript, ReadError> {
-    read_pieces(
+    let how = Building {
         name,
-        &mut [Cow::Borrowed(text)],
         bad,
         keep_records,
-        None,
-        &|| {},
-    )
+    };
+    read_pieces(how, &mut [Cow::Borrowed(text)], leaf, None, &|| {})
 }
 
 /// [`read`] of a log held in pieces, each ending where a line does: a piece
@@ -265,15 +396,16 @@ pub(crate) fn read(
 /// called after each. The records of a log held in more than one piece are
 /// built on two threads (see [`build`]). With `at`, where the first piece
 /// starts in the transcript, the tool results note where their words lie
-/// in it ([`ContentBlock::words_at`](super::ContentBlock::words_at)).
-pub(crate) fn read_pieces(
-    name: &str,
+/// in it ([`ContentBlock::words_at`](super::ContentBlock::words_at)). With
+/// `leaf`, the conversation is the branch ending at the record it names.
+fn read_pieces(
+    how: Building,
     pieces: &mut [Cow<'_, str>],
-    bad: BadLines,
-    keep_records: bool,
+    leaf: Option<&str>,
     at: Option<u64>,
     let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
+    let (name, bad) = (how.name, how.bad);
     let mut scanned = Scanned::default();
     let mut first_line = 1;
     for piece in pieces.iter() {
@@ -281,12 +413,7 @@ pub(crate) fn read_pieces(
         first_line += jsonl::newlines(piece.as_bytes());
     }
     let mut warnings: Vec<(usize, String)> = Vec::new();
-    let plan = plan(name, scanned, &mut warnings)?;
-    let how = Building {
-        name,
-        bad,
-        keep_records,
-    };
+    let plan = plan(name, scanned, leaf, &mut warnings)?;
     build(how, pieces, plan, warnings, at, let_go)
 }
 
@@ -306,6 +433,8 @@ const TWO_THREADS_FROM: usize = 4 << 20;
 pub(crate) struct PieceScan {
     name: String,
     bad: BadLines,
+    /// The record `--leaf` names, when it names one.
+    leaf: Option<String>,
     /// Pieces read while the log is short, with their first lines.
     held: Vec<(String, usize)>,
     bytes: usize,
@@ -329,6 +458,7 @@ impl PieceScan {
         PieceScan {
             name: name.to_string(),
             bad,
+            leaf: None,
             held: Vec::new(),
             bytes: 0,
             two_threads_from: TWO_THREADS_FROM,
@@ -343,6 +473,12 @@ impl PieceScan {
         self.two_threads_from = 0;
     }
 
+    /// Reads the conversation as the branch ending at the record `leaf`
+    /// names (see [`choice::choose`]). Given before the first piece.
+    pub(crate) fn choose_leaf(&mut self, leaf: &str) {
+        self.leaf = Some(leaf.to_string());
+    }
+
     /// Reads the next piece, whose first line is `first_line`.
     pub(crate) fn read(&mut self, piece: String, first_line: usize) {
         self.bytes += piece.len();
@@ -353,8 +489,8 @@ impl PieceScan {
         let scanning = self.scanning.get_or_insert_with(|| {
             let (send, receive) = mpsc::channel();
             let (name, stop) = (self.name.clone(), Arc::clone(&self.stop));
-            let bad = self.bad;
-            let done = thread::spawn(move || scan(&name, bad, &receive, &stop));
+            let (bad, leaf) = (self.bad, self.leaf.clone());
+            let done = thread::spawn(move || scan(&name, (bad, leaf.as_deref()), &receive, &stop));
             Scanning { send, done }
         });
         for held in self.held.drain(..) {
@@ -371,7 +507,12 @@ impl PieceScan {
         let Some(Scanning { send, done }) = self.scanning.take() else {
             let mut pieces: Vec<Cow<'_, str>> =
                 self.held.drain(..).map(|(p, _)| Cow::Owned(p)).collect();
-            return read_pieces(&name, &mut pieces, bad, false, Some(0), let_go);
+            let how = Building {
+                name: &name,
+                bad,
+                keep_records: false,
+            };
+            return read_pieces(how, &mut pieces, self.leaf.as_deref(), Some(0), let_go);
         };
         drop(send);
         let (pieces, plan, warnings) = done.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
@@ -386,10 +527,11 @@ impl PieceScan {
 }
 
 /// Reads the pieces `receive` gives lean as they come, then chooses the
-/// conversation: the scanning thread of a [`PieceScan`].
+/// conversation (the branch ending at `leaf`, when it names a record): the
+/// scanning thread of a [`PieceScan`].
 fn scan(
     name: &str,
-    bad: BadLines,
+    (bad, leaf): (BadLines, Option<&str>),
     receive: &mpsc::Receiver<(String, usize)>,
     stop: &AtomicBool,
 ) -> Scan {
@@ -402,7 +544,7 @@ fn scan(
         scanned.piece(name, kept.keep(piece), first_line, bad);
     }
     let mut warnings = Vec::new();
-    let plan = plan(name, scanned, &mut warnings);
+    let plan = plan(name, scanned, leaf, &mut warnings);
     (kept.into_pieces(), plan, warnings)
 }
 
@@ -629,10 +771,12 @@ impl<'s> Scanned<'s> {
     }
 }
 
-/// Chooses the conversation among the lines of every piece.
+/// Chooses the conversation among the lines of every piece: the branch
+/// ending at the record `asked` names, else as [`choice::choose`] says.
 fn plan(
     name: &str,
     scanned: Scanned<'_>,
+    asked: Option<&str>,
     warnings: &mut Vec<(usize, String)>,
 ) -> Result<Plan, ReadError> {
     let Scanned {
@@ -675,11 +819,18 @@ fn plan(
         .skip(start)
         .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, warnings))
         .collect();
-    let chosen = choose_branch(&turns, &lines, &boundaries);
+    let Choice {
+        chosen,
+        leaf,
+        about,
+        warning,
+    } = choice::choose(name, &turns, &lines, &boundaries, asked)?;
+    warnings.extend(warning);
     let resume = ResumeState {
         subagent: turns.first().map(|_| subagent),
         strays: strays_left_off(&turns, &chosen),
-        ..joining_point(&lines, &turns)
+        branch: about,
+        ..joining_point(&lines, leaf.map(|i| &turns[i]))
     };
     Ok(Plan {
         steps: pieces.steps(&turns, &chosen),
@@ -1101,10 +1252,10 @@ fn no_content(name: &str, line: usize) -> String {
     format!("{name}:{line}: message has no usable content; skipped")
 }
 
-/// Where the next lines' branch must join this read's: the last
-/// conversation record, and the records after it that chain back to it.
-fn joining_point<'a, L: Borrow<Line<'a>>>(lines: &[L], turns: &[Turn]) -> ResumeState {
-    let Some(leaf) = turns.last() else {
+/// Where the next lines' branch must join this read's: the record the
+/// conversation ends at, and the records after it that chain back to it.
+fn joining_point<'a, L: Borrow<Line<'a>>>(lines: &[L], leaf: Option<&Turn>) -> ResumeState {
+    let Some(leaf) = leaf else {
         return ResumeState::default();
     };
     ResumeState {
@@ -1228,6 +1379,12 @@ pub(crate) fn read_after(
         has_session,
     } = prefix;
     let subagent = resume.subagent?;
+    // A prefix read from a branch that does not end at its last record
+    // (or that `--leaf` named) is read whole again: new records could
+    // make another branch the newest.
+    if !resume.branch.last || resume.branch.asked {
+        return None;
+    }
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let lines = match lean_lines(name, text, first_line, bad, &mut |l, w| {
         warnings.push((l, w))
@@ -1254,7 +1411,11 @@ pub(crate) fn read_after(
         &known.calls,
         &known.answered,
     )?;
-    let new_strays = strays_left_off(&turns, &chosen);
+    // A new record left off the branch is a branch of its own, which a
+    // whole read weighs against this one.
+    if chosen.iter().any(|&keep| !keep) {
+        return None;
+    }
     let chosen_turns = || turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
     if !chosen_turns().all(|(t, _)| known.leaves_prefix_alone(t)) {
         return None;
@@ -1278,7 +1439,7 @@ pub(crate) fn read_after(
     }
     let built = build.finish();
     let joined = joining_point_after(&lines, &turns, &resume);
-    let resume = resume_after(resume, joined, &built, new_strays);
+    let resume = resume_after(resume, joined, &built);
     Some(Ok(finish(
         (None, None),
         (built.messages, built.originals),
@@ -1381,11 +1542,20 @@ impl<'a> PrefixIds<'a> {
 }
 
 /// Where the lines after these must join: the new lines' own joining point
-/// when they hold turns, else the prefix's, with the new records that
-/// chain back to it.
+/// when they hold turns (all on the branch, which ends at the last), else
+/// the prefix's, with the new records that chain back to it; and the
+/// branch as a whole read would describe it.
 fn joining_point_after(lines: &[Line], turns: &[Turn], resume: &ResumeState) -> ResumeState {
+    let branch = BranchChoice {
+        line: turns.last().map_or(resume.branch.line, |t| t.line),
+        seen: resume.branch.seen || turns.iter().any(Turn::seen),
+        ..resume.branch
+    };
     match turns.last() {
-        Some(_) => joining_point(lines, turns),
+        Some(last) => ResumeState {
+            branch,
+            ..joining_point(lines, Some(last))
+        },
         None => {
             let ends = resume
                 .leaf
@@ -1397,6 +1567,7 @@ fn joining_point_after(lines: &[Line], turns: &[Turn], resume: &ResumeState) -> 
             ResumeState {
                 leaf: resume.leaf.clone(),
                 after_leaf,
+                branch,
                 ..ResumeState::default()
             }
         }
@@ -1404,24 +1575,18 @@ fn joining_point_after(lines: &[Line], turns: &[Turn], resume: &ResumeState) -> 
 }
 
 /// What reading on after the new lines needs: the prefix's `resume` state
-/// with the new responses and strays taken on, joined at `joined`.
-fn resume_after(
-    mut resume: ResumeState,
-    joined: ResumeState,
-    built: &Built,
-    new_strays: Vec<String>,
-) -> ResumeState {
+/// with the new responses taken on, joined at `joined`. (No new record is
+/// left off the branch: such lines are read whole.)
+fn resume_after(mut resume: ResumeState, joined: ResumeState, built: &Built) -> ResumeState {
     // Taken on, not copied: the prefix's responses are sorted already, and
     // a stable sort merges the few new ones in.
     let mut responses = std::mem::take(&mut resume.responses);
     responses.extend(built.by_message_id.keys().cloned());
     responses.sort();
-    let mut strays = std::mem::take(&mut resume.strays);
-    strays.extend(new_strays);
     ResumeState {
         subagent: resume.subagent,
         responses,
-        strays,
+        strays: std::mem::take(&mut resume.strays),
         ..joined
     }
 }
@@ -1568,18 +1733,24 @@ fn conversation_turn<'a>(
     })
 }
 
-/// Marks the turns on the branch the model saw.
+/// Marks the turns on the branch that ends at turn `leaf` (see
+/// [`choice::choose`] for which leaf that is).
 ///
-/// Walks from the last turn to its root. A record with no known parent (hand
+/// Walks from the leaf to its root. A record with no known parent (hand
 /// written logs leave `parentUuid` null everywhere) links to the turn before
 /// it in the file. Side branches are taken in when they are part of the same
 /// exchange: blocks of a response already chosen, and tool results answering
 /// a chosen call. Abandoned branches (a rewound prompt and its replies) stay out.
-fn choose_branch(turns: &[Turn], lines: &[&Line], boundaries: &IdSet<'_>) -> Vec<bool> {
+fn choose_branch(
+    turns: &[Turn],
+    lines: &[&Line],
+    boundaries: &IdSet<'_>,
+    leaf: usize,
+) -> Vec<bool> {
     let mut chosen = vec![false; turns.len()];
-    let Some(leaf) = turns.len().checked_sub(1) else {
+    if leaf >= turns.len() {
         return chosen;
-    };
+    }
     // Sized for the whole log: the path is most of it, and a table grown
     // by doubling hashes every id again at each step. A uuid two turns
     // share stands for the later one.

@@ -3,7 +3,8 @@
 //!
 //! Only `response_item` payloads reach the model; `event_msg` lines are UI
 //! copies of them. A `compacted` line replaces everything before it with its
-//! `replacement_history`.
+//! `replacement_history`. A rollout is one conversation, its items in file
+//! order, even when it holds more than one `session_meta` (a fork).
 
 use crate::engine::HostCompaction;
 use serde_json::{Value, json};
@@ -251,6 +252,11 @@ impl Rollout {
         let kind = r.value.get("type").and_then(Value::as_str).unwrap_or("");
         let payload = r.value.get("payload");
         match (kind, payload) {
+            // A rollout forked from another starts with its own
+            // `session_meta`, then copies the other's lines, whose own is
+            // among them. Codex rebuilds the history from every
+            // `response_item` in order, whatever `session_meta` lines fall
+            // between them: so does noa, under the first id (the fork's).
             ("session_meta", Some(p)) => {
                 if self.session_id.is_none() {
                     self.session_id = p.get("id").and_then(Value::as_str).map(str::to_string);

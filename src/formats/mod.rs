@@ -168,6 +168,65 @@ pub struct ResumeState {
     pub strays: Vec<String>,
     /// A Codex rollout's: where its prompt sizes stand.
     pub codex: Option<CodexResume>,
+    /// A Claude Code log's: how its conversation was chosen among its
+    /// branches, so that a read on from it says so as a whole read does,
+    /// and knows when it cannot go on from the branch it chose.
+    pub branch: BranchChoice,
+}
+
+/// How a Claude Code log's conversation was chosen among the branches its
+/// records make: the one the host would go on with when it resumes the
+/// session (see `docs/formats.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BranchChoice {
+    /// The line of the record the conversation ends at; 0 for a log with
+    /// no conversation record.
+    pub line: usize,
+    /// Whether `--leaf` named it.
+    pub asked: bool,
+    /// Whether it ends at the log's last conversation record. Only then
+    /// can the next lines be read on from it: new records that hang
+    /// elsewhere could make another branch the newest.
+    pub last: bool,
+    /// Whether it holds a message of the conversation: a record other than
+    /// a local command's (`/export`, its output, the caveat before it),
+    /// which the host runs itself and the model does not answer.
+    pub seen: bool,
+    /// Branches passed over that hold messages of the conversation:
+    /// rewound, or grown beside it (those are warned of).
+    pub passed_seen: usize,
+    /// Branches passed over that hold only local commands' records.
+    pub passed_unseen: usize,
+}
+
+impl BranchChoice {
+    /// One line on which branch was read and why, for `project -v`;
+    /// `leaf` is the uuid of its last record, when it has one.
+    pub fn describe(&self, leaf: Option<&str>) -> Option<String> {
+        if self.line == 0 {
+            return None;
+        }
+        let record = leaf.map_or(String::new(), |u| format!(" (record {u})"));
+        let why = if self.asked {
+            "as --leaf asks".to_string()
+        } else if !self.seen {
+            "the last one: no branch holds more than local commands".to_string()
+        } else if self.passed_seen == 0 && self.passed_unseen == 0 {
+            "the log's only one".to_string()
+        } else if self.passed_seen == 0 {
+            "the only one holding more than local commands".to_string()
+        } else {
+            format!("the newest of {}", self.passed_seen + 1)
+        };
+        let unseen = match self.passed_unseen {
+            0 => String::new(),
+            n => format!("; {n} branch(es) of local commands alone passed over"),
+        };
+        Some(format!(
+            "conversation: the branch ending on line {}{record}, {why}{unseen}",
+            self.line
+        ))
+    }
 }
 
 /// What reading on after a Codex rollout needs: a `token_count` event
@@ -305,6 +364,16 @@ pub enum Slot {
 }
 
 impl Transcript {
+    /// Which branch of a Claude Code log was read as the conversation and
+    /// why, in one line (see [`BranchChoice::describe`]); `None` for the
+    /// other formats, which hold one conversation a log.
+    pub fn branch_read(&self) -> Option<String> {
+        match self.format {
+            Format::ClaudeCode => (self.resume.branch).describe(self.resume.leaf.as_deref()),
+            _ => None,
+        }
+    }
+
     /// The provider's recorded prompt sizes, each at the flat history index
     /// of the response it was counted for: that request held everything
     /// before it.
@@ -463,7 +532,7 @@ pub fn read(
         Some(f) => f,
         None => detect(name, text)?,
     };
-    Ok(Parsed::of(format, name, text, bad, true)?.build(name, true))
+    Ok(Parsed::of(format, name, text, (bad, None), true)?.build(name, true))
 }
 
 /// [`read`], taking the text: it is dropped once its lines are parsed, so
@@ -483,7 +552,21 @@ pub fn read_owned(
     bad: BadLines,
     keep_records: bool,
 ) -> Result<Transcript, ReadError> {
-    let parsed = Parsed::of(format, name, &text, bad, keep_records)?;
+    read_owned_at_leaf(name, text, format, bad, keep_records, None)
+}
+
+/// [`read_owned`], a Claude Code log's conversation being the branch that
+/// ends at the record `leaf` names, when it names one (`--leaf`: see
+/// `docs/formats.md`). The other formats hold one conversation a log.
+pub fn read_owned_at_leaf(
+    name: &str,
+    text: String,
+    format: Format,
+    bad: BadLines,
+    keep_records: bool,
+    leaf: Option<&str>,
+) -> Result<Transcript, ReadError> {
+    let parsed = Parsed::of(format, name, &text, (bad, leaf), keep_records)?;
     drop(text);
     Ok(parsed.build(name, keep_records))
 }
@@ -633,6 +716,15 @@ impl PieceReader {
         matches!(self.pieces, Pieces::Built(_))
     }
 
+    /// Reads a Claude Code log's conversation as the branch ending at the
+    /// record `leaf` names (`--leaf`); the other formats hold one
+    /// conversation a log. Given before the first piece.
+    pub fn choose_leaf(&mut self, leaf: &str) {
+        if let Pieces::Scanned(scan) = &mut self.pieces {
+            scan.choose_leaf(leaf);
+        }
+    }
+
     /// Reads a log of any size on as many threads as a long one is read
     /// on (a Claude Code log's).
     pub fn on_two_threads(&mut self) {
@@ -714,7 +806,7 @@ impl Parsed {
         format: Format,
         name: &str,
         text: &str,
-        bad: BadLines,
+        (bad, leaf): (BadLines, Option<&str>),
         keep_records: bool,
     ) -> Result<Parsed, ReadError> {
         let log = |log: &'static message_log::MessageLog| {
@@ -727,9 +819,13 @@ impl Parsed {
         Ok(match format {
             Format::Chat => log(&chat::LOG)?,
             Format::Anthropic => log(&anthropic::LOG)?,
-            Format::ClaudeCode => {
-                Parsed::Built(Box::new(claude_code::read(name, text, bad, keep_records)?))
-            }
+            Format::ClaudeCode => Parsed::Built(Box::new(claude_code::read(
+                name,
+                text,
+                bad,
+                keep_records,
+                leaf,
+            )?)),
             Format::Codex => Parsed::Codex(codex::parse(name, text, bad)?),
         })
     }

@@ -445,3 +445,84 @@ fn at_line_5(text: &str) -> Appended<'_> {
         first_line: 5,
     }
 }
+
+/// The hand-made layouts of a log with several branches (see
+/// `branch_tests`) read on from every line, and in pieces, read as they
+/// read whole; a prefix whose branch does not end at its last record is
+/// read whole again.
+#[test]
+fn logs_of_several_branches_read_on_as_they_read_whole() {
+    for (what, records) in super::branch_tests::layouts() {
+        let text = records.concat();
+        let name = format!("{what}.jsonl");
+        cuts(&name, &text, 1);
+        let whole = read_owned(
+            &name,
+            text.clone(),
+            Format::ClaudeCode,
+            BadLines::Fail,
+            false,
+        );
+        let whole = summary(&whole.unwrap());
+        let ends: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
+        for step in [1, 2, 3] {
+            let cut: Vec<usize> = ends.iter().copied().step_by(step).collect();
+            let read = in_pieces(&name, &text, &cut, BadLines::Fail).unwrap();
+            same(
+                &summary(&read),
+                &whole,
+                &format!("{what} in pieces of {step}"),
+            );
+        }
+    }
+    // Local commands' records, hung off the first record, come after
+    // the answer: what follows is read whole, and reads as it does whole.
+    let log = super::branch_tests::local_commands_off_the_root().concat();
+    let cut = log.match_indices('\n').nth(4).map(|(i, _)| i + 1).unwrap();
+    let prefix = read("l.jsonl", &log[..cut], None, BadLines::Fail).unwrap();
+    assert!(prefix.resume.branch.last);
+    let rest = Appended {
+        text: &log[cut..],
+        at: cut as u64,
+        first_line: 6,
+    };
+    let earlier = prefix.cores();
+    assert!(read_after("l.jsonl", rest, prefix, &earlier, BadLines::Fail).is_none());
+}
+
+/// A Codex rollout forked from another starts with its own `session_meta`
+/// and then the other's lines, its `session_meta` among them; one resumed
+/// by an older Codex may hold a second one later. Codex rebuilds the
+/// history from every `response_item` in order, whatever `session_meta`
+/// lines fall between them, and so does noa, under the first id; read on
+/// from any line it reads as it does whole.
+#[test]
+fn a_rollout_with_a_second_session_meta_is_one_conversation() {
+    let line = |kind: &str, payload: serde_json::Value| {
+        serde_json::json!({"timestamp": "2026-02-23T11:54:52.352Z", "type": kind, "payload": payload})
+            .to_string()
+            + "\n"
+    };
+    let message = |role: &str, kind: &str, text: &str| {
+        line(
+            "response_item",
+            serde_json::json!({"type": "message", "role": role, "content": [{"type": kind, "text": text}]}),
+        )
+    };
+    let text = [
+        line("session_meta", serde_json::json!({"id": "fork"})),
+        line("session_meta", serde_json::json!({"id": "parent"})),
+        message("user", "input_text", "first"),
+        message("assistant", "output_text", "one"),
+        line("session_meta", serde_json::json!({"id": "parent"})),
+        message("user", "input_text", "second"),
+        message("assistant", "output_text", "two"),
+    ]
+    .concat();
+    let t = read("r.jsonl", &text, Some(Format::Codex), BadLines::Fail).unwrap();
+    assert_eq!(t.session_id.as_deref(), Some("fork"));
+    let texts: Vec<String> = t.cores().into_iter().map(|c| c.text).collect();
+    assert_eq!(texts, ["first", "one", "second", "two"]);
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    assert!(cuts("r.jsonl", &text, 1) >= 5);
+}

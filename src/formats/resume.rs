@@ -3,10 +3,10 @@
 //! reader can change what it needs to read on without the cache's layout
 //! changing with it.
 
-use super::{CodexResume, ResumeState};
+use super::{BranchChoice, CodexResume, ResumeState};
 
 /// The layout of these bytes; a state of another layout is not read.
-const LAYOUT: u8 = 1;
+const LAYOUT: u8 = 2;
 
 impl ResumeState {
     /// The state as bytes, for [`ResumeState::from_bytes`].
@@ -30,6 +30,11 @@ impl ResumeState {
             }
             None => out.u64(0),
         }
+        let b = &self.branch;
+        for n in [b.line, b.passed_seen, b.passed_unseen] {
+            out.u64(n as u64);
+        }
+        out.u64(u64::from(b.asked) | u64::from(b.last) << 1 | u64::from(b.seen) << 2);
         out.0
     }
 
@@ -54,6 +59,7 @@ impl ResumeState {
                 0 => None,
                 _ => Some(r.codex()?),
             },
+            branch: r.branch()?,
         };
         r.0.is_empty().then_some(state)
     }
@@ -116,6 +122,18 @@ impl In<'_> {
             _ => None,
         }
     }
+    fn branch(&mut self) -> Option<BranchChoice> {
+        let (line, passed_seen, passed_unseen) = (self.usize()?, self.usize()?, self.usize()?);
+        let flags = self.u64()?;
+        Some(BranchChoice {
+            line,
+            asked: flags & 1 != 0,
+            last: flags & 2 != 0,
+            seen: flags & 4 != 0,
+            passed_seen,
+            passed_unseen,
+        })
+    }
     fn codex(&mut self) -> Option<CodexResume> {
         let (items, trailing_outputs, floor) = (self.usize()?, self.usize()?, self.usize()?);
         let output_since_count = self.u64()? != 0;
@@ -146,6 +164,14 @@ mod tests {
                 responses: vec!["msg_1".into()],
                 strays: vec!["toolu_1".into()],
                 codex: None,
+                branch: BranchChoice {
+                    line: 12,
+                    asked: false,
+                    last: true,
+                    seen: true,
+                    passed_seen: 2,
+                    passed_unseen: 1,
+                },
             },
             ResumeState {
                 subagent: Some(false),

@@ -1969,6 +1969,7 @@ mod tests {
                     pending: Some(0),
                     last_message: None,
                 }),
+                branch: crate::formats::BranchChoice::default(),
             },
             messages: vec![CachedMessage {
                 line: 1,
