@@ -7,6 +7,7 @@
 #[path = "suite"]
 mod suite {
     pub mod agent_loop;
+    pub mod bill;
     pub mod cli_docs;
     pub mod common;
     pub mod compress;

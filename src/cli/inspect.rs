@@ -20,10 +20,11 @@ use super::context::{Access, Context, Turn};
 use super::input::{load, warn};
 use super::{CliError, Exit, settings};
 use crate::engine::{
-    Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet, Name,
-    Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput, format_breakdown, map, protected_ids,
-    summary_tokens, svg, tokens, tree,
+    Bill, Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet,
+    Name, Prices, Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput, Weights, format_breakdown,
+    format_total, map, protected_ids, summary_tokens, svg, tokens, tree,
 };
+use crate::formats::{Format, read_usage};
 use crate::store::{SessionDir, write_atomic};
 
 /// Characters in the terminal context map.
@@ -85,6 +86,10 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     let config = settings.for_host(&stored.host, cx.as_ref().map(|c| c.transcript().format));
     let mut state = stored.clone();
     let current = (cx.as_ref()).map(|cx| current(cx, &mut state, &settings, &config, &stored));
+    let bill = match (&cx, &current, &args.transcript) {
+        (Some(cx), Some(c), Some(path)) => bill_of(path, cx, &state, c, settings.prices),
+        _ => None,
+    };
     // Block activity as of this transcript; as stored when there is none.
     let blocks = &state.blocks;
     let base = state_base(&session);
@@ -94,7 +99,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
                 "--svg needs the transcript: the map is drawn from its messages".into(),
             ));
         };
-        write_svg(global, file, &session, &state, c)?;
+        write_svg(global, file, &session, &state, c, bill.as_ref())?;
     }
 
     // Sizes on the turn's scale, as the figures are; the estimator's alone
@@ -112,6 +117,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         current: current.as_ref(),
         count: &count,
         compactions: &state.host.compactions,
+        bill: bill.as_ref(),
     };
     let text = if args.json {
         to_json(&report)
@@ -126,6 +132,89 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         warn(global, &cx.transcript().warnings);
     }
     Ok(Exit::Success)
+}
+
+/// The session's bill from the usage its transcript records (`path`, read
+/// again for it), each block's part in it priced by what it reclaimed;
+/// `None` when the log records no usage (chat and Anthropic logs).
+fn bill_of(
+    path: &Path,
+    cx: &Context,
+    state: &CompressionState,
+    c: &Current,
+    prices: Option<Prices>,
+) -> Option<Bill> {
+    let text = fs::read_to_string(path).ok()?;
+    let format = cx.transcript().format;
+    let log = read_usage(&text, format);
+    if log.responses.is_empty() {
+        return None;
+    }
+    let weights = match format {
+        Format::Codex | Format::Chat => Weights::OPENAI,
+        Format::ClaudeCode | Format::Anthropic => Weights::ANTHROPIC,
+    };
+    let removed = |b: &Block| c.reclaimed.get(&b.block_id).map_or(0, |r| r.tokens as u64);
+    Some(Bill::of(&log, &state.blocks, weights, prices, &removed))
+}
+
+/// The bill in words: totals, then what each compression did.
+fn bill_text(bill: &Bill) -> String {
+    let (t, w) = (&bill.totals, &bill.weights);
+    // Against a fresh input token; where writing costs nothing extra, only
+    // reading is weighed.
+    let weighed = match w.cache_write == 1.0 {
+        true => format!("one read from the cache weighs {}", w.cache_read),
+        false => format!(
+            "one written to the cache weighs {}, one read from it {}",
+            w.cache_write, w.cache_read
+        ),
+    };
+    let mut out = format!(
+        "Bill ({} requests recorded; against a fresh input token, {weighed}):",
+        t.requests
+    );
+    let _ = write!(
+        out,
+        "\n  prompts {} tokens: {} fresh, {} written to the cache, {} read from it ({:.0}% read)",
+        format_total(t.fresh + t.cache_write + t.cache_read),
+        format_total(t.fresh),
+        format_total(t.cache_write),
+        format_total(t.cache_read),
+        t.reused * 100.0,
+    );
+    let _ = write!(
+        out,
+        "\n  output {} tokens (reasoning {}); the prompts weigh {} fresh-input tokens",
+        format_total(t.output),
+        format_total(t.reasoning),
+        format_total(t.weighted),
+    );
+    if let Some(cost) = t.cost {
+        let _ = write!(out, "; cost {cost:.2} at the config file's prices");
+    }
+    for b in &bill.blocks {
+        let _ = write!(out, "\n  {}: call on line {}; ", b.block, b.call_line);
+        if b.requests_since == 0 {
+            out.push_str("no request after it yet");
+            continue;
+        }
+        let paid = match b.paid_back_after {
+            Some(n) => format!(
+                "paid back after {n} of the {} requests since",
+                b.requests_since
+            ),
+            None => format!("not paid back yet ({} requests since)", b.requests_since),
+        };
+        let _ = write!(
+            out,
+            "the next request wrote {} (usually {}); it takes ~{} out of each; {paid}",
+            format_total(b.rewrote),
+            format_total(b.usual),
+            format_total(b.removed),
+        );
+    }
+    out
 }
 
 /// What the current view adds, projected on `state` (a copy of `stored`).
@@ -158,6 +247,7 @@ fn write_svg(
     session: &SessionDir,
     state: &CompressionState,
     c: &Current,
+    bill: Option<&Bill>,
 ) -> Result<(), CliError> {
     let svg = svg::svg(&SvgInput {
         session: &session.session,
@@ -167,6 +257,7 @@ fn write_svg(
         compactions: &state.host.compactions,
         blocks: &state.blocks,
         reclaimed: &c.reclaimed,
+        bill,
     });
     write_atomic(file, svg.as_bytes()).map_err(|source| CliError::Io {
         path: file.to_path_buf(),
@@ -239,6 +330,8 @@ struct Report<'a> {
     count: &'a dyn Fn(&CoreMessage) -> usize,
     /// The host's own compactions.
     compactions: &'a [HostCompaction],
+    /// What the transcript records of the bill.
+    bill: Option<&'a Bill>,
 }
 
 impl Report<'_> {
@@ -404,6 +497,9 @@ fn to_text(r: &Report) -> String {
             format!("{breakdown}\n{window}")
         });
     }
+    if let Some(bill) = r.bill {
+        parts.push(bill_text(bill));
+    }
     if !blocks.is_empty() {
         parts.push(format!(
             "Tier tree:\n{}",
@@ -439,6 +535,9 @@ struct JsonReport<'a> {
     figures: Option<Figures>,
     window_from: Option<&'static str>,
     map: Option<MapReport>,
+    /// What the transcript records of the bill; `null` when it records no
+    /// usage.
+    bill: Option<&'a Bill>,
 }
 
 /// One block in `inspect --json`.
@@ -541,6 +640,7 @@ fn to_json(r: &Report) -> String {
             view: map::runs(&c.view),
             history: map::runs(&c.history),
         }),
+        bill: r.bill,
     };
     serde_json::to_string(&report).expect("a report always serializes")
 }

@@ -9,18 +9,21 @@ use super::CliError;
 use super::args::{Global, MIN_WINDOW, TokenizerArg};
 use crate::engine::Config;
 use crate::engine::CoreMessage;
+use crate::engine::Prices;
 use crate::engine::Sections;
 use crate::engine::Tokenizer;
 use crate::engine::{GivenWindow, HostState, WindowFrom};
 use crate::formats::Format;
 
 /// A config file: `[engine]` holds every engine knob, `[prompt]` the surface
-/// sections of the prompt and nudge texts a host may reword.
+/// sections of the prompt and nudge texts a host may reword, `[bill]` the
+/// prices per million tokens `inspect` turns a bill into money with.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct FileConfig {
     engine: Config,
     prompt: Sections,
+    bill: Option<Prices>,
 }
 
 /// Resolved settings, and what looked doubtful in them.
@@ -37,6 +40,8 @@ pub struct Settings {
     /// Where this run was given its window, if it was: else the window
     /// the session's last turn was given stands, then the default.
     pub given: Option<WindowFrom>,
+    /// Prices per million tokens, if the config file gives them.
+    pub prices: Option<Prices>,
 }
 
 impl Settings {
@@ -182,6 +187,7 @@ pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliE
         file,
         warnings,
         given,
+        prices: parsed.bill,
     })
 }
 

@@ -79,6 +79,9 @@ pub use compress::rebuild::{
     RebuildInput, Rebuilt, ReplayOutcome, differences, rebuild, recorded_calls,
 };
 
+pub use report::bill::{
+    Bill, BlockBill, CallAt, Prices, ResponseUsage, Totals, UsageLog, Weights, format_total,
+};
 pub use report::map::{Run, STRIP_LEGEND, Segment};
 pub use report::svg::SvgInput;
 pub use report::{map, svg, tree};

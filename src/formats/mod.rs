@@ -24,6 +24,7 @@ mod raw_json;
 mod reassemble;
 mod resume;
 mod span;
+mod usage;
 
 use std::num::NonZeroU64;
 
@@ -39,6 +40,7 @@ pub use materialize::materialize;
 pub use raw_json::RawJson;
 pub use reassemble::{reassemble, reassemble_among};
 pub use span::string_end;
+pub use usage::read_usage;
 
 /// A transcript format noa reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

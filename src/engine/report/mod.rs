@@ -1,3 +1,4 @@
+pub mod bill;
 pub mod map;
 pub mod svg;
 pub mod tree;

@@ -12,6 +12,7 @@ use crate::engine::model::state::HostCompaction;
 use crate::engine::model::tokens;
 use crate::engine::turn::Figures;
 
+use super::bill::Bill;
 use super::map::{Class, Segment, runs};
 
 /// What the SVG map is drawn from.
@@ -35,6 +36,8 @@ pub struct SvgInput<'a> {
     /// [`reclaimed_by_block`](super::map::reclaimed_by_block): the figure
     /// written on its span.
     pub reclaimed: &'a BTreeMap<String, Reclaimed>,
+    /// What the transcript records of the bill, named under the history.
+    pub bill: Option<&'a Bill>,
 }
 
 /// The fill of the host's own share of the request in the view's bar.
@@ -333,6 +336,14 @@ fn draw_history(body: &mut String, input: &SvgInput, mut y: f64) -> f64 {
             body,
             r##"<text class="host-compaction" x="{MARGIN}" y="{y:.1}" font-size="12" fill="#555">Not drawn: {}.</text>"##,
             escape(&c.describe())
+        );
+        y += 18.0;
+    }
+    if let Some(bill) = input.bill {
+        let _ = writeln!(
+            body,
+            r##"<text class="bill" x="{MARGIN}" y="{y:.1}" font-size="12" fill="#555">Bill: {}.</text>"##,
+            escape(&bill.totals.describe())
         );
         y += 18.0;
     }

@@ -101,6 +101,7 @@ fn sample_svg() -> String {
         compactions: &[],
         blocks: &st.blocks,
         reclaimed: &reclaimed,
+        bill: None,
     })
 }
 
@@ -227,6 +228,7 @@ fn reclaimed_leaves_out_the_pinned_task_and_is_one_figure_everywhere() {
         compactions: &[],
         blocks: &st.blocks,
         reclaimed: &by_block,
+        bill: None,
     });
     assert!(
         drawn.contains(&format!(">b1 · T1 · 3 msgs · {figure} reclaimed</text>")),
@@ -276,6 +278,7 @@ fn the_bar_is_drawn_to_its_label_host_share_included() {
             compactions: &[],
             blocks: &st.blocks,
             reclaimed: &reclaimed,
+            bill: None,
         })
     };
     // The end of the bar: the right edge of its last rect in the view row.
