@@ -13,30 +13,37 @@ use serde_json::Value;
 use crate::common::{TempDir, noa};
 use crate::providers::check_chat;
 
-#[test]
-fn the_python_example_loop_runs_and_compresses() {
+/// Runs `program script` (an example loop) against the built binary for
+/// 60 turns at `limit`, in a fresh directory, and checks what it did.
+fn run_example(program: &str, script: &str, limit: &str) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = TempDir::new();
     let state = dir.path().join("state");
     let transcript = dir.path().join("t.jsonl");
-    let out = Command::new("python3")
-        .arg("examples/agent_loop.py")
+    let out = Command::new(program)
+        .arg(script)
         .args(["--noa", env!("CARGO_BIN_EXE_noa")])
-        .args(["--turns", "60", "--limit", "16000"])
+        .args(["--turns", "60", "--limit", limit])
         .arg("--state-dir")
         .arg(&state)
         .arg("--transcript")
         .arg(&transcript)
         .current_dir(root)
         .env_remove("NOA_STATE_DIR")
+        .env("TMPDIR", dir.path())
         .output()
         .unwrap_or_else(|e| {
             panic!(
-                "cannot run python3 ({e}): this test runs examples/agent_loop.py and needs \
-                 python3 (3.8 or newer) on PATH"
+                "cannot run {program} ({e}): this test runs {script} and needs {program} on PATH \
+                 (python3 3.8 or newer for the Python loop)"
             )
         });
     check_loop(&out, dir.path(), &transcript, &state);
+}
+
+#[test]
+fn the_python_example_loop_runs_and_compresses() {
+    run_example("python3", "examples/agent_loop.py", "16000");
 }
 
 /// The bash loop, run as the README shows it, 60 turns at a 16K window.
@@ -50,24 +57,7 @@ fn the_bash_example_loop_runs_and_compresses() {
         );
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = TempDir::new();
-    let state = dir.path().join("state");
-    let transcript = dir.path().join("t.jsonl");
-    let out = Command::new("bash")
-        .arg("examples/agent_loop.sh")
-        .args(["--noa", env!("CARGO_BIN_EXE_noa")])
-        .args(["--turns", "60", "--limit", "16k"])
-        .arg("--state-dir")
-        .arg(&state)
-        .arg("--transcript")
-        .arg(&transcript)
-        .current_dir(root)
-        .env_remove("NOA_STATE_DIR")
-        .env("TMPDIR", dir.path())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run bash ({e})"));
-    check_loop(&out, dir.path(), &transcript, &state);
+    run_example("bash", "examples/agent_loop.sh", "16k");
 }
 
 /// What every example loop must leave: its one summary line says 60 turns
