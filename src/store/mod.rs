@@ -12,6 +12,7 @@
 mod archive;
 mod atomic;
 mod digest;
+mod error;
 mod files;
 mod lock;
 mod map_log;
@@ -28,7 +29,8 @@ pub use read_cache::{
     AsideFile, CacheDraft, CacheEnd, CacheSource, IN_TRANSCRIPT, Left, LeftWords, ReadCache,
     Unparsed, WITHHELD_MIN, Warm, WarmMessages, WordsFile, fill_shown,
 };
-pub use state_file::{ErrorKind, SessionDir, StoreError};
+pub use error::{ErrorKind, StoreError};
+pub use state_file::SessionDir;
 
 /// Room for `n` items loaded from a session's files and those a turn adds
 /// to them: a list full to its last place when they come is copied whole
