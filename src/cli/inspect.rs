@@ -16,15 +16,15 @@ use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use serde::Serialize;
 
 use super::args::{Global, InspectArgs};
-use super::context::{Access, Context, Turn};
-use super::input::{load, warn};
+use super::context::{Context, Turn};
+use super::output::warn;
 use super::{CliError, Exit, settings};
 use crate::engine::{
     Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet, Name,
     Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput, format_breakdown, map, protected_ids,
     summary_tokens, svg, tokens, tree,
 };
-use crate::store::{SessionDir, write_atomic};
+use crate::store::{Purpose, SessionDir, write_atomic};
 
 /// Characters in the terminal context map.
 const STRIP_WIDTH: usize = 60;
@@ -49,11 +49,11 @@ struct Current {
 /// `--svg` file.
 pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     let cx = match &args.transcript {
-        Some(path) => Some(Context::open(global, load(global, path)?, Access::Read)?),
+        Some(path) => Some(Context::open(global, path, Purpose::Look)?),
         None => None,
     };
     let session = match &cx {
-        Some(cx) => cx.session().clone(),
+        Some(cx) => cx.session.dir().clone(),
         None => session_only(global)?,
     };
     // With a transcript, the state a command would use: its own, the one it
@@ -82,7 +82,10 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         Some(cx) => cx.settings.clone(),
         None => settings::load(global, None)?,
     };
-    let config = settings.for_host(&stored.host, cx.as_ref().map(|c| c.transcript().format));
+    let config = settings.for_host(
+        &stored.host,
+        cx.as_ref().map(|c| c.session.transcript().format),
+    );
     let mut state = stored.clone();
     let current = (cx.as_ref()).map(|cx| current(cx, &mut state, &settings, &config, &stored));
     // Block activity as of this transcript; as stored when there is none.
@@ -123,7 +126,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         error: source,
     })?;
     if let Some(cx) = &cx {
-        warn(global, &cx.transcript().warnings);
+        warn(global, &cx.session.transcript().warnings);
     }
     Ok(Exit::Success)
 }
@@ -138,7 +141,7 @@ fn current(
 ) -> Current {
     let p = cx.project(state, Turn::default());
     let zone: IdSet<'_> = protected_ids(&p.view, state, config);
-    let history = &cx.history;
+    let history = cx.session.history();
     // Every size on the provider's scale, as the figures are.
     let count = |m: &CoreMessage| p.gauge.scale(config.tokens(m));
     Current {
