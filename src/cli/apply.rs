@@ -7,14 +7,14 @@ use serde::Serialize;
 
 use super::args::{ApplyArgs, Global};
 use super::clock;
-use super::context::{Access, CacheWrite, Context};
-use super::input::{load_for_turn, warn};
+use super::context::Context;
+use super::output::warn;
 use super::{CliError, Exit};
 use crate::engine::{
     self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage, IdMap,
     IdSet, Name, Reclaimed,
 };
-use crate::store::LeftWords;
+use crate::store::{CacheWrite, LeftWords, Projected, Purpose};
 
 /// Runs `noa apply`.
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
@@ -31,21 +31,19 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     // call names messages that turn's view showed, and the cache kept their
     // words. The session's lock and state are taken while the cache is
     // decoded; the command says it writes once it has found its call.
-    let mut cx = Context::open(
-        global,
-        load_for_turn(global, &args.transcript, Some(Access::Write))?,
-        Access::Read,
-    )?;
+    let mut cx = Context::open(global, &args.transcript, Purpose::Call)?;
     // A call that is not there is a usage error before anything is touched.
-    let mut call = find_call(&cx.history, args)?;
-    cx.lock()?;
+    let mut call = find_call(cx.session.history(), args)?;
+    cx.session.lock()?;
     let state = cx.state()?;
     // Long outputs' words the cache kept back are read only for the
     // archives that need them, unless another counter counts them.
-    if cx.warm() && (!cx.cache_serves(&state) || !cx.decides_unread(&state) && !cx.read_withheld())
+    if cx.session.warm()
+        && (!cx.session.cache_serves(&state)
+            || !cx.decides_unread(&state) && !cx.session.read_withheld())
     {
-        cx.read_whole()?;
-        call = find_call(&cx.history, args)?;
+        cx.session.read_whole()?;
+        call = find_call(cx.session.history(), args)?;
     }
     if let Some(done) = engine::answered_before(&state, &call.id) {
         // A retry of a call already applied: the same answer, nothing changed.
@@ -55,7 +53,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             applied_before: true,
         };
         print_outcome(args.json, &done.panel, &report)?;
-        warn(global, &cx.transcript().warnings);
+        warn(global, &cx.session.transcript().warnings);
         return Ok(exit(done.rejected));
     }
     let read = watch.lap();
@@ -63,7 +61,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
     let when = When {
         now,
         created: clock::rfc3339(now),
-        root: cx.session_root(),
+        root: cx.session.root(),
     };
     let call_id = call.id.clone();
     let committed = answer_and_commit(&mut cx, args, state, call, &when, &mut watch)?;
@@ -75,7 +73,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             std::io::stderr(),
             "noa: apply: read {} ({}) · engine {} · wrote {} archive(s) ({:.1} MB), the state and the read cache in {}",
             clock::ms(read),
-            cx.read_how(),
+            cx.session.read_how(),
             clock::ms(committed.engine),
             archives.len(),
             committed.bytes as f64 / 1e6,
@@ -83,7 +81,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         );
     }
     print_outcome(args.json, &answer.panel, &applied(&answer, &call_id, &cx))?;
-    let mut warnings = cx.transcript().warnings.clone();
+    let mut warnings = cx.session.transcript().warnings.clone();
     warnings.extend(cache_warning);
     warn(global, &warnings);
     Ok(exit(answer.rejected()))
@@ -131,41 +129,45 @@ fn answer_and_commit(
 ) -> Result<Committed, CliError> {
     // The call answered again on the transcript read whole.
     let answer_whole = |cx: &mut Context| -> Result<Answer, CliError> {
-        cx.read_whole()?;
-        let originals = cx.originals();
+        cx.session.read_whole()?;
+        let originals = cx.session.originals();
         let state = cx.reload_state()?;
         Ok(answer_on(
             cx,
             &originals,
             state,
-            &find_call(&cx.history, args)?,
+            &find_call(cx.session.history(), args)?,
             when,
         ))
     };
     // The history by id: what the call is answered against and its
     // archives are rendered from.
-    let originals = cx.originals();
+    let originals = cx.session.originals();
     let mut answer = answer_on(cx, &originals, state, &call, when);
-    let originals = if cx.warm() && archives_elided(cx, &answer) {
+    let originals = if cx.session.warm() && archives_elided(cx, &answer) {
         // A block over a message whose words the cache left out would
         // archive nothing of it.
         answer = answer_whole(cx)?;
-        cx.originals()
+        cx.session.originals()
     } else {
         originals
     };
     let engine = watch.lap();
-    let left = cx.left_words();
+    let left = cx.session.left_words();
     let committed =
-        (cx.session()).commit(&answer.outcome.archives, (&originals, &left), &answer.state);
+        (cx.session.dir()).commit(&answer.outcome.archives, (&originals, &left), &answer.state);
     drop((left, originals));
     let bytes = match committed {
         // Words the cache kept back that cannot be read back from it (a
         // damaged word fails its digest): nothing was written.
-        Err(e) if cx.warm() && e.in_read_cache() => {
+        Err(e) if cx.session.warm() && e.in_read_cache() => {
             answer = answer_whole(cx)?;
-            let (originals, none) = (cx.originals(), LeftWords::default());
-            (cx.session()).commit(&answer.outcome.archives, (&originals, &none), &answer.state)?
+            let (originals, none) = (cx.session.originals(), LeftWords::default());
+            (cx.session.dir()).commit(
+                &answer.outcome.archives,
+                (&originals, &none),
+                &answer.state,
+            )?
         }
         committed => committed?,
     };
@@ -190,16 +192,16 @@ fn answer_on(
         &CallInput {
             args: &call.args,
             call_id: &call.id,
-            history: &cx.history,
+            history: cx.session.history(),
             originals,
             cut: call.cut,
             config: &config,
-            recorded: &cx.transcript().recorded(),
+            recorded: &cx.session.transcript().recorded(),
             sections: &cx.settings.sections,
             archive_root: &when.root,
             created: &when.created,
             now: when.now,
-            cuts: &cx.kept_cuts(),
+            cuts: &cx.session.kept_cuts(),
             index: None,
         },
     )
@@ -214,15 +216,15 @@ fn save_cache(cx: &mut Context, answer: &Answer) -> Option<String> {
     if answer.hidden.is_empty() {
         return None;
     }
-    let error = match cx.read_kept_withheld(&answer.hidden) {
-        true => cx
-            .save_read_cache(
-                &answer.state,
-                &answer.hidden,
-                &[],
-                &answer.cuts,
-                CacheWrite::Anew,
-            )
+    let projected = Projected {
+        hidden: &answer.hidden,
+        view: &[],
+        cuts: &answer.cuts,
+    };
+    let tokenizer = cx.config(&answer.state).tokenizer;
+    let error = match cx.session.read_kept_withheld(&answer.hidden) {
+        true => (cx.session)
+            .save_read_cache(tokenizer, projected, CacheWrite::Anew)
             .err()
             .map(|e| e.to_string()),
         false => Some("the words it keeps could not be read back from it".into()),
@@ -253,7 +255,7 @@ fn applied<'a>(answer: &'a Answer, call_id: &'a str, cx: &Context) -> Applied<'a
         context_before: answer.context_before,
         context_after: answer.context_after,
         reclaimed: answer.reclaimed,
-        read: cx.read_how(),
+        read: cx.session.read_how(),
     }
 }
 
@@ -305,7 +307,7 @@ struct Call {
 /// Whether a block of `answer` covers a message whose words the read cache
 /// left out (an archive must hold every original whole).
 fn archives_elided(cx: &Context, answer: &Answer) -> bool {
-    let mut elided = cx.elided_ids().peekable();
+    let mut elided = cx.session.elided_ids().peekable();
     if elided.peek().is_none() {
         return false;
     }

@@ -9,7 +9,7 @@ use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
 
 use super::args::{Cli, CompletionsArgs, EXIT_STATUS, ShellArg};
-use super::input::emit;
+use super::output::emit;
 use super::{CliError, Exit};
 
 /// Runs `noa completions`.

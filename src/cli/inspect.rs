@@ -16,8 +16,8 @@ use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use serde::Serialize;
 
 use super::args::{Global, InspectArgs};
-use super::context::{Access, Context, Turn};
-use super::input::{load, warn};
+use super::context::{Context, Turn};
+use super::output::warn;
 use super::{CliError, Exit, settings};
 use crate::engine::{
     Bill, Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet,
@@ -25,7 +25,7 @@ use crate::engine::{
     format_total, map, protected_ids, summary_tokens, svg, tokens, tree,
 };
 use crate::formats::{Format, read_usage};
-use crate::store::{SessionDir, write_atomic};
+use crate::store::{Purpose, SessionDir, write_atomic};
 
 /// Characters in the terminal context map.
 const STRIP_WIDTH: usize = 60;
@@ -50,11 +50,11 @@ struct Current {
 /// `--svg` file.
 pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     let cx = match &args.transcript {
-        Some(path) => Some(Context::open(global, load(global, path)?, Access::Read)?),
+        Some(path) => Some(Context::open(global, path, Purpose::Look)?),
         None => None,
     };
     let session = match &cx {
-        Some(cx) => cx.session().clone(),
+        Some(cx) => cx.session.dir().clone(),
         None => session_only(global)?,
     };
     // With a transcript, the state a command would use: its own, the one it
@@ -83,7 +83,10 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         Some(cx) => cx.settings.clone(),
         None => settings::load(global, None)?,
     };
-    let config = settings.for_host(&stored.host, cx.as_ref().map(|c| c.transcript().format));
+    let config = settings.for_host(
+        &stored.host,
+        cx.as_ref().map(|c| c.session.transcript().format),
+    );
     let mut state = stored.clone();
     let current = (cx.as_ref()).map(|cx| current(cx, &mut state, &settings, &config, &stored));
     let bill = match (&cx, &current, &args.transcript) {
@@ -129,7 +132,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         error: source,
     })?;
     if let Some(cx) = &cx {
-        warn(global, &cx.transcript().warnings);
+        warn(global, &cx.session.transcript().warnings);
     }
     Ok(Exit::Success)
 }
@@ -145,7 +148,7 @@ fn bill_of(
     prices: Option<Prices>,
 ) -> Option<Bill> {
     let text = fs::read_to_string(path).ok()?;
-    let format = cx.transcript().format;
+    let format = cx.session.transcript().format;
     let log = read_usage(&text, format);
     if log.responses.is_empty() {
         return None;
@@ -227,7 +230,7 @@ fn current(
 ) -> Current {
     let p = cx.project(state, Turn::default());
     let zone: IdSet<'_> = protected_ids(&p.view, state, config);
-    let history = &cx.history;
+    let history = cx.session.history();
     // Every size on the provider's scale, as the figures are.
     let count = |m: &CoreMessage| p.gauge.scale(config.tokens(m));
     Current {

@@ -6,9 +6,10 @@ mod clock;
 mod completions;
 mod context;
 mod exit;
-mod input;
+mod hooks;
 mod inspect;
 mod materialize;
+mod output;
 mod project;
 mod prompt;
 mod ranges;
@@ -25,7 +26,7 @@ use thiserror::Error;
 
 pub use args::Cli;
 pub use exit::Exit;
-pub use input::huge_pages_off;
+pub use hooks::huge_pages_off;
 
 use crate::formats::ReadError;
 use crate::store::{ErrorKind, StoreError};
@@ -40,7 +41,7 @@ pub enum CliError {
     /// The session's files could not be read or written.
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// The arguments do not make sense together.
     #[error("{0}")]
     #[diagnostic(code(noa::usage))]
@@ -55,6 +56,19 @@ pub enum CliError {
         /// it a second time).
         error: io::Error,
     },
+}
+
+/// A store error, as the command line says it: the transcript's own
+/// failures as if the command line had read it (the file and place named
+/// in a JSON error), the session's as the store's.
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Transcript(e) => CliError::Read(e),
+            StoreError::TranscriptIo { path, error } => CliError::Io { path, error },
+            e => CliError::Store(e),
+        }
+    }
 }
 
 impl CliError {

@@ -5,15 +5,15 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
-use super::context::{Access, CacheWrite, Context, Turn};
-use super::input::{check_output, emit, load_unconfirmed, warn};
+use super::context::{Context, Turn};
+use super::output::{check_output, emit, warn};
 use super::{CliError, Exit};
 use crate::engine::{
     CompressionState, Figures, HostCompaction, Offer, OfferInput, Projection, offer, tokens,
     window_from_error,
 };
 use crate::formats::{Transcript, ViewFormat, reassemble_among};
-use crate::store::{CacheDraft, StoreError};
+use crate::store::{Access, CacheDraft, CacheWrite, Projected, Purpose, StoreError};
 
 /// Runs `noa project`.
 pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
@@ -23,13 +23,12 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     } else {
         Access::Write
     };
-    let loaded = load_unconfirmed(global, &args.transcript, Some(access), true)?;
     // A window too small for the session is refused before the session's
     // folder is made or locked: nothing is written.
-    let mut cx = Context::open(global, loaded, Access::Read)?;
-    cx.settings.check_floor(&cx.history)?;
+    let mut cx = Context::open(global, &args.transcript, Purpose::Turn(access))?;
+    cx.settings.check_floor(cx.session.history())?;
     if access == Access::Write {
-        cx.lock()?;
+        cx.session.lock()?;
     }
     let learned = args.overflow_error.as_deref().map(window_from_error);
     let unread_window = matches!(learned, Some(None))
@@ -46,15 +45,15 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         force_nudge: args.nudge,
     };
     // Words set aside that another counter must read are read back first.
-    if cx.set_aside() && !cx.decides_unread(&state) && !cx.read_withheld() {
-        cx.read_whole()?;
+    if cx.session.set_aside() && !cx.decides_unread(&state) && !cx.session.read_withheld() {
+        cx.session.read_whole()?;
     }
     let render = |cx: &Context, p: &Projection| {
-        let t = cx.transcript();
+        let t = cx.session.transcript();
         render(p, t, args.to.map_or(t.format.view_format(), view_format))
     };
     let Turned { p, view, draft } = turn_with_draft(&mut cx, &mut state, turn, learn, render)?;
-    let mut warnings = cx.transcript().warnings.clone();
+    let mut warnings = cx.session.transcript().warnings.clone();
     warnings.extend(cx.settings.warnings.iter().cloned());
     warnings.extend(unread_window);
     warnings.extend(refs_run_out(&p));
@@ -64,12 +63,20 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         if let Some(w) = cx.settings.given_window() {
             state.host.window = Some(w);
         }
-        cx.session().save(&state)?;
+        cx.session.dir().save(&state)?;
         // The cache only saves work: a turn that cannot leave one still
         // goes out, and the next reads whatever cache it finds with care.
+        let tokenizer = cx.config(&state).tokenizer;
         let cached = match draft {
-            Some(draft) => cx.finish_read_cache(draft, &state, &p.cuts),
-            None => cx.save_read_cache(&state, &p.hidden, &p.view, &p.cuts, CacheWrite::Append),
+            Some(draft) => cx.session.finish_read_cache(draft, tokenizer, &p.cuts),
+            None => {
+                let projected = Projected {
+                    hidden: &p.hidden,
+                    view: &p.view,
+                    cuts: &p.cuts,
+                };
+                (cx.session).save_read_cache(tokenizer, projected, CacheWrite::Append)
+            }
         };
         if let Err(e) = cached {
             warnings.push(format!("the read cache was not saved: {e}"));
@@ -90,9 +97,9 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
             report_line(global, args, &cx, &shown)
         );
     }
-    // The state goes with the history (see `Context::finish`).
+    // The state goes with the history (see `Session::finish`).
     std::mem::forget(state);
-    cx.finish();
+    cx.session.finish();
     Ok(Exit::Success)
 }
 
@@ -105,8 +112,9 @@ struct Turned {
 }
 
 /// Projects the turn, drafting the read cache on the other core when it
-/// can (a first turn reading whole: see [`Context::project_drafting`]),
-/// else as [`project_turn`] does.
+/// can (a first turn reading whole: see
+/// [`Session::drafting`](crate::store::Session::drafting)), else as
+/// [`project_turn`] does.
 fn turn_with_draft(
     cx: &mut Context,
     state: &mut CompressionState,
@@ -114,8 +122,11 @@ fn turn_with_draft(
     learn: impl Fn(&mut CompressionState),
     render: impl Fn(&Context, &Projection) -> Rendered,
 ) -> Result<Turned, CliError> {
-    let drafted = cx.project_drafting(state, turn).map(|(mut p, draft)| {
-        let filled = cx.fill_unfilled(&mut p);
+    let tokenizer = cx.config(state).tokenizer;
+    let drafting = cx.session.drafting(state, tokenizer);
+    let drafted = drafting.map(|d| {
+        let (mut p, draft) = d.beside(|| cx.project(state, turn));
+        let filled = cx.session.fill_unfilled(&mut p);
         (p, draft, filled)
     });
     match drafted {
@@ -134,7 +145,7 @@ fn turn_with_draft(
             if let Ok(draft) = draft {
                 draft.discard();
             }
-            cx.read_whole()?;
+            cx.session.read_whole()?;
             *state = cx.reload_state()?;
             learn(state);
             let (p, view) = project_turn(cx, state, turn, learn, render)?;
@@ -169,7 +180,7 @@ fn refs_run_out(p: &Projection) -> Option<String> {
 /// The warning for a recorded figure the gauge set aside as a placeholder.
 fn set_aside_figure(cx: &Context, p: &Projection, state: &CompressionState) -> Option<String> {
     let mark = p.gauge.set_aside?;
-    let before = (cx.history.get(mark.at))
+    let before = (cx.session.history().get(mark.at))
         .and_then(|m| state.message_refs.get(&m.id))
         .map_or(String::new(), |r| format!(" for the response at {r}"));
     Some(format!(
@@ -191,13 +202,13 @@ struct Shown<'a> {
 /// The report on stderr: the text line, or with `--report json` the
 /// object.
 fn report_line(global: &Global, args: &ProjectArgs, cx: &Context, shown: &Shown) -> String {
-    let (t, settings, p, state) = (cx.transcript(), &cx.settings, shown.p, shown.state);
+    let (t, settings, p, state) = (cx.session.transcript(), &cx.settings, shown.p, shown.state);
     let to = args.to.map_or(t.format.view_format(), view_format);
     let report = Report {
         format: t.format.name(),
-        read: cx.read_how(),
+        read: cx.session.read_how(),
         view_format: to.name(),
-        history_messages: cx.history.len(),
+        history_messages: cx.session.history().len(),
         view_messages: shown.view_messages,
         left_out_unpaired: p.dropped_unpaired,
         figures: p.figures,
@@ -211,7 +222,7 @@ fn report_line(global: &Global, args: &ProjectArgs, cx: &Context, shown: &Shown)
         emergency: p.decision.emergency,
         reason: &p.decision.reason,
         compactions: &state.host.compactions,
-        state: (!args.dry_run).then(|| cx.session().state_path().display().to_string()),
+        state: (!args.dry_run).then(|| cx.session.dir().state_path().display().to_string()),
         config: settings.file.as_ref().map(|f| f.display().to_string()),
         warnings: shown.warnings,
         branch: t.branch_read(),
@@ -347,7 +358,7 @@ fn render(p: &Projection, t: &Transcript, to: ViewFormat) -> Rendered {
 /// Projects the turn and renders its view. A transcript read on from the
 /// read cache is read whole after projecting when its prefix is not the one
 /// the cache read (its digest is taken meanwhile: see
-/// [`PrefixCheck`](super::input::PrefixCheck)), when a message whose words
+/// [`Session::confirm_prefix`](crate::store::Session::confirm_prefix)), when a message whose words
 /// the cache left out is no longer hidden (the state folds less away than
 /// when the cache was written), or the cache's JSON for a message in view
 /// does not parse, or the words it kept back for the view cannot be read;
@@ -368,18 +379,19 @@ fn project_turn(
     // Another transcript than the cache read: the turn starts again from
     // it and the state on disk, as if there were no cache.
     let afresh = |cx: &mut Context, state: &mut CompressionState| -> Result<(), CliError> {
-        cx.read_whole()?;
+        cx.session.read_whole()?;
         *state = cx.state()?;
         learn(state);
         Ok(())
     };
-    let warm = cx.warm();
-    let unread_serves = cx.decides_unread(state) && cx.appends_cache(state);
-    if warm && !unread_serves && !cx.read_withheld() {
+    let warm = cx.session.warm();
+    let unread_serves =
+        cx.decides_unread(state) && cx.session.appends_cache(cx.config(state).tokenizer);
+    if warm && !unread_serves && !cx.session.read_withheld() {
         // The state was checked against the transcript read on from the
         // cache: the one read whole is that one only if its prefix is.
-        match cx.confirm_prefix() {
-            true => cx.read_whole()?,
+        match cx.session.confirm_prefix() {
+            true => cx.session.read_whole()?,
             false => afresh(cx, state)?,
         }
     }
@@ -387,10 +399,11 @@ fn project_turn(
     // Words kept back, by the cache or set aside in a whole read, that
     // cannot be read back: the transcript is read whole (once the prefix
     // is confirmed, below).
-    let filled = !(warm && (cx.unhides_elided(&p.hidden) || !cx.fill_view(&p.view)))
-        && cx.fill_unfilled(&mut p);
+    let filled = !(warm
+        && (cx.session.unhides_elided(&p.hidden) || !cx.session.fill_view(&p.view)))
+        && cx.session.fill_unfilled(&mut p);
     let rendered = filled.then(|| render(cx, &p));
-    if warm && !cx.confirm_prefix() {
+    if warm && !cx.session.confirm_prefix() {
         afresh(cx, state)?;
         let p = cx.project(state, turn);
         let view = render(cx, &p);
@@ -399,7 +412,7 @@ fn project_turn(
     if let Some(view) = rendered {
         return Ok((p, view));
     }
-    cx.read_whole()?;
+    cx.session.read_whole()?;
     *state = cx.reload_state()?;
     learn(state);
     let p = cx.project(state, turn);

@@ -5,20 +5,21 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::args::{Global, RangesArgs};
-use super::context::{Access, Context, Turn};
-use super::input::{load, warn};
+use super::context::{Context, Turn};
+use super::output::warn;
 use super::project::offer_of;
 use super::{CliError, Exit};
 use crate::engine::{
     BlockSpan, Figures, Offer, ProtectedRange, RangeInfo, format_block_map, format_breakdown,
     format_ranges,
 };
+use crate::store::Purpose;
 
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
-    let cx = Context::open(global, load(global, &args.transcript)?, Access::Read)?;
-    cx.settings.check_floor(&cx.history)?;
-    let t = cx.transcript();
+    let cx = Context::open(global, &args.transcript, Purpose::Look)?;
+    cx.settings.check_floor(cx.session.history())?;
+    let t = cx.session.transcript();
     let mut state = cx.state()?;
     let config = cx.config(&state);
     let p = cx.project(&mut state, Turn::default());

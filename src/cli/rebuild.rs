@@ -5,15 +5,17 @@ use std::io::Write;
 use serde_json::json;
 
 use super::args::{Global, RebuildArgs};
-use super::context::{Access, Context};
-use super::input::{load, warn};
+use super::context::Context;
+use super::output::warn;
 use super::{CliError, Exit};
 use crate::engine::{ReplayOutcome, differences};
+use crate::store::Purpose;
 
 /// Runs `noa rebuild`.
 pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
-    let cx = Context::open(global, load(global, &args.transcript)?, Access::Write)?;
-    let session = cx.session();
+    let mut cx = Context::open(global, &args.transcript, Purpose::Look)?;
+    cx.session.lock()?;
+    let session = cx.session.dir();
     let exists = session.state_path().exists();
     if exists && !args.force && !args.check {
         return Err(CliError::Usage(format!(
@@ -29,7 +31,7 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         )));
     }
 
-    let originals = cx.originals();
+    let originals = cx.session.originals();
     let rebuilt = cx.rebuild(&originals)?;
     let replayed = rebuilt
         .replays
@@ -77,7 +79,7 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
 
     let (adopted, written) = session.commit_rebuilt(
         &rebuilt.archives,
-        (&originals, &cx.left_words()),
+        (&originals, &cx.session.left_words()),
         &rebuilt.state,
     )?;
     let text = if args.json {
@@ -97,7 +99,7 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         )
     };
     print(text.trim_end())?;
-    warn(global, &cx.transcript().warnings);
+    warn(global, &cx.session.transcript().warnings);
     Ok(Exit::Success)
 }
 

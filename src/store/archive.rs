@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use super::atomic;
 
+use super::StoreError;
 use super::read_cache::LeftWords;
-use super::state_file::{SessionDir, StoreError, write_under};
+use super::state_file::{SessionDir, write_under};
 use crate::engine::{ArchiveFile, Block, CompressionState, CoreMessage, IdMap};
 
 impl SessionDir {

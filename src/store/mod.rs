@@ -12,23 +12,31 @@
 mod archive;
 mod atomic;
 mod digest;
+mod error;
 mod files;
 mod lock;
 mod map_log;
 pub mod output;
+mod read;
 mod read_cache;
+mod session;
+mod session_cache;
 pub mod set_aside;
 mod state_file;
 
 pub use atomic::write_atomic;
 pub use digest::{Digest, PrefixDigest, TranscriptDigest, digest, transcript_digest};
+pub use error::{ErrorKind, StoreError};
 pub use lock::SessionLock;
 pub use output::write_output;
+pub use read::{Access, ReadHooks, SessionOptions};
 pub use read_cache::{
     AsideFile, CacheDraft, CacheEnd, CacheSource, IN_TRANSCRIPT, Left, LeftWords, ReadCache,
     Unparsed, WITHHELD_MIN, Warm, WarmMessages, WordsFile, fill_shown,
 };
-pub use state_file::{ErrorKind, SessionDir, StoreError};
+pub use session::{Purpose, Session};
+pub use session_cache::{CacheWrite, Drafting, Projected};
+pub use state_file::SessionDir;
 
 /// Room for `n` items loaded from a session's files and those a turn adds
 /// to them: a list full to its last place when they come is copied whole

@@ -1,0 +1,293 @@
+//! Reading a JSONL log a piece at a time, so the file's text and the
+//! messages built from it are never all held at once.
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{HowRead, Loaded, Reader};
+use crate::formats::{self, Format, PieceReader, ReadError};
+use crate::store::StoreError;
+use crate::store::TranscriptDigest;
+use crate::store::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
+
+/// How many bytes of a transcript of `size` bytes read in pieces are read
+/// at a time: a sixteenth of it, from 1 to 4 MB. A piece is read while the
+/// one before is parsed, and held until it is, so a few large pieces would
+/// keep much of a short log in flight; a long log read in small pieces
+/// pays for many more reads and hand-overs between threads.
+fn piece_size(size: usize) -> usize {
+    (size / 16).clamp(1 << 20, 4 << 20)
+}
+
+enum PieceError {
+    Read(ReadError),
+    Io(io::Error),
+}
+
+/// A file read in pieces.
+struct Pieces {
+    reader: PieceReader,
+    /// As [`HowRead::mark`].
+    mark: Option<(u64, u64, u64)>,
+}
+
+/// A transcript opened for a read in pieces.
+struct Opened {
+    file: fs::File,
+    /// Its size in bytes.
+    size: usize,
+    /// Whether the read leaves a mark for a read cache (its digest).
+    mark: bool,
+}
+
+/// Where a read in pieces sets long outputs aside, and what it set aside.
+struct Aside<'a> {
+    /// The directory the words file is made in; none when nothing is set
+    /// aside.
+    dir: Option<&'a Path>,
+    /// What was set aside, filled in as the words are written.
+    apart: Arc<Mutex<SetApart>>,
+}
+
+impl Reader<'_> {
+    /// Reads a JSONL chat, Anthropic or Claude Code log a piece at a time
+    /// (see [`formats::read_in_pieces`]), its bytes digested as they pass
+    /// when `mark` asks for a read cache: the file's text and the messages
+    /// built from it are never all held at once. `None` when the log must
+    /// be read whole: stdin, a Codex rollout or a document, a file that
+    /// cannot be opened, a NUL byte or bytes that are not UTF-8 (the whole
+    /// read reports each of these with its place, or reads past them as the
+    /// options ask).
+    pub(super) fn load_in_pieces(
+        &self,
+        mark: bool,
+        aside: Option<&Path>,
+    ) -> Result<Option<Loaded>, StoreError> {
+        let path = self.path;
+        if path.as_os_str() == "-" || path.is_dir() {
+            return Ok(None);
+        }
+        let Ok(file) = fs::File::open(path) else {
+            return Ok(None);
+        };
+        let name = path.display().to_string();
+        let size = file.metadata().map_or(0, |m| m.len() as usize);
+        let apart = Arc::new(Mutex::new(SetApart::default()));
+        let aside = aside.filter(|_| size >= set_aside_from());
+        // The state dir the set-aside file is made in, when the read makes
+        // it: a read that fails leaves it as it found it.
+        let made = aside.filter(|dir| !dir.exists());
+        // Words set aside that lie in the transcript are read back from it.
+        let transcript = aside.and_then(|_| file.try_clone().ok());
+        let opened = Opened { file, size, mark };
+        let read = self.read_set_aside(name, opened, Aside { dir: aside, apart });
+        let read = read.map(|loaded| {
+            loaded.map(|mut loaded| {
+                if let (Some(words), Some(file)) = (&mut loaded.read.words, transcript) {
+                    words.reading_transcript(loaded.path.display().to_string(), file);
+                }
+                loaded
+            })
+        });
+        if let Some(dir) = made
+            && !matches!(read, Ok(Some(_)))
+        {
+            let _ = fs::remove_dir(dir);
+        }
+        read
+    }
+
+    /// [`Reader::load_in_pieces`] of the opened file, setting its long
+    /// outputs aside as `aside` says.
+    fn read_set_aside(
+        &self,
+        name: String,
+        opened: Opened,
+        aside: Aside,
+    ) -> Result<Option<Loaded>, StoreError> {
+        // A Claude Code log's messages are built by `finish`, once every
+        // piece is in: the read is shown going on until then.
+        let done = self.hooks.reading(&name, opened.size);
+        let setting = aside.dir.map(|dir| (dir, Arc::clone(&aside.apart)));
+        let let_go = || self.hooks.let_go();
+        let read = self
+            .read_pieces(opened, &name, setting)
+            .map(|pieces| pieces.map(|p| (p.reader.finish(&let_go), p.mark)));
+        done();
+        let read = read.map_err(|e| match e {
+            PieceError::Read(e) => StoreError::Transcript(e),
+            PieceError::Io(source) => StoreError::TranscriptIo {
+                path: self.path.to_path_buf(),
+                error: source,
+            },
+        })?;
+        let Some((transcript, mark)) = read else {
+            return Ok(None);
+        };
+        self.hooks.let_go();
+        let mut transcript = transcript?;
+        let mut apart =
+            std::mem::take(&mut *(aside.apart.lock()).unwrap_or_else(PoisonError::into_inner));
+        // A log whose words could not be set aside as it was built has them
+        // set aside now.
+        if let Some(dir) = aside.dir
+            && apart.words.is_none()
+            && matches!(transcript.format, Format::ClaudeCode | Format::Codex)
+        {
+            apart = set_aside_read(&mut transcript.messages, dir).unwrap_or_default();
+        }
+        let read = HowRead {
+            mark,
+            withheld: apart.at,
+            words: apart.words,
+            ..HowRead::default()
+        };
+        self.locate(&name, transcript, read).map(Some)
+    }
+
+    /// The pieces of the `opened` file read into a [`PieceReader`], its
+    /// bytes digested if it asks for a read cache; `None` when it must be
+    /// read whole.
+    fn read_pieces(
+        &self,
+        opened: Opened,
+        name: &str,
+        mut aside: Option<(&Path, Arc<Mutex<SetApart>>)>,
+    ) -> Result<Option<Pieces>, PieceError> {
+        let Opened {
+            mut file,
+            size,
+            mark,
+        } = opened;
+        // A conversation a leaf chose is not the one a turn without it
+        // reads on from: it leaves no read cache.
+        let mark = mark && self.options.leaf.is_none();
+        let mut reader = None;
+        let mut failed = None;
+        let mut buf = Vec::new();
+        let (mut digest, mut length, mut last) = (TranscriptDigest::default(), 0, None);
+        let piece_size = piece_size(size);
+        loop {
+            // Room for the next piece and no more: a Claude Code log's
+            // pieces are held as read.
+            let left = size.saturating_sub(length as usize);
+            buf.reserve_exact(piece_size.min(left) + 1);
+            prefault(&mut buf);
+            let read = (&mut file)
+                .take(piece_size as u64)
+                .read_to_end(&mut buf)
+                .map_err(PieceError::Io)?;
+            let whole = read < piece_size;
+            // A piece ends where a line does; a line longer than what is
+            // held is read on until it ends.
+            let end = match memchr::memrchr(b'\n', &buf) {
+                _ if whole => buf.len(),
+                Some(at) => at + 1,
+                None => continue,
+            };
+            let rest = buf.split_off(end);
+            let piece = std::mem::replace(&mut buf, rest);
+            if memchr::memchr(0, &piece).is_some() {
+                return Ok(None);
+            }
+            if mark {
+                digest.update(&piece);
+            }
+            length += end as u64;
+            last = piece.last().copied().or(last);
+            let Ok(mut text) = String::from_utf8(piece) else {
+                return Ok(None);
+            };
+            // A lone surrogate is read whole, which warns of it and leaves
+            // no read cache of text that is not the file's; a byte-order
+            // mark is only blanked.
+            if formats::repaired(name, &mut text).is_some() {
+                return Ok(None);
+            }
+            let r = match &mut reader {
+                Some(r) => r,
+                None => match self.piece_reader(name, &text, whole, aside.take()) {
+                    Some(r) => reader.insert(r),
+                    None => return Ok(None),
+                },
+            };
+            // After a bad line the rest is only looked through for a NUL
+            // byte or bytes that are not UTF-8: a whole read reports those
+            // first.
+            if failed.is_none()
+                && let Err(e) = r.read(text)
+            {
+                failed = Some(e);
+            }
+            if whole {
+                break;
+            }
+        }
+        if let Some(e) = failed {
+            return Err(PieceError::Read(e));
+        }
+        let Some(reader) = reader else {
+            return Ok(None);
+        };
+        // A cache is left only of whole lines, as a whole read leaves one.
+        let mark =
+            (mark && last == Some(b'\n')).then(|| (length, reader.lines() as u64, digest.finish()));
+        Ok(Some(Pieces { reader, mark }))
+    }
+
+    /// The reader of a log whose first piece is `head` (`whole` when it is
+    /// the whole log), with the leaf the options name and setting long
+    /// outputs aside in `aside` when it can; `None` when the log must be
+    /// read whole.
+    fn piece_reader(
+        &self,
+        name: &str,
+        head: &str,
+        whole: bool,
+        aside: Option<(&Path, Arc<Mutex<SetApart>>)>,
+    ) -> Option<PieceReader> {
+        let options = self.options;
+        let mut r = formats::read_in_pieces(options.format, name, head, whole, options.bad_lines)?;
+        if let Some(leaf) = &options.leaf {
+            r.choose_leaf(leaf);
+        }
+        let setter = aside
+            .filter(|_| r.may_set_aside())
+            .and_then(|(dir, a)| Setter::new(dir, a));
+        if let Some(setter) = setter {
+            r.set_aside(Box::new(setter));
+        }
+        Some(r)
+    }
+}
+
+/// Has the kernel back the spare room of `buf` with pages in one call,
+/// where `read` filling it would take a page fault at each of its 4 KB
+/// pages (a thousand a piece, and faults are dear on a virtual machine).
+/// It costs no memory, since every page is filled anyway.
+fn prefault(buf: &mut Vec<u8>) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let spare = buf.spare_capacity_mut();
+        let start = (spare.as_ptr() as usize).next_multiple_of(PAGE);
+        let end = (spare.as_ptr() as usize + spare.len()) & !(PAGE - 1);
+        if end > start {
+            // SAFETY: the range lies within `buf`'s own allocation, and the
+            // advice only brings its pages in (zeroed where none was
+            // there): no byte anyone reads changes. A kernel without it
+            // (before 5.14) refuses, which leaves the faults as they were.
+            unsafe {
+                libc::madvise(
+                    start as *mut libc::c_void,
+                    end - start,
+                    libc::MADV_POPULATE_WRITE,
+                );
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = buf;
+}

@@ -1,0 +1,254 @@
+//! Reading a transcript on from the read cache the last turn left: only
+//! what was appended is parsed, and the prefix the cache read is proved
+//! unchanged by its digest, taken meanwhile.
+
+use std::fs;
+use std::io::{self, Read, Seek};
+use std::sync::Arc;
+
+use super::{Access, HowRead, Loaded, LockAndState, Reader};
+use crate::formats;
+use crate::store::{PrefixDigest, ReadCache, SessionDir, SessionLock, StoreError, WarmMessages};
+
+/// How much of a log's start is looked at to find its session before
+/// reading on from a cache.
+const HEAD: usize = 256 << 10;
+
+/// Takes what [`LockAndState`] holds for `session`.
+fn lock_and_state(session: SessionDir, access: Access) -> (SessionDir, LockAndState) {
+    let lock = (access == Access::Write).then(|| SessionLock::acquire(&session.dir));
+    let state = match &lock {
+        Some(Err(_)) => None,
+        _ => Some(session.load()),
+    };
+    (session, LockAndState { lock, state })
+}
+
+/// The digest of a transcript's prefix read on from the read cache, taken on
+/// a thread of its own while the turn goes on with what the cache holds:
+/// it only says whether what was decoded may be used, and nothing the turn
+/// does before it is asked for is written or shown. For a long compressed
+/// session, loading the state and decoding the cache take both cores first,
+/// and the digest then runs beside the projection; the turn's own thread
+/// takes its share of the pieces left once it asks ([`PrefixDigest`]), so
+/// neither core sits idle while the other digests.
+#[derive(Debug)]
+pub(in crate::store) struct PrefixCheck {
+    /// The prefix's digest, its pieces taken by whichever thread is free.
+    digest: Arc<PrefixDigest>,
+    /// The thread that started on it.
+    helper: Option<std::thread::JoinHandle<()>>,
+    /// The digest the prefix must have.
+    expected: u64,
+    /// The bytes read after the prefix, whose digest goes on from it.
+    tail: Vec<u8>,
+    /// Length and lines of the whole transcript read.
+    length: u64,
+    lines: u64,
+}
+
+/// The prefix a read cache read: its length and the digest it must have.
+struct Prefix {
+    length: u64,
+    digest: u64,
+}
+
+impl PrefixCheck {
+    /// Starts digesting the first `prefix.length` bytes of `file`, then
+    /// `tail`, the bytes read after them.
+    fn start(file: fs::File, prefix: Prefix, tail: Vec<u8>, lines: u64) -> Self {
+        let digest = Arc::new(PrefixDigest::new(file, prefix.length));
+        let taking = Arc::clone(&digest);
+        let helper = std::thread::spawn(move || taking.help());
+        PrefixCheck {
+            digest,
+            helper: Some(helper),
+            expected: prefix.digest,
+            length: prefix.length + tail.len() as u64,
+            tail,
+            lines,
+        }
+    }
+
+    /// The mark of the transcript read, as [`HowRead::mark`]; `None` when
+    /// the prefix is not the one the cache read. This thread takes the
+    /// pieces left meanwhile.
+    pub(super) fn finish(mut self) -> Option<(u64, u64, u64)> {
+        self.digest.help();
+        if let Some(helper) = self.helper.take() {
+            // A helper's panic is a bug, and goes on as this thread's would.
+            helper
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        }
+        let mut digest = self.digest.finish()?;
+        if digest.finish() != self.expected {
+            return None;
+        }
+        digest.update(&self.tail);
+        Some((self.length, self.lines, digest.finish()))
+    }
+}
+
+impl Drop for PrefixCheck {
+    fn drop(&mut self) {
+        self.digest.stop();
+    }
+}
+
+impl Reader<'_> {
+    /// Reads on from the session's read cache: `None` (read it whole) when
+    /// there is no usable cache or no state beside it. The session is found
+    /// from the log's first lines, and checked against the one the whole
+    /// log names once read. The prefix is only streamed through its digest,
+    /// which is left running ([`HowRead::check`]); what is kept in memory is
+    /// what was appended.
+    pub(super) fn load_warm(&self, access: Access) -> Result<Option<Loaded>, StoreError> {
+        // Whatever goes wrong reading here, the whole read says it properly.
+        let Ok(mut file) = fs::File::open(self.path).and_then(|f| {
+            f.metadata()?
+                .is_file()
+                .then_some(f)
+                .ok_or(io::ErrorKind::InvalidInput.into())
+        }) else {
+            return Ok(None);
+        };
+        let Some(session) = self.peek_session(&mut file) else {
+            return Ok(None);
+        };
+        if !session.state_path().exists() {
+            return Ok(None);
+        }
+        std::thread::scope(|s| {
+            let taking = {
+                let session = session.clone();
+                s.spawn(move || lock_and_state(session, access))
+            };
+            let Some(mut loaded) = self.read_on_from_cache(file, &session)? else {
+                return Ok(None);
+            };
+            // The same directory (`read_on` checks it), and the handle that
+            // loaded its state remembers the logs the save appends to.
+            let taken = taking
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            (loaded.session, loaded.ahead) = (taken.0, Some(taken.1));
+            Ok(Some(loaded))
+        })
+    }
+
+    /// The session the first lines of the log at `file` name, as the whole
+    /// log would be located; `None` when they do not say.
+    fn peek_session(&self, file: &mut fs::File) -> Option<SessionDir> {
+        let name = self.path.display().to_string();
+        let mut head = Vec::with_capacity(HEAD);
+        file.take(HEAD as u64).read_to_end(&mut head).ok()?;
+        let head = &head[..head.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)];
+        let head = head.strip_prefix("\u{FEFF}".as_bytes()).unwrap_or(head);
+        let head = std::str::from_utf8(head).ok()?;
+        let (_, named, parent) = formats::peek_session(&name, head, self.options.format)?;
+        let session_id = (self.options.session.clone())
+            .or(named)
+            .or_else(|| self.file_stem())?;
+        Some(self.session_dir(&session_id, parent.as_deref()).0)
+    }
+
+    /// The transcript at `file` read on from `session`'s read cache, the
+    /// digest of its prefix started; `None` when the cache does not serve.
+    fn read_on_from_cache(
+        &self,
+        mut file: fs::File,
+        session: &SessionDir,
+    ) -> Result<Option<Loaded>, StoreError> {
+        let name = self.path.display().to_string();
+        let Some(cache) = session
+            .load_read_cache()
+            .filter(|c| self.options.format.is_none_or(|f| f == c.format))
+        else {
+            return Ok(None);
+        };
+        // What was appended is read before the prefix is digested, with the
+        // same handle: the bytes parsed are the bytes digested.
+        let mut tail = Vec::new();
+        if file.seek(io::SeekFrom::Start(cache.length)).is_err()
+            || file.read_to_end(&mut tail).is_err()
+            || !tail.is_empty() && !tail.ends_with(b"\n")
+        {
+            return Ok(None);
+        }
+        let lines = cache.lines + formats::newlines(&tail) as u64;
+        let prefix = Prefix {
+            length: cache.length,
+            digest: cache.digest,
+        };
+        // Words the cache left in the transcript are read from the very
+        // file whose prefix is digested.
+        let Ok(transcript) = file.try_clone() else {
+            return Ok(None);
+        };
+        let check = PrefixCheck::start(file, prefix, tail.clone(), lines);
+        let mut loaded = match self.read_on(&name, session, cache, tail) {
+            Ok(Some(loaded)) => loaded,
+            Ok(None) => return Ok(None),
+            // A prefix that changed may leave the bytes after it torn.
+            Err(e) => return check.finish().map_or(Ok(None), |_| Err(e)),
+        };
+        if let Some(words) = &mut loaded.read.words {
+            words.reading_transcript(name, transcript);
+        }
+        loaded.read.check = Some(check);
+        Ok(Some(loaded))
+    }
+
+    /// The transcript read on from `cache` past its prefix, with `tail` the
+    /// whole lines after it. The bytes read are marked once the prefix is
+    /// confirmed ([`HowRead::confirm`]).
+    fn read_on(
+        &self,
+        name: &str,
+        session: &SessionDir,
+        cache: ReadCache<WarmMessages>,
+        tail: Vec<u8>,
+    ) -> Result<Option<Loaded>, StoreError> {
+        let bad = self.options.bad_lines;
+        let (tail, decoded) = formats::decode(name, tail, bad)?;
+        if !decoded.is_empty() {
+            return Ok(None);
+        }
+        let (first_line, at) = (cache.lines as usize + 1, cache.length);
+        let end = cache.end.clone();
+        let warm = cache.into_transcript();
+        let appended = formats::Appended {
+            text: &tail,
+            at,
+            first_line,
+        };
+        let Some(read_on) =
+            formats::read_after(name, appended, warm.transcript, &warm.history, bad)
+        else {
+            return Ok(None);
+        };
+        let read_on = read_on?;
+        // What the cache holds stands as written unless the new lines
+        // changed one of its messages.
+        let appendable = (!read_on.prefix_changed).then_some(end);
+        let cuts = if read_on.prefix_changed {
+            Vec::new()
+        } else {
+            warm.cuts
+        };
+        let read = HowRead {
+            prefix: warm.history,
+            elided: warm.elided,
+            raws: warm.raws,
+            warm: true,
+            appendable,
+            cuts,
+            withheld: warm.withheld,
+            words: warm.words,
+            ..HowRead::default()
+        };
+        let loaded = self.locate(name, read_on.transcript, read)?;
+        Ok((loaded.session.dir == session.dir).then_some(loaded))
+    }
+}
