@@ -77,7 +77,7 @@ _noa() {
 
     case "${cmd}" in
         noa)
-            opts="-q -v -h -V --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version project apply materialize ranges prompt rebuild inspect completions help"
+            opts="-q -v -h -V --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version project apply materialize ranges prompt rebuild inspect completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -139,7 +139,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__apply)
-            opts="-q -v -h -V --call-id --args --json --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --call-id --args --json --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -209,7 +209,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__completions)
-            opts="-q -v -h -V --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version bash zsh fish man"
+            opts="-q -v -h -V --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version bash zsh fish man"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -411,7 +411,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__inspect)
-            opts="-q -v -h -V --json --block --svg --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --json --block --svg --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -481,7 +481,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__materialize)
-            opts="-o -q -v -h -V --output --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --output --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -551,7 +551,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__project)
-            opts="-o -q -v -h -V --output --to --dry-run --report --input-tokens --nudge --overflow-error --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --output --to --dry-run --report --input-tokens --nudge --overflow-error --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -637,7 +637,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__prompt)
-            opts="-q -v -h -V --tool-schema --for --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --tool-schema --for --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -703,7 +703,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__ranges)
-            opts="-q -v -h -V --json --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --json --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -765,7 +765,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__rebuild)
-            opts="-q -v -h -V --force --check --json --state-dir --session --format --limit --config --protect --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
+            opts="-q -v -h -V --force --check --json --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

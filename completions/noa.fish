@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_noa_global_optspecs
-    string join \n state-dir= session= format= limit= config= protect= preserve-messages= preserve-tokens= reserve-output= tokenizer= skip-bad-lines leaf= parent= q/quiet v/verbose h/help V/version
+    string join \n state-dir= session= format= limit= config= protect= no-reclaim preserve-messages= preserve-tokens= reserve-output= tokenizer= skip-bad-lines leaf= parent= q/quiet v/verbose h/help V/version
 end
 
 function __fish_noa_needs_command
@@ -42,6 +42,7 @@ o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_needs_command" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_needs_command" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
+complete -c noa -n "__fish_noa_needs_command" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_needs_command" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_needs_command" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
@@ -84,6 +85,7 @@ complete -c noa -n "__fish_noa_using_subcommand project" -l leaf -d 'Claude Code
 complete -c noa -n "__fish_noa_using_subcommand project" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l dry-run -d 'Print the view but write no state: no new refs are kept'
 complete -c noa -n "__fish_noa_using_subcommand project" -l nudge -d 'Nudge the model to compress this turn, whatever the pacing says ("compact now")'
+complete -c noa -n "__fish_noa_using_subcommand project" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_using_subcommand project" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand project" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_using_subcommand project" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
@@ -110,6 +112,7 @@ cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand apply" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l json -d 'Print the panel and structured fields as one JSON object'
+complete -c noa -n "__fish_noa_using_subcommand apply" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_using_subcommand apply" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand apply" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_using_subcommand apply" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
@@ -134,6 +137,7 @@ o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
+complete -c noa -n "__fish_noa_using_subcommand materialize" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand materialize" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_using_subcommand materialize" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
@@ -158,6 +162,7 @@ cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l json -d 'Print one JSON object instead of a table'
+complete -c noa -n "__fish_noa_using_subcommand ranges" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand ranges" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_using_subcommand ranges" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
@@ -185,6 +190,7 @@ cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l tool-schema -d 'Print the Compress tool definition (JSON) instead of the system block'
+complete -c noa -n "__fish_noa_using_subcommand prompt" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand prompt" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_using_subcommand prompt" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
@@ -211,6 +217,7 @@ complete -c noa -n "__fish_noa_using_subcommand rebuild" -l parent -d 'A session
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l force -d 'Replace an existing state.json'
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l check -d 'Compare the rebuilt state with the one on disk; exit 1 when they differ'
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l json -d 'Print the report as one JSON object'
+complete -c noa -n "__fish_noa_using_subcommand rebuild" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
@@ -237,6 +244,7 @@ cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l json -d 'Print one JSON object instead of tables'
+complete -c noa -n "__fish_noa_using_subcommand inspect" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand inspect" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_using_subcommand inspect" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
@@ -260,6 +268,7 @@ o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand completions" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
+complete -c noa -n "__fish_noa_using_subcommand completions" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_using_subcommand completions" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand completions" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'
 complete -c noa -n "__fish_noa_using_subcommand completions" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'

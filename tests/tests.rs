@@ -27,6 +27,7 @@ mod suite {
     pub mod providers;
     pub mod read_cache;
     pub mod rebuild;
+    pub mod reclaim;
     pub mod refs_stability;
     pub mod shapes;
     pub mod synth;

@@ -65,6 +65,7 @@ fuzz_target!(|data: &[u8]| {
             now: 1_767_225_600,
             cuts: &none,
             index: None,
+            scan: None,
         },
     );
     assert!(!answer.panel.is_empty());

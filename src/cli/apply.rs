@@ -203,6 +203,7 @@ fn answer_on(
             now: when.now,
             cuts: &cx.session.kept_cuts(),
             index: None,
+            scan: None,
         },
     )
 }

@@ -67,6 +67,9 @@ pub struct Global {
     /// Never compress this tool's calls and results (`Name`, or `prefix*`); repeatable
     #[arg(long, global = true, value_name = "TOOL")]
     pub protect: Vec<String>,
+    /// Leave dead tool outputs (reads of files changed since, outputs given again) for the model
+    #[arg(long, global = true)]
+    pub no_reclaim: bool,
     /// Keep the last N messages out of compression [default: 5]
     #[arg(long, global = true, value_name = "N")]
     pub preserve_messages: Option<usize>,

@@ -180,6 +180,9 @@ pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliE
     config
         .protected_tools
         .extend(global.protect.iter().cloned());
+    if global.no_reclaim {
+        config.reclaim = false;
+    }
     let warnings = config.validate();
     Ok(Settings {
         config,

@@ -35,7 +35,7 @@ impl BlockEdit {
         match &core.edit {
             Edit::None => BlockEdit::None,
             Edit::Tagged(suffix) => BlockEdit::Append(suffix.clone()),
-            Edit::Truncated(_) | Edit::ArgsShortened => {
+            Edit::Truncated(_) | Edit::ArgsShortened | Edit::Reclaimed => {
                 BlockEdit::Replace(shown_text(core).into_owned())
             }
         }
@@ -136,7 +136,9 @@ pub(crate) fn read_words(shown: &CoreMessage) -> Cow<'_, str> {
 /// was left out) and reasoning, else with look-alikes of noa's markers
 /// quoted, noa's own ref tag at its end kept.
 pub(crate) fn shown_text(c: &CoreMessage) -> Cow<'_, str> {
-    if c.id.starts_with(NOA_IDS) || c.content_type == ContentType::Reasoning {
+    // noa's line for a reclaimed output quotes what it names itself.
+    let noas = c.id.starts_with(NOA_IDS) || c.edit == Edit::Reclaimed;
+    if noas || c.content_type == ContentType::Reasoning {
         return Cow::Borrowed(&c.text);
     }
     match &c.edit {

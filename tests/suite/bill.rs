@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::{TempDir, noa, real_transcripts};
+use crate::common::{ClaudeLog as Log, TempDir, noa, real_transcripts};
 
 /// `inspect --json` of `transcript`, its session under `state`.
 fn inspect(state: &Path, transcript: &Path) -> Value {
@@ -103,67 +103,11 @@ fn the_bill_is_what_the_provider_recorded() {
     }
 }
 
-/// A Claude Code log written a record at a time, each response with usage.
-struct Log {
-    lines: Vec<Value>,
-    responses: usize,
-}
-
-impl Log {
-    fn push(&mut self, kind: &str, message: Value) {
-        let n = self.lines.len();
-        let parent = n.checked_sub(1).map(|p| format!("u{p}"));
-        self.lines.push(json!({
-            "type": kind, "uuid": format!("u{n}"), "parentUuid": parent,
-            "sessionId": "bill", "isSidechain": false,
-            "timestamp": format!("2026-12-01T10:{:02}:{:02}Z", n / 60, n % 60),
-            "message": message,
-        }));
-    }
-
-    fn user(&mut self, text: &str) {
-        self.push("user", json!({"role": "user", "content": text}));
-    }
-
-    /// An assistant response whose prompt wrote `write` tokens to the
-    /// cache and read `read`.
-    fn answer(&mut self, content: Value, write: u64, read: u64) {
-        self.responses += 1;
-        let usage = json!({"input_tokens": 3, "cache_creation_input_tokens": write,
-            "cache_read_input_tokens": read, "output_tokens": 50});
-        let id = format!("msg_{}", self.responses);
-        self.push(
-            "assistant",
-            json!({"id": id, "role": "assistant", "model": "claude", "content": content, "usage": usage}),
-        );
-    }
-
-    fn exchange(&mut self, i: usize, write: u64, read: u64) {
-        self.user(&format!(
-            "step {i}: {}",
-            "look at the parser and say what it does. ".repeat(40)
-        ));
-        let text = format!(
-            "step {i} done: {}",
-            "the parser reads tokens one at a time. ".repeat(40)
-        );
-        self.answer(json!([{"type": "text", "text": text}]), write, read);
-    }
-
-    fn write(&self, path: &Path) {
-        let text: String = self.lines.iter().map(|l| format!("{l}\n")).collect();
-        fs::write(path, text).unwrap();
-    }
-}
-
 #[test]
 fn a_compression_is_priced_from_the_requests_around_it() {
     let tmp = TempDir::new();
     let (path, st) = (tmp.path().join("s.jsonl"), tmp.path().to_str().unwrap());
-    let mut log = Log {
-        lines: Vec::new(),
-        responses: 0,
-    };
+    let mut log = Log::default();
     for i in 0..20 {
         log.exchange(i, 900 + 10 * i as u64, 1_000 * i as u64);
     }

@@ -221,6 +221,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 now: 0,
                 cuts: &IdMap::default(),
                 index: None,
+                scan: None,
             },
         );
         let panel = answer.panel;

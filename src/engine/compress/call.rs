@@ -11,13 +11,16 @@
 use crate::engine::model::identity::IdMap;
 
 use super::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};
+use super::archive::ArchiveFile;
 use super::panel::{self, Reclaimed};
 use super::parse_args::{ParseKind, ParsedArgs, parse_compress_args};
+use super::reclaim::{ReclaimInput, reclaim_dead};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::state::{AppliedCall, Block, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
+use crate::engine::turn::reclaim::Scan;
 use crate::engine::turn::truncate::KeptCut;
 use crate::engine::turn::{HistoryIndex, Projection, TurnInput, project, project_with_index};
 use std::cell::RefCell;
@@ -84,6 +87,9 @@ pub struct CallInput<'a> {
     /// What the projections of earlier cuts of `history` found, for a
     /// rebuild answering call after call (see `engine::turn::HistoryIndex`).
     pub index: Option<&'a RefCell<HistoryIndex<'a>>>,
+    /// The dead outputs found in earlier cuts of `history`, walked on from
+    /// call to call in a rebuild; a call alone walks its history afresh.
+    pub scan: Option<&'a RefCell<Scan>>,
 }
 
 /// How a call was answered.
@@ -208,6 +214,24 @@ fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
     }
 }
 
+/// Reclaims the dead outputs of the call's history with the compression
+/// it made (see [`reclaim_dead`]), walking on from what a rebuild's scan
+/// found at earlier calls; gives their archives.
+fn reclaim_with(state: &mut CompressionState, input: &CallInput) -> Vec<ArchiveFile> {
+    let history = &input.history[..input.cut];
+    let mut fresh = Scan::default();
+    let mut kept = input.scan.map(RefCell::borrow_mut);
+    let scan = kept.as_deref_mut().unwrap_or(&mut fresh);
+    scan.extend_to(input.history, input.cut);
+    let reclaim = ReclaimInput {
+        history,
+        config: input.config,
+        archive_root: input.archive_root,
+        created: input.created,
+    };
+    reclaim_dead(state, scan, &reclaim)
+}
+
 /// Answers a call against `state`: reads its arguments, refuses what must be
 /// refused, applies the rest, and keeps the books.
 pub fn answer(mut state: CompressionState, input: &CallInput) -> Answer {
@@ -290,6 +314,10 @@ pub fn answer_with(
         ));
     }
     outcome.commit(&mut next);
+    if input.config.reclaim && !outcome.created.is_empty() {
+        let made = reclaim_with(&mut next, input);
+        outcome.archives.extend(made);
+    }
     let (after, reclaimed, hidden, cuts) = if outcome.created.is_empty() || recorded.is_some() {
         (before, Reclaimed::default(), Vec::new(), Vec::new())
     } else {
@@ -459,6 +487,7 @@ mod tests {
             now: 0,
             cuts: &NONE,
             index: None,
+            scan: None,
         }
     }
 

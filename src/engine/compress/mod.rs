@@ -5,3 +5,4 @@ pub mod call;
 pub mod panel;
 pub mod parse_args;
 pub mod rebuild;
+pub mod reclaim;

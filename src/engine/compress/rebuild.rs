@@ -22,6 +22,7 @@ use crate::engine::model::refs::{parse_block_id, ref_to_index};
 use crate::engine::model::state::{AppliedCall, Block, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
+use crate::engine::turn::reclaim::Scan;
 use crate::engine::turn::{HistoryIndex, TurnInput, project};
 use std::cell::RefCell;
 
@@ -137,6 +138,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let none = IdMap::default();
     // Each call's history is the last one's and more: one index walks on
     // from call to call rather than from the start at each.
+    let scan = RefCell::new(Scan::default());
     let index = Some(RefCell::new(HistoryIndex::new(
         history,
         input.recorded,
@@ -163,6 +165,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             now: input.now,
             cuts: &none,
             index: index.as_ref(),
+            scan: Some(&scan),
         };
         let (replay, made) = replay_call(&mut state, &at, call.panel.as_deref());
         archives.extend(made);
@@ -679,6 +682,21 @@ fn book_differences(live: &CompressionState, rebuilt: &CompressionState) -> Vec<
             "refused batches: [{}] on disk, [{}] rebuilt",
             keys(live),
             keys(rebuilt)
+        ));
+    }
+    // Outputs reclaimed, and at which call: where each is archived follows
+    // the state dir, which a rebuild may put elsewhere.
+    let reclaimed = |s: &CompressionState| -> Vec<(String, usize)> {
+        (s.host.reclaimed.iter())
+            .map(|(id, r)| (id.to_string(), r.at))
+            .collect()
+    };
+    let (on_disk, again) = (reclaimed(live), reclaimed(rebuilt));
+    if on_disk != again {
+        out.push(format!(
+            "outputs reclaimed without the model: {} on disk, {} rebuilt",
+            on_disk.len(),
+            again.len()
         ));
     }
     out

@@ -39,6 +39,9 @@ pub struct Config {
     pub request_overhead: Option<usize>,
     /// How tokens are counted: `estimate`, or an exact BPE count (`o200k`, `cl100k`).
     pub tokenizer: Tokenizer,
+    /// Whether a compression also reclaims dead tool outputs: reads of a
+    /// file changed since, outputs given again word for word.
+    pub reclaim: bool,
     /// The room [`Config::budgeted`] took off the window for the reply (0
     /// before): what makes the window known again, to report it.
     #[serde(skip)]
@@ -149,6 +152,7 @@ impl Default for Config {
             reserve_output: None,
             request_overhead: None,
             tokenizer: Tokenizer::Estimate,
+            reclaim: true,
             reserved: 0,
         }
     }

@@ -90,6 +90,9 @@ pub enum Edit {
     /// A Compress call's arguments with long summaries stubbed; `text` is
     /// the arguments sent.
     ArgsShortened,
+    /// A dead tool output shown as noa's line about it (see
+    /// `turn::reclaim`), maybe with its ref tag after.
+    Reclaimed,
 }
 
 /// One content block of one host message, flattened.

@@ -49,6 +49,33 @@ pub struct CompressionState {
     pub host: HostState,
 }
 
+/// Why a tool output was reclaimed without the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Reclaim {
+    /// A read of `path` that the call `by` changed later.
+    Stale {
+        /// The file, as the calls name it.
+        path: String,
+        /// The id of the call that changed it.
+        by: Name,
+    },
+}
+
+/// A tool output reclaimed without the model: shown as one line from the
+/// call it was reclaimed at on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReclaimedOutput {
+    /// Why.
+    #[serde(flatten)]
+    pub why: Reclaim,
+    /// The history length of the Compress call it was reclaimed with.
+    pub at: usize,
+    /// Where its original is archived.
+    pub archive: String,
+}
+
 fn one() -> u64 {
     1
 }
@@ -285,6 +312,10 @@ pub struct HostState {
     /// says the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nudge_reason: Option<String>,
+    /// Tool outputs reclaimed without the model (see `turn::reclaim`), by
+    /// the result's id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reclaimed: BTreeMap<Name, ReclaimedOutput>,
     /// Every Compress call applied, by call id, with what `apply` answered:
     /// a host that retries a call gets the same answer, and nothing changes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

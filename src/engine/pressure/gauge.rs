@@ -227,6 +227,9 @@ impl Calibration {
     }
 }
 
+/// About what the line standing for a reclaimed output counts.
+const LINE_TOKENS: usize = 60;
+
 /// The estimator's correction from the transcript's own records: provider
 /// growth over estimated growth between consecutive records, where nothing
 /// but new messages came between them (no Compress call).
@@ -303,7 +306,15 @@ fn estimate_then(input: &GaugeInput, at: usize) -> usize {
                 .saturating_sub(input.config.count(&b.summary))
         })
         .sum();
-    before + uncut + reclaimed
+    // Outputs reclaimed after the record, by a later call: that request
+    // held them whole, where the view holds a line (those a block stands
+    // for are counted with it).
+    let lines: usize = (input.state.host.reclaimed.iter())
+        .filter(|(id, r)| r.at > at && !index.covers(id))
+        .filter_map(|(id, _)| index.message_before(id, at))
+        .map(|m| input.config.tokens(m).saturating_sub(LINE_TOKENS))
+        .sum();
+    before + uncut + reclaimed + lines
 }
 
 #[cfg(test)]

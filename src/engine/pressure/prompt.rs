@@ -78,7 +78,10 @@ Before a range is replaced, its original messages are saved to a markdown file o
 `path` in the summary's `<noa-archive …/>` tag. When you need an exact detail that the summary \
 does not hold (a full error, a file's content, a user's precise words), read that file with \
 your usual file-reading tool and search it for the ref. Read the archive rather than re-running \
-a tool to get back something it already holds.";
+a tool to get back something it already holds.
+A tool output shown as `[noa: stale read: <file> was changed after it, by <ref>; …]` was a read \
+of a file that a later call changed: it no longer says what the file holds. Read the file again \
+for what it holds now; the archive the line names keeps the output as it was.";
 
 fn summaries_section() -> String {
     format!(

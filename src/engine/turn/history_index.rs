@@ -814,6 +814,12 @@ impl<'h> HistoryIndex<'h> {
         (self.place.first(self.history, id)).is_some_and(|p| (p as usize) < at)
     }
 
+    /// The message `id`, if it comes before place `at`.
+    pub fn message_before(&self, id: &str, at: usize) -> Option<&'h CoreMessage> {
+        let p = self.place.first(self.history, id)? as usize;
+        (p < at).then(|| &self.history[p])
+    }
+
     /// Whether `blocks` are the blocks seen, and perhaps more after them.
     /// Blocks are only ever added to a state, so the last one seen tells:
     /// a list that lost blocks and made others in their place has another

@@ -5,6 +5,7 @@ pub mod history_index;
 pub mod host;
 pub mod pipeline;
 pub mod prune;
+pub mod reclaim;
 pub mod truncate;
 pub mod view;
 

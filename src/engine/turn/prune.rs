@@ -2,10 +2,10 @@
 //! their place.
 
 use super::deferred::DeferredOutputs;
-use super::hide;
 use super::history_index::{HistoryIndex, Planned};
+use super::{hide, reclaim};
 use crate::engine::model::exchange;
-use crate::engine::model::message::{ContentType, CoreMessage};
+use crate::engine::model::message::{ContentType, CoreMessage, Edit};
 use crate::engine::model::state::CompressionState;
 use crate::engine::model::summary::render_summary;
 
@@ -50,7 +50,7 @@ pub fn prune<'a>(
     // One more for the nudge a turn may end the view with.
     let mut view = Vec::with_capacity(plan.len() + 1);
     view.extend(plan.into_iter().map(|p| match p {
-        Planned::Message(m) => deferred.copy(m),
+        Planned::Message(m) => shown(m, state, &mut deferred),
         Planned::Summary(b) => render_summary(&state.blocks[b]),
     }));
     Pruned { view, deferred }
@@ -97,11 +97,32 @@ fn place<'a>(
         }
         last = Some(m.role);
         if !hide::is_spent(m, &spent) {
-            out.push(deferred.copy(m));
+            out.push(shown(m, state, &mut deferred));
         }
     }
     out.extend(pending.map(|(_, _, s)| s));
     (out, deferred)
+}
+
+/// The view's copy of `m`: noa's line for an output reclaimed, else as
+/// `deferred` copies it.
+fn shown<'a>(
+    m: &'a CoreMessage,
+    state: &CompressionState,
+    deferred: &mut DeferredOutputs<'a>,
+) -> CoreMessage {
+    let reclaimed = &state.host.reclaimed;
+    let Some(r) = (m.content_type == ContentType::ToolResult && !reclaimed.is_empty())
+        .then(|| reclaimed.get(m.id.as_str()))
+        .flatten()
+    else {
+        return deferred.copy(m);
+    };
+    let by = reclaim::made_dead_by(&r.why);
+    let by_ref = state.message_refs.usable(by).unwrap_or("a later message");
+    let mut out = m.without_text();
+    out.replace_text(reclaim::line(r, by_ref), Edit::Reclaimed);
+    out
 }
 
 pub(crate) fn block_number(id: &str) -> u64 {

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 
 use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -193,4 +195,69 @@ pub fn between<'a>(s: &'a str, before: &str, after: &str) -> &'a str {
         .find(after)
         .unwrap_or_else(|| panic!("no {after:?} after {before:?} in {s}"));
     &s[from..from + len]
+}
+
+/// A Claude Code log written a record at a time, each response with usage.
+#[derive(Default)]
+pub struct ClaudeLog {
+    pub lines: Vec<Value>,
+    responses: usize,
+}
+
+impl ClaudeLog {
+    pub fn push(&mut self, kind: &str, message: Value) {
+        let n = self.lines.len();
+        let parent = n.checked_sub(1).map(|p| format!("u{p}"));
+        self.lines.push(json!({
+            "type": kind, "uuid": format!("u{n}"), "parentUuid": parent,
+            "sessionId": "bill", "isSidechain": false,
+            "timestamp": format!("2026-12-01T10:{:02}:{:02}Z", n / 60, n % 60),
+            "message": message,
+        }));
+    }
+
+    pub fn user(&mut self, text: &str) {
+        self.push("user", json!({"role": "user", "content": text}));
+    }
+
+    /// An assistant response whose prompt wrote `write` tokens to the
+    /// cache and read `read`.
+    pub fn answer(&mut self, content: Value, write: u64, read: u64) {
+        self.responses += 1;
+        let usage = json!({"input_tokens": 3, "cache_creation_input_tokens": write,
+            "cache_read_input_tokens": read, "output_tokens": 50});
+        let id = format!("msg_{}", self.responses);
+        self.push(
+            "assistant",
+            json!({"id": id, "role": "assistant", "model": "claude", "content": content, "usage": usage}),
+        );
+    }
+
+    pub fn exchange(&mut self, i: usize, write: u64, read: u64) {
+        self.user(&format!(
+            "step {i}: {}",
+            "look at the parser and say what it does. ".repeat(40)
+        ));
+        let text = format!(
+            "step {i} done: {}",
+            "the parser reads tokens one at a time. ".repeat(40)
+        );
+        self.answer(json!([{"type": "text", "text": text}]), write, read);
+    }
+
+    pub fn write(&self, path: &Path) {
+        let text: String = self.lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+impl ClaudeLog {
+    /// A tool call in an assistant response (usage: nothing written, all
+    /// read), and its result in the next user record.
+    pub fn tool(&mut self, id: &str, name: &str, input: Value, output: &str) {
+        let call = json!([{"type": "tool_use", "id": id, "name": name, "input": input}]);
+        self.answer(call, 0, 1_000);
+        let result = json!([{"type": "tool_result", "tool_use_id": id, "content": output}]);
+        self.push("user", json!({"role": "user", "content": result}));
+    }
 }

@@ -1,0 +1,91 @@
+//! Dead tool outputs reclaimed with a compression (see
+//! [`turn::reclaim`](crate::engine::turn::reclaim)): the compression changes
+//! the prompt anyway, so they go in the same change, each archived first.
+
+use crate::engine::compress::archive::{ArchiveFile, ArchiveInput, Entry};
+use crate::engine::model::config::Config;
+use crate::engine::model::message::CoreMessage;
+use crate::engine::model::protect::is_tool_protected;
+use crate::engine::model::state::{Block, CompressionState, ReclaimedOutput};
+use crate::engine::pressure::zone::protected_ids;
+use crate::engine::turn::reclaim::{self, Scan};
+
+/// What reclaiming needs of the call it goes with.
+pub struct ReclaimInput<'a> {
+    /// The call's history: everything before the call.
+    pub history: &'a [CoreMessage],
+    /// Engine settings (the recent zone, protected tools).
+    pub config: &'a Config,
+    /// Absolute session directory, for archive paths.
+    pub archive_root: &'a str,
+    /// Creation time for the archives, RFC 3339.
+    pub created: &'a str,
+}
+
+/// Reclaims the dead outputs `scan` found in the call's history, but those
+/// of the recent zone or of a protected tool and those reclaimed before:
+/// each is marked in `state` as of this call, and its archive returned.
+pub fn reclaim_dead(
+    state: &mut CompressionState,
+    scan: &Scan,
+    input: &ReclaimInput,
+) -> Vec<ArchiveFile> {
+    let (history, cfg) = (input.history, input.config);
+    let zone = protected_ids(recent_tail(history, cfg), state, cfg);
+    let mut archives = Vec::new();
+    for (place, why) in scan.found() {
+        let m = &history[*place];
+        let taken = state.host.reclaimed.contains_key(m.id.as_str());
+        if taken
+            || zone.contains(m.id.as_str())
+            || is_tool_protected(&m.tool_name, &cfg.protected_tools)
+        {
+            continue;
+        }
+        let Some(r) = state.message_refs.usable(&m.id).map(str::to_string) else {
+            continue;
+        };
+        let rel = format!("reclaimed/{r}.md");
+        let header = Block {
+            block_id: "reclaimed".into(),
+            topic: reclaim::reason(why),
+            archive_rel: rel.clone(),
+            start_ref: r.clone(),
+            end_ref: r.clone(),
+            compressed_tokens: cfg.tokens(m),
+            ..Block::default()
+        };
+        let entry = Entry::Message {
+            reference: Some(&r),
+            message: m,
+        };
+        archives.push(ArchiveFile::new(
+            rel.clone(),
+            &ArchiveInput {
+                block: &header,
+                session: &state.session_id,
+                created: input.created,
+                entries: vec![entry],
+            },
+        ));
+        let output = ReclaimedOutput {
+            why: why.clone(),
+            at: history.len(),
+            archive: format!("{}/{rel}", input.archive_root.trim_end_matches('/')),
+        };
+        state.host.reclaimed.insert(m.id.clone(), output);
+    }
+    archives
+}
+
+/// The end of `history` the recent zone can lie in: never more than the
+/// window, so the zone is found without walking a long history.
+fn recent_tail<'h>(history: &'h [CoreMessage], cfg: &Config) -> &'h [CoreMessage] {
+    let mut tokens = 0;
+    let start = (history.iter().rposition(|m| {
+        tokens += cfg.tokens(m);
+        tokens > cfg.context_limit
+    }))
+    .unwrap_or(0);
+    &history[start..]
+}

@@ -1,0 +1,214 @@
+//! Dead tool outputs reclaimed without the model: a Read of a file that a
+//! later Edit changed, shown as one line from the compression after it on,
+//! its original archived, and found again by a rebuild.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::{ClaudeLog, TempDir, noa};
+use crate::providers::check_anthropic;
+
+/// A Claude Code session that reads `src/parser.rs`, runs the tests, edits
+/// the file, runs them again, then goes on for a while.
+fn session() -> ClaudeLog {
+    let mut log = ClaudeLog::default();
+    log.user("Fix the off-by-one in the parser.");
+    let source = (1..=120)
+        .map(|n| format!("{n:>6}→    let token_{n} = next(&mut input);\n"))
+        .collect::<String>();
+    log.tool(
+        "r1",
+        "Read",
+        json!({"file_path": "/repo/src/parser.rs"}),
+        &source,
+    );
+    let tests = "test parser::reads_tokens ... ok\n".repeat(60);
+    log.tool("t1", "Bash", json!({"command": "cargo test"}), &tests);
+    log.tool(
+        "e1",
+        "Edit",
+        json!({"file_path": "/repo/src/parser.rs", "old_string": "a", "new_string": "b"}),
+        "The file /repo/src/parser.rs has been updated.",
+    );
+    log.tool("t2", "Bash", json!({"command": "cargo test"}), &tests);
+    for i in 0..12 {
+        log.exchange(i, 500, 2_000);
+    }
+    log
+}
+
+/// `noa ARGS…` from `dir`, which must succeed; stdout.
+fn run(dir: &Path, args: &[&str]) -> String {
+    let out = noa(dir, args);
+    assert!(
+        out.status.success(),
+        "noa {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Appends a Compress call over `start`–`end` and answers it with `noa apply`.
+fn compress(
+    dir: &Path,
+    log: &mut ClaudeLog,
+    path: &Path,
+    (start, end): (&str, &str),
+    extra: &[&str],
+) {
+    let (t, st) = (path.to_str().unwrap(), dir.join("st"));
+    let args = json!({"topic": "chat", "content": [{"startId": start, "endId": end,
+        "summary": "Talked through the parser's steps with the user; nothing to keep beyond that the parser reads one token at a time."}]});
+    let call = json!([{"type": "tool_use", "id": "c1", "name": "Compress", "input": args}]);
+    log.answer(call, 500, 2_000);
+    log.write(path);
+    let mut argv = vec!["apply", t, "--state-dir", st.to_str().unwrap()];
+    argv.extend_from_slice(extra);
+    let panel = run(dir, &argv);
+    let result = json!([{"type": "tool_result", "tool_use_id": "c1", "content": panel}]);
+    log.push("user", json!({"role": "user", "content": result}));
+    log.exchange(99, 500, 2_000);
+    log.write(path);
+}
+
+/// The view `noa project` sends, in Anthropic's form, checked against its rules.
+fn view(dir: &Path, path: &Path, extra: &[&str]) -> Vec<Value> {
+    let st = dir.join("st");
+    let mut argv = vec![
+        "project",
+        path.to_str().unwrap(),
+        "--state-dir",
+        st.to_str().unwrap(),
+        "--to",
+        "anthropic",
+    ];
+    argv.extend_from_slice(extra);
+    let out = run(dir, &argv);
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    check_anthropic(&lines).unwrap();
+    lines
+}
+
+/// The text of every tool result in `view`.
+fn results(view: &[Value]) -> Vec<String> {
+    view.iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| match &b["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn a_stale_read_gives_way_to_a_line_with_the_compression() {
+    let tmp = TempDir::new();
+    let path = tmp.path().join("s.jsonl");
+    let mut log = session();
+    log.write(&path);
+    let before = results(&view(tmp.path(), &path, &[]));
+    assert!(
+        before.iter().all(|r| !r.contains("[noa: stale read")),
+        "nothing before a compression"
+    );
+
+    // The call compresses the chat after the tools, not the reads.
+    compress(tmp.path(), &mut log, &path, ("m00012", "m00020"), &[]);
+    let after = results(&view(tmp.path(), &path, &[]));
+    let stale = after
+        .iter()
+        .find(|r| r.contains("[noa: stale read"))
+        .expect("the read is stale");
+    assert!(
+        stale.contains("/repo/src/parser.rs was changed after it, by m0000"),
+        "{stale}"
+    );
+    let tests = after
+        .iter()
+        .filter(|r| r.starts_with("test parser::reads_tokens"));
+    assert_eq!(tests.count(), 2, "outputs of other tools stay: {after:?}");
+
+    // Each original is archived whole.
+    let archive = stale.split(" is in ").nth(1).unwrap();
+    let archive = &archive[..archive.find(".md").unwrap() + 3];
+    let text = fs::read_to_string(archive).unwrap_or_else(|e| panic!("{archive}: {e}"));
+    assert!(
+        text.contains("120→    let token_120 = next(&mut input);"),
+        "{text}"
+    );
+    assert!(
+        text.contains("topic: stale read of /repo/src/parser.rs"),
+        "{text}"
+    );
+
+    // A lost state comes back the same from the transcript.
+    let (t, st) = (path.to_str().unwrap(), tmp.path().join("st"));
+    let check = run(
+        tmp.path(),
+        &["rebuild", t, "--state-dir", st.to_str().unwrap(), "--check"],
+    );
+    assert!(check.contains("matches") || check.is_empty(), "{check}");
+    let state = |dir: &Path| -> Value {
+        let found = walk(dir)
+            .into_iter()
+            .find(|p| p.ends_with("state.json"))
+            .unwrap();
+        serde_json::from_slice(&fs::read(found).unwrap()).unwrap()
+    };
+    let fresh = tmp.path().join("fresh");
+    run(
+        tmp.path(),
+        &["rebuild", t, "--state-dir", fresh.to_str().unwrap()],
+    );
+    assert_eq!(
+        state(&fresh)["host"]["reclaimed"]
+            .as_object()
+            .map(|o| o.len()),
+        Some(1)
+    );
+    let mut live = state(&st)["host"]["reclaimed"].clone();
+    let mut rebuilt = state(&fresh)["host"]["reclaimed"].clone();
+    for r in [&mut live, &mut rebuilt] {
+        for v in r.as_object_mut().unwrap().values_mut() {
+            v.as_object_mut().unwrap().remove("archive");
+        }
+    }
+    assert_eq!(live, rebuilt);
+}
+
+#[test]
+fn no_reclaim_leaves_every_output() {
+    let tmp = TempDir::new();
+    let path = tmp.path().join("s.jsonl");
+    let mut log = session();
+    log.write(&path);
+    compress(
+        tmp.path(),
+        &mut log,
+        &path,
+        ("m00012", "m00020"),
+        &["--no-reclaim"],
+    );
+    let after = results(&view(tmp.path(), &path, &[]));
+    assert!(after.iter().all(|r| !r.contains("[noa: ")), "{after:?}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
