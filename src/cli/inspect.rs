@@ -21,8 +21,8 @@ use super::output::warn;
 use super::{CliError, Exit, settings};
 use crate::engine::{
     Bill, Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet,
-    Name, Prices, Reclaimed, Run, STRIP_LEGEND, Segment, SvgInput, Weights, format_breakdown,
-    format_total, map, protected_ids, summary_tokens, svg, tokens, tree,
+    Name, Prices, Reclaimed, ReclaimedOutput, Run, STRIP_LEGEND, Segment, SvgInput, Weights,
+    format_breakdown, format_total, map, protected_ids, summary_tokens, svg, tokens, tree,
 };
 use crate::formats::{Format, read_usage};
 use crate::store::{Purpose, SessionDir, write_atomic};
@@ -159,6 +159,32 @@ fn bill_of(
     };
     let removed = |b: &Block| c.reclaimed.get(&b.block_id).map_or(0, |r| r.tokens as u64);
     Some(Bill::of(&log, &state.blocks, weights, prices, &removed))
+}
+
+/// The outputs reclaimed without the model, in one line: how many, and
+/// the first few by ref; `None` when there are none.
+fn reclaimed_line(
+    state: &CompressionState,
+    reclaimed: &BTreeMap<Name, ReclaimedOutput>,
+) -> Option<String> {
+    if reclaimed.is_empty() {
+        return None;
+    }
+    let mut refs: Vec<&str> = (reclaimed.keys())
+        .filter_map(|id| state.message_refs.usable(id))
+        .collect();
+    refs.sort_unstable();
+    let shown = refs.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+    let more = refs.len().saturating_sub(8);
+    let more = match more {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    Some(format!(
+        "Reclaimed without the model: {} stale read(s) of files changed since, each shown as one \
+         line with its archive under reclaimed/: {shown}{more}.",
+        reclaimed.len()
+    ))
 }
 
 /// The bill in words: totals, then what each compression did.
@@ -470,6 +496,9 @@ fn to_text(r: &Report) -> String {
         ));
     }
     parts.push(stats_line(r));
+    if let Some(line) = reclaimed_line(r.stored, &r.stored.host.reclaimed) {
+        parts.push(line);
+    }
     for c in r.compactions {
         let mut line = c.describe();
         if let Some(first) = line.get_mut(..1) {
@@ -534,6 +563,8 @@ struct JsonReport<'a> {
     stats: StatsReport,
     tree: Vec<tree::TreeNode>,
     compactions: &'a [HostCompaction],
+    /// Tool outputs reclaimed without the model, by id.
+    reclaimed_outputs: &'a BTreeMap<Name, ReclaimedOutput>,
     #[serde(flatten)]
     figures: Option<Figures>,
     window_from: Option<&'static str>,
@@ -631,6 +662,7 @@ fn to_json(r: &Report) -> String {
         },
         tree: tree::tier_tree(blocks),
         compactions: r.compactions,
+        reclaimed_outputs: &stored.host.reclaimed,
         figures: current.map(|c| c.figures),
         window_from: current.map(|c| c.window_from),
         map: current.map(|c| MapReport {

@@ -43,7 +43,7 @@ pub use model::quote;
 pub use model::refs::{BLOCKED, MAX_REF, NUDGE_ID};
 pub use model::state::{
     AppliedCall, Block, CompressionState, GivenWindow, HostCompaction, HostState, MessageRefs,
-    NudgeState, RefName, STATE_VERSION, Stats, WindowFrom,
+    NudgeState, Reclaim, ReclaimedOutput, RefName, STATE_VERSION, Stats, WindowFrom,
 };
 pub use model::tokenizer::Tokenizer;
 pub use model::tokens;

@@ -135,6 +135,16 @@ fn a_stale_read_gives_way_to_a_line_with_the_compression() {
         .filter(|r| r.starts_with("test parser::reads_tokens"));
     assert_eq!(tests.count(), 2, "outputs of other tools stay: {after:?}");
 
+    let (t, st) = (path.to_str().unwrap(), tmp.path().join("st"));
+    let inspect = run(
+        tmp.path(),
+        &["inspect", t, "--state-dir", st.to_str().unwrap()],
+    );
+    assert!(
+        inspect.contains("Reclaimed without the model: 1 stale read(s)"),
+        "{inspect}"
+    );
+
     // Each original is archived whole.
     let archive = stale.split(" is in ").nth(1).unwrap();
     let archive = &archive[..archive.find(".md").unwrap() + 3];
@@ -149,7 +159,6 @@ fn a_stale_read_gives_way_to_a_line_with_the_compression() {
     );
 
     // A lost state comes back the same from the transcript.
-    let (t, st) = (path.to_str().unwrap(), tmp.path().join("st"));
     let check = run(
         tmp.path(),
         &["rebuild", t, "--state-dir", st.to_str().unwrap(), "--check"],
