@@ -221,3 +221,154 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The stale reads of a Claude Code log, found here from its records: the
+/// `tool_use_id` of each `Read` whose file a later successful `Edit`,
+/// `MultiEdit`, `Write` or `NotebookEdit` changed, with its output's size.
+fn stale_reads(text: &str) -> Vec<(String, usize)> {
+    let records: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let blocks = |r: &Value| -> Vec<Value> {
+        r.pointer("/message/content")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut calls = std::collections::HashMap::new();
+    let mut results = std::collections::HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        for b in blocks(r) {
+            match b["type"].as_str() {
+                Some("tool_use") => {
+                    let path = b["input"]["file_path"]
+                        .as_str()
+                        .or(b["input"]["notebook_path"].as_str());
+                    calls.insert(
+                        b["id"].as_str().unwrap_or("").to_string(),
+                        (
+                            i,
+                            b["name"].as_str().unwrap_or("").to_string(),
+                            path.map(str::to_string),
+                        ),
+                    );
+                }
+                Some("tool_result") => {
+                    let body = match &b["content"] {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    results.insert(
+                        b["tool_use_id"].as_str().unwrap_or("").to_string(),
+                        (i, body),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    let changed_after = |path: &str, at: usize| {
+        calls.iter().any(|(id, (_, name, p))| {
+            ["Edit", "MultiEdit", "Write", "NotebookEdit"].contains(&name.as_str())
+                && p.as_deref() == Some(path)
+                && results.get(id).is_some_and(|(j, body)| {
+                    *j > at && !body.trim_start().starts_with("<tool_use_error>")
+                })
+        })
+    };
+    let mut out: Vec<(String, usize)> = calls
+        .iter()
+        .filter(|(_, (_, name, _))| name == "Read")
+        .filter_map(|(id, (_, _, p))| {
+            let (at, body) = results.get(id)?;
+            (body.len() >= 1_000 && changed_after(p.as_deref()?, *at))
+                .then(|| (id.clone(), body.len()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// On every bundled Claude Code session: once a compression has passed,
+/// how much of its stale reads' text is still in view. The newest tool
+/// results (the recent zone's) are left out of the count.
+#[test]
+fn stale_reads_of_real_sessions_leave_the_view_with_a_compression() {
+    let tmp = TempDir::new();
+    let mut all = (0, 0);
+    for (path, _) in crate::common::real_transcripts() {
+        let text = fs::read_to_string(&path).unwrap();
+        if !text.contains("\"sessionId\"") {
+            continue;
+        }
+        let stale = stale_reads(&text);
+        if stale.is_empty() {
+            continue;
+        }
+        let dir = tmp.path().join(path.file_stem().unwrap());
+        fs::create_dir_all(&dir).unwrap();
+        let copy = dir.join("t.jsonl");
+        fs::copy(&path, &copy).unwrap();
+        view(&dir, &copy, &["--limit", "200k"]);
+        // A compression over the start of the session: the event turn.
+        let args = dir.join("args.json");
+        let st = dir.join("st");
+        let applied = ["m00020", "m00008"].iter().any(|end| {
+            let call = json!({"topic": "start", "content": [{"startId": "m00002", "endId": end,
+                "summary": "The session's first steps: the user's request was read and the work began; nothing else to keep."}]});
+            fs::write(&args, call.to_string()).unwrap();
+            let (t, st, a) = (copy.to_str().unwrap(), st.to_str().unwrap(), args.to_str().unwrap());
+            noa(&dir, &["apply", t, "--state-dir", st, "--args", a]).status.success()
+        });
+        if !applied {
+            eprintln!("{}: too short for a compression", path.display());
+            continue;
+        }
+        let after = view(&dir, &copy, &[]);
+        let shown: std::collections::HashMap<String, String> = after
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| {
+                (
+                    b["tool_use_id"].as_str().unwrap_or("").to_string(),
+                    b["content"].to_string(),
+                )
+            })
+            .collect();
+        // The recent zone's: the last ten results in view.
+        let order: Vec<&str> = after
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .filter_map(|b| b["tool_use_id"].as_str())
+            .collect();
+        let recent = &order[order.len().saturating_sub(10)..];
+        let (mut left, mut total) = (0, 0);
+        for (id, size) in &stale {
+            let Some(body) = shown.get(id).filter(|_| !recent.contains(&id.as_str())) else {
+                continue;
+            };
+            total += size;
+            if !body.contains("[noa: stale read: ") {
+                left += size;
+            }
+        }
+        eprintln!(
+            "{}: {} stale read(s); of the {total} bytes of those still in view outside the recent zone, {left} shown whole",
+            path.display(),
+            stale.len()
+        );
+        all = (all.0 + left, all.1 + total);
+    }
+    assert!(all.1 > 0, "the bundled sessions hold stale reads");
+    assert!(
+        all.0 * 10 <= all.1,
+        "{} of {} stale bytes still in view",
+        all.0,
+        all.1
+    );
+}
