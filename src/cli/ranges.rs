@@ -10,8 +10,9 @@ use super::output::warn;
 use super::project::offer_of;
 use super::{CliError, Exit};
 use crate::engine::{
-    BlockSpan, Figures, Offer, ProtectedRange, RangeInfo, format_block_map, format_breakdown,
-    format_ranges,
+    BlockSpan, CompressionState, Config, CoreMessage, Figures, IdSet, Offer, Projection,
+    ProtectedRange, RangeInfo, format_block_map, format_breakdown, format_ranges, reclaimable,
+    tokens,
 };
 use crate::store::Purpose;
 
@@ -24,6 +25,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let config = cx.config(&state);
     let p = cx.project(&mut state, Turn::default());
     let r = &p.recommendation;
+    let dead = dead_in_view(cx.session.history(), &state, &config, &p);
     let text = if args.json {
         // One schema with `project --report json`: the figures flat, then
         // what only the recommendation holds.
@@ -39,6 +41,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
                 tier3: r.pending[2],
             },
             nudge: offer_of(&cx, &p, &state),
+            reclaimable: dead,
             emergency: p.decision.emergency,
             reason: &p.decision.reason,
         })
@@ -55,6 +58,14 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
         let map = format_block_map(&r.blocks);
         if !map.is_empty() {
             parts.push(map);
+        }
+        if dead.outputs > 0 {
+            parts.push(format!(
+                "With the next compression: {} stale read(s) of files changed since, ~{} tokens, \
+                 are reclaimed without the model (each archived, shown as one line).",
+                dead.outputs,
+                tokens::format(dead.tokens)
+            ));
         }
         parts.push(format_breakdown(&p.figures.breakdown, 0));
         parts.push(format!("Nudge: {}", p.decision.reason));
@@ -80,8 +91,38 @@ struct RangesReport<'a> {
     pending: Pending,
     /// The nudge this turn carries, as `project --report json` gives it.
     nudge: Option<Offer>,
+    /// What the next compression reclaims without the model.
+    reclaimable: Dead,
     emergency: bool,
     reason: &'a str,
+}
+
+/// Stale reads in view the next compression reclaims: how many, and their
+/// tokens on the provider's scale.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+struct Dead {
+    outputs: usize,
+    tokens: usize,
+}
+
+/// The stale reads of `history` that the view shows and the next
+/// compression would reclaim.
+fn dead_in_view(
+    history: &[CoreMessage],
+    state: &CompressionState,
+    config: &Config,
+    p: &Projection,
+) -> Dead {
+    let shown: IdSet<'_> = p.view.iter().map(|m| m.id.as_str()).collect();
+    let mut dead = Dead::default();
+    for place in reclaimable(state, history, config) {
+        let m = &history[place];
+        if shown.contains(m.id.as_str()) {
+            dead.outputs += 1;
+            dead.tokens += p.gauge.scale(config.tokens(m));
+        }
+    }
+    dead
 }
 
 /// What each tier could reclaim now.

@@ -119,6 +119,15 @@ fn a_stale_read_gives_way_to_a_line_with_the_compression() {
         "nothing before a compression"
     );
 
+    // `ranges` tells of it before the model is asked.
+    let (t, st) = (path.to_str().unwrap(), tmp.path().join("st"));
+    let ranges = run(
+        tmp.path(),
+        &["ranges", t, "--state-dir", st.to_str().unwrap(), "--json"],
+    );
+    let ranges: Value = serde_json::from_str(&ranges).unwrap();
+    assert_eq!(ranges["reclaimable"]["outputs"], 1, "{ranges}");
+
     // The call compresses the chat after the tools, not the reads.
     compress(tmp.path(), &mut log, &path, ("m00012", "m00020"), &[]);
     let after = results(&view(tmp.path(), &path, &[]));
@@ -135,7 +144,6 @@ fn a_stale_read_gives_way_to_a_line_with_the_compression() {
         .filter(|r| r.starts_with("test parser::reads_tokens"));
     assert_eq!(tests.count(), 2, "outputs of other tools stay: {after:?}");
 
-    let (t, st) = (path.to_str().unwrap(), tmp.path().join("st"));
     let inspect = run(
         tmp.path(),
         &["inspect", t, "--state-dir", st.to_str().unwrap()],

@@ -6,7 +6,7 @@ use crate::engine::compress::archive::{ArchiveFile, ArchiveInput, Entry};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::protect::is_tool_protected;
-use crate::engine::model::state::{Block, CompressionState, ReclaimedOutput};
+use crate::engine::model::state::{Block, CompressionState, Reclaim, ReclaimedOutput};
 use crate::engine::pressure::zone::protected_ids;
 use crate::engine::turn::reclaim::{self, Scan};
 
@@ -31,20 +31,9 @@ pub fn reclaim_dead(
     input: &ReclaimInput,
 ) -> Vec<ArchiveFile> {
     let (history, cfg) = (input.history, input.config);
-    let zone = protected_ids(recent_tail(history, cfg), state, cfg);
     let mut archives = Vec::new();
-    for (place, why) in scan.found() {
-        let m = &history[*place];
-        let taken = state.host.reclaimed.contains_key(m.id.as_str());
-        if taken
-            || zone.contains(m.id.as_str())
-            || is_tool_protected(&m.tool_name, &cfg.protected_tools)
-        {
-            continue;
-        }
-        let Some(r) = state.message_refs.usable(&m.id).map(str::to_string) else {
-            continue;
-        };
+    for (place, why, r) in candidates(state, scan, history, cfg) {
+        let m = &history[place];
         let rel = format!("reclaimed/{r}.md");
         let header = Block {
             block_id: "reclaimed".into(),
@@ -78,6 +67,28 @@ pub fn reclaim_dead(
     archives
 }
 
+/// The outputs the next compression would reclaim (see [`reclaim_dead`]):
+/// their places in `history`, why, and their refs.
+pub fn candidates<'s>(
+    state: &CompressionState,
+    scan: &'s Scan,
+    history: &[CoreMessage],
+    cfg: &Config,
+) -> Vec<(usize, &'s Reclaim, String)> {
+    let zone = protected_ids(recent_tail(history, cfg), state, cfg);
+    let mut out = Vec::new();
+    for (place, why) in scan.found() {
+        let m = &history[*place];
+        let taken = state.host.reclaimed.contains_key(m.id.as_str());
+        let kept =
+            zone.contains(m.id.as_str()) || is_tool_protected(&m.tool_name, &cfg.protected_tools);
+        if let Some(r) = state.message_refs.usable(&m.id).filter(|_| !taken && !kept) {
+            out.push((*place, why, r.to_string()));
+        }
+    }
+    out
+}
+
 /// The end of `history` the recent zone can lie in: never more than the
 /// window, so the zone is found without walking a long history.
 fn recent_tail<'h>(history: &'h [CoreMessage], cfg: &Config) -> &'h [CoreMessage] {
@@ -88,4 +99,17 @@ fn recent_tail<'h>(history: &'h [CoreMessage], cfg: &Config) -> &'h [CoreMessage
     }))
     .unwrap_or(0);
     &history[start..]
+}
+
+/// The places in `history` of the outputs the next compression would
+/// reclaim, found afresh: what `ranges` tells of before the model is asked.
+pub fn reclaimable(state: &CompressionState, history: &[CoreMessage], cfg: &Config) -> Vec<usize> {
+    if !cfg.reclaim {
+        return Vec::new();
+    }
+    let mut scan = Scan::default();
+    scan.extend_to(history, history.len());
+    (candidates(state, &scan, history, cfg).into_iter())
+        .map(|(place, _, _)| place)
+        .collect()
 }
