@@ -1,6 +1,7 @@
 //! `noa project` from the command line: outputs, reports and failure paths.
 
 use std::fs;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -804,5 +805,35 @@ fn two_live_branches_warn_and_leaf_chooses_between_them() {
         stderr(&out).contains("--leaf names the"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// A first turn on a log that holds only its system prompt hands out no
+/// ref; the next, once the user has spoken, goes on from that state.
+#[test]
+fn a_state_of_a_system_prompt_alone_takes_the_turn_after_it() {
+    let dir = TempDir::new();
+    let path = dir.path().join("t.jsonl");
+    let st = dir.path().join("st");
+    let (t, s) = (path.to_str().unwrap(), st.to_str().unwrap());
+    std::fs::write(
+        &path,
+        "{\"role\":\"system\",\"content\":\"You are a careful agent.\"}\n",
+    )
+    .unwrap();
+    let args = ["project", t, "--state-dir", s, "-o", "/dev/null"];
+    assert!(noa(dir.path(), &args).status.success());
+    let more = "{\"role\":\"user\",\"content\":\"Fix the parser.\"}\n";
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(more.as_bytes())
+        .unwrap();
+    let out = noa(dir.path(), &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
