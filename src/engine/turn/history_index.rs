@@ -461,8 +461,28 @@ impl<'h> HistoryIndex<'h> {
         let mut spans_to_check: Vec<(u32, u32)> = Vec::new();
         self.extend_to(n, &mut dirty, &mut spans_to_check);
         self.register_blocks(state, &mut dirty);
-        // Active as a projection syncs them: not folded by another, and
-        // standing for a message of the prefix.
+        self.sync_active(state, n, &mut dirty);
+        let old = self.len;
+        let changed = self.settle_covered(dirty);
+        self.len = n;
+        // The exchanges of the places taken in are there already.
+        for &p in changed.iter().take_while(|&&p| (p as usize) < old) {
+            spans_to_check.push(self.spans[p as usize]);
+        }
+        self.settle_shown(changed, spans_to_check);
+        self.ranks.count();
+        // Refs handed out to the new messages, and messages of the prefix
+        // without one.
+        Assigned {
+            new: assigned.new,
+            unnumbered: self.unnumbered,
+        }
+    }
+
+    /// Marks each block active as a projection syncs them: not folded by
+    /// another, and standing for a message of the prefix of `n`. The
+    /// places seen before of those that changed are `dirty`.
+    fn sync_active(&mut self, state: &mut CompressionState, n: usize, dirty: &mut Vec<u32>) {
         let mut flipped = Vec::new();
         for (i, (seen, b)) in self.blocks.iter_mut().zip(&mut state.blocks).enumerate() {
             let active = !seen.absorbed && (seen.first as usize) < n;
@@ -482,25 +502,30 @@ impl<'h> HistoryIndex<'h> {
         for b in flipped {
             self.reanchor(b);
         }
-        // What is covered, and which exchanges and pairs to look at again.
+    }
+
+    /// Settles whether each `dirty` place is covered; gives, in order, the
+    /// places whose covering changed and the places taken in.
+    fn settle_covered(&mut self, mut dirty: Vec<u32>) -> Vec<u32> {
         let mut changed: Vec<u32> = Vec::new();
         dirty.sort_unstable();
         dirty.dedup();
-        let old = self.len;
         for &p in &dirty {
             let c = (self.cover.of(p as usize)).any(|b| self.blocks[b as usize].active);
-            if c != self.covered[p as usize] || p as usize >= old {
+            if c != self.covered[p as usize] || p as usize >= self.len {
                 self.covered[p as usize] = c;
                 changed.push(p);
             }
         }
-        self.len = n;
-        // The exchanges of the places taken in are there already.
-        for &p in changed.iter().take_while(|&&p| (p as usize) < old) {
-            spans_to_check.push(self.spans[p as usize]);
-        }
+        changed
+    }
+
+    /// Settles what is taken out: the `changed` places, and those whose
+    /// showing changed with them (reasoning in the exchanges `spans`,
+    /// halves of Compress exchanges).
+    fn settle_shown(&mut self, changed: Vec<u32>, spans: Vec<(u32, u32)>) {
         let mut more: Vec<u32> = Vec::new();
-        self.show_reasoning(spans_to_check, &mut more);
+        self.show_reasoning(spans, &mut more);
         self.show_pairs(&changed, &mut more);
         // The places to settle, in order: those changed (in order already)
         // and those whose showing changed, merged.
@@ -516,13 +541,6 @@ impl<'h> HistoryIndex<'h> {
         }
         for q in more {
             self.mark(q as usize);
-        }
-        self.ranks.count();
-        // Refs handed out to the new messages, and messages of the prefix
-        // without one.
-        Assigned {
-            new: assigned.new,
-            unnumbered: self.unnumbered,
         }
     }
 
