@@ -132,7 +132,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         error: source,
     })?;
     if let Some(cx) = &cx {
-        warn(global, &cx.session.transcript().warnings);
+        warn(global, &cx.session.warnings());
     }
     Ok(Exit::Success)
 }

@@ -22,6 +22,6 @@ pub fn run(global: &Global, args: &MaterializeArgs) -> Result<Exit, CliError> {
         bytes.push(b'\n');
     }
     emit(args.output.as_ref(), &bytes)?;
-    warn(global, &t.warnings);
+    warn(global, &cx.session.warnings());
     Ok(Exit::Success)
 }

@@ -99,7 +99,7 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         )
     };
     print(text.trim_end())?;
-    warn(global, &cx.session.transcript().warnings);
+    warn(global, &cx.session.warnings());
     Ok(Exit::Success)
 }
 

@@ -35,7 +35,7 @@ use crate::engine::{HostCompaction, Recorded};
 
 pub use detect::detect;
 pub use error::ReadError;
-pub use jsonl::{lines, newlines};
+pub use jsonl::{TextFrom, hold_back_unfinished, lines, newlines};
 pub use materialize::materialize;
 pub use raw_json::RawJson;
 pub use reassemble::{reassemble, reassemble_among};
