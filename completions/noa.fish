@@ -115,7 +115,7 @@ complete -c noa -n "__fish_noa_using_subcommand apply" -s q -l quiet -d 'Print n
 complete -c noa -n "__fish_noa_using_subcommand apply" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
 complete -c noa -n "__fish_noa_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c noa -n "__fish_noa_using_subcommand apply" -s V -l version -d 'Print version'
-complete -c noa -n "__fish_noa_using_subcommand materialize" -s o -l output -d 'Write the transcript here (atomically) instead of stdout' -r -F
+complete -c noa -n "__fish_noa_using_subcommand materialize" -s o -l output -d 'Write the transcript here (atomically) instead of stdout; for several, an existing directory to write each into under its own file name' -r -F
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l state-dir -d 'Where sessions live, one folder each: DIR/SESSION/state.json [default: .noa beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l session -d 'Session id, the state\'s folder name [default: the transcript\'s own id, else its file stem]' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l format -d 'The transcript\'s format, when detection guesses wrong' -r -f -a "auto\t'Detect from the first records'
