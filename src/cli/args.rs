@@ -133,7 +133,10 @@ pub enum Command {
     /// Covered messages are replaced by their blocks' summaries (each with its
     /// archive pointer); there are no ref tags and no nudge. The output is in
     /// the transcript's own format, every kept record with all its fields.
-    /// Several transcripts, or a directory, are written into -o DIR.
+    /// Several transcripts, or a directory, are written into -o DIR. With
+    /// --new-session the copy is a new session (a fresh id, fresh record
+    /// ids, usage that no longer holds left out) to resume beside the
+    /// original. A line on stderr says what was written.
     Materialize(MaterializeArgs),
     /// Show what may be compressed right now, what may not, and why.
     ///
@@ -257,9 +260,12 @@ pub struct MaterializeArgs {
     /// The transcript (JSONL), or - for stdin; several, or a directory (its *.jsonl), with -o DIR
     #[arg(value_name = "TRANSCRIPT", required = true)]
     pub transcripts: Vec<PathBuf>,
-    /// Write the transcript here (atomically) instead of stdout; for several, an existing directory to write each into under its own file name
+    /// Write the transcript here (atomically) instead of stdout; an existing directory takes each transcript under its own file name (with --new-session, the name its host gives the new session's log)
     #[arg(short, long, value_name = "OUT")]
     pub output: Option<PathBuf>,
+    /// Write the copy as a new session, with an id of its own, that Claude Code or Codex can resume beside the original
+    #[arg(long)]
+    pub new_session: bool,
 }
 
 /// Arguments of `noa apply`.
