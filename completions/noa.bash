@@ -481,7 +481,7 @@ _noa() {
             return 0
             ;;
         noa__subcmd__materialize)
-            opts="-o -q -v -h -V --output --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --output --new-session --state-dir --session --format --limit --config --protect --no-reclaim --preserve-messages --preserve-tokens --reserve-output --tokenizer --skip-bad-lines --leaf --parent --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

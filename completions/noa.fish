@@ -118,7 +118,7 @@ complete -c noa -n "__fish_noa_using_subcommand apply" -s q -l quiet -d 'Print n
 complete -c noa -n "__fish_noa_using_subcommand apply" -s v -l verbose -d 'List every warning instead of a count; project also says why it nudged or not'
 complete -c noa -n "__fish_noa_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c noa -n "__fish_noa_using_subcommand apply" -s V -l version -d 'Print version'
-complete -c noa -n "__fish_noa_using_subcommand materialize" -s o -l output -d 'Write the transcript here (atomically) instead of stdout' -r -F
+complete -c noa -n "__fish_noa_using_subcommand materialize" -s o -l output -d 'Write the transcript here (atomically) instead of stdout; an existing directory takes each transcript under its own file name (with --new-session, the name its host gives the new session\'s log)' -r -F
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l state-dir -d 'Where sessions live, one folder each: DIR/SESSION/state.json [default: .noa beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l session -d 'Session id, the state\'s folder name [default: the transcript\'s own id, else its file stem]' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l format -d 'The transcript\'s format, when detection guesses wrong' -r -f -a "auto\t'Detect from the first records'
@@ -137,6 +137,7 @@ o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
 cl100k\t'Exact cl100k_base counts (GPT-4, GPT-3.5)'"
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l leaf -d 'Claude Code: read the conversation that ends at this record, not the newest (project -v names the one read)' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l parent -d 'A session to start from (its refs and blocks) when this one has no state yet; repeatable, nearest first' -r
+complete -c noa -n "__fish_noa_using_subcommand materialize" -l new-session -d 'Write the copy as a new session, with an id of its own, that Claude Code or Codex can resume beside the original'
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l no-reclaim -d 'Leave dead tool outputs (reads of files changed since, outputs given again) for the model'
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l skip-bad-lines -d 'Treat lines that are not valid JSON as warnings instead of errors'
 complete -c noa -n "__fish_noa_using_subcommand materialize" -s q -l quiet -d 'Print nothing on stderr but errors (no report, no warnings)'

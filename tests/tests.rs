@@ -18,6 +18,7 @@ mod suite {
     pub mod hostile;
     pub mod inspect;
     pub mod long_session;
+    pub mod materialize;
     pub mod output;
     pub mod placement;
     pub mod pressure;

@@ -53,7 +53,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
             applied_before: true,
         };
         print_outcome(args.json, &done.panel, &report)?;
-        warn(global, &cx.session.transcript().warnings);
+        warn(global, &cx.session.warnings());
         return Ok(exit(done.rejected));
     }
     let read = watch.lap();
@@ -81,7 +81,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<Exit, CliError> {
         );
     }
     print_outcome(args.json, &answer.panel, &applied(&answer, &call_id, &cx))?;
-    let mut warnings = cx.session.transcript().warnings.clone();
+    let mut warnings = cx.session.warnings();
     warnings.extend(cache_warning);
     warn(global, &warnings);
     Ok(exit(answer.rejected()))

@@ -46,7 +46,7 @@ pub struct Cli {
 }
 
 /// Options every command takes.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct Global {
     /// Where sessions live, one folder each: DIR/SESSION/state.json [default: .noa beside the transcript]
@@ -97,6 +97,20 @@ pub struct Global {
     /// List every warning instead of a count; project also says why it nudged or not
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// Which progress bars a terminal shows: not an option, but set for
+    /// each transcript of a batch, whose own bar is the one shown.
+    #[arg(skip)]
+    pub bars: Bars,
+}
+
+/// Which progress bars a terminal shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Bars {
+    /// Each command's own: a long replay's, a large read's.
+    #[default]
+    Own,
+    /// Only a batch's, of the transcripts done.
+    BatchOnly,
 }
 
 /// The commands.
@@ -122,6 +136,10 @@ pub enum Command {
     /// Covered messages are replaced by their blocks' summaries (each with its
     /// archive pointer); there are no ref tags and no nudge. The output is in
     /// the transcript's own format, every kept record with all its fields.
+    /// Several transcripts, or a directory, are written into -o DIR. With
+    /// --new-session the copy is a new session (a fresh id, fresh record
+    /// ids, usage that no longer holds left out) to resume beside the
+    /// original. A line on stderr says what was written.
     Materialize(MaterializeArgs),
     /// Show what may be compressed right now, what may not, and why.
     ///
@@ -143,13 +161,16 @@ pub enum Command {
     /// again against the view as it was at that point of the log, with the
     /// summaries from the recorded arguments; archives already on disk are
     /// adopted unchanged. Refuses to replace an existing state.json without
-    /// --force; --check compares instead of writing.
+    /// --force; --check compares instead of writing. Several transcripts, or
+    /// a directory, give one result each (JSON lines with --json), and the
+    /// most severe exit code any gave.
     Rebuild(RebuildArgs),
     /// Show a session's blocks, stats, context breakdown and tier tree.
     ///
     /// Reads the transcript and the session's state.json and writes nothing
     /// but the --svg file. Without a transcript, --session (and --state-dir)
-    /// name the session; --block prints one block's archive.
+    /// name the session; --block prints one block's archive. With --json,
+    /// several transcripts, or a directory, give one JSON line each.
     Inspect(InspectArgs),
     /// Print a shell completion script, or the man page.
     ///
@@ -183,9 +204,9 @@ pub enum ShellArg {
 /// Arguments of `noa rebuild`.
 #[derive(Debug, Args)]
 pub struct RebuildArgs {
-    /// The transcript (JSONL), or - for stdin
-    #[arg(value_name = "TRANSCRIPT")]
-    pub transcript: PathBuf,
+    /// The transcript (JSONL), or - for stdin; several, or a directory (its *.jsonl), for one result each
+    #[arg(value_name = "TRANSCRIPT", required = true)]
+    pub transcripts: Vec<PathBuf>,
     /// Replace an existing state.json
     #[arg(long, conflicts_with = "check")]
     pub force: bool,
@@ -200,9 +221,9 @@ pub struct RebuildArgs {
 /// Arguments of `noa inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The transcript (JSONL), or - for stdin; without it, --session names the session
+    /// The transcript (JSONL), or - for stdin; without it, --session names the session. With --json, several, or a directory (its *.jsonl), for one JSON line each
     #[arg(value_name = "TRANSCRIPT")]
-    pub transcript: Option<PathBuf>,
+    pub transcripts: Vec<PathBuf>,
     /// Print one JSON object instead of tables
     #[arg(long)]
     pub json: bool,
@@ -239,12 +260,15 @@ pub struct PromptArgs {
 /// Arguments of `noa materialize`.
 #[derive(Debug, Args)]
 pub struct MaterializeArgs {
-    /// The transcript (JSONL), or - for stdin
-    #[arg(value_name = "TRANSCRIPT")]
-    pub transcript: PathBuf,
-    /// Write the transcript here (atomically) instead of stdout
+    /// The transcript (JSONL), or - for stdin; several, or a directory (its *.jsonl), with -o DIR
+    #[arg(value_name = "TRANSCRIPT", required = true)]
+    pub transcripts: Vec<PathBuf>,
+    /// Write the transcript here (atomically) instead of stdout; an existing directory takes each transcript under its own file name (with --new-session, the name its host gives the new session's log)
     #[arg(short, long, value_name = "OUT")]
     pub output: Option<PathBuf>,
+    /// Write the copy as a new session, with an id of its own, that Claude Code or Codex can resume beside the original
+    #[arg(long)]
+    pub new_session: bool,
 }
 
 /// Arguments of `noa apply`.

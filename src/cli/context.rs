@@ -12,7 +12,7 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::args::{FormatArg, Global};
+use super::args::{Bars, FormatArg, Global};
 use super::hooks::CliHooks;
 use super::settings::{self, Settings};
 use super::{CliError, clock};
@@ -53,7 +53,7 @@ impl<'g> Context<'g> {
             ));
         }
         let hooks = Box::new(CliHooks {
-            quiet: global.quiet,
+            quiet: global.quiet || global.bars == Bars::BatchOnly,
         });
         let session = Session::open(path, options(global), purpose, hooks)?;
         let settings = settings::load(global, Some(session.path()))?;
@@ -246,7 +246,11 @@ fn format(arg: FormatArg) -> Option<Format> {
 }
 
 fn progress(global: &Global, len: u64) -> ProgressBar {
-    if global.quiet || len < 20 || !std::io::stderr().is_terminal() {
+    if global.quiet
+        || global.bars == Bars::BatchOnly
+        || len < 20
+        || !std::io::stderr().is_terminal()
+    {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(len);

@@ -8,7 +8,8 @@ use crate::store::ReadHooks;
 
 /// The command line's answers to the store's [`ReadHooks`].
 pub struct CliHooks {
-    /// Whether stderr shows nothing but errors (`-q`).
+    /// Whether no spinner is shown: with `-q`, which shows nothing but
+    /// errors, and for a transcript of a batch, whose own bar is shown.
     pub quiet: bool,
 }
 

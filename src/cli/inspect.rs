@@ -14,10 +14,11 @@ use std::path::{Path, PathBuf};
 
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::args::{Global, InspectArgs};
+use super::batch::{self, Done, Lines, Named};
 use super::context::{Context, Turn};
-use super::output::warn;
 use super::{CliError, Exit, settings};
 use crate::engine::{
     Bill, Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet,
@@ -46,10 +47,44 @@ struct Current {
     gauge: Gauge,
 }
 
-/// Runs `noa inspect`. Works on a copy of the state: writes nothing but the
-/// `--svg` file.
+/// Runs `noa inspect` on one transcript (or a session named alone), or
+/// with `--json` on each of many. Works on a copy of the state: writes
+/// nothing but the `--svg` file.
 pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
-    let cx = match &args.transcript {
+    if args.transcripts.is_empty() {
+        return inspect(global, args, None)?.print(global);
+    }
+    match batch::named(&args.transcripts)? {
+        Named::One(path) => inspect(global, args, Some(&path))?.print(global),
+        Named::Many(paths) => {
+            batch::refuse(global.session.as_deref().map(|_| "--session"), "session")?;
+            batch::refuse(args.block.as_deref().map(|_| "--block"), "session's block")?;
+            batch::refuse(args.svg.as_ref().map(|_| "--svg"), "file")?;
+            if !args.json {
+                return Err(CliError::Usage(
+                    "inspect over several transcripts prints one JSON line each: add --json".into(),
+                ));
+            }
+            let each = |g: &Global, p: &Path| inspect(g, args, Some(p));
+            Ok(batch::run_each(
+                global,
+                "inspect",
+                Lines::Json,
+                &paths,
+                each,
+            ))
+        }
+    }
+}
+
+/// What a session's state holds, with the transcript at `transcript` when
+/// one is named.
+fn inspect(
+    global: &Global,
+    args: &InspectArgs,
+    transcript: Option<&Path>,
+) -> Result<Done, CliError> {
+    let cx = match transcript {
         Some(path) => Some(Context::open(global, path, Purpose::Look)?),
         None => None,
     };
@@ -76,7 +111,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     let stored = stored.unwrap_or_else(|| CompressionState::new(&session.session));
 
     if let Some(id) = &args.block {
-        return print_archive(&session, &stored, id);
+        return print_archive(&session, &stored, id).map(Done::printed);
     }
 
     let settings = match &cx {
@@ -89,7 +124,7 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     );
     let mut state = stored.clone();
     let current = (cx.as_ref()).map(|cx| current(cx, &mut state, &settings, &config, &stored));
-    let bill = match (&cx, &current, &args.transcript) {
+    let bill = match (&cx, &current, transcript) {
         (Some(cx), Some(c), Some(path)) => bill_of(path, cx, &state, c, settings.prices),
         _ => None,
     };
@@ -122,19 +157,17 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
         compactions: &state.host.compactions,
         bill: bill.as_ref(),
     };
-    let text = if args.json {
-        to_json(&report)
-    } else {
-        to_text(&report)
+    let (json, text) = match args.json {
+        true => (Some(to_json(&report)), None),
+        false => (None, Some(to_text(&report))),
     };
-    writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
-        path: "<stdout>".into(),
-        error: source,
-    })?;
-    if let Some(cx) = &cx {
-        warn(global, &cx.session.transcript().warnings);
-    }
-    Ok(Exit::Success)
+    Ok(Done {
+        exit: Exit::Success,
+        json,
+        text,
+        notes: Vec::new(),
+        warnings: cx.map(|cx| cx.session.warnings()).unwrap_or_default(),
+    })
 }
 
 /// The session's bill from the usage its transcript records (`path`, read
@@ -619,7 +652,7 @@ struct MapReport {
     history: Vec<Run>,
 }
 
-fn to_json(r: &Report) -> String {
+fn to_json(r: &Report) -> Value {
     let (session, stored, blocks, current) = (r.session, r.stored, r.blocks, r.current);
     let blocks_json = blocks
         .iter()
@@ -677,7 +710,7 @@ fn to_json(r: &Report) -> String {
         }),
         bill: r.bill,
     };
-    serde_json::to_string(&report).expect("a report always serializes")
+    serde_json::to_value(&report).expect("a report always serializes")
 }
 
 /// Prints one block's archive: exit 2 for a block the session does not

@@ -2,6 +2,7 @@
 
 mod apply;
 mod args;
+mod batch;
 mod clock;
 mod completions;
 mod context;

@@ -53,7 +53,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         render(p, t, args.to.map_or(t.format.view_format(), view_format))
     };
     let Turned { p, view, draft } = turn_with_draft(&mut cx, &mut state, turn, learn, render)?;
-    let mut warnings = cx.session.transcript().warnings.clone();
+    let mut warnings = cx.session.warnings();
     warnings.extend(cx.settings.warnings.iter().cloned());
     warnings.extend(unread_window);
     warnings.extend(refs_run_out(&p));

@@ -20,7 +20,6 @@ use crate::store::Purpose;
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let cx = Context::open(global, &args.transcript, Purpose::Look)?;
     cx.settings.check_floor(cx.session.history())?;
-    let t = cx.session.transcript();
     let mut state = cx.state()?;
     let config = cx.config(&state);
     let p = cx.project(&mut state, Turn::default());
@@ -75,7 +74,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
         path: "<stdout>".into(),
         error: source,
     })?;
-    warn(global, &t.warnings);
+    warn(global, &cx.session.warnings());
     Ok(Exit::Success)
 }
 

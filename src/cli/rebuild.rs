@@ -1,19 +1,32 @@
 //! `noa rebuild`: the state from the transcript alone.
 
-use std::io::Write;
+use std::path::Path;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::args::{Global, RebuildArgs};
+use super::batch::{self, Done, Lines, Named};
 use super::context::Context;
-use super::output::warn;
 use super::{CliError, Exit};
-use crate::engine::{ReplayOutcome, differences};
+use crate::engine::{CompressionState, Rebuilt, ReplayOutcome, differences};
 use crate::store::Purpose;
 
-/// Runs `noa rebuild`.
+/// Runs `noa rebuild` on one transcript, or on each of many.
 pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
-    let mut cx = Context::open(global, &args.transcript, Purpose::Look)?;
+    match batch::named(&args.transcripts)? {
+        Named::One(path) => rebuild(global, args, &path)?.print(global),
+        Named::Many(paths) => {
+            batch::refuse(global.session.as_deref().map(|_| "--session"), "session")?;
+            let lines = if args.json { Lines::Json } else { Lines::Text };
+            let each = |g: &Global, p: &Path| rebuild(g, args, p);
+            Ok(batch::run_each(global, "rebuild", lines, &paths, each))
+        }
+    }
+}
+
+/// Rebuilds (or checks) the state of the transcript at `path`.
+fn rebuild(global: &Global, args: &RebuildArgs, path: &Path) -> Result<Done, CliError> {
+    let mut cx = Context::open(global, path, Purpose::Look)?;
     cx.session.lock()?;
     let session = cx.session.dir();
     let exists = session.state_path().exists();
@@ -38,6 +51,37 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         .iter()
         .filter(|r| matches!(r.outcome, ReplayOutcome::Replayed { .. }))
         .count();
+    if let Some(live) = on_disk {
+        return Ok(checked(&cx, args, &live, &rebuilt, replayed));
+    }
+
+    let (adopted, written) = session.commit_rebuilt(
+        &rebuilt.archives,
+        (&originals, &cx.session.left_words()),
+        &rebuilt.state,
+    )?;
+    let (json, text) = if args.json {
+        let json = json!({
+            "replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(),
+            "archives_adopted": adopted, "archives_written": written,
+            "state": session.state_path().display().to_string(),
+        });
+        (Some(json), None)
+    } else {
+        let text = format!(
+            "noa rebuild: {replayed} of {} Compress call(s) replayed, {} block(s); archives: {adopted} adopted, {written} written; state {}\n{}",
+            rebuilt.replays.len(),
+            rebuilt.state.blocks.len(),
+            session.state_path().display(),
+            replay_lines(&rebuilt).join("\n")
+        );
+        (None, Some(text))
+    };
+    Ok(done(&cx, Exit::Success, json, text))
+}
+
+/// One line for each Compress call replayed or skipped, and its warnings.
+fn replay_lines(rebuilt: &Rebuilt) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for r in &rebuilt.replays {
         match &r.outcome {
@@ -48,64 +92,54 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
         }
         lines.extend(r.warnings.iter().map(|w| format!("    warn: {w}")));
     }
-
-    if let Some(live) = on_disk {
-        let diffs = differences(&live, &rebuilt.state);
-        let text = if args.json {
-            json!({"replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(), "differences": diffs}).to_string()
-        } else if diffs.is_empty() {
-            format!(
-                "noa rebuild --check: the state on disk matches the transcript ({} block(s), {replayed} call(s) replayed)",
-                rebuilt.state.blocks.len()
-            )
-        } else {
-            format!(
-                "noa rebuild --check: {} difference(s)\n{}",
-                diffs.len(),
-                diffs
-                    .iter()
-                    .map(|d| format!("  {d}"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            )
-        };
-        print(&text)?;
-        return Ok(if diffs.is_empty() {
-            Exit::Success
-        } else {
-            Exit::Rejected
-        });
-    }
-
-    let (adopted, written) = session.commit_rebuilt(
-        &rebuilt.archives,
-        (&originals, &cx.session.left_words()),
-        &rebuilt.state,
-    )?;
-    let text = if args.json {
-        json!({
-            "replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(),
-            "archives_adopted": adopted, "archives_written": written,
-            "state": session.state_path().display().to_string(),
-        })
-        .to_string()
-    } else {
-        format!(
-            "noa rebuild: {replayed} of {} Compress call(s) replayed, {} block(s); archives: {adopted} adopted, {written} written; state {}\n{}",
-            rebuilt.replays.len(),
-            rebuilt.state.blocks.len(),
-            session.state_path().display(),
-            lines.join("\n")
-        )
-    };
-    print(text.trim_end())?;
-    warn(global, &cx.session.transcript().warnings);
-    Ok(Exit::Success)
+    lines
 }
 
-fn print(text: &str) -> Result<(), CliError> {
-    writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
-        path: "<stdout>".into(),
-        error: source,
-    })
+/// `--check`: the rebuilt state against the one on disk, exit 1 when they
+/// differ.
+fn checked(
+    cx: &Context,
+    args: &RebuildArgs,
+    live: &CompressionState,
+    rebuilt: &Rebuilt,
+    replayed: usize,
+) -> Done {
+    let diffs = differences(live, &rebuilt.state);
+    let exit = if diffs.is_empty() {
+        Exit::Success
+    } else {
+        Exit::Rejected
+    };
+    if args.json {
+        let json = json!({"replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(), "differences": diffs});
+        return done(cx, exit, Some(json), None);
+    }
+    let text = if diffs.is_empty() {
+        format!(
+            "noa rebuild --check: the state on disk matches the transcript ({} block(s), {replayed} call(s) replayed)",
+            rebuilt.state.blocks.len()
+        )
+    } else {
+        format!(
+            "noa rebuild --check: {} difference(s)\n{}",
+            diffs.len(),
+            diffs
+                .iter()
+                .map(|d| format!("  {d}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    };
+    done(cx, exit, None, Some(text))
+}
+
+/// What one rebuild gave: `json` when it was asked for, else `text`.
+fn done(cx: &Context, exit: Exit, json: Option<Value>, text: Option<String>) -> Done {
+    Done {
+        exit,
+        json,
+        text,
+        notes: Vec::new(),
+        warnings: cx.session.warnings(),
+    }
 }

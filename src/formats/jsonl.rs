@@ -94,6 +94,78 @@ fn lone_surrogates(bytes: &[u8]) -> Vec<usize> {
     lone
 }
 
+/// Where a text looked at for an unfinished last line starts (see
+/// [`hold_back_unfinished`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextFrom {
+    /// At the log's first byte: its first line tells a JSONL log from a
+    /// JSON document spread over lines, whose last line (a lone `]`, say)
+    /// is not JSON on its own.
+    LogStart,
+    /// Further on in a log already known to be one record a line: the
+    /// lines appended after a prefix, or a later piece of a log read in
+    /// pieces.
+    MidLog,
+}
+
+/// Cuts off a log's last line when its host is still writing it: no
+/// newline ends it and it is not JSON yet. A host appends while noa
+/// reads, so such a line is not a bad one: the read leaves it for the next
+/// turn, which finds it finished. `bytes` start on line `first_line` of
+/// the file named `name`; the warning saying what was left is returned.
+/// A last line that parses stays, newline or not, and a bad line anywhere
+/// else is the readers' to report.
+pub fn hold_back_unfinished(
+    name: &str,
+    bytes: &mut Vec<u8>,
+    from: TextFrom,
+    first_line: usize,
+) -> Option<String> {
+    let at = unfinished_at(bytes, from)?;
+    let line = first_line + newlines(&bytes[..at]);
+    bytes.truncate(at);
+    Some(format!(
+        "{name}:{line}: the last line is unfinished (no newline, not JSON yet): \
+         left for the next read, as the host may still be writing it"
+    ))
+}
+
+/// Where the unfinished last line of `bytes` starts (see
+/// [`hold_back_unfinished`]).
+fn unfinished_at(bytes: &[u8], from: TextFrom) -> Option<usize> {
+    if bytes.last().is_none_or(|&b| b == b'\n') {
+        return None;
+    }
+    let at = memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1);
+    let last = &bytes[at..];
+    if last.trim_ascii().is_empty() || parses(last) {
+        return None;
+    }
+    if from == TextFrom::LogStart && at > 0 {
+        let first = &bytes[..memchr::memchr(b'\n', bytes).unwrap_or(at)];
+        let first = first.strip_prefix("\u{FEFF}".as_bytes()).unwrap_or(first);
+        // A document opens with `[`, or with an object not closed on its
+        // first line; a JSONL record is whole on its own line.
+        let document = first.trim_ascii_start().starts_with(b"[")
+            || serde_json::from_slice::<serde::de::IgnoredAny>(first).is_err_and(|e| e.is_eof());
+        if document {
+            return None;
+        }
+    }
+    Some(at)
+}
+
+/// Whether `line` is JSON as the readers take it: UTF-8, its lone
+/// surrogate escapes repaired.
+fn parses(line: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return false;
+    };
+    let mut text = text.to_string();
+    repair(&mut text);
+    serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok()
+}
+
 /// One parsed line.
 pub(crate) struct Record {
     /// 1-based line number.
@@ -294,6 +366,45 @@ mod tests {
         repair(&mut text);
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["a"], "x \u{FFFD} \u{FFFD} y \u{1F600}");
+    }
+
+    #[test]
+    fn only_an_unfinished_last_line_is_held_back() {
+        let held = |text: &str, from| {
+            let mut bytes = text.as_bytes().to_vec();
+            let warning = hold_back_unfinished("t", &mut bytes, from, 1);
+            (String::from_utf8(bytes).unwrap(), warning.is_some())
+        };
+        let log = TextFrom::LogStart;
+        // Cut mid-record, mid-number and mid-escape: held back.
+        for cut in [r#"{"a":"half"#, r#"{"a":1."#, r#"{"a":"\u00"#] {
+            let text = format!("{{\"a\":1}}\n{cut}");
+            assert_eq!(held(&text, log), ("{\"a\":1}\n".to_string(), true), "{cut}");
+        }
+        assert_eq!(held(r#"{"a":"#, log), (String::new(), true));
+        assert_eq!(held(r#"{"a":"#, TextFrom::MidLog), (String::new(), true));
+        // Whole lines, a whole last line without its newline, blank space
+        // after the last newline, a lone surrogate the readers repair, and
+        // a document spread over lines all stay as they are.
+        for text in [
+            "{\"a\":1}\n",
+            "{\"a\":1}\n{\"b\":2}",
+            "{\"a\":1}\n  ",
+            "{\"a\":1}\n{\"b\":\"\\ud800\"}",
+            "[\n{\"a\":1}\n]",
+            "{\"messages\": [\n{\"a\":1}\n]}",
+            "\u{FEFF}{\"messages\": [\n{\"a\":1}\n]}",
+            "",
+        ] {
+            assert_eq!(held(text, log), (text.to_string(), false), "{text:?}");
+        }
+        // The warning names the line held back.
+        let mut bytes = b"{}\n{}\n{".to_vec();
+        let warning = hold_back_unfinished("t", &mut bytes, TextFrom::MidLog, 10).unwrap();
+        assert!(
+            warning.starts_with("t:12: the last line is unfinished"),
+            "{warning}"
+        );
     }
 
     #[test]

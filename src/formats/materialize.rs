@@ -54,6 +54,126 @@ pub fn materialize(t: &Transcript, view: &[CoreMessage]) -> Vec<Value> {
     }
 }
 
+/// Writes `view` as [`materialize`] does, as a new session with the id
+/// `id` that the host can resume beside the original, the two never
+/// mistaken for one another.
+///
+/// A Claude Code log has `id` as every record's `sessionId`, and every
+/// record a fresh `uuid` (derived from `id`, so none is one of the
+/// original's), linked by `parentUuid` into one chain in output order; a
+/// `logicalParentUuid` or `sourceToolAssistantUUID` is pointed at the
+/// record's new uuid, or dropped when it names a record not written. The
+/// `message.usage` of each assistant record after the first summary is
+/// left out: it counted a request that held what the summaries now stand
+/// in for, so the host (and noa) would take the copy for far larger than
+/// it is. A Codex rollout has `id` in its `session_meta`, and no usage of
+/// its own (its `token_count` events are not written). Chat and Anthropic
+/// logs name no session: they are written as [`materialize`] writes them.
+pub fn materialize_new_session(t: &Transcript, view: &[CoreMessage], id: &str) -> Vec<Value> {
+    match t.format {
+        Format::ClaudeCode => {
+            let pieces = pieces(t, view);
+            let whole = whole_records(t);
+            let kept = |record: usize, slots: &[Slot]| cut(t, &whole, record, slots);
+            let first_summary = pieces.iter().position(|p| matches!(p, Piece::New(_)));
+            // One record a piece, in order.
+            let mut out = claude_code_lines(t, &pieces, kept);
+            renew_claude_code(&mut out, id, first_summary);
+            out
+        }
+        Format::Codex => {
+            let mut out = materialize(t, view);
+            renew_rollout(&mut out, t.session_id.as_deref(), id);
+            out
+        }
+        Format::Chat | Format::Anthropic => materialize(t, view),
+    }
+}
+
+/// A fresh session id for a copy of `t` made of `view` at `now` (Unix
+/// seconds, which the caller reads from its clock): a hash of the
+/// original's id, the view's content (its messages' ids, which are hashes
+/// of what they hold) and the time, so copies made at different times
+/// never share an id, and one made again from the same state at the same
+/// time is the same bytes. It is shaped as a version-4 UUID, as the hosts
+/// make their own session ids, in case a host checks the id it is asked to
+/// resume.
+pub fn new_session_id(t: &Transcript, view: &[CoreMessage], now: i64) -> String {
+    let mut digest = Sha256::new()
+        .chain_update(b"noa-new-session\0")
+        .chain_update(t.session_id.as_deref().unwrap_or("").as_bytes())
+        .chain_update(format!("\0{now}\0"));
+    for c in view {
+        digest.update(c.id.as_str().as_bytes());
+        digest.update(b"\0");
+    }
+    uuid_text(&digest.finalize(), 0x40)
+}
+
+/// A materialized Claude Code log made a new session `id` (see
+/// [`materialize_new_session`]); `first_summary` is the place of the first
+/// summary record, after which assistant records lose their usage.
+fn renew_claude_code(records: &mut [Value], id: &str, first_summary: Option<usize>) {
+    // Each original uuid to the new uuid of the first record that had it.
+    let mut renamed: HashMap<String, String> = HashMap::new();
+    for (i, r) in records.iter_mut().enumerate() {
+        let Some(obj) = r.as_object_mut() else {
+            continue;
+        };
+        let old = obj.get("uuid").and_then(Value::as_str).unwrap_or_default();
+        // The place makes it unique even where the original repeats one.
+        let new = derived_uuid(id, &format!("{i}:{old}"));
+        renamed
+            .entry(old.to_string())
+            .or_insert_with(|| new.clone());
+        obj.insert("uuid".into(), json!(new));
+        obj.insert("sessionId".into(), json!(id));
+        let assistant = obj.get("type").and_then(Value::as_str) == Some("assistant");
+        if assistant
+            && first_summary.is_some_and(|f| i > f)
+            && let Some(Value::Object(message)) = obj.get_mut("message")
+        {
+            message.shift_remove("usage");
+        }
+    }
+    for obj in records.iter_mut().filter_map(Value::as_object_mut) {
+        for key in ["logicalParentUuid", "sourceToolAssistantUUID"] {
+            let Some(old) = obj.get(key).and_then(Value::as_str) else {
+                continue;
+            };
+            match renamed.get(old) {
+                Some(new) => {
+                    obj.insert(key.into(), json!(new));
+                }
+                None => {
+                    obj.shift_remove(key);
+                }
+            }
+        }
+    }
+    link(records);
+}
+
+/// A materialized rollout made a new session `id`: the `session_meta`
+/// line naming the original (`old`; the first, when it names none) names
+/// `id`. A forked rollout's later `session_meta` lines name the sessions
+/// it was forked from, and stay.
+fn renew_rollout(lines: &mut [Value], old: Option<&str>, id: &str) {
+    let metas = lines
+        .iter_mut()
+        .filter(|l| l.get("type").and_then(Value::as_str) == Some("session_meta"))
+        .filter_map(|l| l.pointer_mut("/payload/id"));
+    for (n, meta) in metas.enumerate() {
+        let named = match old {
+            Some(old) => meta.as_str() == Some(old),
+            None => n == 0,
+        };
+        if named {
+            *meta = json!(id);
+        }
+    }
+}
+
 /// One stretch of the output.
 enum Piece<'a> {
     /// Consecutive view cores from one original record: the record and the
@@ -340,9 +460,15 @@ fn derived_uuid(session: &str, key: &str) -> String {
         .chain_update(b"\0")
         .chain_update(key.as_bytes())
         .finalize();
+    uuid_text(&digest, 0x80)
+}
+
+/// The first 16 bytes of `digest` as a UUID's text, with the version
+/// nibble `version` (`0x40` for 4, `0x80` for 8) and the RFC 9562 variant.
+fn uuid_text(digest: &[u8], version: u8) -> String {
     let mut b = [0u8; 16];
     b.copy_from_slice(&digest[..16]);
-    b[6] = (b[6] & 0x0f) | 0x80;
+    b[6] = (b[6] & 0x0f) | version;
     b[8] = (b[8] & 0x3f) | 0x80;
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
     format!(

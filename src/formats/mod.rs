@@ -35,8 +35,8 @@ use crate::engine::{HostCompaction, Recorded};
 
 pub use detect::detect;
 pub use error::ReadError;
-pub use jsonl::{lines, newlines};
-pub use materialize::materialize;
+pub use jsonl::{TextFrom, hold_back_unfinished, lines, newlines};
+pub use materialize::{materialize, materialize_new_session, new_session_id};
 pub use raw_json::RawJson;
 pub use reassemble::{reassemble, reassemble_among};
 pub use span::string_end;

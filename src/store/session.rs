@@ -130,6 +130,16 @@ impl Session {
         &self.loaded.transcript
     }
 
+    /// What the read warns of: what the transcript's reader skipped or
+    /// repaired, and an unfinished last line left for the next read.
+    pub fn warnings(&self) -> Vec<String> {
+        let loaded = &self.loaded;
+        (loaded.transcript.warnings.iter())
+            .chain(&loaded.held)
+            .cloned()
+            .collect()
+    }
+
     /// The transcript's flat history, as the engine reads it.
     pub fn history(&self) -> &[CoreMessage] {
         &self.history

@@ -40,12 +40,14 @@ pub(crate) struct ClaudeCode {
 
 impl ClaudeCode {
     pub(crate) fn new(dir: &Path) -> ClaudeCode {
+        let source = testdata("real/claude-code/long-session-with-compaction.jsonl");
+        ClaudeCode::from(dir, &source)
+    }
+
+    /// A copy of the Claude Code session at `source` in `dir`, to append to.
+    pub(crate) fn from(dir: &Path, source: &Path) -> ClaudeCode {
         let path = dir.join("session.jsonl");
-        fs::copy(
-            testdata("real/claude-code/long-session-with-compaction.jsonl"),
-            &path,
-        )
-        .unwrap();
+        fs::copy(source, &path).unwrap();
         let text = fs::read_to_string(&path).unwrap();
         let last = text
             .lines()

@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -81,16 +81,163 @@ fn a_cut_line_stops_with_its_position_and_writes_nothing() {
     assert!(stderr(&out).contains("warning: skipped bad line"));
 }
 
-#[test]
-fn an_unfinished_last_line_is_reported_as_such() {
-    let full = fs::read_to_string(testdata("real/claude-code/short.jsonl")).unwrap();
-    let dir = TempDir::new();
-    fs::write(dir.path().join("live.jsonl"), &full[..full.len() - 200]).unwrap();
-    let out = noa(dir.path(), &["project", "live.jsonl"]);
-    assert_eq!(out.status.code(), Some(2));
+/// `noa project --report json` in `dir` on `file`: its view, its report and
+/// its warnings.
+fn turn(dir: &Path, file: &str) -> (Vec<u8>, Value, Vec<String>) {
+    let out = noa(dir, &["project", file, "--report", "json"]);
     let err = stderr(&out);
-    assert!(err.contains("last line is incomplete"), "{err}");
-    assert!(!dir.path().join(".noa/live/state.json").exists());
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let report = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    let warnings = err
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .map(String::from);
+    (out.stdout, report, warnings.collect())
+}
+
+/// The view of `text` projected from scratch, in a fresh state dir.
+fn fresh_view(text: &str) -> Vec<u8> {
+    let dir = TempDir::new();
+    fs::write(dir.path().join("t.jsonl"), text).unwrap();
+    turn(dir.path(), "t.jsonl").0
+}
+
+/// A host appending while noa reads, in every format: a last line cut
+/// mid-JSON is left for the next turn with a warning, read whole, in
+/// pieces and on from the read cache; once finished, the next turn reads
+/// it, and the view is the one a fresh projection of the whole file gives.
+#[test]
+fn a_line_still_being_written_waits_for_the_next_turn() {
+    let chat: String = (0..6)
+        .map(|i| {
+            format!(
+                "{{\"role\":\"{}\",\"content\":\"message {i}\"}}\n",
+                ["user", "assistant"][i % 2]
+            )
+        })
+        .collect();
+    // Over a megabyte, so it is read in two pieces and the line is cut in
+    // the second: blank lines between its messages.
+    let (head, tail) = chat.split_at(chat.match_indices('\n').nth(1).unwrap().0 + 1);
+    let long = format!(
+        "{head}{}{tail}",
+        format!("{}\n", " ".repeat(999)).repeat(1100)
+    );
+    let logs = [
+        (long, 1104),
+        (
+            fs::read_to_string(testdata("real/claude-code/short.jsonl")).unwrap(),
+            12,
+        ),
+        (
+            fs::read_to_string(testdata("real/codex/rollout-plain.jsonl")).unwrap(),
+            699,
+        ),
+        (chat, 4),
+    ];
+    for (log, at) in logs {
+        let lines: Vec<&str> = log.split_inclusive('\n').collect();
+        let before: String = lines[..at].concat();
+        let (line, next) = (lines[at], lines[at + 1]);
+        let dir = TempDir::new();
+        let path = dir.path().join("live.jsonl");
+        let append = |text: &str| {
+            let mut f = fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .unwrap();
+            std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+        };
+        // Read whole (the first turn), then on from the cache twice.
+        append(&before);
+        append(&line[..line.len() / 2]);
+        let (view, report, warnings) = turn(dir.path(), "live.jsonl");
+        assert_eq!(report["read"], "whole");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let want = format!(
+            "warning: live.jsonl:{}: the last line is unfinished",
+            at + 1
+        );
+        assert!(warnings[0].starts_with(&want), "{warnings:?}");
+        assert_eq!(view, fresh_view(&before), "the unfinished line is left out");
+
+        append(&line[line.len() / 2..]);
+        let (view, report, warnings) = turn(dir.path(), "live.jsonl");
+        assert_eq!(
+            report["read"], "cache",
+            "the cache read up to the unfinished line"
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let whole = format!("{before}{line}");
+        assert_eq!(view, fresh_view(&whole), "the finished line is read");
+
+        append(&next[..next.len() / 3]);
+        let (view, report, warnings) = turn(dir.path(), "live.jsonl");
+        assert_eq!(report["read"], "cache");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(view, fresh_view(&whole));
+        append(&next[next.len() / 3..]);
+        let (view, _, warnings) = turn(dir.path(), "live.jsonl");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(view, fresh_view(&format!("{whole}{next}")));
+    }
+}
+
+/// Offline commands read a transcript being written as a turn does: the
+/// unfinished last line left out, with the warning.
+#[test]
+fn offline_commands_leave_an_unfinished_line_out() {
+    let full = fs::read_to_string(testdata("real/claude-code/short.jsonl")).unwrap();
+    let lines: Vec<&str> = full.split_inclusive('\n').collect();
+    let before = lines[..10].concat();
+    let dir = TempDir::new();
+    fs::write(dir.path().join("done.jsonl"), &before).unwrap();
+    fs::write(
+        dir.path().join("live.jsonl"),
+        format!("{before}{}", &lines[10][..99]),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = noa(dir.path(), args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        out
+    };
+    for file in ["done.jsonl", "live.jsonl"] {
+        let state = format!("{file}.state");
+        run(&["rebuild", file, "--state-dir", &state]);
+    }
+    let out = run(&[
+        "materialize",
+        "live.jsonl",
+        "--state-dir",
+        "live.jsonl.state",
+    ]);
+    assert!(stderr(&out).contains("live.jsonl:11: the last line is unfinished"));
+    let done = run(&[
+        "materialize",
+        "done.jsonl",
+        "--state-dir",
+        "done.jsonl.state",
+    ]);
+    assert_eq!(out.stdout, done.stdout);
+    let out = run(&[
+        "inspect",
+        "live.jsonl",
+        "--state-dir",
+        "live.jsonl.state",
+        "--json",
+    ]);
+    assert!(stderr(&out).contains("the last line is unfinished"));
+    // A cut line followed by others is still an error, with its place.
+    fs::write(
+        dir.path().join("bad.jsonl"),
+        format!("{before}{}\n{}", &lines[10][..99], lines[11]),
+    )
+    .unwrap();
+    let out = noa(dir.path(), &["rebuild", "bad.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("bad.jsonl:11:"), "{}", stderr(&out));
 }
 
 #[test]

@@ -345,3 +345,148 @@ fn a_subagent_log_lives_under_its_parent() {
         .join("subagents/a1b2c3/state.json");
     assert!(state.exists(), "no state at {}", state.display());
 }
+
+/// The JSON lines `out` printed on stdout.
+fn json_lines(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// A batch rebuild of every bundled transcript and one broken file: one
+/// result each, in order, the broken one failing with its place and not
+/// stopping the rest, and the exit code saying one failed.
+#[test]
+fn a_batch_rebuild_reports_each_transcript() {
+    let dir = TempDir::new();
+    let broken = dir.path().join("broken.jsonl");
+    fs::write(
+        &broken,
+        "{\"role\":\"user\",\"content\":\"hi\"}\n{\"role\":\"assistant\", bad}\n",
+    )
+    .unwrap();
+    let mut paths: Vec<String> = crate::common::real_transcripts()
+        .into_iter()
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    paths.insert(paths.len() / 2, broken.display().to_string());
+    let run = |state: &str, json: bool| {
+        let mut args = vec!["rebuild", "--state-dir", state];
+        args.extend(json.then_some("--json"));
+        args.extend(paths.iter().map(String::as_str));
+        noa(dir.path(), &args)
+    };
+
+    let out = run("json", true);
+    assert_eq!(out.status.code(), Some(2));
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), paths.len());
+    for (line, path) in lines.iter().zip(&paths) {
+        assert_eq!(line["transcript"], path.as_str());
+        if *path == broken.display().to_string() {
+            assert_eq!(line["ok"], false);
+            assert_eq!(line["exit"], 2);
+            assert_eq!(line["line"], 2);
+            assert!(line["error"].as_str().unwrap().contains("invalid JSON"));
+        } else {
+            assert_eq!(line["ok"], true, "{line}");
+            assert!(dir.path().join(line["state"].as_str().unwrap()).exists());
+        }
+    }
+
+    // In words: a line each on stdout, the failure and a count on stderr.
+    let out = run("text", false);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stdout.matches(": noa rebuild: ").count(), paths.len() - 1);
+    assert!(stderr.contains("broken.jsonl failed (exit 2)"), "{stderr}");
+    let count = format!(
+        "{} transcript(s), {} done, 1 failed",
+        paths.len(),
+        paths.len() - 1
+    );
+    assert!(stderr.contains(&count), "{stderr}");
+
+    // All done again, a state each now there: every one refused alike.
+    let out = run("json", true);
+    assert!(json_lines(&out).iter().all(|l| l["ok"] == false));
+}
+
+/// `inspect --json` over a directory: one JSON line per `*.jsonl` in it,
+/// sorted; `materialize -o DIR` writes each as it writes one alone.
+#[test]
+fn inspect_and_materialize_take_a_directory() {
+    let dir = TempDir::new();
+    let real = testdata("real/claude-code");
+    let state = dir.path().join("state");
+    let state = state.to_str().unwrap();
+    let out = noa(
+        dir.path(),
+        &[
+            "inspect",
+            "--json",
+            real.to_str().unwrap(),
+            "--state-dir",
+            state,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let mut files: Vec<String> = fs::read_dir(&real)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .map(|p| p.display().to_string())
+        .collect();
+    files.sort();
+    let lines = json_lines(&out);
+    let named: Vec<&str> = lines
+        .iter()
+        .map(|l| l["transcript"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, files);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["ok"] == true && l["request"].is_u64())
+    );
+
+    let outputs = dir.path().join("out");
+    fs::create_dir(&outputs).unwrap();
+    let args = [
+        "materialize",
+        real.to_str().unwrap(),
+        "--state-dir",
+        state,
+        "-o",
+        "out",
+    ];
+    assert_eq!(noa(dir.path(), &args).status.code(), Some(0));
+    for file in &files {
+        let alone = noa(dir.path(), &["materialize", file, "--state-dir", state]);
+        let name = Path::new(file).file_name().unwrap();
+        assert_eq!(
+            fs::read(outputs.join(name)).unwrap(),
+            alone.stdout,
+            "{file}"
+        );
+    }
+    // Options that name one session or one file are refused for many.
+    for args in [
+        vec!["materialize", real.to_str().unwrap()],
+        vec!["materialize", real.to_str().unwrap(), "-o", "out/x.jsonl"],
+        vec!["rebuild", real.to_str().unwrap(), "--session", "s"],
+        vec!["inspect", real.to_str().unwrap()],
+        vec![
+            "inspect",
+            "--json",
+            real.to_str().unwrap(),
+            "--svg",
+            "m.svg",
+        ],
+    ] {
+        assert_eq!(noa(dir.path(), &args).status.code(), Some(2), "{args:?}");
+    }
+}

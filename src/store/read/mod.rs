@@ -13,7 +13,7 @@ use super::{
     CacheEnd, SessionDir, SessionLock, StoreError, Unparsed, WordsFile, transcript_digest,
 };
 use crate::engine::{CompressionState, CoreMessage, KeptCut};
-use crate::formats::{self, BadLines, Format, ReadError, Transcript};
+use crate::formats::{self, BadLines, Format, ReadError, TextFrom, Transcript};
 use warm::PrefixCheck;
 
 /// What only the program opening a session knows: where sessions live,
@@ -87,6 +87,11 @@ pub(super) struct Loaded {
     /// What a turn read on from the read cache took of its session while
     /// the cache was decoded, when it was asked to.
     pub ahead: Option<LockAndState>,
+    /// The warning for an unfinished last line left for the next read
+    /// (see [`formats::hold_back_unfinished`]). Kept apart from the
+    /// transcript's warnings, which the read cache keeps: the next turn
+    /// finds the line finished.
+    pub held: Option<String>,
 }
 
 /// The session's lock and state, taken on a thread of their own while a
@@ -268,10 +273,16 @@ impl Reader<'_> {
     }
 
     /// Reads a transcript's bytes, keeping what `keep` says.
-    fn load_bytes(&self, name: String, bytes: Vec<u8>, keep: Keep) -> Result<Loaded, StoreError> {
+    fn load_bytes(
+        &self,
+        name: String,
+        mut bytes: Vec<u8>,
+        keep: Keep,
+    ) -> Result<Loaded, StoreError> {
         let (mark, keep_records) = (keep.cache_mark, keep.records);
         let options = self.options;
         let bad = options.bad_lines;
+        let held = formats::hold_back_unfinished(&name, &mut bytes, TextFrom::LogStart, 1);
         let digest = (mark && self.path.as_os_str() != "-" && options.leaf.is_none())
             .then(|| transcript_digest(&bytes));
         let (text, decoded) = formats::decode(&name, bytes, bad)?;
@@ -297,7 +308,9 @@ impl Reader<'_> {
             mark,
             ..HowRead::default()
         };
-        self.locate(&name, transcript, read)
+        let mut loaded = self.locate(&name, transcript, read)?;
+        loaded.held = held;
+        Ok(loaded)
     }
 
     /// The transcript with the session it belongs to: its directory, the
@@ -356,6 +369,7 @@ impl Reader<'_> {
             parents,
             read,
             ahead: None,
+            held: None,
         })
     }
 

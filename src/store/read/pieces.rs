@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{HowRead, Loaded, Reader};
-use crate::formats::{self, Format, PieceReader, ReadError};
+use crate::formats::{self, Format, PieceReader, ReadError, TextFrom};
 use crate::store::StoreError;
 use crate::store::TranscriptDigest;
 use crate::store::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
@@ -31,6 +31,8 @@ struct Pieces {
     reader: PieceReader,
     /// As [`HowRead::mark`].
     mark: Option<(u64, u64, u64)>,
+    /// The warning for an unfinished last line left for the next read.
+    held: Option<String>,
 }
 
 /// A transcript opened for a read in pieces.
@@ -114,7 +116,7 @@ impl Reader<'_> {
         let let_go = || self.hooks.let_go();
         let read = self
             .read_pieces(opened, &name, setting)
-            .map(|pieces| pieces.map(|p| (p.reader.finish(&let_go), p.mark)));
+            .map(|pieces| pieces.map(|p| (p.reader.finish(&let_go), p.mark, p.held)));
         done();
         let read = read.map_err(|e| match e {
             PieceError::Read(e) => StoreError::Transcript(e),
@@ -123,7 +125,7 @@ impl Reader<'_> {
                 error: source,
             },
         })?;
-        let Some((transcript, mark)) = read else {
+        let Some((transcript, mark, held)) = read else {
             return Ok(None);
         };
         self.hooks.let_go();
@@ -144,7 +146,9 @@ impl Reader<'_> {
             words: apart.words,
             ..HowRead::default()
         };
-        self.locate(&name, transcript, read).map(Some)
+        let mut loaded = self.locate(&name, transcript, read)?;
+        loaded.held = held;
+        Ok(Some(loaded))
     }
 
     /// The pieces of the `opened` file read into a [`PieceReader`], its
@@ -168,6 +172,7 @@ impl Reader<'_> {
         let mut failed = None;
         let mut buf = Vec::new();
         let (mut digest, mut length, mut last) = (TranscriptDigest::default(), 0, None);
+        let (mut lines, mut held) = (0, None);
         let piece_size = piece_size(size);
         loop {
             // Room for the next piece and no more: a Claude Code log's
@@ -188,14 +193,23 @@ impl Reader<'_> {
                 None => continue,
             };
             let rest = buf.split_off(end);
-            let piece = std::mem::replace(&mut buf, rest);
+            let mut piece = std::mem::replace(&mut buf, rest);
+            if whole {
+                let from = if length == 0 {
+                    TextFrom::LogStart
+                } else {
+                    TextFrom::MidLog
+                };
+                held = formats::hold_back_unfinished(name, &mut piece, from, lines + 1);
+            }
+            lines += formats::newlines(&piece);
             if memchr::memchr(0, &piece).is_some() {
                 return Ok(None);
             }
             if mark {
                 digest.update(&piece);
             }
-            length += end as u64;
+            length += piece.len() as u64;
             last = piece.last().copied().or(last);
             let Ok(mut text) = String::from_utf8(piece) else {
                 return Ok(None);
@@ -234,7 +248,7 @@ impl Reader<'_> {
         // A cache is left only of whole lines, as a whole read leaves one.
         let mark =
             (mark && last == Some(b'\n')).then(|| (length, reader.lines() as u64, digest.finish()));
-        Ok(Some(Pieces { reader, mark }))
+        Ok(Some(Pieces { reader, mark, held }))
     }
 
     /// The reader of a log whose first piece is `head` (`whole` when it is

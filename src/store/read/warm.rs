@@ -7,7 +7,7 @@ use std::io::{self, Read, Seek};
 use std::sync::Arc;
 
 use super::{Access, HowRead, Loaded, LockAndState, Reader};
-use crate::formats;
+use crate::formats::{self, TextFrom};
 use crate::store::{PrefixDigest, ReadCache, SessionDir, SessionLock, StoreError, WarmMessages};
 
 /// How much of a log's start is looked at to find its session before
@@ -172,8 +172,14 @@ impl Reader<'_> {
         let mut tail = Vec::new();
         if file.seek(io::SeekFrom::Start(cache.length)).is_err()
             || file.read_to_end(&mut tail).is_err()
-            || !tail.is_empty() && !tail.ends_with(b"\n")
         {
+            return Ok(None);
+        }
+        // A line still being written is left for the next turn; one that
+        // is whole but for its newline leaves no cache, so is read whole.
+        let first_line = cache.lines as usize + 1;
+        let held = formats::hold_back_unfinished(&name, &mut tail, TextFrom::MidLog, first_line);
+        if !tail.is_empty() && !tail.ends_with(b"\n") {
             return Ok(None);
         }
         let lines = cache.lines + formats::newlines(&tail) as u64;
@@ -196,6 +202,7 @@ impl Reader<'_> {
         if let Some(words) = &mut loaded.read.words {
             words.reading_transcript(name, transcript);
         }
+        loaded.held = held;
         loaded.read.check = Some(check);
         Ok(Some(loaded))
     }
