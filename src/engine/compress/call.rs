@@ -24,6 +24,9 @@ use crate::engine::turn::reclaim::Scan;
 use crate::engine::turn::truncate::KeptCut;
 use crate::engine::turn::{HistoryIndex, Projection, TurnInput, project, project_with_index};
 use std::cell::RefCell;
+use std::collections::HashSet;
+
+use crate::engine::model::name::Name;
 
 /// The shape the model should send, with placeholders that cannot be taken
 /// for live refs.
@@ -217,17 +220,37 @@ fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
 /// Reclaims the dead outputs of the call's history with the compression
 /// it made (see [`reclaim_dead`]), walking on from what a rebuild's scan
 /// found at earlier calls; gives their archives.
-fn reclaim_with(state: &mut CompressionState, input: &CallInput) -> Vec<ArchiveFile> {
+fn reclaim_with(
+    state: &mut CompressionState,
+    input: &CallInput,
+    made: &[(Block, bool)],
+) -> Vec<ArchiveFile> {
     let history = &input.history[..input.cut];
     let mut fresh = Scan::default();
     let mut kept = input.scan.map(RefCell::borrow_mut);
     let scan = kept.as_deref_mut().unwrap_or(&mut fresh);
     scan.extend_to(input.history, input.cut);
+    if scan.found().is_empty() {
+        return Vec::new();
+    }
+    // What a block stands for is out of view anyway: this call's blocks,
+    // and those before it, as a rebuild's index knows them or as the
+    // blocks say.
+    let index = input.index.map(RefCell::borrow);
+    let mut covered: HashSet<Name> = (made.iter())
+        .flat_map(|(b, _)| b.effective_message_ids.iter().cloned())
+        .collect();
+    if index.is_none() {
+        let active = state.blocks.iter().filter(|b| b.active);
+        covered.extend(active.flat_map(|b| b.effective_message_ids.iter().cloned()));
+    }
+    let covered = |id: &str| covered.contains(id) || index.as_ref().is_some_and(|i| i.covers(id));
     let reclaim = ReclaimInput {
         history,
         config: input.config,
         archive_root: input.archive_root,
         created: input.created,
+        covered: &covered,
     };
     reclaim_dead(state, scan, &reclaim)
 }
@@ -315,7 +338,7 @@ pub fn answer_with(
     }
     outcome.commit(&mut next);
     if input.config.reclaim && !outcome.created.is_empty() {
-        let made = reclaim_with(&mut next, input);
+        let made = reclaim_with(&mut next, input, &outcome.created);
         outcome.archives.extend(made);
     }
     let (after, reclaimed, hidden, cuts) = if outcome.created.is_empty() || recorded.is_some() {

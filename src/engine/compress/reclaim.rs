@@ -20,6 +20,9 @@ pub struct ReclaimInput<'a> {
     pub archive_root: &'a str,
     /// Creation time for the archives, RFC 3339.
     pub created: &'a str,
+    /// Whether a block stands for a message, which is then out of view
+    /// anyway and left alone.
+    pub covered: &'a dyn Fn(&str) -> bool,
 }
 
 /// Reclaims the dead outputs `scan` found in the call's history, but those
@@ -34,6 +37,9 @@ pub fn reclaim_dead(
     let mut archives = Vec::new();
     for (place, why, r) in candidates(state, scan, history, cfg) {
         let m = &history[place];
+        if (input.covered)(&m.id) {
+            continue;
+        }
         let rel = format!("reclaimed/{r}.md");
         let header = Block {
             block_id: "reclaimed".into(),
