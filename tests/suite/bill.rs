@@ -126,13 +126,26 @@ fn a_compression_is_priced_from_the_requests_around_it() {
         .status
         .success()
     );
-    let out = noa(tmp.path(), &["apply", t, "--state-dir", st]);
+    let out = noa(tmp.path(), &["apply", t, "--state-dir", st, "--json"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let panel = String::from_utf8(out.stdout).unwrap();
+    let applied: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let panel = applied["panel"].as_str().unwrap().to_string();
+    // What the call expects: a rewrite of the request after its summary,
+    // each later request shorter by what it reclaimed, paid back when
+    // those reads at 0.1 cover the writing at 1.25.
+    let e = &applied["expected"];
+    let (rewrite, removed) = (n(e, "/rewrite"), n(e, "/removed"));
+    assert_eq!(removed, n(&applied, "/reclaimed/tokens"));
+    assert!(
+        rewrite > 0 && rewrite < n(&applied, "/context_after"),
+        "{applied}"
+    );
+    let after = (rewrite as f64 * 1.15 / (removed as f64 * 0.1)).ceil() as u64;
+    assert_eq!(n(e, "/pays_back_after"), after);
     log.push(
         "user",
         json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_c1", "content": panel}]}),

@@ -27,6 +27,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 
 use crate::engine::model::name::Name;
+use crate::engine::model::summary::summary_id;
 
 /// The shape the model should send, with placeholders that cannot be taken
 /// for live refs.
@@ -112,6 +113,10 @@ pub struct Answer {
     pub context_before: usize,
     /// The context after it.
     pub context_after: usize,
+    /// What the next request writes to the provider's cache again: the
+    /// request from the first summary the call made on, on the same scale
+    /// (expected; 0 when no block was made).
+    pub rewrite: usize,
     /// What the call's blocks reclaimed, on the same scale.
     pub reclaimed: Reclaimed,
     /// For each history message before the call, whether a block now
@@ -215,6 +220,22 @@ fn project_at(state: &mut CompressionState, input: &CallInput) -> Projection {
         Some(index) => project_with_index(state, &turn, &mut index.borrow_mut()),
         None => project(state, &turn),
     }
+}
+
+/// The part of the request after the call that follows its first new
+/// summary: what the provider's cache no longer holds.
+fn rewritten(now: &Projection, made: &[(Block, bool)], config: &Config) -> usize {
+    let ids: HashSet<String> = (made.iter())
+        .map(|(b, _)| summary_id(&b.block_id))
+        .collect();
+    let first =
+        (now.view.iter().position(|m| ids.contains(m.id.as_str()))).unwrap_or(now.view.len());
+    let kept: usize = (now.view[..first].iter())
+        .map(|m| now.gauge.scale(config.tokens(m)))
+        .sum();
+    now.figures
+        .before_cuts
+        .saturating_sub(now.figures.breakdown.host + kept)
 }
 
 /// Reclaims the dead outputs of the call's history with the compression
@@ -341,20 +362,28 @@ pub fn answer_with(
         let made = reclaim_with(&mut next, input, &outcome.created);
         outcome.archives.extend(made);
     }
-    let (after, reclaimed, hidden, cuts) = if outcome.created.is_empty() || recorded.is_some() {
-        (before, Reclaimed::default(), Vec::new(), Vec::new())
-    } else {
-        let now = scratch_view(&mut next, input);
-        // On the provider's scale, as the figures beside it.
-        let reclaimed = panel::reclaimed_by_call(
-            outcome.created.iter().map(|(b, _)| b),
-            &next.blocks,
-            input.history,
-            &now.view,
-            &|m| now.gauge.scale(input.config.tokens(m)),
-        );
-        (now.figures.before_cuts, reclaimed, now.hidden, now.cuts)
-    };
+    let (after, reclaimed, rewrite, hidden, cuts) =
+        if outcome.created.is_empty() || recorded.is_some() {
+            (before, Reclaimed::default(), 0, Vec::new(), Vec::new())
+        } else {
+            let now = scratch_view(&mut next, input);
+            // On the provider's scale, as the figures beside it.
+            let reclaimed = panel::reclaimed_by_call(
+                outcome.created.iter().map(|(b, _)| b),
+                &next.blocks,
+                input.history,
+                &now.view,
+                &|m| now.gauge.scale(input.config.tokens(m)),
+            );
+            let rewrite = rewritten(&now, &outcome.created, input.config);
+            (
+                now.figures.before_cuts,
+                reclaimed,
+                rewrite,
+                now.hidden,
+                now.cuts,
+            )
+        };
     record_attempt(&mut next, &outcome, batch_key(&parsed));
     let text = match recorded {
         Some(panel) => panel.to_string(),
@@ -376,6 +405,7 @@ pub fn answer_with(
         state: next,
         context_before: before,
         context_after: after,
+        rewrite,
         reclaimed,
         hidden,
         cuts,
