@@ -241,7 +241,8 @@ pub(super) fn offer_of(cx: &Context, p: &Projection, state: &CompressionState) -
         recommendation: &p.recommendation,
         blocks: &state.blocks,
         gauge: &p.gauge,
-        before_cuts: p.figures.before_cuts,
+        // What the stale reads the compression reclaims too leave to free.
+        before_cuts: p.figures.before_cuts.saturating_sub(p.dead.tokens),
         config: &cx.config(state),
     })
 }

@@ -10,9 +10,8 @@ use super::output::warn;
 use super::project::offer_of;
 use super::{CliError, Exit};
 use crate::engine::{
-    BlockSpan, CompressionState, Config, CoreMessage, Figures, IdSet, Offer, Projection,
-    ProtectedRange, RangeInfo, format_block_map, format_breakdown, format_ranges, reclaimable,
-    tokens,
+    BlockSpan, CoreMessage, Dead, Figures, Offer, ProtectedRange, RangeInfo, dead_in_view,
+    format_block_map, format_breakdown, format_ranges, tokens,
 };
 use crate::store::Purpose;
 
@@ -24,7 +23,8 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let config = cx.config(&state);
     let p = cx.project(&mut state, Turn::default());
     let r = &p.recommendation;
-    let dead = dead_in_view(cx.session.history(), &state, &config, &p);
+    let count = |m: &CoreMessage| p.gauge.scale(config.tokens(m));
+    let dead = dead_in_view(&state, cx.session.history(), &config, &p.view, &count);
     let text = if args.json {
         // One schema with `project --report json`: the figures flat, then
         // what only the recommendation holds.
@@ -94,34 +94,6 @@ struct RangesReport<'a> {
     reclaimable: Dead,
     emergency: bool,
     reason: &'a str,
-}
-
-/// Stale reads in view the next compression reclaims: how many, and their
-/// tokens on the provider's scale.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-struct Dead {
-    outputs: usize,
-    tokens: usize,
-}
-
-/// The stale reads of `history` that the view shows and the next
-/// compression would reclaim.
-fn dead_in_view(
-    history: &[CoreMessage],
-    state: &CompressionState,
-    config: &Config,
-    p: &Projection,
-) -> Dead {
-    let shown: IdSet<'_> = p.view.iter().map(|m| m.id.as_str()).collect();
-    let mut dead = Dead::default();
-    for place in reclaimable(state, history, config) {
-        let m = &history[place];
-        if shown.contains(m.id.as_str()) {
-            dead.outputs += 1;
-            dead.tokens += p.gauge.scale(config.tokens(m));
-        }
-    }
-    dead
 }
 
 /// What each tier could reclaim now.

@@ -78,7 +78,7 @@ pub use compress::parse_args::{
 pub use compress::rebuild::{
     RebuildInput, Rebuilt, ReplayOutcome, differences, rebuild, recorded_calls,
 };
-pub use compress::reclaim::reclaimable;
+pub use compress::reclaim::{Dead, dead_in_view};
 
 pub use report::bill::{
     Bill, BlockBill, CallAt, Prices, ResponseUsage, Totals, UsageLog, Weights, format_total,

@@ -2,8 +2,11 @@
 //! [`turn::reclaim`](crate::engine::turn::reclaim)): the compression changes
 //! the prompt anyway, so they go in the same change, each archived first.
 
+use serde::Serialize;
+
 use crate::engine::compress::archive::{ArchiveFile, ArchiveInput, Entry};
 use crate::engine::model::config::Config;
+use crate::engine::model::identity::IdSet;
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::protect::is_tool_protected;
 use crate::engine::model::state::{Block, CompressionState, Reclaim, ReclaimedOutput};
@@ -105,6 +108,40 @@ fn recent_tail<'h>(history: &'h [CoreMessage], cfg: &Config) -> &'h [CoreMessage
     }))
     .unwrap_or(0);
     &history[start..]
+}
+
+/// Stale reads in view that the next compression reclaims: how many, and
+/// their tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Dead {
+    /// How many.
+    pub outputs: usize,
+    /// Their tokens, on the scale they were counted on.
+    pub tokens: usize,
+}
+
+/// The stale reads of `history` that `view` shows and the next compression
+/// would reclaim; `count` sizes each.
+pub fn dead_in_view(
+    state: &CompressionState,
+    history: &[CoreMessage],
+    cfg: &Config,
+    view: &[CoreMessage],
+    count: &dyn Fn(&CoreMessage) -> usize,
+) -> Dead {
+    let places = reclaimable(state, history, cfg);
+    if places.is_empty() {
+        return Dead::default();
+    }
+    let shown: IdSet<'_> = view.iter().map(|m| m.id.as_str()).collect();
+    let mut dead = Dead::default();
+    for m in places.into_iter().map(|p| &history[p]) {
+        if shown.contains(m.id.as_str()) {
+            dead.outputs += 1;
+            dead.tokens += count(m);
+        }
+    }
+    dead
 }
 
 /// The places in `history` of the outputs the next compression would

@@ -13,6 +13,7 @@ use std::fmt::Write;
 
 use super::prompt::{Sections, how_to_compress_rules, pick, tier2_rules, tier3_rules};
 use super::ranges::{BlockSpan, Breakdown, ProtectReason, ProtectedRange, RangeInfo};
+use crate::engine::compress::reclaim::Dead;
 use crate::engine::model::marker::MARKER as TRUNCATION_MARKER;
 use crate::engine::model::state::Block;
 use crate::engine::model::tokens;
@@ -42,6 +43,9 @@ pub struct NudgeInput<'a> {
     /// Tokens a tier-1 call should free to bring the context well under the
     /// nudge band; 0 leaves the line out.
     pub reclaim: usize,
+    /// The stale reads the compression will reclaim too; none leaves the
+    /// line out.
+    pub dead: Dead,
 }
 
 /// How many blocks the block map lists; older ones are only counted, so the
@@ -142,6 +146,7 @@ pub fn render(input: &NudgeInput, sections: &Sections) -> String {
             format_ranges(input.ranges, input.protected),
             format_block_map(input.blocks),
             reclaim_line(input.reclaim, offered(input.ranges)),
+            dead_line(input.dead),
             GENTLE_CLOSING.to_string(),
         ]
     } else if tier == 1 {
@@ -157,6 +162,7 @@ pub fn render(input: &NudgeInput, sections: &Sections) -> String {
             format_ranges(input.ranges, input.protected),
             format_block_map(input.blocks),
             reclaim_line(input.reclaim, offered(input.ranges)),
+            dead_line(input.dead),
         ]
     } else {
         // At the limit the efficiency note would contradict the trigger line
@@ -208,6 +214,19 @@ pub fn rough_size(input: &NudgeInput) -> usize {
 /// What the ranges a nudge offers hold, together.
 fn offered(ranges: &[RangeInfo]) -> usize {
     ranges.iter().map(|r| r.tokens).sum()
+}
+
+/// The line on the stale reads a compression reclaims too; empty when
+/// there are none.
+fn dead_line(dead: Dead) -> String {
+    match dead.outputs {
+        0 => String::new(),
+        n => format!(
+            "With your compression, noa also replaces {n} stale read(s) of files changed since \
+             (~{} tokens) by a line each, the outputs archived: the figure above already counts them.",
+            tokens::format(dead.tokens)
+        ),
+    }
 }
 
 /// How deep a tier-1 call should go, and why one deep call is cheaper than

@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::compress::reclaim::Dead;
 use crate::engine::pressure::prompt::tests::{has_concrete_block, has_concrete_ref};
 use crate::engine::test_support::block;
 
@@ -105,8 +106,31 @@ impl Sample {
                 Vec::new()
             },
             reclaim: if tier <= 1 { 14_200 } else { 0 },
+            dead: Dead::default(),
         }
     }
+}
+
+#[test]
+fn a_nudge_counts_the_stale_reads_its_compression_reclaims_too() {
+    let sample = sample();
+    let plain = render(&sample.input(1, false), &Sections::default());
+    assert!(!plain.contains("stale read"), "{plain}");
+    let dead = Dead {
+        outputs: 3,
+        tokens: 8_000,
+    };
+    let with = render(
+        &NudgeInput {
+            dead,
+            ..sample.input(1, false)
+        },
+        &Sections::default(),
+    );
+    assert!(
+        with.contains("noa also replaces 3 stale read(s) of files changed since (~8.0K tokens)"),
+        "{with}"
+    );
 }
 
 fn text(tier: u8, emergency: bool) -> String {

@@ -17,6 +17,7 @@ use super::history_index::HistoryIndex;
 use super::host;
 use super::truncate::{self, KeptCut, Truncation};
 use super::{hide, prune, view};
+use crate::engine::compress::reclaim::{Dead, dead_in_view};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
@@ -97,6 +98,9 @@ pub struct Projection {
     pub decision: Decision,
     /// What may and may not be compressed now.
     pub recommendation: Recommendation,
+    /// The stale reads in view a nudged compression will reclaim too, on the
+    /// provider's scale (none when the turn does not nudge).
+    pub dead: Dead,
 }
 
 /// Projects the history into this turn's view, updating refs, block
@@ -150,7 +154,15 @@ pub fn project_with_index<'a>(
     let rec = price.recommend(&view, state, &deferred);
     let shown_now = price.breakdown(&view);
     let rough = |tier: u8, truncated: usize| {
-        nudge_text::rough_size(&price.nudge(&rec, &state.blocks, tier, truncated, shown_now))
+        let nudge = price.nudge(
+            &rec,
+            &state.blocks,
+            tier,
+            truncated,
+            shown_now,
+            Dead::default(),
+        );
+        nudge_text::rough_size(&nudge)
     };
     let decision = price.decide(&rec, &state.nudge, &rough);
     let decision = if same_turn {
@@ -179,6 +191,14 @@ pub fn project_with_index<'a>(
     } else {
         rec
     };
+    // A nudge counts the stale reads the compression it asks for will
+    // reclaim too, and asks for that much less.
+    let dead = match decision.inject && cfg.reclaim && !input.for_call {
+        true => dead_in_view(state, history, cfg, &view, &|m| {
+            price.gauge.scale(cfg.tokens(m))
+        }),
+        false => Dead::default(),
+    };
     finish(
         Finishing {
             view,
@@ -192,6 +212,7 @@ pub fn project_with_index<'a>(
             fitted,
             reserve,
             same_turn,
+            dead,
         },
         &price,
         &mut state.host,
@@ -216,6 +237,8 @@ struct Finishing<'a> {
     /// Estimated tokens kept for the nudge.
     reserve: usize,
     same_turn: bool,
+    /// The stale reads the nudged compression will reclaim too.
+    dead: Dead,
 }
 
 /// Finishes a turn: leaves out what still does not fit, puts the words
@@ -244,7 +267,14 @@ fn finish(
     let decision = &mut t.decision;
     if decision.inject {
         let breakdown = price.breakdown(&t.view);
-        let nudge = price.nudge(&t.rec, blocks, decision.tier, t.truncation.count, breakdown);
+        let nudge = price.nudge(
+            &t.rec,
+            blocks,
+            decision.tier,
+            t.truncation.count,
+            breakdown,
+            t.dead,
+        );
         let nudge = NudgeInput {
             emergency: decision.emergency,
             ..nudge
@@ -278,6 +308,7 @@ fn finish(
         unfilled,
         decision: t.decision,
         recommendation: t.rec,
+        dead: t.dead,
     }
 }
 
@@ -668,9 +699,11 @@ impl<'t> Pricing<'t> {
         tier: u8,
         truncated: usize,
         breakdown: Breakdown,
+        dead: Dead,
     ) -> NudgeInput<'r> {
         let offered = rec.ranges.iter().map(|r| r.tokens).sum();
-        let reclaim = nudge::reclaim_target(self.config, self.measured, offered);
+        let left = self.measured.saturating_sub(dead.tokens);
+        let reclaim = nudge::reclaim_target(self.config, left, offered);
         NudgeInput {
             tier,
             emergency: false,
@@ -682,6 +715,7 @@ impl<'t> Pricing<'t> {
             truncated,
             targets: rec.targets(tier, blocks),
             reclaim: if tier == 1 { reclaim } else { 0 },
+            dead,
         }
     }
 }
