@@ -70,6 +70,23 @@ impl Tally {
         Tally { cjk: 0, other: len }
     }
 
+    /// The tally of `chars` characters, `cjk` of them CJK ones.
+    pub fn of_chars(chars: usize, cjk: usize) -> Tally {
+        Tally {
+            cjk,
+            other: chars.saturating_sub(cjk),
+        }
+    }
+
+    /// What is left of this tally with `part`'s characters taken out: the
+    /// tally of a text's middle, from the whole's and its ends'.
+    pub fn less(self, part: Tally) -> Tally {
+        Tally {
+            cjk: self.cjk.saturating_sub(part.cjk),
+            other: self.other.saturating_sub(part.other),
+        }
+    }
+
     /// The estimate of what was tallied.
     pub fn tokens(self) -> usize {
         self.cjk + self.other.div_ceil(4)
@@ -84,6 +101,79 @@ impl Tally {
     pub fn chars(self) -> usize {
         self.cjk + self.other
     }
+}
+
+/// The most characters [`Ends`] tells apart at either end of a text: as
+/// many as a cut keeps at each end.
+pub const ENDS_CHARS: usize = 2_000;
+
+/// Which of a text's first and last [`ENDS_CHARS`] characters are CJK
+/// ones: what the estimate needs to tally the ends a cut keeps of words it
+/// does not read ([`CoreMessage::withheld`](crate::engine::CoreMessage::withheld)),
+/// when they hold a CJK character. Of words without one every character
+/// counts alike, and nothing need be known but how many there are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ends {
+    /// Bit `i` of word `i / 64` set when the `i`th character is CJK.
+    head: Vec<u64>,
+    /// Bit `i` of word `i / 64` set when the `i`th character from the end
+    /// (the last the 0th) is CJK.
+    tail: Vec<u64>,
+}
+
+impl Ends {
+    /// What `text` holds at its ends.
+    pub fn of(text: &str) -> Ends {
+        let bits = |chars: &mut dyn Iterator<Item = char>| {
+            let mut words = Vec::new();
+            for (i, c) in chars.take(ENDS_CHARS).enumerate() {
+                if i % 64 == 0 {
+                    words.push(0);
+                }
+                if let Some(word) = words.last_mut().filter(|_| is_cjk(c)) {
+                    *word |= 1 << (i % 64);
+                }
+            }
+            words
+        };
+        Ends {
+            head: bits(&mut text.chars()),
+            tail: bits(&mut text.chars().rev()),
+        }
+    }
+
+    /// Ends read back from [`Ends::words`]: `None` when they are not.
+    pub fn from_words(head: Vec<u64>, tail: Vec<u64>) -> Option<Ends> {
+        let most = ENDS_CHARS.div_ceil(64);
+        (head.len() <= most && tail.len() <= most).then_some(Ends { head, tail })
+    }
+
+    /// The words it is held in, head then tail, as [`Ends::from_words`]
+    /// takes them.
+    pub fn words(&self) -> (&[u64], &[u64]) {
+        (&self.head, &self.tail)
+    }
+
+    /// The tally of the text's first `chars` characters, at most
+    /// [`ENDS_CHARS`] and at most the text's.
+    pub fn head(&self, chars: usize) -> Tally {
+        Tally::of_chars(chars, cjk_among(&self.head, chars))
+    }
+
+    /// The tally of the text's last `chars` characters, as [`Ends::head`].
+    pub fn tail(&self, chars: usize) -> Tally {
+        Tally::of_chars(chars, cjk_among(&self.tail, chars))
+    }
+}
+
+/// The bits set among the first `n` of `words`.
+fn cjk_among(words: &[u64], n: usize) -> usize {
+    let whole = words.iter().take(n / 64).map(|w| w.count_ones() as usize);
+    let part = match (n % 64, words.get(n / 64)) {
+        (0, _) | (_, None) => 0,
+        (bits, Some(w)) => (w & ((1u64 << bits) - 1)).count_ones() as usize,
+    };
+    whole.sum::<usize>() + part
 }
 
 impl std::ops::Add for Tally {
@@ -177,6 +267,24 @@ mod tests {
             let pieces = Tally::of(&a) + Tally::of(&c) + Tally::of(&b);
             proptest::prop_assert_eq!(pieces, Tally::of(&joined));
             proptest::prop_assert_eq!(pieces.tokens(), estimate(&joined));
+        }
+    }
+
+    proptest::proptest! {
+        /// The ends tally as the text's first and last characters do.
+        #[test]
+        fn ends_tally_as_the_text_s_ends(
+            t in "(\\PC|[a-z ]{0,20}|[中文한]{0,9}){0,300}",
+            n in 0usize..ENDS_CHARS,
+        ) {
+            let chars: Vec<char> = t.chars().collect();
+            let n = n.min(chars.len());
+            let ends = Ends::of(&t);
+            let (head, tail) = ends.words();
+            let ends = Ends::from_words(head.to_vec(), tail.to_vec()).unwrap();
+            let text = |cs: &[char]| cs.iter().collect::<String>();
+            proptest::prop_assert_eq!(ends.head(n), Tally::of(&text(&chars[..n])));
+            proptest::prop_assert_eq!(ends.tail(n), Tally::of(&text(&chars[chars.len() - n..])));
         }
     }
 
