@@ -1,9 +1,41 @@
 //! Token estimation and the compact figures shown in tags and panels.
 
 /// Whether a character is counted as a whole token on its own: CJK ideographs,
-/// kana and Hangul syllables carry roughly a token each.
+/// kana and Hangul syllables carry roughly a token each. The definition,
+/// which [`cjk3`] reads off a character's bytes.
+#[cfg(test)]
 fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x4E00..=0x9FFF | 0x3040..=0x30FF | 0xAC00..=0xD7AF)
+}
+
+/// The length of the character that starts at `bytes[at]`, in a valid
+/// UTF-8 text, and whether it is a CJK one (see [`cjk3`]), told from its
+/// bytes without decoding it: every such character takes three.
+#[inline]
+fn char_at(bytes: &[u8], at: usize) -> (usize, bool) {
+    match bytes[at] {
+        0..0x80 => (1, false),
+        0xF0.. => (4, false),
+        lead @ 0xE0.. => (3, cjk3(lead, bytes[at + 1], bytes[at + 2])),
+        _ => (2, false),
+    }
+}
+
+/// Whether the three bytes `lead`, `b1`, `b2` encode a character counted
+/// a whole token on its own, as CJK ideographs, kana and Hangul syllables
+/// carry roughly a token each: kana are U+3040–U+30FF (`E3 81 80`–`E3 83 BF`),
+/// ideographs U+4E00–U+9FFF (`E4 B8 80`–`E9 BF BF`), Hangul syllables
+/// U+AC00–U+D7AF (`EA B0 80`–`ED 9E AF`).
+#[inline]
+fn cjk3(lead: u8, b1: u8, b2: u8) -> bool {
+    match lead {
+        0xE3 => (0x81..=0x83).contains(&b1),
+        0xE4 => b1 >= 0xB8,
+        0xE5..=0xE9 | 0xEB | 0xEC => true,
+        0xEA => b1 >= 0xB0,
+        0xED => b1 < 0x9E || b1 == 0x9E && b2 <= 0xAF,
+        _ => false,
+    }
 }
 
 /// Estimates tokens: one per CJK character plus one per four other characters
@@ -37,28 +69,26 @@ impl Tally {
         let (mut cjk, mut other, mut i) = (0usize, 0usize, 0usize);
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight"));
         while i < bytes.len() {
-            // ASCII runs thirty-two bytes at a time, then eight.
-            if i + 32 <= bytes.len()
-                && (word(i) | word(i + 8) | word(i + 16) | word(i + 24)) & HIGH == 0
-            {
-                other += 32;
-                i += 32;
-                continue;
+            // ASCII runs thirty-two bytes at a time, then eight; a text of
+            // CJK words is not looked at for them.
+            if bytes[i] < 0x80 {
+                if i + 32 <= bytes.len()
+                    && (word(i) | word(i + 8) | word(i + 16) | word(i + 24)) & HIGH == 0
+                {
+                    other += 32;
+                    i += 32;
+                    continue;
+                }
+                if i + 8 <= bytes.len() && word(i) & HIGH == 0 {
+                    other += 8;
+                    i += 8;
+                    continue;
+                }
             }
-            if i + 8 <= bytes.len() && word(i) & HIGH == 0 {
-                other += 8;
-                i += 8;
-                continue;
-            }
-            let len = match bytes[i] {
-                0..0x80 => 1,
-                0xF0.. => 4,
-                0xE0.. => 3,
-                _ => 2,
-            };
-            match text[i..i + len].chars().next() {
-                Some(c) if is_cjk(c) => cjk += 1,
-                _ => other += 1,
+            let (len, is_cjk) = char_at(bytes, i);
+            match is_cjk {
+                true => cjk += 1,
+                false => other += 1,
             }
             i += len;
         }
@@ -122,23 +152,26 @@ pub struct Ends {
 }
 
 impl Ends {
-    /// What `text` holds at its ends.
+    /// What `text` holds at its ends, read off their bytes.
     pub fn of(text: &str) -> Ends {
-        let bits = |chars: &mut dyn Iterator<Item = char>| {
-            let mut words = Vec::new();
-            for (i, c) in chars.take(ENDS_CHARS).enumerate() {
-                if i % 64 == 0 {
-                    words.push(0);
-                }
-                if let Some(word) = words.last_mut().filter(|_| is_cjk(c)) {
-                    *word |= 1 << (i % 64);
-                }
-            }
-            words
-        };
+        let bytes = text.as_bytes();
+        let (mut head, mut at) = (Bits::default(), 0);
+        while at < bytes.len() && head.len < ENDS_CHARS {
+            let (len, is_cjk) = char_at(bytes, at);
+            head.push(is_cjk);
+            at += len;
+        }
+        let mut tail = Bits::default();
+        // Each character's first byte, from the last on.
+        let mut starts = (0..bytes.len()).rev().filter(|&i| bytes[i] & 0xC0 != 0x80);
+        while tail.len < ENDS_CHARS
+            && let Some(start) = starts.next()
+        {
+            tail.push(char_at(bytes, start).1);
+        }
         Ends {
-            head: bits(&mut text.chars()),
-            tail: bits(&mut text.chars().rev()),
+            head: head.finish(),
+            tail: tail.finish(),
         }
     }
 
@@ -163,6 +196,34 @@ impl Ends {
     /// The tally of the text's last `chars` characters, as [`Ends::head`].
     pub fn tail(&self, chars: usize) -> Tally {
         Tally::of_chars(chars, cjk_among(&self.tail, chars))
+    }
+}
+
+/// Bits gathered a character at a time, 64 to a word, at most
+/// [`ENDS_CHARS`].
+struct Bits {
+    words: [u64; ENDS_CHARS.div_ceil(64)],
+    len: usize,
+}
+
+impl Default for Bits {
+    fn default() -> Bits {
+        Bits {
+            words: [0; ENDS_CHARS.div_ceil(64)],
+            len: 0,
+        }
+    }
+}
+
+impl Bits {
+    fn push(&mut self, set: bool) {
+        self.words[self.len / 64] |= u64::from(set) << (self.len % 64);
+        self.len += 1;
+    }
+
+    /// The words that hold a bit.
+    fn finish(self) -> Vec<u64> {
+        self.words[..self.len.div_ceil(64)].to_vec()
     }
 }
 
@@ -291,6 +352,17 @@ mod tests {
     #[test]
     fn counts_astral_characters_once() {
         assert_eq!(estimate("🎉🎉🎉🎉"), 1);
+    }
+
+    /// Every character of three bytes is told CJK or not from its bytes as
+    /// from its code point.
+    #[test]
+    fn cjk_is_told_from_the_bytes_as_from_the_character() {
+        for c in ('\u{800}'..='\u{FFFF}').filter(|c| c.len_utf8() == 3) {
+            let mut b = [0u8; 4];
+            c.encode_utf8(&mut b);
+            assert_eq!(cjk3(b[0], b[1], b[2]), is_cjk(c), "{c:?}");
+        }
     }
 
     #[test]
