@@ -1,11 +1,16 @@
 //! Performance of the per-turn commands through one session's life, against
-//! a bare serde_json parse + serialize of the same lines.
+//! the streaming floor: each line of the file read, parsed into a
+//! serde_json value and written back through a buffer, the least a tool
+//! that reads and re-emits the transcript does.
 //!
 //! `cargo bench --bench perf` generates chat and Claude Code sessions of
 //! about 1K, 10K and 99K messages as noa counts them, one per content block
-//! (Claude Code writes one block per record), and a chat session of 44K
-//! messages most of which are long tool outputs (about 100 MB), into a
-//! temp dir and walks each
+//! (Claude Code writes one block per record), and three sessions most of
+//! whose messages are long tool outputs: a chat session of 44K messages
+//! (72 MB), the same in CJK words (about 100 MB), and a Claude Code
+//! session of 44K whose outputs are file reads, each line numbered before
+//! an arrow (U+2192) as Claude Code's Read writes them; into a
+//! temp dir, and walks each
 //! through the turns an agent pays for, timing the release binary. The
 //! largest stays within the refs m00001–m99999, so that every message of
 //! its history can be compressed; past them a message has no ref and stays
@@ -23,20 +28,28 @@
 //! - next turn, compressed: `noa project` with most history in blocks;
 //! - next turn, compressed + appended: one more exchange after that.
 //!
+//! The floor is this bench's own binary, run again as a child process
+//! (through a link named `noa-floor`, so that its memory is told from the
+//! bench's) in the profile the bench builds noa in, with noa's allocator,
+//! writing to a file as noa writes its view: timed as noa is, from spawn
+//! to exit, so both pay a process's start and end. It is not a binary of
+//! the package, so the product builds nothing it does not ship.
+//!
 //! Each row prints the file's size at that step, the command's wall time,
-//! the baseline on the file as it is then, their ratio, and the command's
+//! the floor on the file as it is then, their ratio, the command's
 //! peak resident memory (VmHWM, sampled from /proc) in MB and against the
-//! file size. Every turn is the best of 3 rounds (7 for a file under 32 MB
+//! file size, and the read cache the command leaves, against the file
+//! size. Every turn is the best of 3 rounds (7 for a file under 32 MB
 //! or a turn under 200 ms),
-//! each the baseline then the turn (so a neighbour's load falls on both
+//! each the floor then the turn (so a neighbour's load falls on both
 //! alike), with the highest peak
 //! memory seen: the first turn starts each run without state, and a turn
 //! that changes the state has the session's files put back before each
-//! run; apply runs once, between rounds of the baseline. Under the table, a note per session says what the
+//! run; apply runs once, between rounds of the floor. Under the table, a note per session says what the
 //! apply did (entries, blocks made, entries refused, and where its time
-//! went: reading, the engine, writing), the size of its state.json, and the
-//! view's size on the first turn and after compression;
-//! last comes `noa --version` start-up, the median of 20 runs.
+//! went: reading, the engine, writing), the size of its state.json, the
+//! view's size on the first turn and after compression, and the floor's
+//! peak memory; last comes `noa --version` start-up, the median of 20 runs.
 //!
 //! `cargo bench --bench perf -- chat 10K` runs only the sessions whose name
 //! holds one of the words. `NOA_BENCH_KEEP=1` keeps the temp dir (for
@@ -49,29 +62,43 @@
 #[allow(dead_code)]
 mod synth;
 
+use std::cell::Cell;
 use std::fs;
-use std::io::{BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+/// noa's allocator, so that the floor allocates its values as noa does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const NOA: &str = env!("CARGO_BIN_EXE_noa");
 
-/// Repetitions of a step that leaves state as it was, and of the baseline.
+/// The floor's process name, the link this bench's binary is run through
+/// to be the floor (see [`floor_once`]).
+const FLOOR: &str = "noa-floor";
+
+/// The link to this bench's binary named [`FLOOR`], made once in the
+/// temp dir.
+static FLOOR_EXE: OnceLock<PathBuf> = OnceLock::new();
+
+/// Repetitions of a step that leaves state as it was, and of the floor.
 const REPEAT: usize = 3;
 
 /// Rounds for a file under [`SHORT`]: a run of tens of milliseconds is
-/// moved most by a neighbour's passing load (the 10K baseline read 27 ms in
+/// moved most by a neighbour's passing load (the 10K floor read 27 ms in
 /// one row and 42 in the next of the same run), and seven rounds of it
 /// cost less than a second.
 const SHORT_REPEAT: usize = 7;
 const SHORT: u64 = 32 << 20;
 
 /// A turn this quick gets [`SHORT_REPEAT`] rounds whatever the file's size:
-/// a compressed turn of the 99K sessions takes 65-85 ms, the baseline there
-/// 400-600.
+/// a compressed turn of the 99K sessions takes a fraction of the floor's
+/// time there.
 const SHORT_TURN: Duration = Duration::from_millis(200);
 
 /// The most ranges one Compress call may ask for.
@@ -90,14 +117,14 @@ struct Run {
     peak_kb: u64,
 }
 
-/// The peak resident memory (KiB) a process has reached so far, if it is
-/// still there to ask.
-fn vm_hwm(pid: u32) -> Option<u64> {
+/// The peak resident memory (KiB) a process has reached so far, once it
+/// runs as `name`, if it is still there to ask.
+fn vm_hwm(pid: u32, name: &str) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    // Until the child has become noa it is a copy of this process, whose
-    // memory is not noa's.
-    let name = status.lines().find_map(|l| l.strip_prefix("Name:"))?;
-    if name.trim() != "noa" {
+    // Until the child has become `name` it is a copy of this process, whose
+    // memory is not the command's.
+    let running = status.lines().find_map(|l| l.strip_prefix("Name:"))?;
+    if running.trim() != name {
         return None;
     }
     let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
@@ -105,8 +132,9 @@ fn vm_hwm(pid: u32) -> Option<u64> {
 }
 
 /// Runs a command to success, stdout to `out` and stderr beside it (both
-/// shown if it fails), sampling its peak memory from /proc while it runs.
-fn measure(cmd: &mut Command, out: &Path) -> Run {
+/// shown if it fails), sampling its peak memory from /proc while it runs
+/// as the process `name`.
+fn measure(cmd: &mut Command, out: &Path, name: &str) -> Run {
     let err = out.with_extension("err");
     let start = Instant::now();
     let mut child = cmd
@@ -116,7 +144,7 @@ fn measure(cmd: &mut Command, out: &Path) -> Run {
         .expect("spawn");
     let mut peak_kb = 0;
     loop {
-        peak_kb = peak_kb.max(vm_hwm(child.id()).unwrap_or(0));
+        peak_kb = peak_kb.max(vm_hwm(child.id(), name).unwrap_or(0));
         if let Some(status) = child.try_wait().expect("wait") {
             let time = start.elapsed();
             assert!(
@@ -131,31 +159,49 @@ fn measure(cmd: &mut Command, out: &Path) -> Run {
     }
 }
 
-/// [`rounds`] of the baseline on the file at `path` (as it is before
+impl Run {
+    /// None yet: the fastest and the highest of runs start here.
+    fn none() -> Run {
+        Run {
+            time: Duration::MAX,
+            peak_kb: 0,
+        }
+    }
+
+    /// Takes in `r`: the fastest time and the highest peak of the two.
+    fn keep_best(&mut self, r: Run) {
+        self.time = self.time.min(r.time);
+        self.peak_kb = self.peak_kb.max(r.peak_kb);
+    }
+}
+
+/// A turn timed beside the floor.
+struct Paired {
+    turn: Run,
+    floor: Run,
+}
+
+/// [`rounds`] of the floor on the file at `path` (as it is before
 /// the first) and then `run`: the fastest of each, with the highest peak
 /// memory seen. A neighbour's load on a shared machine comes and goes
 /// within seconds, so taken round by round it falls on both alike, where
-/// the baseline timed after the turn's runs moved by half between rows.
-fn paired(path: &Path, mut run: impl FnMut() -> Run) -> (Run, Duration) {
-    let mut best = Run {
-        time: Duration::MAX,
-        peak_kb: 0,
-    };
-    let mut base = Duration::MAX;
+/// a floor timed after the turn's runs moved by half between rows.
+fn paired(path: &Path, mut run: impl FnMut() -> Run) -> Paired {
+    let (mut best, mut floor) = (Run::none(), Run::none());
     let (mut rounds, mut done) = (rounds(path), 0);
     while done < rounds {
-        base = base.min(baseline_once(path));
+        floor.keep_best(floor_once(path));
         let r = run();
-        best.time = best.time.min(r.time);
-        best.peak_kb = best.peak_kb.max(r.peak_kb);
+        let time = r.time;
+        best.keep_best(r);
         done += 1;
         // A turn of tens of milliseconds on a long file is moved by a
         // passing load as a short file's turns are: it gets their rounds.
-        if r.time < SHORT_TURN {
+        if time < SHORT_TURN {
             rounds = rounds.max(SHORT_REPEAT);
         }
     }
-    (best, base)
+    Paired { turn: best, floor }
 }
 
 /// How many rounds a turn on the file at `path` is timed in.
@@ -166,40 +212,118 @@ fn rounds(path: &Path) -> usize {
     }
 }
 
-/// The baseline, once: every line parsed into a serde_json value and
-/// written back, the least any tool reading and re-emitting the file does.
-fn baseline_once(path: &Path) -> Duration {
-    let start = Instant::now();
-    let text = fs::read_to_string(path).unwrap();
-    let mut out = Vec::with_capacity(text.len());
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(line).unwrap();
-        serde_json::to_writer(&mut out, &v).unwrap();
-        out.push(b'\n');
+/// The floor, once, on the file at `path`: this bench's binary run as
+/// [`FLOOR`], writing beside the file, timed and sampled as noa is.
+fn floor_once(path: &Path) -> Run {
+    let exe = FLOOR_EXE.get().expect("the floor's link is made first");
+    measure(
+        Command::new(exe)
+            .arg("--floor")
+            .arg(path)
+            .arg(path.with_file_name("floor.jsonl")),
+        &path.with_file_name("floor.txt"),
+        FLOOR,
+    )
+}
+
+/// The floor's work, in its own process: every line of `input` read
+/// through a buffer, parsed into a serde_json value and written to
+/// `output` through a buffer; no more than a line held at once.
+fn floor(input: &Path, output: &Path) -> io::Result<()> {
+    let mut lines = BufReader::new(fs::File::open(input)?);
+    let mut out = BufWriter::new(fs::File::create(output)?);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if lines.read_line(&mut line)? == 0 {
+            return out.flush();
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&line)?;
+        serde_json::to_writer(&mut out, &v)?;
+        out.write_all(b"\n")?;
     }
-    std::hint::black_box(out);
-    start.elapsed()
 }
 
+/// A generated session: the agent that writes it, and the shape of its
+/// messages.
 #[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Chat,
-    ClaudeCode,
-    /// Chat, made another way: fewer messages, most of them long tool
-    /// outputs (1 to 8 KB), the shape of a Read- and test-heavy agent.
-    LongOutputs,
+struct Kind {
+    host: Host,
+    outputs: Outputs,
 }
 
-/// A chat session of `turns` tool calls whose outputs are long: numbered
-/// lines of words, 1 to 8 KB each, a user message every twenty calls.
-fn long_outputs(seed: u64, turns: usize) -> Vec<Value> {
+/// The log a session is written as.
+#[derive(Clone, Copy, PartialEq)]
+enum Host {
+    /// Chat messages, one a line.
+    Chat,
+    /// Claude Code records, one content block each.
+    ClaudeCode,
+}
+
+/// The shape of a session's messages.
+#[derive(Clone, Copy, PartialEq)]
+enum Outputs {
+    /// Generated sessions of every kind of message (see `synth`).
+    Mixed,
+    /// Fewer messages, most of them long tool outputs (1 to 8 KB), the
+    /// shape of a Read- and test-heavy agent, in words of a script.
+    Long(Script),
+}
+
+/// The words of long outputs.
+#[derive(Clone, Copy, PartialEq)]
+enum Script {
+    Ascii,
+    /// Chinese words, a token a character by the estimate, three bytes
+    /// each in UTF-8.
+    Cjk,
+}
+
+impl Script {
+    /// One line of words, joined as the script writes them: ten ASCII
+    /// words, or fourteen CJK ones (the file then about 100 MB, the size
+    /// of the CJK session issue 59 measured).
+    fn line(self, rng: &mut synth::Rng) -> String {
+        let words = match self {
+            Script::Ascii => [
+                "parser", "cache", "range", "index", "buffer", "schema", "retry", "limit",
+            ],
+            Script::Cjk => [
+                "解析器",
+                "缓存",
+                "范围",
+                "索引",
+                "缓冲区",
+                "模式",
+                "重试",
+                "限制",
+            ],
+        };
+        let count = match self {
+            Script::Ascii => 10,
+            Script::Cjk => 14,
+        };
+        let text = (0..count).map(|_| words[rng.below(8) as usize]);
+        match self {
+            Script::Ascii => text.collect::<Vec<_>>().join(" "),
+            Script::Cjk => text.chain(["。"]).collect(),
+        }
+    }
+}
+
+/// A chat session of `turns` tool calls whose outputs are long: lines of
+/// words in `script`, 1 to 8 KB each (more in CJK), a user message every
+/// twenty calls. The lines are numbered for chat; Claude Code numbers
+/// them as it writes them ([`numbered`]).
+fn long_outputs(seed: u64, turns: usize, script: Script, host: Host) -> Vec<Value> {
     let mut rng = synth::Rng::new(seed);
-    let words = [
-        "parser", "cache", "range", "index", "buffer", "schema", "retry", "limit",
-    ];
-    let line = |n: usize, rng: &mut synth::Rng| {
-        let text: Vec<&str> = (0..10).map(|_| words[rng.below(8) as usize]).collect();
-        format!("{n:>5}  {}", text.join(" "))
+    let line = |n: usize, rng: &mut synth::Rng| match host {
+        Host::Chat => format!("{n:>5}  {}", script.line(rng)),
+        Host::ClaudeCode => script.line(rng),
     };
     let mut out = vec![
         json!({"role": "system", "content": "You are a coding agent."}),
@@ -281,10 +405,13 @@ impl Transcript {
             parent: Value::Null,
         };
         for seed in 1.. {
-            let session = match kind {
-                Kind::Chat => synth::chat_session(seed, 200),
-                Kind::LongOutputs => long_outputs(seed, 200),
-                Kind::ClaudeCode => synth::anthropic_session(seed, 200),
+            let session = match kind.outputs {
+                Outputs::Mixed => synth::chat_session(seed, 200),
+                Outputs::Long(script) => long_outputs(seed, 200, script, kind.host),
+            };
+            let session = match kind.host {
+                Host::Chat => session,
+                Host::ClaudeCode => synth::anthropic_of(seed, session),
             };
             for m in session {
                 if t.messages >= messages && m["role"] == "assistant" {
@@ -300,7 +427,7 @@ impl Transcript {
     /// One generated message: as it is in chat; in Claude Code each content
     /// block its own record, the blocks of one message sharing its id.
     fn message(&mut self, seed: u64, m: Value) {
-        if self.kind != Kind::ClaudeCode {
+        if self.kind.host != Host::ClaudeCode {
             return self.write(m);
         }
         let id = format!("msg_{seed}_{}", self.lines);
@@ -320,9 +447,9 @@ impl Transcript {
     fn write(&mut self, message: Value) {
         self.lines += 1;
         self.messages += blocks(&message);
-        let line = match self.kind {
-            Kind::Chat | Kind::LongOutputs => message,
-            Kind::ClaudeCode => {
+        let line = match self.kind.host {
+            Host::Chat => message,
+            Host::ClaudeCode => {
                 let uuid = json!(format!("00000000-0000-4000-8000-{:012}", self.lines));
                 let parent = std::mem::replace(&mut self.parent, uuid.clone());
                 json!({"parentUuid": parent, "isSidechain": false, "type": message["role"], "sessionId": "bench",
@@ -334,9 +461,9 @@ impl Transcript {
 
     /// A text message in the session's shape (Claude Code holds blocks).
     fn text(&self, role: &str, text: &str) -> Value {
-        match self.kind {
-            Kind::Chat | Kind::LongOutputs => json!({"role": role, "content": text}),
-            Kind::ClaudeCode => json!({"id": format!("msg_x{}", self.lines), "role": role,
+        match self.kind.host {
+            Host::Chat => json!({"role": role, "content": text}),
+            Host::ClaudeCode => json!({"id": format!("msg_x{}", self.lines), "role": role,
                 "content": [{"type": "text", "text": text}]}),
         }
     }
@@ -358,10 +485,10 @@ impl Transcript {
 
     /// The model's Compress call with arguments `args`.
     fn compress_call(&mut self, id: &str, args: &Value) {
-        self.write(match self.kind {
-            Kind::Chat | Kind::LongOutputs => json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+        self.write(match self.kind.host {
+            Host::Chat => json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
                 "function": {"name": "Compress", "arguments": args.to_string()}}]}),
-            Kind::ClaudeCode => json!({"id": format!("msg_{id}"), "role": "assistant",
+            Host::ClaudeCode => json!({"id": format!("msg_{id}"), "role": "assistant",
                 "content": [{"type": "tool_use", "id": id, "name": "Compress", "input": args}]}),
         });
         self.out.flush().unwrap();
@@ -369,11 +496,9 @@ impl Transcript {
 
     /// The call's result: the panel `noa apply` printed.
     fn tool_result(&mut self, id: &str, panel: &str) {
-        self.write(match self.kind {
-            Kind::Chat | Kind::LongOutputs => {
-                json!({"role": "tool", "tool_call_id": id, "content": panel})
-            }
-            Kind::ClaudeCode => json!({"role": "user",
+        self.write(match self.kind.host {
+            Host::Chat => json!({"role": "tool", "tool_call_id": id, "content": panel}),
+            Host::ClaudeCode => json!({"role": "user",
                 "content": [{"type": "tool_result", "tool_use_id": id, "content": panel}]}),
         });
         self.out.flush().unwrap();
@@ -386,6 +511,8 @@ struct Bench {
     name: String,
     dir: PathBuf,
     transcript: Transcript,
+    /// The floor's highest peak memory in the session's rounds, KiB.
+    floor_peak_kb: Cell<u64>,
 }
 
 impl Bench {
@@ -409,6 +536,7 @@ impl Bench {
                 .arg(self.state_dir())
                 .args(args),
             &self.stdout(),
+            "noa",
         )
     }
 
@@ -422,7 +550,7 @@ impl Bench {
     /// put back before each run, so every run is the same turn, and synced
     /// before it starts, as a real turn finds them: the turn's own fsyncs
     /// then write what it changed, not the files put back.
-    fn project_again(&self) -> (Run, Duration) {
+    fn project_again(&self) -> Paired {
         let files: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(self.state_dir())
             .unwrap()
             .flat_map(|session| fs::read_dir(session.unwrap().path()).unwrap())
@@ -442,21 +570,25 @@ impl Bench {
         })
     }
 
-    /// Prints a row for `turn`: the run against `base`, the baseline on the
-    /// file as it is now.
-    fn row(&self, turn: &str, (run, base): (Run, Duration)) {
+    /// Prints a row for `turn`: its run against the floor's on the file as
+    /// it is now, and the read cache it left.
+    fn row(&self, turn: &str, Paired { turn: run, floor }: Paired) {
         let size = fs::metadata(&self.transcript.path).unwrap().len();
+        self.floor_peak_kb
+            .set(self.floor_peak_kb.get().max(floor.peak_kb));
         println!(
-            "| {} | {turn} | {} | {} | {} | {:.2}× | {:.0} MB ({:.1}×) |",
+            "| {} | {turn} | {} | {} | {} | {:.2}× | {:.0} MB ({:.1}×) | {} ({:.2}×) |",
             self.name,
             mb(size),
             ms(run.time),
-            ms(base),
-            run.time.as_secs_f64() / base.as_secs_f64(),
+            ms(floor.time),
+            run.time.as_secs_f64() / floor.time.as_secs_f64(),
             // In MB as the size is (VmHWM is in KiB), so the ratio reads
             // off the two columns.
             run.peak_kb as f64 * 1024.0 / 1e6,
-            run.peak_kb as f64 * 1024.0 / size as f64
+            run.peak_kb as f64 * 1024.0 / size as f64,
+            mb(self.read_cache_size()),
+            self.read_cache_size() as f64 / size as f64
         );
     }
 
@@ -492,13 +624,14 @@ impl Bench {
         let calls = self.compress_calls();
         let args = &calls[0];
         self.transcript.compress_call("cmp_bench", args);
-        // Run once, as it changes the state: the baseline beside it is the
+        // Run once, as it changes the state: the floor beside it is the
         // fastest of the rounds just before and after.
-        let before = baseline_once(&self.transcript.path);
+        let mut floor = floor_once(&self.transcript.path);
         let run = self.noa("apply", &["-v"]);
-        let after =
-            (1..rounds(&self.transcript.path)).map(|_| baseline_once(&self.transcript.path));
-        self.row("apply", (run, after.fold(before, Duration::min)));
+        for _ in 1..rounds(&self.transcript.path) {
+            floor.keep_best(floor_once(&self.transcript.path));
+        }
+        self.row("apply", Paired { turn: run, floor });
         let panel = fs::read_to_string(self.stdout()).unwrap();
         // `-v` says where the time went: reading, the engine, writing.
         let phases = fs::read_to_string(self.stdout().with_extension("err"))
@@ -537,9 +670,19 @@ impl Bench {
     /// The size of the session's state.json (one session folder under the
     /// state dir).
     fn state_size(&self) -> u64 {
+        self.session_file_size("state.json")
+    }
+
+    /// The size of the read cache the last turn left.
+    fn read_cache_size(&self) -> u64 {
+        self.session_file_size("read-cache.bin")
+    }
+
+    /// The size of the session's file `name`, 0 when there is none.
+    fn session_file_size(&self, name: &str) -> u64 {
         fs::read_dir(self.state_dir())
             .unwrap()
-            .filter_map(|e| fs::metadata(e.unwrap().path().join("state.json")).ok())
+            .filter_map(|e| fs::metadata(e.unwrap().path().join(name)).ok())
             .map(|m| m.len())
             .sum()
     }
@@ -563,6 +706,7 @@ fn run_session(root: &Path, name: &str, kind: Kind, messages: usize) -> String {
         name: name.to_string(),
         dir,
         transcript,
+        floor_peak_kb: Cell::new(0),
     };
     let path = b.transcript.path.clone();
     b.row(
@@ -582,10 +726,11 @@ fn run_session(root: &Path, name: &str, kind: Kind, messages: usize) -> String {
     b.transcript.exchange();
     b.row("next turn, compressed + appended", b.project_again());
     format!(
-        "{name} ({generated}): apply {applied}; state.json {} KB; view {} before compression, {} after",
+        "{name} ({generated}): apply {applied}; state.json {} KB; view {} before compression, {} after; floor peak {:.0} MB",
         b.state_size() / 1024,
         mb(full_view),
-        mb(compressed_view)
+        mb(compressed_view),
+        b.floor_peak_kb.get() as f64 * 1024.0 / 1e6
     )
 }
 
@@ -616,9 +761,16 @@ fn startup() -> Duration {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // Run as the floor (see [`floor_once`]).
+    if let [_, flag, input, output] = &args[..]
+        && flag == "--floor"
+    {
+        return floor(Path::new(input), Path::new(output)).expect("the floor reads its file");
+    }
     // `cargo test --all-targets` also runs this target, without `--bench`:
     // the measurements are only for `cargo bench`.
-    if !std::env::args().any(|a| a == "--bench") {
+    if !args.iter().any(|a| a == "--bench") {
         return;
     }
     // `cargo bench --bench perf -- chat 10K` runs only the sessions whose
@@ -630,21 +782,44 @@ fn main() {
     let wanted = |name: &str| only.is_empty() || only.iter().any(|w| name.contains(w.as_str()));
     let root = std::env::temp_dir().join(format!("noa-bench-{}", std::process::id()));
     fs::create_dir_all(&root).unwrap();
-    println!("| session | turn | size | time | baseline | ratio | peak memory (× file) |");
-    println!("|---|---|---|---|---|---|---|");
+    let link = root.join(FLOOR);
+    std::os::unix::fs::symlink(std::env::current_exe().unwrap(), &link).unwrap();
+    FLOOR_EXE.set(link).unwrap();
+    println!(
+        "| session | turn | size | time | floor | ratio | peak memory (× file) | read cache (× file) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     let mut notes = Vec::new();
-    for (kind, label) in [(Kind::Chat, "chat"), (Kind::ClaudeCode, "claude-code")] {
+    for (host, label) in [(Host::Chat, "chat"), (Host::ClaudeCode, "claude-code")] {
         for (messages, size) in [(1_000, "1K"), (10_000, "10K"), (99_000, "99K")] {
             let name = format!("{label} {size}");
+            let kind = Kind {
+                host,
+                outputs: Outputs::Mixed,
+            };
             if wanted(&name) {
                 notes.push(run_session(&root, &name, kind, messages));
             }
         }
     }
-    // About 100 MB in 44K messages: long outputs, not many short messages.
-    let name = "chat long outputs 44K";
-    if wanted(name) {
-        notes.push(run_session(&root, name, Kind::LongOutputs, 44_000));
+    // Long outputs, not many short messages: 72 MB in ASCII, about 100 in
+    // CJK, and Claude Code's numbered reads.
+    for (name, host, script) in [
+        ("chat long outputs 44K", Host::Chat, Script::Ascii),
+        ("chat long CJK outputs 44K", Host::Chat, Script::Cjk),
+        (
+            "claude-code long reads 44K",
+            Host::ClaudeCode,
+            Script::Ascii,
+        ),
+    ] {
+        let kind = Kind {
+            host,
+            outputs: Outputs::Long(script),
+        };
+        if wanted(name) {
+            notes.push(run_session(&root, name, kind, 44_000));
+        }
     }
     println!();
     for note in notes {

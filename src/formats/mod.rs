@@ -781,8 +781,7 @@ impl Aside {
             if let Some((_, base, words)) = taken.next_if(|(i, _, _)| *i == at) {
                 core.id = base;
                 if let Some(words) = words {
-                    core.text = words;
-                    core.withheld = None;
+                    core.hold(words);
                 }
             }
         }

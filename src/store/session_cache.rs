@@ -224,9 +224,7 @@ impl Session {
             return false;
         };
         for (&(i, _), words) in taken.iter().zip(words) {
-            let m = &mut history[i];
-            m.text = words;
-            m.withheld = None;
+            history[i].hold(words);
         }
         true
     }

@@ -3,7 +3,7 @@
 //!
 //! Held whole, a long transcript's words are most of what a first turn
 //! holds while it projects. The outputs a projection can decide on by
-//! their length and characters alone (see
+//! their length, tally and ends alone (see
 //! [`may_withhold`](crate::engine::may_withhold)) need not be held. Those
 //! the transcript holds as one JSON string
 //! ([`ContentBlock::words_at`](crate::formats::ContentBlock::words_at)), nearly
@@ -18,7 +18,7 @@
 //! are read back before it goes out, and the read cache the turn leaves
 //! copies those in the file from it in order, a megabyte at a time.
 
-use std::num::{NonZeroU32, NonZeroU64};
+use std::num::NonZeroU64;
 use std::path::Path;
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 
 use super::{AsideFile, IN_TRANSCRIPT, WITHHELD_MIN, WordsFile};
 use crate::engine::{
-    ClusterCounter, ContentType, CoreMessage, Counted, Facts, Name, Tokenizer, may_withhold_knowing,
+    ClusterCounter, ContentType, CoreMessage, Facts, Name, Tokenizer, may_withhold_knowing,
 };
 use crate::formats::{HostMessage, SetAside};
 
@@ -69,16 +69,14 @@ pub fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApa
         // Where the words will start: after those before and its digest.
         at.push((i, end + 8));
         end += 8 + len as u64;
-        words.push(std::mem::take(&mut core.text));
-        core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
+        words.push(core.let_go());
     }
     match file.write_later(words) {
         Ok(words) => {
             let mut spanned = spanned.into_iter().peekable();
             for (i, (core, _)) in with_places(messages) {
                 if spanned.next_if_eq(&i).is_some() {
-                    let len = std::mem::take(&mut core.text).len();
-                    core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
+                    core.let_go();
                 }
             }
             Some(SetApart {
@@ -91,8 +89,7 @@ pub fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApa
             let mut words = written.map(|&(i, _)| i).zip(words).peekable();
             for (i, (core, _)) in with_places(messages) {
                 if let Some((_, text)) = words.next_if(|(j, _)| *j == i) {
-                    core.text = text;
-                    core.withheld = None;
+                    core.hold(text);
                 }
             }
             None
@@ -114,7 +111,7 @@ fn with_places(
 }
 
 /// Whether `c`'s words are set aside: an output a warm turn's read cache
-/// would keep back, decided on by its length and characters alone.
+/// would keep back, decided on by its length, tally and ends alone.
 /// `facts` are asked only of a long enough tool output, since learning
 /// them reads the words.
 fn sets_aside(c: &CoreMessage, facts: impl FnOnce() -> Facts) -> bool {
@@ -232,23 +229,22 @@ fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Op
 impl SetAside for Setter {
     fn offer(&mut self, at: usize, core: &mut CoreMessage, words_at: Option<NonZeroU64>) {
         // What a read of the words learns of them, their count and facts,
-        // learned only of a long enough output.
-        let learned = Counted::default();
-        let text = core.text.as_str();
+        // learned only of a long enough output, and kept whether it is
+        // taken or not: the words are read for it once, here, and not
+        // again where the ids are hashed.
         let facts = || {
-            learned.learn(text);
-            learned.facts()
+            core.counted.learn(&core.text);
+            core.counted.facts()
         };
         if self.to.is_none() || !sets_aside(core, facts) {
             return;
         }
         let len = core.text.len();
+        let text = core.let_go();
         let taken = CoreMessage {
-            text: std::mem::take(&mut core.text),
-            ..core.clone()
+            text,
+            ..core.without_text()
         };
-        core.counted = learned;
-        core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
         self.batch.push((at, taken, words_at));
         self.bytes += len;
         if self.bytes >= BATCH {
@@ -282,16 +278,19 @@ impl SetAside for Setter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::tokens::Ends;
     use crate::formats::{self, BadLines, Transcript};
 
     /// A chat log whose tool outputs are long enough to be set aside, some
-    /// of them twice over (their ids then count repeats); every third one
-    /// in parts, which the transcript does not hold as one string.
+    /// of them twice over (their ids then count repeats), one in five with
+    /// CJK characters; every third one in parts, which the transcript does
+    /// not hold as one string.
     fn log() -> String {
         let mut log = String::new();
         for i in 0..400 {
             let call = format!("call_{i}");
-            let output = format!("line {} of the file \"é\"\n", i % 7).repeat(20);
+            let file = if i % 5 == 0 { "文件" } else { "file" };
+            let output = format!("line {} of the {file} \"é\"\n", i % 7).repeat(20);
             let content = match i % 3 {
                 0 => serde_json::json!([{"type": "text", "text": output}]),
                 _ => output.into(),
@@ -318,9 +317,17 @@ mod tests {
         r.finish(&|| {}).unwrap()
     }
 
-    fn cores(t: &Transcript) -> Vec<(String, String, Option<NonZeroU32>)> {
+    /// Each block's id, text, length of words let go and their ends.
+    type Core = (
+        String,
+        String,
+        Option<std::num::NonZeroU32>,
+        Option<Box<Ends>>,
+    );
+
+    fn cores(t: &Transcript) -> Vec<Core> {
         (t.messages.iter().flat_map(|m| &m.cores))
-            .map(|c| (c.id.to_string(), c.text.clone(), c.withheld))
+            .map(|c| (c.id.to_string(), c.text.clone(), c.withheld, c.ends.clone()))
             .collect()
     }
 
@@ -346,6 +353,8 @@ mod tests {
         {
             assert_eq!(whole.0, aside.0, "block {at}");
             assert_eq!(aside.1, "");
+            let ends = whole.1.contains('文').then(|| Ends::of(&whole.1));
+            assert_eq!(aside.3.as_deref(), ends.as_ref(), "block {at}");
             // One output in three is in parts: only those are written.
             let parts = at / 2 % 3 == 0;
             assert_eq!(offset & IN_TRANSCRIPT == 0, parts, "block {at}");

@@ -93,8 +93,14 @@ pub fn jsonl(messages: &[Value]) -> String {
 /// thinking, tool calls `tool_use` blocks, and consecutive tool answers one
 /// user message of `tool_result` blocks.
 pub fn anthropic_session(seed: u64, turns: usize) -> Vec<Value> {
+    anthropic_of(seed, chat_session(seed, turns))
+}
+
+/// The chat messages `chat` as Anthropic messages: the system prompt
+/// dropped, reasoning, text and calls as blocks, results in user messages.
+pub fn anthropic_of(seed: u64, chat: Vec<Value>) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
-    for (i, m) in chat_session(seed, turns).into_iter().enumerate() {
+    for (i, m) in chat.into_iter().enumerate() {
         match m["role"].as_str().unwrap() {
             "system" => {}
             "user" => out.push(json!({"role": "user", "content": m["content"]})),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::marker::marked;
 use super::name::Name;
 use super::tokenizer::Tokenizer;
-use super::tokens::Tally;
+use super::tokens::{Ends, Tally};
 
 /// The name of noa's own tool, the one the model compresses with. Its calls
 /// and results are hard-protected and never offered for compression.
@@ -126,21 +126,28 @@ pub struct CoreMessage {
     /// then empty. A warm turn leaves long tool outputs in the read cache
     /// until its view shows them (see
     /// [`Unfilled`](crate::engine::turn::Unfilled)); only an output known
-    /// to hold no CJK character and no marker, counted by the estimate,
-    /// whose memo knows its characters ([`Counted::chars`]), so that its
-    /// length and its characters are all a projection needs of it.
+    /// to hold no marker, counted by the estimate, whose memo knows its
+    /// tally ([`Counted::tally_known`]), and, when it holds a CJK character,
+    /// with its [`ends`](CoreMessage::ends), so that its length, its tally
+    /// and its ends are all a projection needs of it.
     pub withheld: Option<NonZeroU32>,
+    /// Which of the first and last characters of words not read are CJK
+    /// ones ([`Ends`]), for words that hold any: a cut of them is tallied
+    /// from these. Kept only while the words are not held
+    /// ([`CoreMessage::let_go`]).
+    pub ends: Option<Box<Ends>>,
 }
 
 /// A message's token count, kept with it once counted, with the counter
 /// that took it: a count by another tokenizer is taken afresh. What a read
 /// of the text learned is kept too ([`Facts`]): that it is all ASCII (it
 /// is then tallied by its length), that it holds no truncation marker (it
-/// is then cut without being searched), and, for an estimate of a text
-/// without CJK characters, its characters. A first turn learns them all
-/// where the ids are hashed, each text read once
-/// while it is in the core's cache ([`Counted::learn`]), so the passes
-/// that count, tag and cut a long history need not read it again.
+/// is then cut without being searched), and, for an estimate, its tally:
+/// its CJK characters and how the count was rounded, from which the other
+/// characters follow. A first turn learns them all once, where the words
+/// are read (offered to be set aside, or where the ids are hashed), while
+/// they are in cache ([`Counted::learn`]), so the passes that count, tag
+/// and cut a long history need not read them again, in any script.
 ///
 /// A memo, not content: it never makes two messages unequal, and every
 /// change of the text through [`CoreMessage::append_tag`] or
@@ -154,20 +161,27 @@ pub struct CoreMessage {
 #[derive(Debug, Default)]
 pub struct Counted(AtomicU64);
 
+/// Where the counter that took a [`Counted`] word's count is (two bits).
+const COUNTER_SHIFT: u32 = 32;
 /// The bit of a [`Counted`] word that says the text is all ASCII.
-const ASCII: u64 = 1 << 40;
+const ASCII: u64 = 1 << 34;
 /// The bit of a [`Counted`] word that says the text holds no [`MARKER`](super::marker::MARKER).
-const UNMARKED: u64 = 1 << 41;
+const UNMARKED: u64 = 1 << 35;
 /// The bits of the text's facts, which outlast a count by another counter.
 const FACTS: u64 = ASCII | UNMARKED;
-/// The bit of an estimate's [`Counted`] word that says the text holds no
-/// CJK character: the estimate is then its characters over four, rounded
-/// up, and the two bits above it say by how much it was rounded, so the
-/// characters can be told from the count. Not one of [`FACTS`]: another
-/// counter's count leaves nothing to tell them from.
-const PLAIN: u64 = 1 << 42;
-/// Where the rounding of a [`PLAIN`] estimate starts.
-const ROUND_SHIFT: u32 = 43;
+/// The bit of an estimate's [`Counted`] word that says its tally is known:
+/// the estimate is the CJK characters, held from [`CJK_SHIFT`] up, and
+/// the others over four, rounded up; the two bits from [`ROUND_SHIFT`] say
+/// by how much it was rounded, so the other characters can be told from
+/// the count. Not one of [`FACTS`]: another counter's count leaves nothing
+/// to tell them from.
+const TALLIED: u64 = 1 << 36;
+/// Where the rounding of a [`TALLIED`] estimate starts.
+const ROUND_SHIFT: u32 = 37;
+/// Where the CJK characters of a [`TALLIED`] estimate start: the rest of
+/// the word, room for more than any text but a few hundred megabytes of
+/// CJK holds (one that holds more is counted without its tally kept).
+const CJK_SHIFT: u32 = 39;
 
 /// What one read of a text tells beside its count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -176,15 +190,18 @@ pub struct Facts {
     pub ascii: bool,
     /// The text holds no truncation marker.
     pub unmarked: bool,
-    /// Of a text without CJK characters counted by the estimate, how much
-    /// its count was rounded up: four times the count less the
-    /// characters, from which the characters follow.
+    /// Of a text counted by the estimate, how much its count was rounded
+    /// up: four times its count less its CJK characters, less the other
+    /// characters, from which they follow. `None` when its tally is not
+    /// known.
     pub round: Option<u8>,
+    /// Of a text whose tally is known, its CJK characters.
+    pub cjk: usize,
 }
 
 /// Which counter took the count a [`Counted`] word holds (0 for none).
 fn counter(word: u64) -> u64 {
-    (word & !(FACTS | PLAIN | 3 << ROUND_SHIFT)) >> 32
+    (word >> COUNTER_SHIFT) & 3
 }
 
 impl Counted {
@@ -194,27 +211,28 @@ impl Counted {
     }
 
     /// [`Counted::known`], with what is known of the text ([`Facts`]; its
-    /// rounding only for a count by the estimate).
+    /// tally only for a count by the estimate).
     pub fn known_with(tokenizer: Tokenizer, tokens: usize, facts: Facts) -> Counted {
         let bits = flag(facts.ascii, ASCII) | flag(facts.unmarked, UNMARKED);
-        let plain = match (tokenizer, facts.round) {
-            (Tokenizer::Estimate, Some(round)) => plain(round),
+        let tallied = match (tokenizer, facts.round) {
+            (Tokenizer::Estimate, Some(round)) => tallied(round, facts.cjk),
             _ => 0,
         };
-        Counted(AtomicU64::new(Self::word(tokenizer, tokens) | bits | plain))
+        Counted(AtomicU64::new(
+            Self::word(tokenizer, tokens) | bits | tallied,
+        ))
     }
 
     /// The word of the estimate whose tally is `tally`, of a text of `len`
     /// bytes: all ASCII when every byte is a character counted a quarter,
-    /// and plain, with its rounding, when no character is CJK.
+    /// with its rounding and CJK characters, from which the tally follows.
     fn estimate(tally: Tally, len: usize) -> u64 {
         let tokens = tally.tokens();
-        let plain = match tally.cjk() {
-            // Rounding a quarter up adds at most three.
-            0 => plain((4 * tokens - tally.chars()) as u8),
-            _ => 0,
-        };
-        Self::word(Tokenizer::Estimate, tokens) | flag(tally == Tally::ascii(len), ASCII) | plain
+        // Rounding a quarter up adds at most three.
+        let round = (4 * (tokens - tally.cjk()) - (tally.chars() - tally.cjk())) as u8;
+        Self::word(Tokenizer::Estimate, tokens)
+            | flag(tally == Tally::ascii(len), ASCII)
+            | tallied(round, tally.cjk())
     }
 
     fn word(tokenizer: Tokenizer, tokens: usize) -> u64 {
@@ -223,7 +241,7 @@ impl Counted {
             Tokenizer::O200k => 2,
             Tokenizer::Cl100k => 3,
         };
-        (counter << 32) | u64::from(tokens as u32)
+        (counter << COUNTER_SHIFT) | u64::from(tokens as u32)
     }
 
     /// The count of `text` by `tokenizer`, taken the first time (and kept
@@ -253,10 +271,13 @@ impl Counted {
         self.0.store(word, Ordering::Relaxed);
     }
 
-    /// The estimate's tally of `text`, this memo's text: read off its
-    /// length when it is known to be ASCII, else taken (and its estimate
-    /// kept when no count is).
+    /// The estimate's tally of `text`, this memo's text: read off the memo
+    /// when it knows it, off its length when it is known to be ASCII, else
+    /// taken (and its estimate kept when no count is).
     pub fn tally(&self, text: &str) -> Tally {
+        if let Some(tally) = self.tally_known() {
+            return tally;
+        }
         if self.ascii() {
             return Tally::ascii(text.len());
         }
@@ -272,20 +293,33 @@ impl Counted {
     pub fn facts(&self) -> Facts {
         let word = self.0.load(Ordering::Relaxed);
         let estimated = counter(word) == counter(Self::word(Tokenizer::Estimate, 0));
+        let tallied = estimated && word & TALLIED != 0;
         Facts {
             ascii: word & ASCII != 0,
             unmarked: word & UNMARKED != 0,
-            round: (estimated && word & PLAIN != 0).then_some((word >> ROUND_SHIFT & 3) as u8),
+            round: tallied.then_some((word >> ROUND_SHIFT & 3) as u8),
+            cjk: if tallied {
+                (word >> CJK_SHIFT) as usize
+            } else {
+                0
+            },
         }
     }
 
-    /// The characters of a text counted by the estimate and known to hold
-    /// no CJK character, told from its count and rounding (see [`Facts`]);
-    /// `None` when that is not known.
-    pub fn chars(&self) -> Option<usize> {
-        let round = usize::from(self.facts().round?);
+    /// The estimate's tally of the text, told from its count, rounding and
+    /// CJK characters (see [`Facts`]); `None` when that is not known.
+    pub fn tally_known(&self) -> Option<Tally> {
+        let facts = self.facts();
+        let round = usize::from(facts.round?);
         let tokens = (self.0.load(Ordering::Relaxed) & u64::from(u32::MAX)) as usize;
-        (4 * tokens).checked_sub(round)
+        let other = (4 * tokens.checked_sub(facts.cjk)?).checked_sub(round)?;
+        Some(Tally::of_chars(facts.cjk + other, facts.cjk))
+    }
+
+    /// The characters of a text counted by the estimate whose tally is
+    /// known ([`Counted::tally_known`]); `None` when that is not known.
+    pub fn chars(&self) -> Option<usize> {
+        self.tally_known().map(Tally::chars)
     }
 
     /// Whether the text is known to be all ASCII.
@@ -305,9 +339,15 @@ impl Counted {
     }
 }
 
-/// The bits of a [`PLAIN`] estimate rounded up by `round`.
-fn plain(round: u8) -> u64 {
-    PLAIN | u64::from(round & 3) << ROUND_SHIFT
+/// The bits of a [`TALLIED`] estimate rounded up by `round`, of a text of
+/// `cjk` CJK characters; none when there are more than the word holds.
+fn tallied(round: u8, cjk: usize) -> u64 {
+    match u64::try_from(cjk) {
+        Ok(cjk) if cjk < 1 << (64 - CJK_SHIFT) => {
+            TALLIED | u64::from(round & 3) << ROUND_SHIFT | cjk << CJK_SHIFT
+        }
+        _ => 0,
+    }
 }
 
 /// `bit` when `set`.
@@ -343,6 +383,7 @@ impl CoreMessage {
             edit: Edit::None,
             counted: Counted::default(),
             withheld: None,
+            ends: None,
         }
     }
 
@@ -364,6 +405,7 @@ impl CoreMessage {
             edit: Edit::None,
             counted: Counted::default(),
             withheld: None,
+            ends: None,
         }
     }
 
@@ -385,6 +427,7 @@ impl CoreMessage {
             edit: Edit::None,
             counted: Counted::default(),
             withheld: None,
+            ends: None,
         }
     }
 
@@ -401,6 +444,7 @@ impl CoreMessage {
             edit: Edit::None,
             counted: Counted::default(),
             withheld: None,
+            ends: None,
         }
     }
 
@@ -418,6 +462,7 @@ impl CoreMessage {
             edit: self.edit.clone(),
             counted: self.counted.clone(),
             withheld: None,
+            ends: None,
         }
     }
 
@@ -428,15 +473,32 @@ impl CoreMessage {
     }
 
     /// The estimate's tally of its text, its words read or not: read off
-    /// the length when the text is known to be ASCII (see
-    /// [`Counted::tally`]), and off the characters of words not read,
-    /// which hold no CJK character.
+    /// the memo when it knows it, or the length when the text is known to
+    /// be ASCII (see [`Counted::tally`]); words not read are only ever
+    /// those whose memo knows it.
     pub fn tally(&self) -> Tally {
         match self.withheld {
-            // No CJK character: every one counts as an ASCII one does.
-            Some(len) => Tally::ascii(self.counted.chars().unwrap_or(len.get() as usize)),
+            Some(len) => (self.counted.tally_known()).unwrap_or(Tally::ascii(len.get() as usize)),
             None => self.counted.tally(&self.text),
         }
+    }
+
+    /// Lets go of its words, which lie elsewhere to be read back, keeping
+    /// what a projection needs of them ([`CoreMessage::withheld`]): their
+    /// length, and, when they hold a CJK character, which of their ends
+    /// are CJK ones ([`Ends`]). Returns the words.
+    pub fn let_go(&mut self) -> String {
+        let text = std::mem::take(&mut self.text);
+        self.withheld = u32::try_from(text.len()).ok().and_then(NonZeroU32::new);
+        self.ends = (self.counted.facts().cjk > 0).then(|| Box::new(Ends::of(&text)));
+        text
+    }
+
+    /// Takes back its words, let go by [`CoreMessage::let_go`].
+    pub fn hold(&mut self, text: String) {
+        self.text = text;
+        self.withheld = None;
+        self.ends = None;
     }
 
     /// Appends a ref tag as `tag::append` lays it out.
@@ -519,26 +581,44 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The characters of a text without CJK ones are told from its
-        /// estimate and how it was rounded, learned in one read and kept
-        /// through a cache's flags; of one with a CJK character, or counted
-        /// by another counter, they are not known.
+        /// The tally of a text, in any script, is told from its estimate,
+        /// how it was rounded and its CJK characters, learned in one read
+        /// and kept through a cache's flags; of one counted by another
+        /// counter it is not known.
         #[test]
-        fn the_characters_of_a_plain_text_follow_from_its_count(text in "(\\PC|[a-z ]{0,20}|[é→中]){0,40}") {
+        fn the_tally_of_a_text_follows_from_its_count(text in "(\\PC|[a-z ]{0,20}|[é→中]){0,40}") {
             let m = CoreMessage::tool_result("r", "c", "Read", text.clone());
             m.counted.learn(&text);
-            let plain = Tally::of(&text).cjk() == 0;
-            let chars = text.chars().count();
-            proptest::prop_assert_eq!(m.counted.chars(), plain.then_some(chars));
+            let (tally, chars) = (Tally::of(&text), text.chars().count());
+            proptest::prop_assert_eq!(m.counted.tally_known(), Some(tally));
+            proptest::prop_assert_eq!(m.counted.chars(), Some(chars));
             let facts = m.counted.facts();
+            proptest::prop_assert_eq!(facts.cjk, tally.cjk());
             let tokens = Tokenizer::Estimate.count(&text);
             let kept = Counted::known_with(Tokenizer::Estimate, tokens, facts);
             proptest::prop_assert_eq!(kept.facts(), facts);
-            proptest::prop_assert_eq!(kept.chars(), plain.then_some(chars));
+            proptest::prop_assert_eq!(kept.tally_known(), Some(tally));
             proptest::prop_assert_eq!(Counted::known_with(Tokenizer::O200k, tokens, facts).chars(), None);
             m.counted.of(Tokenizer::O200k, &text);
             proptest::prop_assert_eq!(m.counted.chars(), None);
             proptest::prop_assert_eq!(m.counted.ascii(), text.is_ascii());
+        }
+
+        /// Words let go keep their tally and, when they hold CJK
+        /// characters, their ends; taken back, they are as they were.
+        #[test]
+        fn words_let_go_keep_what_a_cut_needs(text in "(\\PC|[a-z ]{0,20}|[é→中]){1,40}") {
+            let mut m = CoreMessage::tool_result("r", "c", "Read", text.clone());
+            m.counted.learn(&text);
+            let whole = m.clone();
+            let words = m.let_go();
+            proptest::prop_assert_eq!(&words, &text);
+            proptest::prop_assert_eq!((m.text_len(), m.tally()), (text.len(), Tally::of(&text)));
+            let cjk = Tally::of(&text).cjk() > 0;
+            let ends = cjk.then(|| Ends::of(&text));
+            proptest::prop_assert_eq!(m.ends.as_deref(), ends.as_ref());
+            m.hold(words);
+            proptest::prop_assert_eq!(m, whole);
         }
     }
 
@@ -571,6 +651,7 @@ mod tests {
             ascii: true,
             unmarked: false,
             round: Some(1),
+            cjk: 0,
         };
         let known = Counted::known_with(Tokenizer::O200k, 7, facts);
         assert_eq!(known.of(Tokenizer::O200k, "ignored"), 7);

@@ -1,9 +1,41 @@
 //! Token estimation and the compact figures shown in tags and panels.
 
 /// Whether a character is counted as a whole token on its own: CJK ideographs,
-/// kana and Hangul syllables carry roughly a token each.
+/// kana and Hangul syllables carry roughly a token each. The definition,
+/// which [`cjk3`] reads off a character's bytes.
+#[cfg(test)]
 fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x4E00..=0x9FFF | 0x3040..=0x30FF | 0xAC00..=0xD7AF)
+}
+
+/// The length of the character that starts at `bytes[at]`, in a valid
+/// UTF-8 text, and whether it is a CJK one (see [`cjk3`]), told from its
+/// bytes without decoding it: every such character takes three.
+#[inline]
+fn char_at(bytes: &[u8], at: usize) -> (usize, bool) {
+    match bytes[at] {
+        0..0x80 => (1, false),
+        0xF0.. => (4, false),
+        lead @ 0xE0.. => (3, cjk3(lead, bytes[at + 1], bytes[at + 2])),
+        _ => (2, false),
+    }
+}
+
+/// Whether the three bytes `lead`, `b1`, `b2` encode a character counted
+/// a whole token on its own, as CJK ideographs, kana and Hangul syllables
+/// carry roughly a token each: kana are U+3040–U+30FF (`E3 81 80`–`E3 83 BF`),
+/// ideographs U+4E00–U+9FFF (`E4 B8 80`–`E9 BF BF`), Hangul syllables
+/// U+AC00–U+D7AF (`EA B0 80`–`ED 9E AF`).
+#[inline]
+fn cjk3(lead: u8, b1: u8, b2: u8) -> bool {
+    match lead {
+        0xE3 => (0x81..=0x83).contains(&b1),
+        0xE4 => b1 >= 0xB8,
+        0xE5..=0xE9 | 0xEB | 0xEC => true,
+        0xEA => b1 >= 0xB0,
+        0xED => b1 < 0x9E || b1 == 0x9E && b2 <= 0xAF,
+        _ => false,
+    }
 }
 
 /// Estimates tokens: one per CJK character plus one per four other characters
@@ -37,28 +69,26 @@ impl Tally {
         let (mut cjk, mut other, mut i) = (0usize, 0usize, 0usize);
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight"));
         while i < bytes.len() {
-            // ASCII runs thirty-two bytes at a time, then eight.
-            if i + 32 <= bytes.len()
-                && (word(i) | word(i + 8) | word(i + 16) | word(i + 24)) & HIGH == 0
-            {
-                other += 32;
-                i += 32;
-                continue;
+            // ASCII runs thirty-two bytes at a time, then eight; a text of
+            // CJK words is not looked at for them.
+            if bytes[i] < 0x80 {
+                if i + 32 <= bytes.len()
+                    && (word(i) | word(i + 8) | word(i + 16) | word(i + 24)) & HIGH == 0
+                {
+                    other += 32;
+                    i += 32;
+                    continue;
+                }
+                if i + 8 <= bytes.len() && word(i) & HIGH == 0 {
+                    other += 8;
+                    i += 8;
+                    continue;
+                }
             }
-            if i + 8 <= bytes.len() && word(i) & HIGH == 0 {
-                other += 8;
-                i += 8;
-                continue;
-            }
-            let len = match bytes[i] {
-                0..0x80 => 1,
-                0xF0.. => 4,
-                0xE0.. => 3,
-                _ => 2,
-            };
-            match text[i..i + len].chars().next() {
-                Some(c) if is_cjk(c) => cjk += 1,
-                _ => other += 1,
+            let (len, is_cjk) = char_at(bytes, i);
+            match is_cjk {
+                true => cjk += 1,
+                false => other += 1,
             }
             i += len;
         }
@@ -68,6 +98,23 @@ impl Tally {
     /// The tally of an ASCII text of `len` bytes, read off without it.
     pub fn ascii(len: usize) -> Tally {
         Tally { cjk: 0, other: len }
+    }
+
+    /// The tally of `chars` characters, `cjk` of them CJK ones.
+    pub fn of_chars(chars: usize, cjk: usize) -> Tally {
+        Tally {
+            cjk,
+            other: chars.saturating_sub(cjk),
+        }
+    }
+
+    /// What is left of this tally with `part`'s characters taken out: the
+    /// tally of a text's middle, from the whole's and its ends'.
+    pub fn less(self, part: Tally) -> Tally {
+        Tally {
+            cjk: self.cjk.saturating_sub(part.cjk),
+            other: self.other.saturating_sub(part.other),
+        }
     }
 
     /// The estimate of what was tallied.
@@ -84,6 +131,110 @@ impl Tally {
     pub fn chars(self) -> usize {
         self.cjk + self.other
     }
+}
+
+/// The most characters [`Ends`] tells apart at either end of a text: as
+/// many as a cut keeps at each end.
+pub const ENDS_CHARS: usize = 2_000;
+
+/// Which of a text's first and last [`ENDS_CHARS`] characters are CJK
+/// ones: what the estimate needs to tally the ends a cut keeps of words it
+/// does not read ([`CoreMessage::withheld`](crate::engine::CoreMessage::withheld)),
+/// when they hold a CJK character. Of words without one every character
+/// counts alike, and nothing need be known but how many there are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ends {
+    /// Bit `i` of word `i / 64` set when the `i`th character is CJK.
+    head: Vec<u64>,
+    /// Bit `i` of word `i / 64` set when the `i`th character from the end
+    /// (the last the 0th) is CJK.
+    tail: Vec<u64>,
+}
+
+impl Ends {
+    /// What `text` holds at its ends, read off their bytes.
+    pub fn of(text: &str) -> Ends {
+        let bytes = text.as_bytes();
+        let (mut head, mut at) = (Bits::default(), 0);
+        while at < bytes.len() && head.len < ENDS_CHARS {
+            let (len, is_cjk) = char_at(bytes, at);
+            head.push(is_cjk);
+            at += len;
+        }
+        let mut tail = Bits::default();
+        // Each character's first byte, from the last on.
+        let mut starts = (0..bytes.len()).rev().filter(|&i| bytes[i] & 0xC0 != 0x80);
+        while tail.len < ENDS_CHARS
+            && let Some(start) = starts.next()
+        {
+            tail.push(char_at(bytes, start).1);
+        }
+        Ends {
+            head: head.finish(),
+            tail: tail.finish(),
+        }
+    }
+
+    /// Ends read back from [`Ends::words`]: `None` when they are not.
+    pub fn from_words(head: Vec<u64>, tail: Vec<u64>) -> Option<Ends> {
+        let most = ENDS_CHARS.div_ceil(64);
+        (head.len() <= most && tail.len() <= most).then_some(Ends { head, tail })
+    }
+
+    /// The words it is held in, head then tail, as [`Ends::from_words`]
+    /// takes them.
+    pub fn words(&self) -> (&[u64], &[u64]) {
+        (&self.head, &self.tail)
+    }
+
+    /// The tally of the text's first `chars` characters, at most
+    /// [`ENDS_CHARS`] and at most the text's.
+    pub fn head(&self, chars: usize) -> Tally {
+        Tally::of_chars(chars, cjk_among(&self.head, chars))
+    }
+
+    /// The tally of the text's last `chars` characters, as [`Ends::head`].
+    pub fn tail(&self, chars: usize) -> Tally {
+        Tally::of_chars(chars, cjk_among(&self.tail, chars))
+    }
+}
+
+/// Bits gathered a character at a time, 64 to a word, at most
+/// [`ENDS_CHARS`].
+struct Bits {
+    words: [u64; ENDS_CHARS.div_ceil(64)],
+    len: usize,
+}
+
+impl Default for Bits {
+    fn default() -> Bits {
+        Bits {
+            words: [0; ENDS_CHARS.div_ceil(64)],
+            len: 0,
+        }
+    }
+}
+
+impl Bits {
+    fn push(&mut self, set: bool) {
+        self.words[self.len / 64] |= u64::from(set) << (self.len % 64);
+        self.len += 1;
+    }
+
+    /// The words that hold a bit.
+    fn finish(self) -> Vec<u64> {
+        self.words[..self.len.div_ceil(64)].to_vec()
+    }
+}
+
+/// The bits set among the first `n` of `words`.
+fn cjk_among(words: &[u64], n: usize) -> usize {
+    let whole = words.iter().take(n / 64).map(|w| w.count_ones() as usize);
+    let part = match (n % 64, words.get(n / 64)) {
+        (0, _) | (_, None) => 0,
+        (bits, Some(w)) => (w & ((1u64 << bits) - 1)).count_ones() as usize,
+    };
+    whole.sum::<usize>() + part
 }
 
 impl std::ops::Add for Tally {
@@ -180,9 +331,38 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// The ends tally as the text's first and last characters do.
+        #[test]
+        fn ends_tally_as_the_text_s_ends(
+            t in "(\\PC|[a-z ]{0,20}|[中文한]{0,9}){0,300}",
+            n in 0usize..ENDS_CHARS,
+        ) {
+            let chars: Vec<char> = t.chars().collect();
+            let n = n.min(chars.len());
+            let ends = Ends::of(&t);
+            let (head, tail) = ends.words();
+            let ends = Ends::from_words(head.to_vec(), tail.to_vec()).unwrap();
+            let text = |cs: &[char]| cs.iter().collect::<String>();
+            proptest::prop_assert_eq!(ends.head(n), Tally::of(&text(&chars[..n])));
+            proptest::prop_assert_eq!(ends.tail(n), Tally::of(&text(&chars[chars.len() - n..])));
+        }
+    }
+
     #[test]
     fn counts_astral_characters_once() {
         assert_eq!(estimate("🎉🎉🎉🎉"), 1);
+    }
+
+    /// Every character of three bytes is told CJK or not from its bytes as
+    /// from its code point.
+    #[test]
+    fn cjk_is_told_from_the_bytes_as_from_the_character() {
+        for c in ('\u{800}'..='\u{FFFF}').filter(|c| c.len_utf8() == 3) {
+            let mut b = [0u8; 4];
+            c.encode_utf8(&mut b);
+            assert_eq!(cjk3(b[0], b[1], b[2]), is_cjk(c), "{c:?}");
+        }
     }
 
     #[test]

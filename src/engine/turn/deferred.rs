@@ -11,7 +11,7 @@
 //! back instead while it still fits (see [`KeptCut`]). When the view is
 //! done, what is still in it gets its text: the words copied in and tagged,
 //! or its cut built. A result whose words the history does not hold
-//! ([`CoreMessage::withheld`]) is decided on by its length and characters
+//! ([`CoreMessage::withheld`]) is decided on by its length, tally and ends
 //! alone, and left for the host to fill in ([`Unfilled`]).
 
 use std::cell::Cell;
@@ -57,17 +57,18 @@ pub struct DeferredOutputs<'a> {
 /// Whether a projection can be handed `m` without its `len` bytes of words
 /// ([`CoreMessage::withheld`]) and decide on it as it would with them: a
 /// tool result (not a Compress answer, whose words the host's books read),
-/// counted by the estimate, known to hold no CJK character (its characters
-/// then follow from its count: see [`Facts`]) and no marker, and from a
-/// tool named short enough that its ref tag is shorter than what a cut
-/// keeps. Its length and characters are then all a projection reads of it.
+/// counted by the estimate, whose tally is known (its characters of each
+/// kind then follow from its count: see [`Facts`]), known to hold no
+/// marker, and from a tool named short enough that its ref tag is shorter
+/// than what a cut keeps. Its length, its tally and, when it holds CJK
+/// characters, its ends ([`CoreMessage::ends`], taken when its words are
+/// let go) are then all a projection reads of it.
 pub fn may_withhold(m: &CoreMessage, len: usize, tokenizer: Tokenizer) -> bool {
     may_withhold_knowing(m, m.counted.facts(), len, tokenizer)
 }
 
 /// [`may_withhold`], with what is known of the text given apart from its
-/// count ([`Facts`]): whether it holds no marker, and how its estimate was
-/// rounded, known only of a text without CJK characters.
+/// count ([`Facts`]): whether it holds no marker, and its tally.
 pub fn may_withhold_knowing(
     m: &CoreMessage,
     facts: Facts,
@@ -142,13 +143,14 @@ struct Held<'a> {
 }
 
 impl Held<'_> {
-    /// What a cut of it is made of: its words, or their length when they
-    /// were not read.
+    /// What a cut of it is made of: its words, or what is known of them
+    /// when they were not read.
     fn body(&self) -> Body<'_> {
         match self.original.withheld {
             Some(len) => Body::Unread {
                 len: len.get() as usize,
-                chars: self.original.tally().chars(),
+                tally: self.original.tally(),
+                ends: self.original.ends.as_deref(),
             },
             None => Body::Words(&self.original.text, &self.original.counted),
         }
@@ -295,11 +297,12 @@ impl<'a> DeferredOutputs<'a> {
             Some(h) => h
                 .chars
                 .unwrap_or_else(|| h.original.tally().chars() + tokens::chars(&h.suffix)),
-            // Read off the length where the text is known to be ASCII:
-            // most of a long history's are, and scanning them all was a
-            // pass over every word of it.
+            // Read off the length where the text is known to be ASCII,
+            // or off its memo where that knows its tally: most of a long
+            // history's are, and scanning them all was a pass over every
+            // word of it.
             None if m.counted.ascii() => m.text.len(),
-            None => tokens::chars(&m.text),
+            None => (m.counted.chars()).unwrap_or_else(|| tokens::chars(&m.text)),
         }
     }
 

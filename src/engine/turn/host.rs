@@ -110,6 +110,7 @@ mod tests {
                 edit: Default::default(),
                 counted: Default::default(),
                 withheld: None,
+                ends: None,
             })
             .collect()
     }

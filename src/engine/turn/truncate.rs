@@ -15,7 +15,7 @@ use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, tas
 use crate::engine::model::name::Name;
 use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 use crate::engine::model::tokenizer::Tokenizer;
-use crate::engine::model::tokens::{self, Tally};
+use crate::engine::model::tokens::{self, ENDS_CHARS, Ends, Tally};
 
 use super::deferred::DeferredOutputs;
 
@@ -24,6 +24,8 @@ use super::deferred::DeferredOutputs;
 pub const MIN_TOKENS: usize = 1_000;
 /// Characters kept at each end of a cut result.
 pub const KEEP_CHARS: usize = 2_000;
+// Words not read are cut from what their ends hold.
+const _: () = assert!(KEEP_CHARS <= ENDS_CHARS);
 /// When cutting the large results is not enough, results down to this many
 /// tokens are cut too, keeping less of each end.
 pub const LAST_RESORT_MIN_TOKENS: usize = 250;
@@ -420,11 +422,12 @@ pub fn fingerprint(suffix: &str) -> u64 {
 /// added up from the pieces in the one pass that counts the middle.
 /// `suffix` must be shorter than `keep` characters: the tail kept then ends
 /// with all of it. When the memo knows the text is all ASCII, what is cut
-/// out is tallied by its length, and when it knows the text holds no
-/// marker, the text is not searched for one; when it knows both that and
-/// the text's characters (see [`Facts`](crate::engine::Facts)), the text
-/// is cut as words not read are, from its length and characters alone:
-/// the same cut, without a pass over it.
+/// out is tallied by its length; when it knows the text's tally (see
+/// [`Facts`](crate::engine::Facts)), the middle's is the whole's less the
+/// ends'; when it knows the text holds no marker, the text is not searched
+/// for one; and when it knows all that of a text without CJK characters,
+/// the text is cut as words not read are, from its length and characters
+/// alone: the same cut, without a pass over it.
 pub fn cut_pieces(
     body: Body,
     suffix: &str,
@@ -434,10 +437,14 @@ pub fn cut_pieces(
 ) -> Option<Cut> {
     let body = match body {
         Body::Words(text, memo) if cfg.tokenizer == Tokenizer::Estimate && memo.unmarked() => {
-            memo.chars().map_or(body, |chars| Body::Unread {
-                len: text.len(),
-                chars,
-            })
+            match memo.tally_known() {
+                Some(tally) if tally.cjk() == 0 => Body::Unread {
+                    len: text.len(),
+                    tally,
+                    ends: None,
+                },
+                _ => body,
+            }
         }
         _ => body,
     };
@@ -458,14 +465,14 @@ pub fn cut_pieces(
     let head_end = body.head_end(keep);
     let tail_start = body.tail_start(tail_keep);
     let kept = [
-        body.tally(0..head_end),
-        body.tally(tail_start..body.end()),
+        body.head_tally(head_end)?,
+        body.tail_tally(tail_start)?,
         Tally::of(suffix),
     ];
     // The characters of the middle, when its tally is taken.
     let (before, cut_tokens, middle) = match (cfg.tokenizer, body) {
         (Tokenizer::Estimate, _) => {
-            let m = body.tally(head_end..tail_start);
+            let m = body.middle_tally(head_end..tail_start, kept[0] + kept[1]);
             (
                 (kept[0] + m + kept[1] + kept[2]).tokens(),
                 m.tokens(),
@@ -502,17 +509,22 @@ pub fn cut_pieces(
     Some(cut)
 }
 
-/// What a cut is made of: the words, with their memo, or the length and
-/// characters of words not read ([`CoreMessage::withheld`]), which hold no
-/// CJK character and no marker. Every figure of a cut of those by the
-/// estimate follows from their characters, each a quarter token; the cut
-/// is built once the words are read.
+/// What a cut is made of: the words, with their memo, or what is known of
+/// words not read ([`CoreMessage::withheld`]), which hold no marker: their
+/// length, their tally, and, when they hold CJK characters, their ends.
+/// Every figure of a cut of those by the estimate follows from these; the
+/// cut is built once the words are read.
 #[derive(Debug, Clone, Copy)]
 pub enum Body<'a> {
     /// The words and what their memo knows of them.
     Words(&'a str, &'a Counted),
-    /// Words not read: their length in bytes, and their characters.
-    Unread { len: usize, chars: usize },
+    /// Words not read: their length in bytes, their tally, and which of
+    /// their ends are CJK characters (for words that hold any).
+    Unread {
+        len: usize,
+        tally: Tally,
+        ends: Option<&'a Ends>,
+    },
 }
 
 impl<'a> Body<'a> {
@@ -529,7 +541,7 @@ impl<'a> Body<'a> {
     fn end(self) -> usize {
         match self {
             Body::Words(text, _) => text.len(),
-            Body::Unread { chars, .. } => chars,
+            Body::Unread { tally, .. } => tally.chars(),
         }
     }
 
@@ -547,8 +559,11 @@ impl<'a> Body<'a> {
 
     fn chars(self) -> usize {
         match self {
-            Body::Unread { chars, .. } => chars,
-            _ => self.mixed().map_or(self.len(), tokens::chars),
+            Body::Unread { tally, .. } => tally.chars(),
+            Body::Words(text, memo) => match self.mixed() {
+                Some(_) => memo.chars().unwrap_or_else(|| tokens::chars(text)),
+                None => text.len(),
+            },
         }
     }
 
@@ -573,13 +588,42 @@ impl<'a> Body<'a> {
         }
     }
 
-    /// The estimate's tally of what lies in `range`, placed as its ends
-    /// are.
-    fn tally(self, range: std::ops::Range<usize>) -> Tally {
-        match self.mixed() {
-            Some(text) => Tally::of(&text[range]),
+    /// The estimate's tally of what lies before `head_end`, placed as its
+    /// ends are. `None` only for words not read that hold CJK characters
+    /// without their ends, which are never handed over.
+    fn head_tally(self, head_end: usize) -> Option<Tally> {
+        match (self.mixed(), self) {
+            (Some(text), _) => Some(Tally::of(&text[..head_end])),
+            (None, Body::Unread { tally, ends, .. }) if tally.cjk() > 0 => {
+                Some(ends?.head(head_end))
+            }
             // No CJK character: every one counts as an ASCII one does.
-            None => Tally::ascii(range.len()),
+            (None, _) => Some(Tally::ascii(head_end)),
+        }
+    }
+
+    /// The estimate's tally of what lies from `tail_start` on, as
+    /// [`Body::head_tally`].
+    fn tail_tally(self, tail_start: usize) -> Option<Tally> {
+        let tail = self.end() - tail_start;
+        match (self.mixed(), self) {
+            (Some(text), _) => Some(Tally::of(&text[tail_start..])),
+            (None, Body::Unread { tally, ends, .. }) if tally.cjk() > 0 => Some(ends?.tail(tail)),
+            (None, _) => Some(Tally::ascii(tail)),
+        }
+    }
+
+    /// The estimate's tally of what lies in `middle`, between the ends
+    /// whose tally is `ends`: the whole's less theirs when the whole's is
+    /// known, the middle read through when not.
+    fn middle_tally(self, middle: std::ops::Range<usize>, ends: Tally) -> Tally {
+        match self {
+            Body::Unread { tally, .. } => tally.less(ends),
+            Body::Words(text, memo) => match (memo.tally_known(), self.mixed()) {
+                (Some(whole), _) => whole.less(ends),
+                (None, Some(_)) => Tally::of(&text[middle]),
+                (None, None) => Tally::ascii(middle.len()),
+            },
         }
     }
 
@@ -588,10 +632,10 @@ impl<'a> Body<'a> {
     pub fn fits(self, cut: &Cut) -> bool {
         match self {
             Body::Words(text, _) => cut.fits(text),
-            Body::Unread { len, chars } => {
-                cut.in_chars == (len != chars)
+            Body::Unread { len, tally, .. } => {
+                cut.in_chars == (len != tally.chars())
                     && cut.head_end <= cut.tail_start
-                    && cut.tail_start <= chars
+                    && cut.tail_start <= tally.chars()
             }
         }
     }
@@ -1038,13 +1082,13 @@ mod tests {
             proptest::prop_assert_eq!(known, read);
         }
 
-        /// A cut of words not read, placed by their length and characters
-        /// alone, is the cut of the same words read through, as is one of
-        /// words whose memo knows their characters, and builds the same
-        /// text from them, when they hold no CJK character.
+        /// A cut of words not read, placed by their length, tally and
+        /// ends alone, is the cut of the same words read through, as is
+        /// one of words whose memo knows their tally, and builds the same
+        /// text from them, in any script.
         #[test]
         fn a_cut_of_words_not_read_is_the_cut_read_through(
-            pieces in proptest::collection::vec("[a-z \n]{1,40}|é|\u{2192}", 0..400),
+            pieces in proptest::collection::vec("[a-z \n]{1,40}|é|\u{2192}|[中文한]{1,9}", 0..400),
             keep in proptest::sample::select(vec![KEEP_CHARS, LAST_RESORT_KEEP_CHARS]),
             suffix in proptest::option::of("\n\\[m0001[0-9] · [0-9]{1,4} tok · Read\\]"),
         ) {
@@ -1053,7 +1097,12 @@ mod tests {
             let cfg = Config::default();
             let learned = Counted::default();
             learned.learn(&text);
-            let unread = Body::Unread { len: text.len(), chars: learned.chars().unwrap() };
+            let ends = Ends::of(&text);
+            let unread = Body::Unread {
+                len: text.len(),
+                tally: learned.tally_known().unwrap(),
+                ends: Some(&ends),
+            };
             // Read through: a memo that knows nothing has every figure
             // taken from the words.
             let read = cut_pieces(Body::Words(&text, &Counted::default()), &suffix, keep, &cfg, || 0);
