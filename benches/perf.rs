@@ -213,14 +213,16 @@ fn rounds(path: &Path) -> usize {
 }
 
 /// The floor, once, on the file at `path`: this bench's binary run as
-/// [`FLOOR`], writing beside the file, timed and sampled as noa is.
+/// [`FLOOR`], writing beside the file, timed and sampled as noa is. Its
+/// output goes to a new file each time, as noa's view does: cutting short
+/// the last run's, whose pages the kernel may be writing back by then,
+/// waits for that, which is no part of reading the transcript.
 fn floor_once(path: &Path) -> Run {
     let exe = FLOOR_EXE.get().expect("the floor's link is made first");
+    let out = path.with_file_name("floor.jsonl");
+    let _ = fs::remove_file(&out);
     measure(
-        Command::new(exe)
-            .arg("--floor")
-            .arg(path)
-            .arg(path.with_file_name("floor.jsonl")),
+        Command::new(exe).arg("--floor").arg(path).arg(&out),
         &path.with_file_name("floor.txt"),
         FLOOR,
     )
