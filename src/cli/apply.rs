@@ -12,7 +12,7 @@ use super::output::warn;
 use super::{CliError, Exit};
 use crate::engine::{
     self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage, IdMap,
-    IdSet, Name, Reclaimed, Weights,
+    IdSet, Name, Reclaimed,
 };
 use crate::formats::Format;
 use crate::store::{CacheWrite, LeftWords, Projected, Purpose};
@@ -268,10 +268,7 @@ fn expected(answer: &Answer, format: Format) -> Option<Expected> {
     if answer.rejected() {
         return None;
     }
-    let w = match format {
-        Format::Codex | Format::Chat => Weights::OPENAI,
-        Format::ClaudeCode | Format::Anthropic => Weights::ANTHROPIC,
-    };
+    let w = format.weights();
     let removed = answer.reclaimed.tokens;
     let extra = answer.rewrite as f64 * (w.cache_write - w.cache_read);
     let saved = removed as f64 * w.cache_read;

@@ -22,10 +22,10 @@ use super::context::{Context, Turn};
 use super::{CliError, Exit, settings};
 use crate::engine::{
     Bill, Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet,
-    Name, Prices, Reclaimed, ReclaimedOutput, Run, STRIP_LEGEND, Segment, SvgInput, Weights,
+    Name, Prices, Reclaimed, ReclaimedOutput, Run, STRIP_LEGEND, Segment, SvgInput,
     format_breakdown, format_total, map, protected_ids, summary_tokens, svg, tokens, tree,
 };
-use crate::formats::{Format, read_usage};
+use crate::formats::read_usage;
 use crate::store::{Purpose, SessionDir, write_atomic};
 
 /// Characters in the terminal context map.
@@ -186,10 +186,7 @@ fn bill_of(
     if log.responses.is_empty() {
         return None;
     }
-    let weights = match format {
-        Format::Codex | Format::Chat => Weights::OPENAI,
-        Format::ClaudeCode | Format::Anthropic => Weights::ANTHROPIC,
-    };
+    let weights = format.weights();
     let removed = |b: &Block| c.reclaimed.get(&b.block_id).map_or(0, |r| r.tokens as u64);
     Some(Bill::of(&log, &state.blocks, weights, prices, &removed))
 }

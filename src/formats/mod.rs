@@ -31,7 +31,7 @@ use std::num::NonZeroU64;
 use serde_json::Value;
 
 use crate::engine::{ClusterCounter, ContentType, CoreMessage, IdSet, Name, base_of};
-use crate::engine::{HostCompaction, Recorded};
+use crate::engine::{HostCompaction, Recorded, Weights};
 
 pub use detect::detect;
 pub use error::ReadError;
@@ -56,6 +56,15 @@ pub enum Format {
 }
 
 impl Format {
+    /// What a cache write and a cache read weigh at the provider whose
+    /// requests this format records.
+    pub fn weights(self) -> Weights {
+        match self {
+            Format::Codex | Format::Chat => Weights::OPENAI,
+            Format::ClaudeCode | Format::Anthropic => Weights::ANTHROPIC,
+        }
+    }
+
     /// Every format, in the order detection tries them.
     pub const ALL: [Format; 4] = [
         Format::Codex,

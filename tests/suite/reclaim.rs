@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::{ClaudeLog, TempDir, noa};
+use crate::common::{ClaudeLog, TempDir, noa, state_json};
 use crate::providers::check_anthropic;
 
 /// A Claude Code session that reads `src/parser.rs`, runs the tests, edits
@@ -172,13 +172,8 @@ fn a_stale_read_gives_way_to_a_line_with_the_compression() {
         &["rebuild", t, "--state-dir", st.to_str().unwrap(), "--check"],
     );
     assert!(check.contains("matches") || check.is_empty(), "{check}");
-    let state = |dir: &Path| -> Value {
-        let found = walk(dir)
-            .into_iter()
-            .find(|p| p.ends_with("state.json"))
-            .unwrap();
-        serde_json::from_slice(&fs::read(found).unwrap()).unwrap()
-    };
+    // The log's session is `bill` (see `ClaudeLog`).
+    let state = |dir: &Path| state_json(&dir.join("bill").join("state.json"));
     let fresh = tmp.path().join("fresh");
     run(
         tmp.path(),
@@ -215,19 +210,6 @@ fn no_reclaim_leaves_every_output() {
     );
     let after = results(&view(tmp.path(), &path, &[]));
     assert!(after.iter().all(|r| !r.contains("[noa: ")), "{after:?}");
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// The stale reads of a Claude Code log, found here from its records: the
