@@ -131,8 +131,9 @@ fn answer_and_commit(
     // The call answered again on the transcript read whole.
     let answer_whole = |cx: &mut Context| -> Result<Answer, CliError> {
         cx.session.read_whole()?;
-        let originals = cx.session.originals();
         let state = cx.reload_state()?;
+        cx.read_reclaim_words(&cx.config(&state));
+        let originals = cx.session.originals();
         Ok(answer_on(
             cx,
             &originals,
@@ -143,6 +144,7 @@ fn answer_and_commit(
     };
     // The history by id: what the call is answered against and its
     // archives are rendered from.
+    cx.read_reclaim_words(&cx.config(&state));
     let originals = cx.session.originals();
     let mut answer = answer_on(cx, &originals, state, &call, when);
     let originals = if cx.session.warm() && archives_elided(cx, &answer) {

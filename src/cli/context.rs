@@ -77,6 +77,18 @@ impl<'g> Context<'g> {
         self.config(state).tokenizer == Tokenizer::Estimate
     }
 
+    /// Reads the words the reclaim scan needs that the read cache kept
+    /// back (see [`engine::words_needed`]), so what is found dead is what a
+    /// read of the whole transcript finds. True when it read any. Words
+    /// that cannot be read are left: the scan then finds less, never more.
+    pub fn read_reclaim_words(&mut self, config: &Config) -> bool {
+        if !config.reclaim {
+            return false;
+        }
+        let places = engine::words_needed(self.session.history(), &config.file_tools);
+        !places.is_empty() && self.session.read_words_at(&places)
+    }
+
     /// One turn's projection of the whole transcript onto `state`.
     pub fn project(&self, state: &mut CompressionState, turn: Turn) -> Projection {
         let config = self.config(state);

@@ -22,7 +22,7 @@ use super::context::{Context, Turn};
 use super::{CliError, Exit, settings};
 use crate::engine::{
     Bill, Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet,
-    Name, Prices, Reclaimed, ReclaimedOutput, Run, STRIP_LEGEND, Segment, SvgInput,
+    Name, Prices, Reclaim, Reclaimed, ReclaimedOutput, Run, STRIP_LEGEND, Segment, SvgInput,
     format_breakdown, format_total, map, protected_ids, summary_tokens, svg, tokens, tree,
 };
 use crate::formats::read_usage;
@@ -210,10 +210,14 @@ fn reclaimed_line(
         0 => String::new(),
         n => format!(" and {n} more"),
     };
+    let stale = (reclaimed.values())
+        .filter(|r| matches!(r.why, Reclaim::Stale { .. }))
+        .count();
     Some(format!(
-        "Reclaimed without the model: {} stale read(s) of files changed since, each shown as one \
-         line with its archive under reclaimed/: {shown}{more}.",
-        reclaimed.len()
+        "Reclaimed without the model: {stale} stale read(s) of files changed since and {} \
+         repeat(s) of a later output, each shown as one line with its archive under reclaimed/: \
+         {shown}{more}.",
+        reclaimed.len() - stale
     ))
 }
 

@@ -397,6 +397,11 @@ fn project_turn(
         }
     }
     let mut p = cx.project(state, turn);
+    // A nudge counts what its compression will reclaim, which may hang on
+    // words the cache kept back.
+    if p.decision.inject && cx.read_reclaim_words(&cx.config(state)) {
+        p = cx.project(state, turn);
+    }
     // Words kept back, by the cache or set aside in a whole read, that
     // cannot be read back: the transcript is read whole (once the prefix
     // is confirmed, below).

@@ -17,10 +17,11 @@ use crate::store::Purpose;
 
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
-    let cx = Context::open(global, &args.transcript, Purpose::Look)?;
+    let mut cx = Context::open(global, &args.transcript, Purpose::Look)?;
     cx.settings.check_floor(cx.session.history())?;
     let mut state = cx.state()?;
     let config = cx.config(&state);
+    cx.read_reclaim_words(&config);
     let p = cx.project(&mut state, Turn::default());
     let r = &p.recommendation;
     let count = |m: &CoreMessage| p.gauge.scale(config.tokens(m));
@@ -60,8 +61,9 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
         }
         if dead.outputs > 0 {
             parts.push(format!(
-                "With the next compression: {} stale read(s) of files changed since, ~{} tokens, \
-                 are reclaimed without the model (each archived, shown as one line).",
+                "With the next compression: {} dead tool output(s) (stale reads of files changed \
+                 since, outputs repeated word for word), ~{} tokens, are reclaimed without the \
+                 model (each archived, shown as one line).",
                 dead.outputs,
                 tokens::format(dead.tokens)
             ));

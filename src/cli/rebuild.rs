@@ -28,6 +28,8 @@ pub fn run(global: &Global, args: &RebuildArgs) -> Result<Exit, CliError> {
 fn rebuild(global: &Global, args: &RebuildArgs, path: &Path) -> Result<Done, CliError> {
     let mut cx = Context::open(global, path, Purpose::Look)?;
     cx.session.lock()?;
+    let config = cx.settings.config.clone();
+    cx.read_reclaim_words(&config);
     let session = cx.session.dir();
     let exists = session.state_path().exists();
     if exists && !args.force && !args.check {

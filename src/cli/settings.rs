@@ -9,6 +9,7 @@ use super::CliError;
 use super::args::{Global, MIN_WINDOW, TokenizerArg};
 use crate::engine::Config;
 use crate::engine::CoreMessage;
+use crate::engine::FileTools;
 use crate::engine::Prices;
 use crate::engine::Sections;
 use crate::engine::Tokenizer;
@@ -17,13 +18,15 @@ use crate::formats::Format;
 
 /// A config file: `[engine]` holds every engine knob, `[prompt]` the surface
 /// sections of the prompt and nudge texts a host may reword, `[bill]` the
-/// prices per million tokens `inspect` turns a bill into money with.
+/// prices per million tokens `inspect` turns a bill into money with,
+/// `[reclaim]` the host's own tools that read or change a file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct FileConfig {
     engine: Config,
     prompt: Sections,
     bill: Option<Prices>,
+    reclaim: FileTools,
 }
 
 /// Resolved settings, and what looked doubtful in them.
@@ -158,6 +161,7 @@ pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliE
         (None, false) => None,
     };
     let mut config = parsed.engine;
+    config.file_tools = parsed.reclaim;
     if let Some(limit) = global.limit {
         config.context_limit = limit;
     }

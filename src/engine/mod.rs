@@ -32,7 +32,7 @@ mod report;
 mod test_support;
 mod turn;
 
-pub use model::config::{Config, Floor};
+pub use model::config::{Config, FileTools, Floor};
 pub use model::identity::{ClusterCounter, IdHash, IdMap, IdSet, base_of, derive_id};
 pub use model::lineage;
 pub use model::marker::marked;
@@ -79,6 +79,7 @@ pub use compress::rebuild::{
     RebuildInput, Rebuilt, ReplayOutcome, differences, rebuild, recorded_calls,
 };
 pub use compress::reclaim::{Dead, dead_in_view};
+pub use turn::reclaim::words_needed;
 
 pub use report::bill::{
     Bill, BlockBill, CallAt, Prices, ResponseUsage, Totals, UsageLog, Weights, format_total,

@@ -247,7 +247,7 @@ fn reclaim_with(
     made: &[(Block, bool)],
 ) -> Vec<ArchiveFile> {
     let history = &input.history[..input.cut];
-    let mut fresh = Scan::default();
+    let mut fresh = Scan::new(&input.config.file_tools);
     let mut kept = input.scan.map(RefCell::borrow_mut);
     let scan = kept.as_deref_mut().unwrap_or(&mut fresh);
     scan.extend_to(input.history, input.cut);

@@ -138,7 +138,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
     let none = IdMap::default();
     // Each call's history is the last one's and more: one index walks on
     // from call to call rather than from the start at each.
-    let scan = RefCell::new(Scan::default());
+    let scan = RefCell::new(Scan::new(&input.config.file_tools));
     let index = Some(RefCell::new(HistoryIndex::new(
         history,
         input.recorded,

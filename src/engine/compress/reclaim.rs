@@ -150,7 +150,7 @@ pub fn reclaimable(state: &CompressionState, history: &[CoreMessage], cfg: &Conf
     if !cfg.reclaim {
         return Vec::new();
     }
-    let mut scan = Scan::default();
+    let mut scan = Scan::new(&cfg.file_tools);
     scan.extend_to(history, history.len());
     (candidates(state, &scan, history, cfg).into_iter())
         .map(|(place, _, _)| place)

@@ -1,5 +1,7 @@
 //! Every knob of the engine, with the defaults a 200K-token window wants.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::message::{CoreMessage, task_index};
@@ -42,6 +44,11 @@ pub struct Config {
     /// Whether a compression also reclaims dead tool outputs: reads of a
     /// file changed since, outputs given again word for word.
     pub reclaim: bool,
+    /// A host's own file tools, beside those noa knows (Claude Code's and
+    /// Codex's): what makes a read stale. A config file gives them in its
+    /// `[reclaim]` table.
+    #[serde(skip)]
+    pub file_tools: FileTools,
     /// The room [`Config::budgeted`] took off the window for the reply (0
     /// before): what makes the window known again, to report it.
     #[serde(skip)]
@@ -74,6 +81,18 @@ impl Floor {
     pub fn holds(&self) -> bool {
         self.total() < self.window
     }
+}
+
+/// Tools of a host that read or change one file, by the argument naming
+/// it: a read of a file a later call changed is stale. Only what is named
+/// here is trusted; any other tool's effect is unknown and left alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileTools {
+    /// Tool name → the argument that holds the path of the file it shows.
+    pub reads: BTreeMap<String, String>,
+    /// Tool name → the argument that holds the path of the file it changes.
+    pub changes: BTreeMap<String, String>,
 }
 
 /// Summaries of summaries.
@@ -153,6 +172,7 @@ impl Default for Config {
             request_overhead: None,
             tokenizer: Tokenizer::Estimate,
             reclaim: true,
+            file_tools: FileTools::default(),
             reserved: 0,
         }
     }

@@ -60,6 +60,12 @@ pub enum Reclaim {
         /// The id of the call that changed it.
         by: Name,
     },
+    /// An output that the same call, made again, gave word for word: the
+    /// later one, `by`, shows it.
+    Repeat {
+        /// The id of the later output.
+        by: Name,
+    },
 }
 
 /// A tool output reclaimed without the model: shown as one line from the

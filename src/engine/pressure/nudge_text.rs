@@ -216,14 +216,15 @@ fn offered(ranges: &[RangeInfo]) -> usize {
     ranges.iter().map(|r| r.tokens).sum()
 }
 
-/// The line on the stale reads a compression reclaims too; empty when
-/// there are none.
+/// The line on the dead outputs (stale reads, repeats) a compression
+/// reclaims too; empty when there are none.
 fn dead_line(dead: Dead) -> String {
     match dead.outputs {
         0 => String::new(),
         n => format!(
-            "With your compression, noa also replaces {n} stale read(s) of files changed since \
-             (~{} tokens) by a line each, the outputs archived: the figure above already counts them.",
+            "With your compression, noa also replaces {n} dead tool output(s) (reads of files changed \
+             since, outputs repeated word for word; ~{} tokens) by a line each, the outputs archived: \
+             the figure above already counts them.",
             tokens::format(dead.tokens)
         ),
     }

@@ -128,7 +128,7 @@ fn a_nudge_counts_the_stale_reads_its_compression_reclaims_too() {
         &Sections::default(),
     );
     assert!(
-        with.contains("noa also replaces 3 stale read(s) of files changed since (~8.0K tokens)"),
+        with.contains("noa also replaces 3 dead tool output(s) (reads of files changed since, outputs repeated word for word; ~8.0K tokens)"),
         "{with}"
     );
 }

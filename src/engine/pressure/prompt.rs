@@ -81,7 +81,9 @@ your usual file-reading tool and search it for the ref. Read the archive rather 
 a tool to get back something it already holds.
 A tool output shown as `[noa: stale read: <file> was changed after it, by <ref>; …]` was a read \
 of a file that a later call changed: it no longer says what the file holds. Read the file again \
-for what it holds now; the archive the line names keeps the output as it was.";
+for what it holds now; the archive the line names keeps the output as it was. One shown as \
+`[noa: repeat: …]` is an output that the same call gave again later, word for word: the later \
+one, whose ref the line names, shows it.";
 
 fn summaries_section() -> String {
     format!(

@@ -1,5 +1,6 @@
 pub mod deferred;
 pub mod figures;
+mod file_effect;
 pub mod hide;
 pub mod history_index;
 pub mod host;

@@ -1,5 +1,7 @@
 //! Tool outputs that are dead without asking the model: a read of a file
-//! that a later call changed (stale: it no longer describes the code).
+//! that a later call changed (stale: it no longer describes the code), and
+//! an output the same call gave again word for word (a repeat: the later
+//! one shows it).
 //!
 //! They are reclaimed when a compression is applied, the moment the prompt
 //! changes anyway, so the provider's cache is broken once, not twice; from
@@ -8,30 +10,24 @@
 //! Which outputs were reclaimed, and at which call, follows from the
 //! transcript alone, so a rebuild finds the same.
 //!
-//! Only Claude Code's own file tools are recognised (`Read`; `Edit`,
-//! `MultiEdit`, `Write`, `NotebookEdit`): a false "stale" would hide what
+//! Which calls read or change a file is told by
+//! [`file_effect`](super::file_effect): a false "stale" would hide what
 //! the model still needs, so a tool whose effect is not known for certain
 //! is left alone, and so is a change whose result reads as an error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
-
+use crate::engine::model::config::FileTools;
 use crate::engine::model::message::{ContentType, CoreMessage};
 use crate::engine::model::name::Name;
 use crate::engine::model::quote::quote_markers;
 use crate::engine::model::state::{Reclaim, ReclaimedOutput};
 
+use super::file_effect::{Effect, effect};
+
 /// Outputs shorter than this are left: the line standing for one would
 /// save little or nothing.
 pub const MIN_CHARS: usize = 1_000;
-
-/// What a call does to a file.
-#[derive(Debug, Clone)]
-enum Effect {
-    Reads(String),
-    Changes(String),
-}
 
 /// A call seen: its message's place, and what it does to a file, if known.
 #[derive(Debug, Clone)]
@@ -42,22 +38,41 @@ struct Call {
 
 /// What a walk of a history found so far; a rebuild walks on from call to
 /// call.
+///
+/// Some of what it finds hangs on words a warm turn may not hold (a long
+/// output kept in the read cache): whether two outputs are the same, and
+/// whether a change failed. It then finds nothing there, and names those
+/// places ([`Scan::needs_words`]) for the caller to read and walk again:
+/// what is found must not depend on which words were read.
 #[derive(Debug, Default)]
 pub struct Scan {
     len: usize,
+    tools: FileTools,
     calls: HashMap<String, Call>,
     /// Reads of each file not changed since, by the result's place.
     reads: HashMap<String, Vec<usize>>,
+    /// The last long output of each call (tool and arguments), by place.
+    last_output: HashMap<(Name, String), usize>,
     /// The dead outputs found, by place, in the order found.
     found: Vec<(usize, Reclaim)>,
+    dead: HashSet<usize>,
+    needs_words: Vec<usize>,
 }
 
 impl Scan {
+    /// A scan that knows the host's own file tools besides noa's.
+    pub fn new(tools: &FileTools) -> Scan {
+        Scan {
+            tools: tools.clone(),
+            ..Scan::default()
+        }
+    }
+
     /// Walks on to the first `n` messages of `history` (from the start when
     /// `history` is shorter than what was walked).
     pub fn extend_to(&mut self, history: &[CoreMessage], n: usize) {
         if n < self.len {
-            *self = Scan::default();
+            *self = Scan::new(&self.tools);
         }
         for p in self.len..n {
             self.take(history, p);
@@ -70,13 +85,19 @@ impl Scan {
         &self.found
     }
 
+    /// The places whose words, not held, kept the scan from telling
+    /// whether an output is dead.
+    pub fn needs_words(&self) -> &[usize] {
+        &self.needs_words
+    }
+
     fn take(&mut self, history: &[CoreMessage], p: usize) {
         let m = &history[p];
         match m.content_type {
             ContentType::ToolCall if !m.tool_call_id.is_empty() => {
                 let call = Call {
                     place: p,
-                    effect: effect(m),
+                    effect: effect(m, &self.tools),
                 };
                 self.calls.insert(m.tool_call_id.to_string(), call);
             }
@@ -90,24 +111,60 @@ impl Scan {
         let Some(call) = self.calls.get(m.tool_call_id.as_str()).cloned() else {
             return;
         };
-        if failed(m) {
-            return;
+        if long(m) {
+            self.repeat(history, call.place, p);
         }
-        match &call.effect {
+        match call.effect {
             Some(Effect::Reads(path)) if long(m) => {
-                self.reads.entry(path.clone()).or_default().push(p);
+                self.reads.entry(path).or_default().push(p);
             }
-            Some(Effect::Changes(path)) => {
+            Some(Effect::Changes(paths)) => {
+                if m.withheld.is_some() {
+                    // Whether it failed is in words not held.
+                    self.needs_words.push(p);
+                    return;
+                }
+                if failed(&m.text) {
+                    return;
+                }
                 let by = history[call.place].id.clone();
-                for read in self.reads.remove(path).unwrap_or_default() {
-                    let why = Reclaim::Stale {
-                        path: path.clone(),
-                        by: by.clone(),
-                    };
-                    self.found.push((read, why));
+                for path in paths {
+                    for read in self.reads.remove(&path).unwrap_or_default() {
+                        let why = Reclaim::Stale {
+                            path: path.clone(),
+                            by: by.clone(),
+                        };
+                        self.mark(read, why);
+                    }
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Marks the last output of the call at `call` dead when the output at
+    /// `p`, of the same tool and arguments, says the same.
+    fn repeat(&mut self, history: &[CoreMessage], call: usize, p: usize) {
+        let c = &history[call];
+        let key = (c.tool_name.clone(), c.text.clone());
+        let Some(before) = self.last_output.insert(key, p) else {
+            return;
+        };
+        let (old, new) = (&history[before], &history[p]);
+        if old.text_len() != new.text_len() {
+            return;
+        }
+        if old.withheld.is_some() || new.withheld.is_some() {
+            self.needs_words.extend([before, p]);
+        } else if old.text == new.text {
+            let why = Reclaim::Repeat { by: new.id.clone() };
+            self.mark(before, why);
+        }
+    }
+
+    fn mark(&mut self, place: usize, why: Reclaim) {
+        if self.dead.insert(place) {
+            self.found.push((place, why));
         }
     }
 }
@@ -116,30 +173,34 @@ impl Scan {
 /// length in bytes, read or not, so a turn read on from the cache and a
 /// rebuild read whole find the same.
 fn long(m: &CoreMessage) -> bool {
-    m.withheld.map_or(m.text.len(), |n| n.get() as usize) >= MIN_CHARS
+    m.text_len() >= MIN_CHARS
 }
 
-/// Whether a tool result reads as a failure: Claude Code wraps a refused
-/// call's answer in `<tool_use_error>`.
-fn failed(m: &CoreMessage) -> bool {
-    m.withheld.is_none() && m.text.trim_start().starts_with("<tool_use_error>")
+/// Whether a change's result reads as a failure: Claude Code wraps a
+/// refused call's answer in `<tool_use_error>`; Codex's patch tool says
+/// `Success.` when it applied, and a shell reports its exit code.
+fn failed(text: &str) -> bool {
+    let t = text.trim_start();
+    let lower = t.get(..16).unwrap_or(t).to_ascii_lowercase();
+    t.starts_with("<tool_use_error>")
+        || lower.starts_with("error")
+        || lower.starts_with("failed")
+        || t.contains("verification failed")
+        || (t.contains("Process exited with code ") && !t.contains("Process exited with code 0\n"))
+        || (t.contains("\"exit_code\":") && !t.contains("\"exit_code\":0"))
 }
 
-/// What the call `m` does to a file, when its tool is one whose effect is
-/// known.
-fn effect(m: &CoreMessage) -> Option<Effect> {
-    let (key, reads) = match m.tool_name.as_str() {
-        "Read" => ("file_path", true),
-        "Edit" | "MultiEdit" | "Write" => ("file_path", false),
-        "NotebookEdit" => ("notebook_path", false),
-        _ => return None,
-    };
-    let args: Value = serde_json::from_str(&m.text).ok()?;
-    let path = args.get(key)?.as_str()?.to_string();
-    Some(match reads {
-        true => Effect::Reads(path),
-        false => Effect::Changes(path),
-    })
+/// The places of `history` whose words the reclaim scan needs and a warm
+/// turn may not hold: what a caller reads before reclaiming, so that what
+/// is found is what a read of the whole transcript finds.
+pub fn words_needed(history: &[CoreMessage], tools: &FileTools) -> Vec<usize> {
+    let mut scan = Scan::new(tools);
+    scan.extend_to(history, history.len());
+    let mut places = scan.needs_words;
+    places.sort_unstable();
+    places.dedup();
+    places.retain(|&p| history[p].withheld.is_some());
+    places
 }
 
 /// The line a reclaimed output is shown as, naming by ref (`by_ref`) the
@@ -151,6 +212,10 @@ pub fn line(r: &ReclaimedOutput, by_ref: &str) -> String {
             quote_markers(path),
             r.archive
         ),
+        Reclaim::Repeat { .. } => format!(
+            "[noa: repeat: the same call gave this output again, word for word, in {by_ref}; this copy is in {}]",
+            r.archive
+        ),
     }
 }
 
@@ -158,13 +223,14 @@ pub fn line(r: &ReclaimedOutput, by_ref: &str) -> String {
 pub fn reason(why: &Reclaim) -> String {
     match why {
         Reclaim::Stale { path, .. } => format!("stale read of {path}"),
+        Reclaim::Repeat { .. } => "repeated output".to_string(),
     }
 }
 
 /// The id of the message that made an output dead.
 pub fn made_dead_by(why: &Reclaim) -> &Name {
     match why {
-        Reclaim::Stale { by, .. } => by,
+        Reclaim::Stale { by, .. } | Reclaim::Repeat { by } => by,
     }
 }
 
@@ -184,6 +250,7 @@ mod tests {
     fn found(history: &[CoreMessage]) -> Vec<(usize, Reclaim)> {
         let mut scan = Scan::default();
         scan.extend_to(history, history.len());
+        assert!(scan.needs_words().is_empty());
         scan.found().to_vec()
     }
 
