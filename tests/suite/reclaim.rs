@@ -45,8 +45,9 @@ fn run(dir: &Path, args: &[&str]) -> String {
     let out = noa(dir, args);
     assert!(
         out.status.success(),
-        "noa {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "noa {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
     );
     String::from_utf8(out.stdout).unwrap()
 }
@@ -369,5 +370,214 @@ fn stale_reads_of_real_sessions_leave_the_view_with_a_compression() {
         "{} of {} stale bytes still in view",
         all.0,
         all.1
+    );
+}
+
+/// Lines of a log in the shape of one format, with a Compress call over
+/// `range` made and answered by `noa apply` after `before`, and an exchange
+/// after it.
+struct Lines {
+    lines: Vec<Value>,
+    codex: bool,
+}
+
+impl Lines {
+    fn write(&self, path: &Path) {
+        let text: String = self.lines.iter().map(|l| format!("{l}\n")).collect();
+        fs::write(path, text).unwrap();
+    }
+
+    fn item(&mut self, payload: Value) {
+        self.lines.push(match self.codex {
+            true => json!({"timestamp": "2026-12-01T10:00:00Z", "type": "response_item", "payload": payload}),
+            false => payload,
+        });
+    }
+
+    fn user(&mut self, text: &str) {
+        match self.codex {
+            true => self.item(json!({"type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": text}]})),
+            false => self.item(json!({"role": "user", "content": text})),
+        }
+    }
+
+    fn assistant(&mut self, text: &str) {
+        match self.codex {
+            true => self.item(json!({"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": text}]})),
+            false => self.item(json!({"role": "assistant", "content": text})),
+        }
+    }
+
+    fn call(&mut self, id: &str, name: &str, args: &str, output: &str) {
+        if self.codex {
+            self.item(
+                json!({"type": "function_call", "name": name, "arguments": args, "call_id": id}),
+            );
+            self.item(json!({"type": "function_call_output", "call_id": id, "output": output}));
+        } else {
+            self.item(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"id": id,
+                "type": "function", "function": {"name": name, "arguments": args}}]}),
+            );
+            self.item(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        }
+    }
+
+    fn chat(&mut self, turns: usize) {
+        for i in 0..turns {
+            self.user(&format!(
+                "step {i}: {}",
+                "what does the parser do next? ".repeat(30)
+            ));
+            self.assistant(&format!(
+                "step {i}: {}",
+                "it reads one token at a time. ".repeat(30)
+            ));
+        }
+    }
+
+    /// A Compress call over `start`–`end`, answered by `noa apply` with
+    /// `extra` flags, and a turn after it.
+    fn compress(&mut self, dir: &Path, path: &Path, (start, end): (&str, &str), extra: &[&str]) {
+        let args = json!({"topic": "chat", "content": [{"startId": start, "endId": end,
+            "summary": "Went through the parser step by step; it reads one token at a time and nothing else matters."}]});
+        if self.codex {
+            self.item(json!({"type": "function_call", "name": "Compress", "arguments": args.to_string(), "call_id": "k1"}));
+        } else {
+            self.item(json!({"role": "assistant", "content": null, "tool_calls": [{"id": "k1",
+                "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]}));
+        }
+        self.write(path);
+        let st = dir.join("st");
+        let mut argv = vec![
+            "apply",
+            path.to_str().unwrap(),
+            "--state-dir",
+            st.to_str().unwrap(),
+        ];
+        argv.extend_from_slice(extra);
+        let panel = run(dir, &argv);
+        match self.codex {
+            true => {
+                self.item(json!({"type": "function_call_output", "call_id": "k1", "output": panel}))
+            }
+            false => self.item(json!({"role": "tool", "tool_call_id": "k1", "content": panel})),
+        }
+        self.chat(1);
+        self.write(path);
+    }
+}
+
+/// Every tool output of `noa project`'s view of `path`, as one string each.
+fn outputs(dir: &Path, path: &Path, extra: &[&str]) -> String {
+    let st = dir.join("st");
+    let mut argv = vec![
+        "project",
+        path.to_str().unwrap(),
+        "--state-dir",
+        st.to_str().unwrap(),
+    ];
+    argv.extend_from_slice(extra);
+    run(dir, &argv)
+}
+
+/// A file's text as a read shows it: long enough to be worth a line.
+fn source() -> String {
+    (1..=80)
+        .map(|n| format!("{n:>6}\tlet token_{n} = next(&mut input);\n"))
+        .collect()
+}
+
+#[test]
+fn a_codex_patch_makes_an_earlier_shell_read_stale() {
+    let tmp = TempDir::new();
+    let path = tmp.path().join("rollout.jsonl");
+    let mut log = Lines {
+        lines: Vec::new(),
+        codex: true,
+    };
+    log.lines.push(
+        json!({"timestamp": "2026-12-01T10:00:00Z", "type": "session_meta",
+        "payload": {"id": "cx1", "timestamp": "2026-12-01T10:00:00Z", "cwd": "/repo"}}),
+    );
+    log.user("Fix the off-by-one in the parser.");
+    let read = json!({"cmd": "sed -n '1,200p' src/parser.rs", "workdir": "/repo"}).to_string();
+    let listing = json!({"cmd": "ls -la src | head", "workdir": "/repo"}).to_string();
+    log.call("r1", "exec_command", &read, &source());
+    log.call("l1", "exec_command", &listing, &source());
+    let patch =
+        "*** Begin Patch\n*** Update File: /repo/src/parser.rs\n@@\n-a\n+b\n*** End Patch\n";
+    log.item(
+        json!({"type": "custom_tool_call", "status": "completed", "call_id": "p1",
+        "name": "apply_patch", "input": patch}),
+    );
+    log.item(json!({"type": "custom_tool_call_output", "call_id": "p1",
+        "output": "Success. Updated the following files:\nM /repo/src/parser.rs\n"}));
+    log.chat(30);
+    log.write(&path);
+    // A turn first, so the call is answered on from the read cache.
+    outputs(tmp.path(), &path, &[]);
+    log.compress(tmp.path(), &path, ("m00010", "m00030"), &[]);
+    let view = outputs(tmp.path(), &path, &[]);
+    assert_eq!(
+        view.matches("[noa: stale read: /repo/src/parser.rs was changed after it")
+            .count(),
+        1,
+        "{view}"
+    );
+    assert_eq!(
+        view.matches("let token_80").count(),
+        1,
+        "the piped listing stays: {view}"
+    );
+    let (t, st) = (path.to_str().unwrap(), tmp.path().join("st"));
+    let check = run(
+        tmp.path(),
+        &["rebuild", t, "--state-dir", st.to_str().unwrap(), "--check"],
+    );
+    assert!(!check.contains("differ"), "{check}");
+}
+
+#[test]
+fn a_chat_host_names_its_file_tools_in_the_reclaim_table() {
+    let tmp = TempDir::new();
+    let path = tmp.path().join("chat.jsonl");
+    let mut log = Lines {
+        lines: Vec::new(),
+        codex: false,
+    };
+    log.user("Fix the off-by-one in the parser.");
+    log.call("r1", "read_file", r#"{"path": "src/parser.py"}"#, &source());
+    log.call(
+        "w1",
+        "write_file",
+        r#"{"path": "src/parser.py", "text": "x"}"#,
+        "written",
+    );
+    log.chat(30);
+    log.write(&path);
+    // Without the table, noa does not know what the tools do.
+    let mut plain = Lines {
+        lines: log.lines.clone(),
+        codex: false,
+    };
+    let other = tmp.path().join("plain");
+    fs::create_dir(&other).unwrap();
+    plain.compress(&other, &path, ("m00006", "m00026"), &[]);
+    assert!(!outputs(&other, &path, &[]).contains("[noa: stale read"));
+
+    log.write(&path);
+    fs::write(
+        tmp.path().join("noa.toml"),
+        "[reclaim]\nreads = { read_file = \"path\" }\nchanges = { write_file = \"path\" }\n",
+    )
+    .unwrap();
+    log.compress(tmp.path(), &path, ("m00006", "m00026"), &[]);
+    let view = outputs(tmp.path(), &path, &[]);
+    assert!(
+        view.contains("[noa: stale read: src/parser.py was changed after it, by m0000"),
+        "{view}"
     );
 }
