@@ -213,11 +213,17 @@ fn reclaimed_line(
     let stale = (reclaimed.values())
         .filter(|r| matches!(r.why, Reclaim::Stale { .. }))
         .count();
+    let kinds = [
+        (stale, "stale read(s) of files changed since"),
+        (reclaimed.len() - stale, "repeat(s) of a later output"),
+    ];
+    let what: Vec<String> = (kinds.iter().filter(|(n, _)| *n > 0))
+        .map(|(n, name)| format!("{n} {name}"))
+        .collect();
     Some(format!(
-        "Reclaimed without the model: {stale} stale read(s) of files changed since and {} \
-         repeat(s) of a later output, each shown as one line with its archive under reclaimed/: \
-         {shown}{more}.",
-        reclaimed.len() - stale
+        "Reclaimed without the model: {}, each shown as one line with its archive under \
+         reclaimed/: {shown}{more}.",
+        what.join(" and ")
     ))
 }
 

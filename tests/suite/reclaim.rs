@@ -163,6 +163,22 @@ fn a_stale_read_gives_way_to_a_line_with_the_compression() {
         "{inspect}"
     );
 
+    // The picture draws them as reclaimed.
+    let svg = tmp.path().join("map.svg");
+    run(
+        tmp.path(),
+        &[
+            "inspect",
+            t,
+            "--state-dir",
+            st.to_str().unwrap(),
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+    );
+    let svg = fs::read_to_string(svg).unwrap();
+    assert!(svg.contains("reclaimed tool output"), "the SVG shows them");
+
     // Each original is archived whole.
     let archive = stale.split(" is in ").nth(1).unwrap();
     let archive = &archive[..archive.find(".md").unwrap() + 3];

@@ -42,6 +42,9 @@ pub enum Class {
     Protected,
     /// A tool result cut by emergency truncation.
     Truncated,
+    /// A tool output reclaimed without the model (a stale read, a
+    /// repeat): one line in the view, the original archived.
+    Reclaimed,
     /// In the history but not sent: spent Compress exchanges, unpaired calls.
     Hidden,
 }
@@ -113,10 +116,13 @@ fn reference(state: &CompressionState, id: &str) -> String {
         .to_string()
 }
 
-/// The class of a message that is in the view: truncated before protected
-/// before its kind.
+/// The class of a message that is in the view: reclaimed, then truncated,
+/// then protected, then its kind.
 fn visible_class(m: &CoreMessage, state: &CompressionState, zone: &IdSet<'_>) -> Class {
-    if state.host.truncated.contains(m.id.as_str())
+    if m.content_type == ContentType::ToolResult && state.host.reclaimed.contains_key(m.id.as_str())
+    {
+        Class::Reclaimed
+    } else if state.host.truncated.contains(m.id.as_str())
         || (m.content_type == ContentType::ToolResult && m.text.contains(MARKER))
     {
         Class::Truncated
@@ -267,6 +273,7 @@ pub fn symbol(class: Class, tier: u8) -> char {
         },
         Class::Protected => '#',
         Class::Truncated => '!',
+        Class::Reclaimed => 'r',
         Class::Hidden => ' ',
     }
 }
@@ -277,7 +284,7 @@ pub const FREE: char = '·';
 pub const WINDOW_MARK: char = '|';
 
 /// What the strip's characters mean, one line.
-pub const STRIP_LEGEND: &str = "h the host's prompt and tools · 1 2 3 summary (tier) · - text · = tool · # recent zone · ! truncated · s system · · free · | window limit";
+pub const STRIP_LEGEND: &str = "h the host's prompt and tools · 1 2 3 summary (tier) · - text · = tool · # recent zone · ! truncated · r reclaimed · s system · · free · | window limit";
 
 /// The host's share of the request in the terminal strip.
 pub const HOST: char = 'h';

@@ -73,6 +73,7 @@ fn colour(class: Class, tier: u8) -> &'static str {
         },
         Class::Protected => "#59a14f",
         Class::Truncated => "#e15759",
+        Class::Reclaimed => "#edc948",
         Class::Hidden => "url(#hidden)",
     }
 }
@@ -80,14 +81,14 @@ fn colour(class: Class, tier: u8) -> &'static str {
 /// Colour of text drawn on a class's fill.
 fn ink(class: Class, tier: u8) -> &'static str {
     match (class, tier) {
-        (Class::Block, 0 | 1) | (Class::Hidden, _) => "#2b1d47",
+        (Class::Block, 0 | 1) | (Class::Hidden | Class::Reclaimed, _) => "#2b1d47",
         _ => "#ffffff",
     }
 }
 
 /// The legend, in drawing order: the swatch's class and tier (none for the
 /// window line), and its label.
-const LEGEND: [(Swatch, &str); 12] = [
+const LEGEND: [(Swatch, &str); 13] = [
     (Swatch::Of(Class::User, 0), "user text"),
     (Swatch::Of(Class::Assistant, 0), "assistant text"),
     (Swatch::Of(Class::Tool, 0), "tool calls and results"),
@@ -97,6 +98,10 @@ const LEGEND: [(Swatch, &str); 12] = [
     (Swatch::Of(Class::Block, 3), "tier 3 block"),
     (Swatch::Of(Class::Protected, 0), "recent zone (protected)"),
     (Swatch::Of(Class::Truncated, 0), "truncated"),
+    (
+        Swatch::Of(Class::Reclaimed, 0),
+        "reclaimed (stale read, repeat)",
+    ),
     (Swatch::Of(Class::Hidden, 0), "not sent"),
     (Swatch::Host, "the host's prompt and tools"),
     (Swatch::Window, "window limit"),
@@ -220,6 +225,7 @@ fn describe(run: &[Piece], segments: &[Segment], blocks: &IdMap<'_, &Block>) -> 
         Class::Tool => "tool traffic".to_string(),
         Class::Protected => "recent zone (protected)".to_string(),
         Class::Truncated => "truncated tool output".to_string(),
+        Class::Reclaimed => "reclaimed tool output".to_string(),
         Class::Hidden => "not sent".to_string(),
         Class::Block => {
             let topic = blocks
@@ -653,6 +659,7 @@ fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f
             Class::Block => format!("summary of {} (T{})", r.block, r.tier),
             Class::Protected => "recent zone (protected)".to_string(),
             Class::Truncated => "truncated tool output".to_string(),
+            Class::Reclaimed => "reclaimed tool output".to_string(),
             Class::Tool => "tool traffic".to_string(),
             Class::User => "user text".to_string(),
             Class::Assistant => "assistant".to_string(),
