@@ -210,12 +210,20 @@ fn reclaimed_line(
         0 => String::new(),
         n => format!(" and {n} more"),
     };
-    let stale = (reclaimed.values())
-        .filter(|r| matches!(r.why, Reclaim::Stale { .. }))
-        .count();
+    let of_kind = |kind: fn(&Reclaim) -> bool| reclaimed.values().filter(|r| kind(&r.why)).count();
     let kinds = [
-        (stale, "stale read(s) of files changed since"),
-        (reclaimed.len() - stale, "repeat(s) of a later output"),
+        (
+            of_kind(|w| matches!(w, Reclaim::Stale { .. })),
+            "stale read(s) of files changed since",
+        ),
+        (
+            of_kind(|w| matches!(w, Reclaim::Repeat { .. })),
+            "repeat(s) of a later output",
+        ),
+        (
+            of_kind(|w| matches!(w, Reclaim::Spent { .. })),
+            "input(s) of a failed call",
+        ),
     ];
     let what: Vec<String> = (kinds.iter().filter(|(n, _)| *n > 0))
         .map(|(n, name)| format!("{n} {name}"))

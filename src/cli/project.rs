@@ -398,8 +398,11 @@ fn project_turn(
     }
     let mut p = cx.project(state, turn);
     // A nudge counts what its compression will reclaim, which may hang on
-    // words the cache kept back.
+    // words the cache kept back: with them read, the turn projects again
+    // from the state as it was before.
     if p.decision.inject && cx.read_reclaim_words(&cx.config(state)) {
+        *state = cx.reload_state()?;
+        learn(state);
         p = cx.project(state, turn);
     }
     // Words kept back, by the cache or set aside in a whole read, that

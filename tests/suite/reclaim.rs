@@ -597,3 +597,52 @@ fn a_chat_host_names_its_file_tools_in_the_reclaim_table() {
         "{view}"
     );
 }
+
+#[test]
+fn the_long_input_of_a_failed_call_is_shortened_with_a_compression() {
+    let tmp = TempDir::new();
+    let path = tmp.path().join("s.jsonl");
+    let mut log = ClaudeLog::default();
+    log.user("Write the parser.");
+    let content = "fn next(input: &mut Input) -> Token { todo!() }\n".repeat(40);
+    log.tool(
+        "w1",
+        "Write",
+        json!({"file_path": "/repo/src/parser.rs", "content": content}),
+        "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>",
+    );
+    for i in 0..12 {
+        log.exchange(i, 500, 2_000);
+    }
+    log.write(&path);
+    let t = path.to_str().unwrap();
+    let st = tmp.path().join("st");
+    run(
+        tmp.path(),
+        &["project", t, "--state-dir", st.to_str().unwrap()],
+    );
+    compress(tmp.path(), &mut log, &path, ("m00006", "m00014"), &[]);
+    let view = view(tmp.path(), &path, &[]);
+    let write = (view.iter())
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .find(|b| b["type"] == "tool_use" && b["name"] == "Write")
+        .expect("the call stays, paired with its result");
+    assert_eq!(
+        write["input"]["file_path"], "/repo/src/parser.rs",
+        "{write}"
+    );
+    let note = write["input"]["content"].as_str().unwrap();
+    assert!(
+        note.starts_with("[noa: spent input: this call failed, as m00003 says"),
+        "{note}"
+    );
+    let archive = note.split(" are in ").nth(1).unwrap().trim_end_matches(']');
+    let text = fs::read_to_string(archive).unwrap_or_else(|e| panic!("{archive}: {e}"));
+    assert!(text.contains("todo!()"), "{text}");
+    let check = run(
+        tmp.path(),
+        &["rebuild", t, "--state-dir", st.to_str().unwrap(), "--check"],
+    );
+    assert!(!check.contains("differ"), "{check}");
+}

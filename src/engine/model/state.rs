@@ -49,7 +49,8 @@ pub struct CompressionState {
     pub host: HostState,
 }
 
-/// Why a tool output was reclaimed without the model.
+/// Why a tool output (or a failed call's input) was reclaimed without the
+/// model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Reclaim {
@@ -64,6 +65,11 @@ pub enum Reclaim {
     /// later one, `by`, shows it.
     Repeat {
         /// The id of the later output.
+        by: Name,
+    },
+    /// The long input of a call that failed: its result, `by`, says so.
+    Spent {
+        /// The id of the failed call's result.
         by: Name,
     },
 }

@@ -83,7 +83,8 @@ A tool output shown as `[noa: stale read: <file> was changed after it, by <ref>;
 of a file that a later call changed: it no longer says what the file holds. Read the file again \
 for what it holds now; the archive the line names keeps the output as it was. One shown as \
 `[noa: repeat: …]` is an output that the same call gave again later, word for word: the later \
-one, whose ref the line names, shows it.";
+one, whose ref the line names, shows it. A call's argument shown as `[noa: spent input: …]` \
+belonged to a call that failed; its archive keeps it.";
 
 fn summaries_section() -> String {
     format!(

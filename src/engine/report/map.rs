@@ -119,8 +119,7 @@ fn reference(state: &CompressionState, id: &str) -> String {
 /// The class of a message that is in the view: reclaimed, then truncated,
 /// then protected, then its kind.
 fn visible_class(m: &CoreMessage, state: &CompressionState, zone: &IdSet<'_>) -> Class {
-    if m.content_type == ContentType::ToolResult && state.host.reclaimed.contains_key(m.id.as_str())
-    {
+    if state.host.reclaimed.contains_key(m.id.as_str()) {
         Class::Reclaimed
     } else if state.host.truncated.contains(m.id.as_str())
         || (m.content_type == ContentType::ToolResult && m.text.contains(MARKER))

@@ -104,15 +104,19 @@ fn place<'a>(
     (out, deferred)
 }
 
-/// The view's copy of `m`: noa's line for an output reclaimed, else as
-/// `deferred` copies it.
+/// The view's copy of `m`: noa's line for an output reclaimed (and a spent
+/// call's arguments with it), else as `deferred` copies it.
 fn shown<'a>(
     m: &'a CoreMessage,
     state: &CompressionState,
     deferred: &mut DeferredOutputs<'a>,
 ) -> CoreMessage {
     let reclaimed = &state.host.reclaimed;
-    let Some(r) = (m.content_type == ContentType::ToolResult && !reclaimed.is_empty())
+    let tool = matches!(
+        m.content_type,
+        ContentType::ToolResult | ContentType::ToolCall
+    );
+    let Some(r) = (tool && !reclaimed.is_empty())
         .then(|| reclaimed.get(m.id.as_str()))
         .flatten()
     else {
@@ -120,8 +124,13 @@ fn shown<'a>(
     };
     let by = reclaim::made_dead_by(&r.why);
     let by_ref = state.message_refs.usable(by).unwrap_or("a later message");
+    let line = reclaim::line(r, by_ref);
+    let text = match m.content_type {
+        ContentType::ToolCall => reclaim::spent_arguments(&m.text, &line),
+        _ => line,
+    };
     let mut out = m.without_text();
-    out.replace_text(reclaim::line(r, by_ref), Edit::Reclaimed);
+    out.replace_text(text, Edit::Reclaimed);
     out
 }
 

@@ -1,7 +1,8 @@
 //! Tool outputs that are dead without asking the model: a read of a file
-//! that a later call changed (stale: it no longer describes the code), and
-//! an output the same call gave again word for word (a repeat: the later
-//! one shows it).
+//! that a later call changed (stale: it no longer describes the code), an
+//! output the same call gave again word for word (a repeat: the later one
+//! shows it), and the long input of a call that failed (spent: the model
+//! has its error and went on).
 //!
 //! They are reclaimed when a compression is applied, the moment the prompt
 //! changes anyway, so the provider's cache is broken once, not twice; from
@@ -18,6 +19,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::engine::model::config::FileTools;
+use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage};
 use crate::engine::model::name::Name;
 use crate::engine::model::quote::quote_markers;
@@ -114,11 +116,15 @@ impl Scan {
         if long(m) {
             self.repeat(history, call.place, p);
         }
+        self.spent(history, call.place, p);
         match call.effect {
             Some(Effect::Reads(path)) if long(m) => {
                 self.reads.entry(path).or_default().push(p);
             }
             Some(Effect::Changes(paths)) => {
+                if !paths.iter().any(|path| self.reads.contains_key(path)) {
+                    return;
+                }
                 if m.withheld.is_some() {
                     // Whether it failed is in words not held.
                     self.needs_words.push(p);
@@ -159,6 +165,21 @@ impl Scan {
         } else if old.text == new.text {
             let why = Reclaim::Repeat { by: new.id.clone() };
             self.mark(before, why);
+        }
+    }
+
+    /// Marks the input of the call at `call` spent when it is long and its
+    /// result, at `p`, says the call failed.
+    fn spent(&mut self, history: &[CoreMessage], call: usize, p: usize) {
+        let (c, m) = (&history[call], &history[p]);
+        if c.text.len() < MIN_CHARS || c.tool_name == COMPRESS_TOOL || c.opaque {
+            return;
+        }
+        if m.withheld.is_some() {
+            self.needs_words.push(p);
+        } else if failed(&m.text) {
+            let why = Reclaim::Spent { by: m.id.clone() };
+            self.mark(call, why);
         }
     }
 
@@ -216,21 +237,47 @@ pub fn line(r: &ReclaimedOutput, by_ref: &str) -> String {
             "[noa: repeat: the same call gave this output again, word for word, in {by_ref}; this copy is in {}]",
             r.archive
         ),
+        Reclaim::Spent { .. } => format!(
+            "[noa: spent input: this call failed, as {by_ref} says; its arguments as they were are in {}]",
+            r.archive
+        ),
     }
 }
+
+/// A spent call's arguments as the view sends them: each long string in
+/// them gives way to `line`, the rest kept, so the call stays one the
+/// provider accepts; arguments that are not a JSON object (a custom tool's
+/// raw input) become `line`.
+pub fn spent_arguments(args: &str, line: &str) -> String {
+    let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(args) else {
+        return line.to_string();
+    };
+    for value in fields.values_mut() {
+        if value.as_str().is_some_and(|s| s.len() > SPENT_KEEP)
+            || !value.is_string() && value.to_string().len() > SPENT_KEEP
+        {
+            *value = serde_json::Value::String(line.to_string());
+        }
+    }
+    serde_json::Value::Object(fields).to_string()
+}
+
+/// The longest argument a spent call keeps as it was.
+const SPENT_KEEP: usize = 200;
 
 /// The reason in words, for an archive's topic and the reports.
 pub fn reason(why: &Reclaim) -> String {
     match why {
         Reclaim::Stale { path, .. } => format!("stale read of {path}"),
         Reclaim::Repeat { .. } => "repeated output".to_string(),
+        Reclaim::Spent { .. } => "input of a failed call".to_string(),
     }
 }
 
 /// The id of the message that made an output dead.
 pub fn made_dead_by(why: &Reclaim) -> &Name {
     match why {
-        Reclaim::Stale { by, .. } | Reclaim::Repeat { by } => by,
+        Reclaim::Stale { by, .. } | Reclaim::Repeat { by } | Reclaim::Spent { by } => by,
     }
 }
 
@@ -306,5 +353,47 @@ mod tests {
             result("o3", "e1", "Write", "ok"),
         ];
         assert!(found(&h).is_empty());
+    }
+
+    #[test]
+    fn a_repeat_points_to_the_later_output_and_asks_for_words_it_lacks() {
+        let body = "test a ... ok\n".repeat(100);
+        let mut h = vec![
+            call("c1", "k1", "Bash", r#"{"command": "cargo test"}"#),
+            result("o1", "k1", "Bash", &body),
+            call("c2", "k2", "Bash", r#"{"command": "cargo test --release"}"#),
+            result("o2", "k2", "Bash", &body),
+            call("c3", "k3", "Bash", r#"{"command": "cargo test"}"#),
+            result("o3", "k3", "Bash", &body),
+        ];
+        let repeat = Reclaim::Repeat { by: "o3".into() };
+        assert_eq!(found(&h), [(1, repeat)], "other arguments are another call");
+        h[5].let_go();
+        let mut scan = Scan::default();
+        scan.extend_to(&h, h.len());
+        assert!(scan.found().is_empty(), "not without the words");
+        assert_eq!(words_needed(&h, &FileTools::default()), [5]);
+    }
+
+    #[test]
+    fn a_failed_call_spends_its_long_input_and_keeps_the_rest() {
+        let content = "x".repeat(2_000);
+        let args = serde_json::json!({"file_path": "a.rs", "content": content}).to_string();
+        let h = vec![
+            call("c1", "w1", "Write", &args),
+            result(
+                "o1",
+                "w1",
+                "Write",
+                "<tool_use_error>File has not been read yet.</tool_use_error>",
+            ),
+        ];
+        assert_eq!(found(&h), [(0, Reclaim::Spent { by: "o1".into() })]);
+        let shown = spent_arguments(&args, "[noa: spent]");
+        assert_eq!(shown, r#"{"file_path":"a.rs","content":"[noa: spent]"}"#);
+        assert_eq!(
+            spent_arguments("*** Begin Patch", "[noa: spent]"),
+            "[noa: spent]"
+        );
     }
 }
