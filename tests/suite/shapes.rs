@@ -43,6 +43,9 @@ pub(crate) enum Shape {
     EditHeavy,
     Parallel,
     IgnoresNudges,
+    /// Read a file, edit it, read it again, run the tests: the shape whose
+    /// outputs go stale or repeat (see `turn::reclaim`).
+    Rework,
 }
 
 impl Shape {
@@ -54,6 +57,7 @@ impl Shape {
             Shape::EditHeavy => "edit_heavy",
             Shape::Parallel => "parallel",
             Shape::IgnoresNudges => "ignores_nudges",
+            Shape::Rework => "rework",
         }
     }
 
@@ -580,6 +584,7 @@ impl Gen {
             Shape::ProseOnly => self.prose_turn(),
             Shape::EditHeavy => self.edit_turn(),
             Shape::Parallel => self.parallel_turn(),
+            Shape::Rework => self.rework_turn(turn),
         }
     }
 
@@ -615,6 +620,45 @@ impl Gen {
             Gen::result(&id, output),
             self.prose(),
         ]
+    }
+
+    /// A short ask; a Read of one of a few files (about 2,500 characters),
+    /// an Edit of it, and a Read of it again, changed; then, every other
+    /// turn, the tests run again with the same output as last time.
+    fn rework_turn(&mut self, turn: usize) -> Vec<Value> {
+        let ask = self.pick(&ASKS);
+        let ask = self.fill(ask);
+        let path = format!("/work/app/src/{}.rs", IDENTS[self.rng.below(6) as usize]);
+        let mut lines = self.code(false, true, 2_500);
+        let mut out = vec![json!({"role": "user", "content": ask})];
+        let (read, id) = self.call("Read", json!({"file_path": path}));
+        out.push(Gen::assistant(None, vec![read]));
+        out.push(Gen::result(&id, Gen::numbered(1, &lines)));
+        let at = self.rng.below(lines.len() as u64) as usize;
+        let old = lines[at].clone();
+        let stmt = self.pick(&RUST_STMT);
+        let new = format!("    {}", self.fill(stmt));
+        let args = json!({"file_path": path, "old_string": old, "new_string": new});
+        let (edit, id) = self.call("Edit", args);
+        out.push(Gen::assistant(Some(self.sentence()), vec![edit]));
+        out.push(Gen::result(
+            &id,
+            format!("The file {path} has been updated."),
+        ));
+        lines[at] = new;
+        let (again, id) = self.call("Read", json!({"file_path": path}));
+        out.push(Gen::assistant(None, vec![again]));
+        out.push(Gen::result(&id, Gen::numbered(1, &lines)));
+        if turn.is_multiple_of(2) {
+            let (test, id) = self.call("Bash", json!({"command": "cargo test parser"}));
+            let report: String = (1..=40)
+                .map(|n| format!("test parser::case_{n} ... ok\n"))
+                .collect();
+            out.push(Gen::assistant(None, vec![test]));
+            out.push(Gen::result(&id, report));
+        }
+        out.push(self.prose());
+        out
     }
 
     /// A question of 1–3 sentences and an answer of 150–400 words.
@@ -793,6 +837,11 @@ pub(crate) struct ShapeStats {
     worst_over: Option<(usize, usize)>,
     /// Provider % every 10 turns, to see the curve.
     curve: Vec<usize>,
+    /// On each turn after a compression: characters of stale reads the
+    /// view shows whole outside its recent end, and of all stale reads
+    /// there (see [`stale_in_view`]).
+    pub(crate) stale_shown: usize,
+    pub(crate) stale_total: usize,
 }
 
 impl ShapeStats {
@@ -990,6 +1039,7 @@ pub(crate) fn run_in(
             stats.invalid = Some((turn, e));
             break;
         }
+
         let provider = provider_count(&raw);
         last_request = Some(provider);
         stats.bytes_sent += raw.len();
@@ -1061,6 +1111,10 @@ pub(crate) fn run_in(
             eprintln!("  apply → {code:?}: {panel}");
         }
         push(&mut text, &Gen::result(&id, panel));
+        fs::write(&path, &text).unwrap();
+        let (shown, total) = stale_after_call(dir.path(), &text, limit);
+        stats.stale_shown += shown;
+        stats.stale_total += total;
     }
     stats
 }
@@ -1171,4 +1225,147 @@ fn a_pressured_loop_rebuilds_exactly_without_its_window() {
         live_view.lines().count()
     );
     assert_eq!(lost_view, live_view, "the view the state would have given");
+}
+
+/// Of the stale reads in the view right after a compression, outside the
+/// recent zone as `noa ranges` gives it, the characters still shown
+/// (whole, or what a cut left), and all of theirs. A stale read is found
+/// here from the transcript `text` alone: a `Read` result of 1,000
+/// characters or more whose file a later `Edit` changed.
+fn stale_after_call(dir: &Path, text: &str, limit: usize) -> (usize, usize) {
+    let limit = limit.to_string();
+    let args = ["--state-dir", "st", "--limit", limit.as_str()];
+    let ranges = noa(
+        dir,
+        &[&["ranges", "agent.jsonl", "--json"], &args[..]].concat(),
+    );
+    let ranges: Value = serde_json::from_slice(&ranges.stdout).unwrap();
+    let zone = (ranges["protected"].as_array().into_iter().flatten())
+        .filter_map(|r| r["start_ref"].as_str())
+        .min()
+        .unwrap_or("m99999")
+        .to_string();
+    let out = noa(
+        dir,
+        &[&["project", "agent.jsonl", "--dry-run"], &args[..]].concat(),
+    );
+    let view: Vec<Value> = (String::from_utf8(out.stdout).unwrap().lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut calls = std::collections::HashMap::new();
+    let mut pending: std::collections::HashMap<String, Vec<String>> = Default::default();
+    let mut stale = std::collections::HashMap::new();
+    for m in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        for c in m["tool_calls"].as_array().into_iter().flatten() {
+            let args: Value =
+                serde_json::from_str(c["function"]["arguments"].as_str().unwrap_or(""))
+                    .unwrap_or_default();
+            let path = args["file_path"].as_str().unwrap_or("").to_string();
+            calls.insert(
+                c["id"].as_str().unwrap_or("").to_string(),
+                (c["function"]["name"].clone(), path),
+            );
+        }
+        let Some(id) = m["tool_call_id"].as_str() else {
+            continue;
+        };
+        let output = m["content"].as_str().unwrap_or("");
+        match calls.get(id) {
+            Some((name, path)) if name == "Read" && output.len() >= 1_000 => {
+                pending
+                    .entry(path.clone())
+                    .or_default()
+                    .push(id.to_string());
+            }
+            Some((name, path)) if name == "Edit" => {
+                for read in pending.remove(path).unwrap_or_default() {
+                    stale.insert(read, output.len());
+                }
+            }
+            _ => {}
+        }
+    }
+    let stale: std::collections::HashMap<String, usize> = stale
+        .into_keys()
+        .map(|id| {
+            let original = text
+                .lines()
+                .find(|l| l.contains(&format!("\"tool_call_id\":\"{id}\"")))
+                .map_or(0, |l| {
+                    serde_json::from_str::<Value>(l)
+                        .map_or(0, |v| v["content"].as_str().unwrap_or("").len())
+                });
+            (id, original)
+        })
+        .collect();
+    let (mut shown, mut total) = (0, 0);
+    for m in &view {
+        let Some(&original) = m["tool_call_id"].as_str().and_then(|id| stale.get(id)) else {
+            continue;
+        };
+        let content = m["content"].as_str().unwrap_or("");
+        let reference = content
+            .rsplit("<noa-ref id=\"")
+            .next()
+            .unwrap_or("")
+            .get(..6)
+            .unwrap_or("");
+        if reference >= zone.as_str() {
+            continue;
+        }
+        total += original;
+        if !content.starts_with("[noa: ") {
+            shown += content.len().min(original);
+        }
+    }
+    (shown, total)
+}
+
+/// Loops that read, edit and read again (and read-heavy ones, whose re-reads
+/// repeat), with and without reclaiming dead outputs: reclaiming must not
+/// bring more nudges or Compress calls or less reuse, must leave at most a
+/// tenth of the stale reads' characters in view after a compression, keep
+/// every view valid and rebuild exactly.
+#[test]
+fn reclaiming_dead_outputs_in_loops() {
+    for (shape, seed) in [(Shape::Rework, 21), (Shape::ReadHeavy, 11)] {
+        for (limit, turns) in RUNS {
+            let mut runs = Vec::new();
+            for reclaim in [false, true] {
+                let dir = TempDir::new();
+                let config = format!("[engine]\nreclaim = {reclaim}\n");
+                fs::write(dir.path().join("noa.toml"), config).unwrap();
+                let s = run_in(&dir, shape, seed, turns, limit);
+                eprintln!(
+                    "reclaim = {reclaim}: {s}\n  stale reads shown after a compression: {} of {} characters",
+                    s.stale_shown, s.stale_total
+                );
+                assert!(s.invalid.is_none(), "{s}");
+                let check = ["rebuild", "agent.jsonl", "--state-dir", "st", "--check"];
+                let out = noa(dir.path(), &check);
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stdout)
+                );
+                runs.push(s);
+            }
+            let (off, on) = (&runs[0], &runs[1]);
+            assert!(
+                on.nudges <= off.nudges && on.calls <= off.calls,
+                "{off}\n{on}"
+            );
+            assert!(on.reuse_pct() >= off.reuse_pct(), "{off}\n{on}");
+            if shape == Shape::Rework {
+                assert!(
+                    off.stale_shown > 0,
+                    "the loop leaves stale reads in view: {off}"
+                );
+                assert!(on.stale_shown * 10 <= on.stale_total, "{on}");
+            }
+        }
+    }
 }
