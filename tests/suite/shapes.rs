@@ -1351,6 +1351,12 @@ fn reclaiming_dead_outputs_in_loops() {
                     "{}",
                     String::from_utf8_lossy(&out.stdout)
                 );
+                // Every reclaimed original is whole in its archive.
+                let state = crate::common::state_json(&dir.path().join("st/agent/state.json"));
+                for (id, r) in state["host"]["reclaimed"].as_object().into_iter().flatten() {
+                    let archive = fs::read_to_string(r["archive"].as_str().unwrap()).unwrap();
+                    assert!(archive.contains("topic: ") && archive.len() > 1_000, "{id}");
+                }
                 runs.push(s);
             }
             let (off, on) = (&runs[0], &runs[1]);

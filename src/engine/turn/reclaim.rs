@@ -17,8 +17,10 @@
 //! is left alone, and so is a change whose result reads as an error.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 
 use crate::engine::model::config::FileTools;
+use crate::engine::model::identity::IdHash;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage};
 use crate::engine::model::name::Name;
@@ -53,8 +55,9 @@ pub struct Scan {
     calls: HashMap<String, Call>,
     /// Reads of each file not changed since, by the result's place.
     reads: HashMap<String, Vec<usize>>,
-    /// The last long output of each call (tool and arguments), by place.
-    last_output: HashMap<(Name, String), usize>,
+    /// The last long output of each call (tool and a hash of its
+    /// arguments), by the places of the call and the output.
+    last_output: HashMap<(Name, u64), (usize, usize)>,
     /// The dead outputs found, by place, in the order found.
     found: Vec<(usize, Reclaim)>,
     dead: HashSet<usize>,
@@ -152,12 +155,15 @@ impl Scan {
     /// `p`, of the same tool and arguments, says the same.
     fn repeat(&mut self, history: &[CoreMessage], call: usize, p: usize) {
         let c = &history[call];
-        let key = (c.tool_name.clone(), c.text.clone());
-        let Some(before) = self.last_output.insert(key, p) else {
+        let key = (
+            c.tool_name.clone(),
+            IdHash::default().hash_one(c.text.as_str()),
+        );
+        let Some((before_call, before)) = self.last_output.insert(key, (call, p)) else {
             return;
         };
         let (old, new) = (&history[before], &history[p]);
-        if old.text_len() != new.text_len() {
+        if history[before_call].text != c.text || old.text_len() != new.text_len() {
             return;
         }
         if old.withheld.is_some() || new.withheld.is_some() {
