@@ -640,6 +640,9 @@ fn the_long_input_of_a_failed_call_is_shortened_with_a_compression() {
     let archive = note.split(" are in ").nth(1).unwrap().trim_end_matches(']');
     let text = fs::read_to_string(archive).unwrap_or_else(|e| panic!("{archive}: {e}"));
     assert!(text.contains("todo!()"), "{text}");
+    // The session materialized keeps the call as the host made it.
+    let baked = run(tmp.path(), &["materialize", t, "--state-dir", st.to_str().unwrap()]);
+    assert!(baked.contains("todo!()") && !baked.contains("[noa: spent input"), "{baked}");
     let check = run(
         tmp.path(),
         &["rebuild", t, "--state-dir", st.to_str().unwrap(), "--check"],
