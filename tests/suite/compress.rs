@@ -277,7 +277,11 @@ fn three_then_consolidate(s: &mut dyn Session, state: &Path) {
     }));
     // A dead output shows as noa's line in the view; materialized, the
     // session keeps the output, as the host would resume it.
-    let dead = ["[noa: stale read: ", "[noa: repeat: ", "[noa: spent input: "];
+    let dead = [
+        "[noa: stale read: ",
+        "[noa: repeat: ",
+        "[noa: spent input: ",
+    ];
     let same = |x: &String, y: &String| x == y || dead.iter().any(|d| y.contains(d));
     if a.len() != b.len() || a.iter().zip(&b).any(|(x, y)| !same(x, y)) {
         let first = a

@@ -466,15 +466,7 @@ impl Lines {
                 "type": "function", "function": {"name": "Compress", "arguments": args.to_string()}}]}));
         }
         self.write(path);
-        let st = dir.join("st");
-        let mut argv = vec![
-            "apply",
-            path.to_str().unwrap(),
-            "--state-dir",
-            st.to_str().unwrap(),
-        ];
-        argv.extend_from_slice(extra);
-        let panel = run(dir, &argv);
+        let panel = run_on(dir, "apply", path, extra);
         match self.codex {
             true => {
                 self.item(json!({"type": "function_call_output", "call_id": "k1", "output": panel}))
@@ -486,17 +478,22 @@ impl Lines {
     }
 }
 
-/// Every tool output of `noa project`'s view of `path`, as one string each.
-fn outputs(dir: &Path, path: &Path, extra: &[&str]) -> String {
+/// `noa COMMAND PATH --state-dir DIR/st EXTRA…`, which must succeed; stdout.
+fn run_on(dir: &Path, command: &str, path: &Path, extra: &[&str]) -> String {
     let st = dir.join("st");
     let mut argv = vec![
-        "project",
+        command,
         path.to_str().unwrap(),
         "--state-dir",
         st.to_str().unwrap(),
     ];
     argv.extend_from_slice(extra);
     run(dir, &argv)
+}
+
+/// The view `noa project` sends for `path`, as its lines.
+fn outputs(dir: &Path, path: &Path, extra: &[&str]) -> String {
+    run_on(dir, "project", path, extra)
 }
 
 /// A file's text as a read shows it: long enough to be worth a line.
@@ -641,8 +638,14 @@ fn the_long_input_of_a_failed_call_is_shortened_with_a_compression() {
     let text = fs::read_to_string(archive).unwrap_or_else(|e| panic!("{archive}: {e}"));
     assert!(text.contains("todo!()"), "{text}");
     // The session materialized keeps the call as the host made it.
-    let baked = run(tmp.path(), &["materialize", t, "--state-dir", st.to_str().unwrap()]);
-    assert!(baked.contains("todo!()") && !baked.contains("[noa: spent input"), "{baked}");
+    let baked = run(
+        tmp.path(),
+        &["materialize", t, "--state-dir", st.to_str().unwrap()],
+    );
+    assert!(
+        baked.contains("todo!()") && !baked.contains("[noa: spent input"),
+        "{baked}"
+    );
     let check = run(
         tmp.path(),
         &["rebuild", t, "--state-dir", st.to_str().unwrap(), "--check"],
