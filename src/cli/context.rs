@@ -82,11 +82,21 @@ impl<'g> Context<'g> {
     /// read of the whole transcript finds. True when it read any. Words
     /// that cannot be read are left: the scan then finds less, never more.
     pub fn read_reclaim_words(&mut self, config: &Config) -> bool {
-        if !config.reclaim {
-            return false;
-        }
-        let places = engine::words_needed(self.session.history(), &config.file_tools);
+        let places = self.reclaim_words(config);
         !places.is_empty() && self.session.read_words_at(&places)
+    }
+
+    /// Whether the reclaim scan needs words the read kept back (see
+    /// [`Context::read_reclaim_words`]).
+    pub fn needs_reclaim_words(&self, config: &Config) -> bool {
+        !self.reclaim_words(config).is_empty()
+    }
+
+    fn reclaim_words(&self, config: &Config) -> Vec<usize> {
+        match config.reclaim {
+            true => engine::words_needed(self.session.history(), &config.file_tools),
+            false => Vec::new(),
+        }
     }
 
     /// One turn's projection of the whole transcript onto `state`.

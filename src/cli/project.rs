@@ -129,6 +129,12 @@ fn turn_with_draft(
         let filled = cx.session.fill_unfilled(&mut p);
         (p, draft, filled)
     });
+    // A nudge that counts what its compression reclaims may need words set
+    // aside: such a turn goes the way of one read whole.
+    let drafted = drafted.map(|(p, draft, filled)| {
+        let needs = filled && p.decision.inject && cx.needs_reclaim_words(&cx.config(state));
+        (p, draft, filled && !needs)
+    });
     match drafted {
         Some((p, draft, true)) => {
             let view = render(cx, &p);
@@ -138,9 +144,9 @@ fn turn_with_draft(
                 draft: Some(draft),
             })
         }
-        // The words set aside for the view could not be read back: the
-        // turn starts again from the transcript read whole and the state
-        // on disk, nothing written yet.
+        // The words set aside for the view could not be read back, or more
+        // are needed: the turn starts again from the transcript read whole
+        // and the state on disk, nothing written yet.
         Some((_, draft, false)) => {
             if let Ok(draft) = draft {
                 draft.discard();
