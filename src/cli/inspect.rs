@@ -77,24 +77,23 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     }
 }
 
-/// What a session's state holds, with the transcript at `transcript` when
-/// one is named.
-fn inspect(
-    global: &Global,
-    args: &InspectArgs,
-    transcript: Option<&Path>,
-) -> Result<Done, CliError> {
-    let cx = match transcript {
-        Some(path) => Some(Context::open(global, path, Purpose::Look)?),
-        None => None,
-    };
-    let session = match &cx {
+/// The state `inspect` shows, and the session it is of.
+struct Stored {
+    session: SessionDir,
+    state: CompressionState,
+    /// No state was found: `state` is a new one.
+    fresh: bool,
+}
+
+/// With a transcript, the state a command would use: its own, the one it
+/// inherits from a parent session, or the one its records rebuild; without,
+/// the named session's as stored, which must exist.
+fn stored_state(global: &Global, cx: Option<&Context>) -> Result<Stored, CliError> {
+    let session = match cx {
         Some(cx) => cx.session.dir().clone(),
         None => session_only(global)?,
     };
-    // With a transcript, the state a command would use: its own, the one it
-    // inherits from a parent session, or the one its records rebuild.
-    let stored = match &cx {
+    let stored = match cx {
         Some(cx) => {
             Some(cx.state()?).filter(|s| !s.blocks.is_empty() || !s.message_refs.is_empty())
         }
@@ -108,7 +107,30 @@ fn inspect(
         )));
     }
     let fresh = stored.is_none();
-    let stored = stored.unwrap_or_else(|| CompressionState::new(&session.session));
+    let state = stored.unwrap_or_else(|| CompressionState::new(&session.session));
+    Ok(Stored {
+        session,
+        state,
+        fresh,
+    })
+}
+
+/// What a session's state holds, with the transcript at `transcript` when
+/// one is named.
+fn inspect(
+    global: &Global,
+    args: &InspectArgs,
+    transcript: Option<&Path>,
+) -> Result<Done, CliError> {
+    let cx = match transcript {
+        Some(path) => Some(Context::open(global, path, Purpose::Look)?),
+        None => None,
+    };
+    let Stored {
+        session,
+        state: stored,
+        fresh,
+    } = stored_state(global, cx.as_ref())?;
 
     if let Some(id) = &args.block {
         return print_archive(&session, &stored, id).map(Done::printed);
@@ -529,35 +551,9 @@ fn to_text(r: &Report) -> String {
     if let Some(line) = reclaimed_line(r.stored, &r.stored.host.reclaimed) {
         parts.push(line);
     }
-    for c in r.compactions {
-        let mut line = c.describe();
-        if let Some(first) = line.get_mut(..1) {
-            first.make_ascii_uppercase();
-        }
-        parts.push(format!("{line}."));
-    }
+    parts.extend(r.compactions.iter().map(compaction_line));
     if let Some(c) = current {
-        let f = &c.figures;
-        let breakdown = format_breakdown(&f.breakdown, 0);
-        let mut window = format!(
-            "Request: {} of the {} window ({}%, from {}), as sent",
-            tokens::format(f.request),
-            tokens::format(f.window),
-            f.window_percent(),
-            c.window_from
-        );
-        let _ = write!(
-            window,
-            "; {} before this turn's cuts, {}% of the {} budget",
-            tokens::format(f.before_cuts),
-            f.budget_percent(),
-            tokens::format(f.budget),
-        );
-        parts.push(if breakdown.is_empty() {
-            window
-        } else {
-            format!("{breakdown}\n{window}")
-        });
+        parts.push(request_text(c));
     }
     if let Some(bill) = r.bill {
         parts.push(bill_text(bill));
@@ -569,17 +565,56 @@ fn to_text(r: &Report) -> String {
         ));
     }
     if let Some(c) = current {
-        let f = &c.figures;
-        let total = f.breakdown.host + c.view.iter().map(|s| s.tokens).sum::<usize>();
-        let per = total.max(f.window).max(1) as f64 / STRIP_WIDTH as f64;
-        parts.push(format!(
-            "Context map (one character ≈ {} tokens; | marks the {} window):\n{}\n{STRIP_LEGEND}",
-            tokens::format(per.round() as usize),
-            tokens::format(f.window),
-            map::strip(&c.view, f.breakdown.host, STRIP_WIDTH, f.window)
-        ));
+        parts.push(map_text(c));
     }
     parts.join("\n\n")
+}
+
+/// A compaction the host made, as a sentence.
+fn compaction_line(c: &HostCompaction) -> String {
+    let mut line = c.describe();
+    if let Some(first) = line.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    format!("{line}.")
+}
+
+/// The request's breakdown and how much of the window and budget it takes.
+fn request_text(c: &Current) -> String {
+    let f = &c.figures;
+    let breakdown = format_breakdown(&f.breakdown, 0);
+    let mut window = format!(
+        "Request: {} of the {} window ({}%, from {}), as sent",
+        tokens::format(f.request),
+        tokens::format(f.window),
+        f.window_percent(),
+        c.window_from
+    );
+    let _ = write!(
+        window,
+        "; {} before this turn's cuts, {}% of the {} budget",
+        tokens::format(f.before_cuts),
+        f.budget_percent(),
+        tokens::format(f.budget),
+    );
+    if breakdown.is_empty() {
+        window
+    } else {
+        format!("{breakdown}\n{window}")
+    }
+}
+
+/// The one-line context map, with its scale and legend.
+fn map_text(c: &Current) -> String {
+    let f = &c.figures;
+    let total = f.breakdown.host + c.view.iter().map(|s| s.tokens).sum::<usize>();
+    let per = total.max(f.window).max(1) as f64 / STRIP_WIDTH as f64;
+    format!(
+        "Context map (one character ≈ {} tokens; | marks the {} window):\n{}\n{STRIP_LEGEND}",
+        tokens::format(per.round() as usize),
+        tokens::format(f.window),
+        map::strip(&c.view, f.breakdown.host, STRIP_WIDTH, f.window)
+    )
 }
 
 /// `inspect --json`: the state, and with a transcript the turn's figures

@@ -1751,66 +1751,17 @@ fn choose_branch(
     if leaf >= turns.len() {
         return chosen;
     }
-    // Sized for the whole log: the path is most of it, and a table grown
-    // by doubling hashes every id again at each step. A uuid two turns
-    // share stands for the later one.
-    let mut position: IdMap<'_, usize> =
-        IdMap::with_capacity_and_hasher(turns.len(), IdHash::default());
-    let mut unique = true;
-    for (i, t) in turns.iter().enumerate() {
-        if let Some(u) = t.uuid {
-            unique &= position.insert(u, i).is_none();
-        }
-    }
-    // The records on the path: turns by their uuid's place, and the records
-    // between them that are not turns (progress, system), by uuid.
-    let mut on_path = vec![false; turns.len()];
-    let mut between: IdSet<'_> = IdSet::default();
-    // Parent links of every record, taken only when a chain passes through
-    // records that are not turns.
-    let parents = OnceCell::new();
+    let mut walk = RootWalk::new(turns, lines, boundaries);
     let mut i = leaf;
-    'walk: loop {
+    loop {
         chosen[i] = true;
-        let place = match unique {
-            true => turns[i].uuid.map(|_| i),
-            false => turns[i].uuid.and_then(|u| position.get(u).copied()),
-        };
-        if let Some(at) = place {
-            on_path[at] = true;
+        walk.mark(i);
+        match walk.step_from(i) {
+            Upward::Stop => break,
+            Upward::To(at) => i = at,
+            Upward::Before if i == 0 || chosen[i - 1] => break,
+            Upward::Before => i -= 1,
         }
-        let mut parent = turns[i].parent;
-        // Follow the chain through records that are not turns.
-        while let Some(p) = parent {
-            if boundaries.contains(p) {
-                break 'walk;
-            }
-            // Most turns follow the one before them, whose uuid, when no
-            // two turns share one, is its place.
-            let at = match i.checked_sub(1) {
-                Some(before) if unique && turns[before].uuid == Some(p) => Some(before),
-                _ => position.get(p).copied(),
-            };
-            if let Some(at) = at {
-                if on_path[at] {
-                    break 'walk;
-                }
-                i = at;
-                continue 'walk;
-            }
-            if between.contains(p) {
-                break 'walk;
-            }
-            let Some(&up) = parents.get_or_init(|| parent_links(lines)).get(p) else {
-                break;
-            };
-            between.insert(p);
-            parent = up;
-        }
-        if i == 0 || chosen[i - 1] {
-            break 'walk;
-        }
-        i -= 1;
     }
     // Side branches of the same exchanges, if any turn is off the branch:
     // none in a log never rewound, whose sets below cost a quarter of the
@@ -1832,6 +1783,107 @@ fn choose_branch(
         .collect();
     take_side_branches(turns, &mut chosen, &message_ids, IdSet::default(), answered);
     chosen
+}
+
+/// Where a walk from a leaf to its root goes from a turn.
+enum Upward {
+    /// The walk ends: at a compaction boundary, or where it meets itself.
+    Stop,
+    /// On to the turn at this place, the parent.
+    To(usize),
+    /// On to the turn before in the file: the parent is unknown.
+    Before,
+}
+
+/// A walk from a leaf to its root, and the records it has passed.
+struct RootWalk<'a> {
+    turns: &'a [Turn<'a>],
+    lines: &'a [&'a Line<'a>],
+    boundaries: &'a IdSet<'a>,
+    /// Each turn's place by its uuid; a uuid two turns share stands for the
+    /// later one.
+    position: IdMap<'a, usize>,
+    /// No two turns share a uuid.
+    unique: bool,
+    /// The turns on the path, by their uuid's place.
+    on_path: Vec<bool>,
+    /// The records on the path between turns that are not turns
+    /// (progress, system), by uuid.
+    between: IdSet<'a>,
+    /// Parent links of every record, taken only when a chain passes
+    /// through records that are not turns.
+    parents: OnceCell<IdMap<'a, Option<&'a str>>>,
+}
+
+impl<'a> RootWalk<'a> {
+    fn new(turns: &'a [Turn<'a>], lines: &'a [&'a Line<'a>], boundaries: &'a IdSet<'a>) -> Self {
+        // Sized for the whole log: the path is most of it, and a table grown
+        // by doubling hashes every id again at each step.
+        let mut position: IdMap<'a, usize> =
+            IdMap::with_capacity_and_hasher(turns.len(), IdHash::default());
+        let mut unique = true;
+        for (i, t) in turns.iter().enumerate() {
+            if let Some(u) = t.uuid {
+                unique &= position.insert(u, i).is_none();
+            }
+        }
+        RootWalk {
+            turns,
+            lines,
+            boundaries,
+            position,
+            unique,
+            on_path: vec![false; turns.len()],
+            between: IdSet::default(),
+            parents: OnceCell::new(),
+        }
+    }
+
+    /// Puts turn `i` on the path.
+    fn mark(&mut self, i: usize) {
+        let turn = &self.turns[i];
+        let place = match self.unique {
+            true => turn.uuid.map(|_| i),
+            false => turn.uuid.and_then(|u| self.position.get(u).copied()),
+        };
+        if let Some(at) = place {
+            self.on_path[at] = true;
+        }
+    }
+
+    /// Where the walk goes from turn `i`: its parent, followed through
+    /// records that are not turns.
+    fn step_from(&mut self, i: usize) -> Upward {
+        let turns = self.turns;
+        let mut parent = turns[i].parent;
+        while let Some(p) = parent {
+            if self.boundaries.contains(p) {
+                return Upward::Stop;
+            }
+            // Most turns follow the one before them, whose uuid, when no
+            // two turns share one, is its place.
+            let at = match i.checked_sub(1) {
+                Some(before) if self.unique && turns[before].uuid == Some(p) => Some(before),
+                _ => self.position.get(p).copied(),
+            };
+            if let Some(at) = at {
+                return match self.on_path[at] {
+                    true => Upward::Stop,
+                    false => Upward::To(at),
+                };
+            }
+            if self.between.contains(p) {
+                return Upward::Stop;
+            }
+            let lines = self.lines;
+            let Some(&up) = self.parents.get_or_init(|| parent_links(lines)).get(p) else {
+                break;
+            };
+            self.between.insert(p);
+            parent = up;
+        }
+        Upward::Before
+    }
 }
 
 /// Adds a later line's blocks to the message its response started.
