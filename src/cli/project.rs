@@ -60,27 +60,7 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     warnings.extend(view.warnings);
     warnings.extend(set_aside_figure(&cx, &p, &state));
     if !args.dry_run {
-        if let Some(w) = cx.settings.given_window() {
-            state.host.window = Some(w);
-        }
-        cx.session.dir().save(&state)?;
-        // The cache only saves work: a turn that cannot leave one still
-        // goes out, and the next reads whatever cache it finds with care.
-        let tokenizer = cx.config(&state).tokenizer;
-        let cached = match draft {
-            Some(draft) => cx.session.finish_read_cache(draft, tokenizer, &p.cuts),
-            None => {
-                let projected = Projected {
-                    hidden: &p.hidden,
-                    view: &p.view,
-                    cuts: &p.cuts,
-                };
-                (cx.session).save_read_cache(tokenizer, projected, CacheWrite::Append)
-            }
-        };
-        if let Err(e) = cached {
-            warnings.push(format!("the read cache was not saved: {e}"));
-        }
+        save_turn(&cx, &mut state, &p, draft, &mut warnings)?;
     }
     emit(args.output.as_ref(), &view.bytes)?;
     warn(global, &warnings);
@@ -101,6 +81,39 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     std::mem::forget(state);
     cx.session.finish();
     Ok(Exit::Success)
+}
+
+/// Saves the turn's state, and the read cache for the next turn (from
+/// `draft` when the turn drafted one); a cache that cannot be saved is only
+/// a warning: it saves work, and the next turn reads whatever cache it
+/// finds with care.
+fn save_turn(
+    cx: &Context,
+    state: &mut CompressionState,
+    p: &Projection,
+    draft: Option<Result<CacheDraft, StoreError>>,
+    warnings: &mut Vec<String>,
+) -> Result<(), CliError> {
+    if let Some(w) = cx.settings.given_window() {
+        state.host.window = Some(w);
+    }
+    cx.session.dir().save(state)?;
+    let tokenizer = cx.config(state).tokenizer;
+    let cached = match draft {
+        Some(draft) => cx.session.finish_read_cache(draft, tokenizer, &p.cuts),
+        None => {
+            let projected = Projected {
+                hidden: &p.hidden,
+                view: &p.view,
+                cuts: &p.cuts,
+            };
+            (cx.session).save_read_cache(tokenizer, projected, CacheWrite::Append)
+        }
+    };
+    if let Err(e) = cached {
+        warnings.push(format!("the read cache was not saved: {e}"));
+    }
+    Ok(())
 }
 
 /// A turn projected, its view rendered, and the read cache drafted beside

@@ -1425,19 +1425,16 @@ pub(crate) fn read_after(
         bad,
         keep_records: true,
     };
-    let mut build = Builder::new(how, tools);
-    for (t, _) in chosen_turns() {
-        let record = RecordAt {
-            line: t.line,
-            assistant: t.assistant,
-            text: t.text,
-            at: Some(at + jsonl::offset_in(text, t.text) as u64),
-        };
-        if let Err(e) = build.add(record, &mut warnings) {
-            return Some(Err(e));
-        }
-    }
-    let built = build.finish();
+    let appended = Appended {
+        text,
+        at,
+        first_line,
+    };
+    let on_branch = chosen_turns().map(|(t, _)| t);
+    let built = match build_appended(how, tools, appended, on_branch, &mut warnings) {
+        Ok(built) => built,
+        Err(e) => return Some(Err(e)),
+    };
     let joined = joining_point_after(&lines, &turns, &resume);
     let resume = resume_after(resume, joined, &built);
     Some(Ok(finish(
@@ -1446,6 +1443,28 @@ pub(crate) fn read_after(
         warnings,
         resume,
     )))
+}
+
+/// Builds the appended `turns`, each record placed in the transcript by
+/// where its text lies in the appended text.
+fn build_appended<'t>(
+    how: Building,
+    tools: ToolNames,
+    appended: Appended,
+    turns: impl Iterator<Item = &'t Turn<'t>>,
+    warnings: &mut Vec<(usize, String)>,
+) -> Result<Built, ReadError> {
+    let mut build = Builder::new(how, tools);
+    for t in turns {
+        let record = RecordAt {
+            line: t.line,
+            assistant: t.assistant,
+            text: t.text,
+            at: Some(appended.at + jsonl::offset_in(appended.text, t.text) as u64),
+        };
+        build.add(record, warnings)?;
+    }
+    Ok(build.finish())
 }
 
 /// What of the prefix a new line could contradict: whether it is a
