@@ -1402,24 +1402,7 @@ pub(crate) fn read_after(
         .enumerate()
         .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, &mut warnings))
         .collect();
-    let branch = tail_branch(&turns, &parents, &resume)?;
-    let known = PrefixIds::named_by(&turns, earlier, &resume);
-    let chosen = choose_tail(
-        &turns,
-        branch,
-        &known.responses,
-        &known.calls,
-        &known.answered,
-    )?;
-    // A new record left off the branch is a branch of its own, which a
-    // whole read weighs against this one.
-    if chosen.iter().any(|&keep| !keep) {
-        return None;
-    }
-    let chosen_turns = || turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
-    if !chosen_turns().all(|(t, _)| known.leaves_prefix_alone(t)) {
-        return None;
-    }
+    let on_branch = all_on_branch(&turns, &parents, earlier, &resume)?;
     let how = Building {
         name,
         bad,
@@ -1430,8 +1413,7 @@ pub(crate) fn read_after(
         at,
         first_line,
     };
-    let on_branch = chosen_turns().map(|(t, _)| t);
-    let built = match build_appended(how, tools, appended, on_branch, &mut warnings) {
+    let built = match build_appended(how, tools, appended, on_branch.iter(), &mut warnings) {
         Ok(built) => built,
         Err(e) => return Some(Err(e)),
     };
@@ -1443,6 +1425,34 @@ pub(crate) fn read_after(
         warnings,
         resume,
     )))
+}
+
+/// The appended `turns`, when they are all on one branch that goes on from
+/// the prefix's and leaves what the prefix read alone; `None` when the log
+/// must be read whole. A new record left off the branch is a branch of its
+/// own, which a whole read weighs against this one.
+fn all_on_branch<'t, 'a>(
+    turns: &'t [Turn<'a>],
+    parents: &IdMap<'_, Option<&str>>,
+    earlier: &[CoreMessage],
+    resume: &ResumeState,
+) -> Option<&'t [Turn<'a>]> {
+    let branch = tail_branch(turns, parents, resume)?;
+    let known = PrefixIds::named_by(turns, earlier, resume);
+    let chosen = choose_tail(
+        turns,
+        branch,
+        &known.responses,
+        &known.calls,
+        &known.answered,
+    )?;
+    if chosen.iter().any(|&keep| !keep) {
+        return None;
+    }
+    turns
+        .iter()
+        .all(|t| known.leaves_prefix_alone(t))
+        .then_some(turns)
 }
 
 /// Builds the appended `turns`, each record placed in the transcript by
