@@ -19,7 +19,8 @@ use serde_json::Value;
 use super::args::{Global, InspectArgs};
 use super::batch::{self, Done, Lines, Named};
 use super::context::{Context, Turn};
-use super::{CliError, Exit, settings};
+use super::settings::{self, Settings};
+use super::{CliError, Exit};
 use crate::engine::{
     Bill, Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet,
     Name, Prices, Reclaimed, ReclaimedOutput, Run, STRIP_LEGEND, Segment, SvgInput,
@@ -75,6 +76,14 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
             ))
         }
     }
+}
+
+/// The settings beside the transcript, or the global ones without one.
+fn settings_of(global: &Global, cx: Option<&Context>) -> Result<Settings, CliError> {
+    Ok(match cx {
+        Some(cx) => cx.settings.clone(),
+        None => settings::load(global, None)?,
+    })
 }
 
 /// The state `inspect` shows, and the session it is of.
@@ -136,10 +145,7 @@ fn inspect(
         return print_archive(&session, &stored, id).map(Done::printed);
     }
 
-    let settings = match &cx {
-        Some(cx) => cx.settings.clone(),
-        None => settings::load(global, None)?,
-    };
+    let settings = settings_of(global, cx.as_ref())?;
     let config = settings.for_host(
         &stored.host,
         cx.as_ref().map(|c| c.session.transcript().format),
@@ -150,18 +156,15 @@ fn inspect(
         (Some(cx), Some(c), Some(path)) => bill_of(path, cx, &state, c, settings.prices),
         _ => None,
     };
-    // Block activity as of this transcript; as stored when there is none.
-    let blocks = &state.blocks;
-    let base = state_base(&session);
     if let Some(file) = &args.svg {
-        let Some(c) = &current else {
-            return Err(CliError::Usage(
-                "--svg needs the transcript: the map is drawn from its messages".into(),
-            ));
+        let drawn = Drawn {
+            session: &session,
+            state: &state,
+            current: current.as_ref(),
+            bill: bill.as_ref(),
         };
-        write_svg(global, file, &session, &state, c, bill.as_ref())?;
+        write_svg(global, file, &drawn)?;
     }
-
     // Sizes on the turn's scale, as the figures are; the estimator's alone
     // without a transcript.
     let count = |m: &CoreMessage| match &current {
@@ -172,24 +175,16 @@ fn inspect(
         session: &session,
         stored: &stored,
         fresh,
-        blocks,
-        base: &base,
+        // Block activity as of this transcript; as stored when there is none.
+        blocks: &state.blocks,
+        base: &state_base(&session),
         current: current.as_ref(),
         count: &count,
         compactions: &state.host.compactions,
         bill: bill.as_ref(),
     };
-    let (json, text) = match args.json {
-        true => (Some(to_json(&report)), None),
-        false => (None, Some(to_text(&report))),
-    };
-    Ok(Done {
-        exit: Exit::Success,
-        json,
-        text,
-        notes: Vec::new(),
-        warnings: cx.map(|cx| cx.session.warnings()).unwrap_or_default(),
-    })
+    let warnings = cx.map(|cx| cx.session.warnings()).unwrap_or_default();
+    Ok(report.done(args.json, warnings))
 }
 
 /// The session's bill from the usage its transcript records (`path`, read
@@ -321,15 +316,23 @@ fn current(
     }
 }
 
+/// What `--svg` draws the map of.
+struct Drawn<'a> {
+    session: &'a SessionDir,
+    state: &'a CompressionState,
+    /// The current view: the map needs the transcript.
+    current: Option<&'a Current>,
+    bill: Option<&'a Bill>,
+}
+
 /// Draws the context map to `file`.
-fn write_svg(
-    global: &Global,
-    file: &Path,
-    session: &SessionDir,
-    state: &CompressionState,
-    c: &Current,
-    bill: Option<&Bill>,
-) -> Result<(), CliError> {
+fn write_svg(global: &Global, file: &Path, drawn: &Drawn) -> Result<(), CliError> {
+    let (session, state, bill) = (drawn.session, drawn.state, drawn.bill);
+    let Some(c) = drawn.current else {
+        return Err(CliError::Usage(
+            "--svg needs the transcript: the map is drawn from its messages".into(),
+        ));
+    };
     let svg = svg::svg(&SvgInput {
         session: &session.session,
         history: &c.history,
@@ -513,6 +516,24 @@ fn stats_line(r: &Report) -> String {
         stored.message_refs.refs(),
         stored.next_block_id
     )
+}
+
+impl Report<'_> {
+    /// The report printed as JSON (`json`) or text, with the read's
+    /// `warnings`.
+    fn done(&self, json: bool, warnings: Vec<String>) -> Done {
+        let (json, text) = match json {
+            true => (Some(to_json(self)), None),
+            false => (None, Some(to_text(self))),
+        };
+        Done {
+            exit: Exit::Success,
+            json,
+            text,
+            notes: Vec::new(),
+            warnings,
+        }
+    }
 }
 
 fn to_text(r: &Report) -> String {
