@@ -609,14 +609,8 @@ fn build(
 ) -> Result<Transcript, ReadError> {
     let bad = how.bad;
     // Where each piece starts in the transcript, taken before any is let go.
-    let starts: Option<Vec<u64>> = at.map(|at| {
-        let ends = pieces.iter().scan(at, |end, p| {
-            *end += p.len() as u64;
-            Some(*end)
-        });
-        std::iter::once(at).chain(ends).collect()
-    });
-    let record_at = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
+    let starts: Option<Vec<u64>> = at.map(|at| piece_starts(pieces, at));
+    let place = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
     let mut build = Builder::new(how, ToolNames::default());
     let (early, late) = plan.steps.split_at(later_half(&plan.steps));
     let at = late.first().map_or(pieces.len(), |s| s.piece);
@@ -626,13 +620,7 @@ fn build(
         let mut parsed = Vec::with_capacity(late.len());
         let mut tools = ToolNames::default();
         walk(late_pieces, late, at, let_go, |step, text| {
-            let record = RecordAt {
-                line: step.line,
-                assistant: step.assistant,
-                text,
-                at: record_at(step),
-            };
-            let record = parse_record(how, record, &mut tools);
+            let record = parse_record(how, step.record(text, place(step)), &mut tools);
             let failed = record.is_err() && bad == BadLines::Fail;
             parsed.push((step.line, record));
             !failed && !stop.load(Ordering::Relaxed)
@@ -643,13 +631,9 @@ fn build(
         let late = (!late.is_empty()).then(|| s.spawn(parse_late));
         let mut failed = None;
         walk(early_pieces, early, 0, let_go, |step, text| {
-            let record = RecordAt {
-                line: step.line,
-                assistant: step.assistant,
-                text,
-                at: record_at(step),
-            };
-            failed = build.add(record, &mut warnings).err();
+            failed = build
+                .add(step.record(text, place(step)), &mut warnings)
+                .err();
             failed.is_none()
         });
         if let Some(e) = failed {
@@ -675,6 +659,16 @@ fn build(
     );
     transcript.compactions = plan.compactions;
     Ok(transcript)
+}
+
+/// Where each of `pieces` starts in the transcript, the first at `at`, and
+/// where the last ends.
+fn piece_starts(pieces: &[Cow<'_, str>], at: u64) -> Vec<u64> {
+    let ends = pieces.iter().scan(at, |end, p| {
+        *end += p.len() as u64;
+        Some(*end)
+    });
+    std::iter::once(at).chain(ends).collect()
 }
 
 /// Where the steps of a log held in several pieces are split between two
@@ -739,6 +733,19 @@ struct Step {
     at: std::ops::Range<usize>,
     line: usize,
     assistant: bool,
+}
+
+impl Step {
+    /// The record this step chose, whose text is `text`, at `at` in the
+    /// transcript when that is known.
+    fn record<'t>(&self, text: &'t str, at: Option<u64>) -> RecordAt<'t> {
+        RecordAt {
+            line: self.line,
+            assistant: self.assistant,
+            text,
+            at,
+        }
+    }
 }
 
 /// The lines of a log read lean a piece at a time, as the pieces come.

@@ -315,6 +315,26 @@ fn parse_state(path: &Path, text: &str) -> Result<(CompressionState, LogsNamed),
     }
 }
 
+/// Block `b`'s line in blocks.jsonl (at `path`, which errors name): its
+/// effective ids only when they differ from its direct ones.
+fn block_line(path: &Path, b: &Block) -> Result<Vec<u8>, StoreError> {
+    let failed = |e: serde_json::Error| StoreError::io(path, e.into());
+    let mut line = match serde_json::to_value(b).map_err(failed)? {
+        serde_json::Value::Object(mut fields) => {
+            if b.effective_message_ids == b.direct_message_ids {
+                fields.remove(EFFECTIVE_IDS);
+            } else {
+                let ids = serde_json::to_value(&b.effective_message_ids).map_err(failed)?;
+                fields.insert(EFFECTIVE_IDS.into(), ids);
+            }
+            serde_json::to_vec(&fields).map_err(failed)?
+        }
+        other => serde_json::to_vec(&other).map_err(failed)?,
+    };
+    line.push(b'\n');
+    Ok(line)
+}
+
 const REFS_LOG: &str = "refs.log";
 
 /// The logs beside state.json, in the order [`SessionDir::generations`]
@@ -776,23 +796,7 @@ impl SessionDir {
         if blocks.is_empty() && known.is_none() {
             return Ok(None);
         }
-        let line = |b: &Block| -> Result<Vec<u8>, StoreError> {
-            let failed = |e: serde_json::Error| StoreError::io(&path, e.into());
-            let mut line = match serde_json::to_value(b).map_err(failed)? {
-                serde_json::Value::Object(mut fields) => {
-                    if b.effective_message_ids == b.direct_message_ids {
-                        fields.remove(EFFECTIVE_IDS);
-                    } else {
-                        let ids = serde_json::to_value(&b.effective_message_ids).map_err(failed)?;
-                        fields.insert(EFFECTIVE_IDS.into(), ids);
-                    }
-                    serde_json::to_vec(&fields).map_err(failed)?
-                }
-                other => serde_json::to_vec(&other).map_err(failed)?,
-            };
-            line.push(b'\n');
-            Ok(line)
-        };
+        let line = |b: &Block| block_line(&path, b);
         let latest: Latest = blocks
             .iter()
             .map(|b| (b.block_id.clone(), block_digest(b)))
