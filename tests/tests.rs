@@ -31,6 +31,7 @@ mod suite {
     pub mod reclaim;
     pub mod refs_stability;
     pub mod shapes;
+    pub mod snapshots;
     pub mod synth;
 }
 

@@ -46,59 +46,95 @@ fn man(cmd: clap::Command, w: &mut Vec<u8>) -> io::Result<()> {
         .subcommand_value_name("COMMAND");
     cmd.build();
     let page = Man::new(cmd.clone());
-    // Every rendered piece opens with the same preamble; keep only the first.
-    let preamble = Roff::new().render();
-    let piece = |render: &dyn Fn(&mut dyn Write) -> io::Result<()>, headings: bool| {
-        let mut buf = Vec::new();
-        render(&mut buf)?;
-        let text = String::from_utf8(buf).expect("roff output is UTF-8");
-        let text = text.strip_prefix(&preamble).unwrap_or(&text);
-        Ok::<_, io::Error>(
-            text.lines()
-                .filter(|l| headings || !l.starts_with(".SH "))
-                .flat_map(|l| [l, "\n"])
-                .collect::<String>(),
-        )
+    let pieces = Pieces {
+        preamble: Roff::new().render(),
     };
-
     page.render_title(w)?;
-    w.write_all(piece(&|w| page.render_name_section(w), true)?.as_bytes())?;
-    w.write_all(piece(&|w| page.render_synopsis_section(w), true)?.as_bytes())?;
-    w.write_all(piece(&|w| page.render_description_section(w), true)?.as_bytes())?;
-    w.write_all(piece(&|w| page.render_options_section(w), true)?.as_bytes())?;
+    pieces.write(w, &|w| page.render_name_section(w), Headings::Keep)?;
+    pieces.write(w, &|w| page.render_synopsis_section(w), Headings::Keep)?;
+    pieces.write(w, &|w| page.render_description_section(w), Headings::Keep)?;
+    pieces.write(w, &|w| page.render_options_section(w), Headings::Keep)?;
 
     let mut roff = Roff::new();
     roff.control("SH", ["COMMANDS"]);
     w.write_all(roff.to_roff().as_bytes())?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        let sub = sub.clone().mut_args(|a| {
-            let shared = a.is_global_set() || matches!(a.get_id().as_str(), "help" | "version");
-            if shared { a.hide(true) } else { a }
-        });
-        let name = sub.get_bin_name().unwrap_or(sub.get_name()).to_owned();
-        let after = sub.get_after_long_help().map(|a| a.to_string());
-        let sub = Man::new(sub);
-        let mut roff = Roff::new();
-        roff.control("SS", [name.as_str()]);
-        w.write_all(roff.to_roff().as_bytes())?;
-        w.write_all(piece(&|w| sub.render_synopsis_section(w), false)?.as_bytes())?;
-        roff = Roff::new();
-        roff.control("PP", []);
-        w.write_all(roff.to_roff().as_bytes())?;
-        w.write_all(piece(&|w| sub.render_description_section(w), false)?.as_bytes())?;
-        w.write_all(piece(&|w| sub.render_options_section(w), false)?.as_bytes())?;
-        if let Some(after) = after {
-            // One command a line, as in --help: no filling.
-            let mut roff = Roff::new();
-            roff.control("PP", []).control("nf", []);
-            for line in after.lines() {
-                roff.text([roman(line)]);
-            }
-            roff.control("fi", []);
-            w.write_all(roff.to_roff().as_bytes())?;
-        }
+        man_command(sub, &pieces, w)?;
     }
+    w.write_all(exit_status().to_roff().as_bytes())?;
+    pieces.write(w, &|w| page.render_version_section(w), Headings::Keep)?;
+    Ok(())
+}
 
+/// Whether a piece of the page keeps its section headings: a command's
+/// pieces go under the one COMMANDS section, without their own.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Headings {
+    Keep,
+    Drop,
+}
+
+/// Renders pieces of the page, cutting the preamble every rendered piece
+/// opens with: the page keeps only the first.
+struct Pieces {
+    preamble: String,
+}
+
+impl Pieces {
+    fn write(
+        &self,
+        w: &mut Vec<u8>,
+        render: &dyn Fn(&mut dyn Write) -> io::Result<()>,
+        headings: Headings,
+    ) -> io::Result<()> {
+        let mut buf = Vec::new();
+        render(&mut buf)?;
+        let text = String::from_utf8(buf).expect("roff output is UTF-8");
+        let text = text.strip_prefix(&self.preamble).unwrap_or(&text);
+        let kept: String = text
+            .lines()
+            .filter(|l| headings == Headings::Keep || !l.starts_with(".SH "))
+            .flat_map(|l| [l, "\n"])
+            .collect();
+        w.write_all(kept.as_bytes())
+    }
+}
+
+/// One command's part of the COMMANDS section: its synopsis, description
+/// and own options (the global ones are listed at the top), and the
+/// examples after them, one a line as in --help.
+fn man_command(sub: &clap::Command, pieces: &Pieces, w: &mut Vec<u8>) -> io::Result<()> {
+    let sub = sub.clone().mut_args(|a| {
+        let shared = a.is_global_set() || matches!(a.get_id().as_str(), "help" | "version");
+        if shared { a.hide(true) } else { a }
+    });
+    let name = sub.get_bin_name().unwrap_or(sub.get_name()).to_owned();
+    let after = sub.get_after_long_help().map(|a| a.to_string());
+    let sub = Man::new(sub);
+    let mut roff = Roff::new();
+    roff.control("SS", [name.as_str()]);
+    w.write_all(roff.to_roff().as_bytes())?;
+    pieces.write(w, &|w| sub.render_synopsis_section(w), Headings::Drop)?;
+    roff = Roff::new();
+    roff.control("PP", []);
+    w.write_all(roff.to_roff().as_bytes())?;
+    pieces.write(w, &|w| sub.render_description_section(w), Headings::Drop)?;
+    pieces.write(w, &|w| sub.render_options_section(w), Headings::Drop)?;
+    if let Some(after) = after {
+        // One command a line, as in --help: no filling.
+        let mut roff = Roff::new();
+        roff.control("PP", []).control("nf", []);
+        for line in after.lines() {
+            roff.text([roman(line)]);
+        }
+        roff.control("fi", []);
+        w.write_all(roff.to_roff().as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The EXIT STATUS section, from the exit codes' table.
+fn exit_status() -> Roff {
     let mut roff = Roff::new();
     roff.control("SH", ["EXIT STATUS"]);
     for line in EXIT_STATUS.lines().skip(1) {
@@ -107,7 +143,5 @@ fn man(cmd: clap::Command, w: &mut Vec<u8>) -> io::Result<()> {
         roff.text([bold(code)]);
         roff.text([roman(meaning.trim())]);
     }
-    w.write_all(roff.to_roff().as_bytes())?;
-    w.write_all(piece(&|w| page.render_version_section(w), true)?.as_bytes())?;
-    Ok(())
+    roff
 }

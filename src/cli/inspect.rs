@@ -19,7 +19,8 @@ use serde_json::Value;
 use super::args::{Global, InspectArgs};
 use super::batch::{self, Done, Lines, Named};
 use super::context::{Context, Turn};
-use super::{CliError, Exit, settings};
+use super::settings::{self, Settings};
+use super::{CliError, Exit};
 use crate::engine::{
     Bill, Block, CompressionState, Config, CoreMessage, Figures, Gauge, HostCompaction, IdSet,
     Name, Prices, Reclaim, Reclaimed, ReclaimedOutput, Run, STRIP_LEGEND, Segment, SvgInput,
@@ -77,24 +78,31 @@ pub fn run(global: &Global, args: &InspectArgs) -> Result<Exit, CliError> {
     }
 }
 
-/// What a session's state holds, with the transcript at `transcript` when
-/// one is named.
-fn inspect(
-    global: &Global,
-    args: &InspectArgs,
-    transcript: Option<&Path>,
-) -> Result<Done, CliError> {
-    let cx = match transcript {
-        Some(path) => Some(Context::open(global, path, Purpose::Look)?),
-        None => None,
-    };
-    let session = match &cx {
+/// The settings beside the transcript, or the global ones without one.
+fn settings_of(global: &Global, cx: Option<&Context>) -> Result<Settings, CliError> {
+    Ok(match cx {
+        Some(cx) => cx.settings.clone(),
+        None => settings::load(global, None)?,
+    })
+}
+
+/// The state `inspect` shows, and the session it is of.
+struct Stored {
+    session: SessionDir,
+    state: CompressionState,
+    /// No state was found: `state` is a new one.
+    fresh: bool,
+}
+
+/// With a transcript, the state a command would use: its own, the one it
+/// inherits from a parent session, or the one its records rebuild; without,
+/// the named session's as stored, which must exist.
+fn stored_state(global: &Global, cx: Option<&Context>) -> Result<Stored, CliError> {
+    let session = match cx {
         Some(cx) => cx.session.dir().clone(),
         None => session_only(global)?,
     };
-    // With a transcript, the state a command would use: its own, the one it
-    // inherits from a parent session, or the one its records rebuild.
-    let stored = match &cx {
+    let stored = match cx {
         Some(cx) => {
             Some(cx.state()?).filter(|s| !s.blocks.is_empty() || !s.message_refs.is_empty())
         }
@@ -108,16 +116,36 @@ fn inspect(
         )));
     }
     let fresh = stored.is_none();
-    let stored = stored.unwrap_or_else(|| CompressionState::new(&session.session));
+    let state = stored.unwrap_or_else(|| CompressionState::new(&session.session));
+    Ok(Stored {
+        session,
+        state,
+        fresh,
+    })
+}
+
+/// What a session's state holds, with the transcript at `transcript` when
+/// one is named.
+fn inspect(
+    global: &Global,
+    args: &InspectArgs,
+    transcript: Option<&Path>,
+) -> Result<Done, CliError> {
+    let cx = match transcript {
+        Some(path) => Some(Context::open(global, path, Purpose::Look)?),
+        None => None,
+    };
+    let Stored {
+        session,
+        state: stored,
+        fresh,
+    } = stored_state(global, cx.as_ref())?;
 
     if let Some(id) = &args.block {
         return print_archive(&session, &stored, id).map(Done::printed);
     }
 
-    let settings = match &cx {
-        Some(cx) => cx.settings.clone(),
-        None => settings::load(global, None)?,
-    };
+    let settings = settings_of(global, cx.as_ref())?;
     let config = settings.for_host(
         &stored.host,
         cx.as_ref().map(|c| c.session.transcript().format),
@@ -128,18 +156,15 @@ fn inspect(
         (Some(cx), Some(c), Some(path)) => bill_of(path, cx, &state, c, settings.prices),
         _ => None,
     };
-    // Block activity as of this transcript; as stored when there is none.
-    let blocks = &state.blocks;
-    let base = state_base(&session);
     if let Some(file) = &args.svg {
-        let Some(c) = &current else {
-            return Err(CliError::Usage(
-                "--svg needs the transcript: the map is drawn from its messages".into(),
-            ));
+        let drawn = Drawn {
+            session: &session,
+            state: &state,
+            current: current.as_ref(),
+            bill: bill.as_ref(),
         };
-        write_svg(global, file, &session, &state, c, bill.as_ref())?;
+        write_svg(global, file, &drawn)?;
     }
-
     // Sizes on the turn's scale, as the figures are; the estimator's alone
     // without a transcript.
     let count = |m: &CoreMessage| match &current {
@@ -150,24 +175,16 @@ fn inspect(
         session: &session,
         stored: &stored,
         fresh,
-        blocks,
-        base: &base,
+        // Block activity as of this transcript; as stored when there is none.
+        blocks: &state.blocks,
+        base: &state_base(&session),
         current: current.as_ref(),
         count: &count,
         compactions: &state.host.compactions,
         bill: bill.as_ref(),
     };
-    let (json, text) = match args.json {
-        true => (Some(to_json(&report)), None),
-        false => (None, Some(to_text(&report))),
-    };
-    Ok(Done {
-        exit: Exit::Success,
-        json,
-        text,
-        notes: Vec::new(),
-        warnings: cx.map(|cx| cx.session.warnings()).unwrap_or_default(),
-    })
+    let warnings = cx.map(|cx| cx.session.warnings()).unwrap_or_default();
+    Ok(report.done(args.json, warnings))
 }
 
 /// The session's bill from the usage its transcript records (`path`, read
@@ -317,15 +334,23 @@ fn current(
     }
 }
 
+/// What `--svg` draws the map of.
+struct Drawn<'a> {
+    session: &'a SessionDir,
+    state: &'a CompressionState,
+    /// The current view: the map needs the transcript.
+    current: Option<&'a Current>,
+    bill: Option<&'a Bill>,
+}
+
 /// Draws the context map to `file`.
-fn write_svg(
-    global: &Global,
-    file: &Path,
-    session: &SessionDir,
-    state: &CompressionState,
-    c: &Current,
-    bill: Option<&Bill>,
-) -> Result<(), CliError> {
+fn write_svg(global: &Global, file: &Path, drawn: &Drawn) -> Result<(), CliError> {
+    let (session, state, bill) = (drawn.session, drawn.state, drawn.bill);
+    let Some(c) = drawn.current else {
+        return Err(CliError::Usage(
+            "--svg needs the transcript: the map is drawn from its messages".into(),
+        ));
+    };
     let svg = svg::svg(&SvgInput {
         session: &session.session,
         history: &c.history,
@@ -511,6 +536,24 @@ fn stats_line(r: &Report) -> String {
     )
 }
 
+impl Report<'_> {
+    /// The report printed as JSON (`json`) or text, with the read's
+    /// `warnings`.
+    fn done(&self, json: bool, warnings: Vec<String>) -> Done {
+        let (json, text) = match json {
+            true => (Some(to_json(self)), None),
+            false => (None, Some(to_text(self))),
+        };
+        Done {
+            exit: Exit::Success,
+            json,
+            text,
+            notes: Vec::new(),
+            warnings,
+        }
+    }
+}
+
 fn to_text(r: &Report) -> String {
     let (session, blocks, current) = (r.session, r.blocks, r.current);
     let mut parts = vec![format!(
@@ -547,35 +590,9 @@ fn to_text(r: &Report) -> String {
     if let Some(line) = reclaimed_line(r.stored, &r.stored.host.reclaimed) {
         parts.push(line);
     }
-    for c in r.compactions {
-        let mut line = c.describe();
-        if let Some(first) = line.get_mut(..1) {
-            first.make_ascii_uppercase();
-        }
-        parts.push(format!("{line}."));
-    }
+    parts.extend(r.compactions.iter().map(compaction_line));
     if let Some(c) = current {
-        let f = &c.figures;
-        let breakdown = format_breakdown(&f.breakdown, 0);
-        let mut window = format!(
-            "Request: {} of the {} window ({}%, from {}), as sent",
-            tokens::format(f.request),
-            tokens::format(f.window),
-            f.window_percent(),
-            c.window_from
-        );
-        let _ = write!(
-            window,
-            "; {} before this turn's cuts, {}% of the {} budget",
-            tokens::format(f.before_cuts),
-            f.budget_percent(),
-            tokens::format(f.budget),
-        );
-        parts.push(if breakdown.is_empty() {
-            window
-        } else {
-            format!("{breakdown}\n{window}")
-        });
+        parts.push(request_text(c));
     }
     if let Some(bill) = r.bill {
         parts.push(bill_text(bill));
@@ -587,17 +604,56 @@ fn to_text(r: &Report) -> String {
         ));
     }
     if let Some(c) = current {
-        let f = &c.figures;
-        let total = f.breakdown.host + c.view.iter().map(|s| s.tokens).sum::<usize>();
-        let per = total.max(f.window).max(1) as f64 / STRIP_WIDTH as f64;
-        parts.push(format!(
-            "Context map (one character ≈ {} tokens; | marks the {} window):\n{}\n{STRIP_LEGEND}",
-            tokens::format(per.round() as usize),
-            tokens::format(f.window),
-            map::strip(&c.view, f.breakdown.host, STRIP_WIDTH, f.window)
-        ));
+        parts.push(map_text(c));
     }
     parts.join("\n\n")
+}
+
+/// A compaction the host made, as a sentence.
+fn compaction_line(c: &HostCompaction) -> String {
+    let mut line = c.describe();
+    if let Some(first) = line.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    format!("{line}.")
+}
+
+/// The request's breakdown and how much of the window and budget it takes.
+fn request_text(c: &Current) -> String {
+    let f = &c.figures;
+    let breakdown = format_breakdown(&f.breakdown, 0);
+    let mut window = format!(
+        "Request: {} of the {} window ({}%, from {}), as sent",
+        tokens::format(f.request),
+        tokens::format(f.window),
+        f.window_percent(),
+        c.window_from
+    );
+    let _ = write!(
+        window,
+        "; {} before this turn's cuts, {}% of the {} budget",
+        tokens::format(f.before_cuts),
+        f.budget_percent(),
+        tokens::format(f.budget),
+    );
+    if breakdown.is_empty() {
+        window
+    } else {
+        format!("{breakdown}\n{window}")
+    }
+}
+
+/// The one-line context map, with its scale and legend.
+fn map_text(c: &Current) -> String {
+    let f = &c.figures;
+    let total = f.breakdown.host + c.view.iter().map(|s| s.tokens).sum::<usize>();
+    let per = total.max(f.window).max(1) as f64 / STRIP_WIDTH as f64;
+    format!(
+        "Context map (one character ≈ {} tokens; | marks the {} window):\n{}\n{STRIP_LEGEND}",
+        tokens::format(per.round() as usize),
+        tokens::format(f.window),
+        map::strip(&c.view, f.breakdown.host, STRIP_WIDTH, f.window)
+    )
 }
 
 /// `inspect --json`: the state, and with a transcript the turn's figures

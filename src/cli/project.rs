@@ -18,18 +18,7 @@ use crate::store::{Access, CacheDraft, CacheWrite, Projected, Purpose, StoreErro
 /// Runs `noa project`.
 pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     check_output(args.output.as_ref())?;
-    let access = if args.dry_run {
-        Access::Read
-    } else {
-        Access::Write
-    };
-    // A window too small for the session is refused before the session's
-    // folder is made or locked: nothing is written.
-    let mut cx = Context::open(global, &args.transcript, Purpose::Turn(access))?;
-    cx.settings.check_floor(cx.session.history())?;
-    if access == Access::Write {
-        cx.session.lock()?;
-    }
+    let mut cx = open_for_turn(global, args)?;
     let learned = args.overflow_error.as_deref().map(window_from_error);
     let unread_window = matches!(learned, Some(None))
         .then(|| "--overflow-error names no window size; the window stays as it was".to_string());
@@ -53,34 +42,9 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
         render(p, t, args.to.map_or(t.format.view_format(), view_format))
     };
     let Turned { p, view, draft } = turn_with_draft(&mut cx, &mut state, turn, learn, render)?;
-    let mut warnings = cx.session.warnings();
-    warnings.extend(cx.settings.warnings.iter().cloned());
-    warnings.extend(unread_window);
-    warnings.extend(refs_run_out(&p));
-    warnings.extend(view.warnings);
-    warnings.extend(set_aside_figure(&cx, &p, &state));
+    let mut warnings = turn_warnings(&cx, &p, &state, unread_window, view.warnings);
     if !args.dry_run {
-        if let Some(w) = cx.settings.given_window() {
-            state.host.window = Some(w);
-        }
-        cx.session.dir().save(&state)?;
-        // The cache only saves work: a turn that cannot leave one still
-        // goes out, and the next reads whatever cache it finds with care.
-        let tokenizer = cx.config(&state).tokenizer;
-        let cached = match draft {
-            Some(draft) => cx.session.finish_read_cache(draft, tokenizer, &p.cuts),
-            None => {
-                let projected = Projected {
-                    hidden: &p.hidden,
-                    view: &p.view,
-                    cuts: &p.cuts,
-                };
-                (cx.session).save_read_cache(tokenizer, projected, CacheWrite::Append)
-            }
-        };
-        if let Err(e) = cached {
-            warnings.push(format!("the read cache was not saved: {e}"));
-        }
+        save_turn(&cx, &mut state, &p, draft, &mut warnings)?;
     }
     emit(args.output.as_ref(), &view.bytes)?;
     warn(global, &warnings);
@@ -101,6 +65,75 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     std::mem::forget(state);
     cx.session.finish();
     Ok(Exit::Success)
+}
+
+/// The session opened for the turn, locked unless it is a dry run. A
+/// window too small for the session is refused before the session's folder
+/// is made or locked: nothing is written.
+fn open_for_turn<'g>(global: &'g Global, args: &ProjectArgs) -> Result<Context<'g>, CliError> {
+    let access = if args.dry_run {
+        Access::Read
+    } else {
+        Access::Write
+    };
+    let mut cx = Context::open(global, &args.transcript, Purpose::Turn(access))?;
+    cx.settings.check_floor(cx.session.history())?;
+    if access == Access::Write {
+        cx.session.lock()?;
+    }
+    Ok(cx)
+}
+
+/// What a turn warns of: the read's warnings, the settings', a window the
+/// overflow error did not name (`unread_window`), refs run out, the view's
+/// conversion (`view_warnings`) and words set aside.
+fn turn_warnings(
+    cx: &Context,
+    p: &Projection,
+    state: &CompressionState,
+    unread_window: Option<String>,
+    view_warnings: Vec<String>,
+) -> Vec<String> {
+    let mut warnings = cx.session.warnings();
+    warnings.extend(cx.settings.warnings.iter().cloned());
+    warnings.extend(unread_window);
+    warnings.extend(refs_run_out(p));
+    warnings.extend(view_warnings);
+    warnings.extend(set_aside_figure(cx, p, state));
+    warnings
+}
+
+/// Saves the turn's state, and the read cache for the next turn (from
+/// `draft` when the turn drafted one); a cache that cannot be saved is only
+/// a warning: it saves work, and the next turn reads whatever cache it
+/// finds with care.
+fn save_turn(
+    cx: &Context,
+    state: &mut CompressionState,
+    p: &Projection,
+    draft: Option<Result<CacheDraft, StoreError>>,
+    warnings: &mut Vec<String>,
+) -> Result<(), CliError> {
+    if let Some(w) = cx.settings.given_window() {
+        state.host.window = Some(w);
+    }
+    cx.session.dir().save(state)?;
+    let tokenizer = cx.config(state).tokenizer;
+    let cached = match draft {
+        Some(draft) => cx.session.finish_read_cache(draft, tokenizer, &p.cuts),
+        None => {
+            let projected = Projected {
+                hidden: &p.hidden,
+                view: &p.view,
+                cuts: &p.cuts,
+            };
+            (cx.session).save_read_cache(tokenizer, projected, CacheWrite::Append)
+        }
+    };
+    if let Err(e) = cached {
+        warnings.push(format!("the read cache was not saved: {e}"));
+    }
+    Ok(())
 }
 
 /// A turn projected, its view rendered, and the read cache drafted beside

@@ -10,8 +10,8 @@ use super::output::warn;
 use super::project::offer_of;
 use super::{CliError, Exit};
 use crate::engine::{
-    BlockSpan, CoreMessage, Dead, Figures, Offer, ProtectedRange, RangeInfo, dead_in_view,
-    format_block_map, format_breakdown, format_ranges, tokens,
+    BlockSpan, Config, CoreMessage, Dead, Figures, Offer, Projection, ProtectedRange, RangeInfo,
+    dead_in_view, format_block_map, format_breakdown, format_ranges, tokens,
 };
 use crate::store::Purpose;
 
@@ -47,30 +47,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
         })
         .expect("a report always serializes")
     } else {
-        let mut parts = vec![format_ranges(&r.ranges, &r.protected)];
-        let chars: usize = r.ranges.iter().map(|x| x.chars).sum();
-        let min = config.compress.min_compress_range;
-        if !r.ranges.is_empty() && chars < min {
-            parts.push(format!(
-                "Too small to compress yet: these hold {chars} characters together, and a Compress call needs at least {min}. Wait until more work is done."
-            ));
-        }
-        let map = format_block_map(&r.blocks);
-        if !map.is_empty() {
-            parts.push(map);
-        }
-        if dead.outputs > 0 {
-            parts.push(format!(
-                "With the next compression: {} dead tool output(s) (stale reads of files changed \
-                 since, outputs repeated word for word), ~{} tokens, are reclaimed without the \
-                 model (each archived, shown as one line).",
-                dead.outputs,
-                tokens::format(dead.tokens)
-            ));
-        }
-        parts.push(format_breakdown(&p.figures.breakdown, 0));
-        parts.push(format!("Nudge: {}", p.decision.reason));
-        parts.join("\n\n")
+        ranges_text(&p, &config, &dead)
     };
     writeln!(std::io::stdout().lock(), "{text}").map_err(|source| CliError::Io {
         path: "<stdout>".into(),
@@ -78,6 +55,37 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     })?;
     warn(global, &cx.session.warnings());
     Ok(Exit::Success)
+}
+
+/// `noa ranges` for a person: what may be compressed and what may not, the
+/// blocks, the stale reads the next compression reclaims, the breakdown and
+/// the nudge decision.
+fn ranges_text(p: &Projection, config: &Config, dead: &Dead) -> String {
+    let r = &p.recommendation;
+    let mut parts = vec![format_ranges(&r.ranges, &r.protected)];
+    let chars: usize = r.ranges.iter().map(|x| x.chars).sum();
+    let min = config.compress.min_compress_range;
+    if !r.ranges.is_empty() && chars < min {
+        parts.push(format!(
+            "Too small to compress yet: these hold {chars} characters together, and a Compress call needs at least {min}. Wait until more work is done."
+        ));
+    }
+    let map = format_block_map(&r.blocks);
+    if !map.is_empty() {
+        parts.push(map);
+    }
+    if dead.outputs > 0 {
+        parts.push(format!(
+            "With the next compression: {} dead tool output(s) (stale reads of files changed since, \
+             outputs repeated word for word, a failed call's input), ~{} tokens, are reclaimed \
+             without the model (each archived, shown as one line).",
+            dead.outputs,
+            tokens::format(dead.tokens)
+        ));
+    }
+    parts.push(format_breakdown(&p.figures.breakdown, 0));
+    parts.push(format!("Nudge: {}", p.decision.reason));
+    parts.join("\n\n")
 }
 
 /// `ranges --json`.

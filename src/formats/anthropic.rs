@@ -116,6 +116,39 @@ pub(crate) fn host_message(
     Some(HostMessage::read(raw, blocks, line))
 }
 
+/// A block's string field `k`, empty when it has none.
+fn string_field(obj: &Map<String, Value>, k: &str) -> String {
+    obj.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// A `tool_use` block read as a call.
+struct ToolUse {
+    core: CoreMessage,
+    /// The key whose words were moved into the core.
+    moved: Option<&'static str>,
+}
+
+/// The call a `tool_use` block makes, its tool's name noted in `tools`. The
+/// input's JSON text is the core's; the object is let go. A Compress call's
+/// is kept: a view may stub its summaries into text that is no longer JSON,
+/// and then writes the original.
+fn tool_use(obj: &mut Map<String, Value>, tools: &mut ToolNames) -> ToolUse {
+    let (id, name) = (string_field(obj, "id"), string_field(obj, "name"));
+    tools.note(&id, &name);
+    let mut moved = None;
+    let input = match obj.get_mut("input") {
+        Some(input) if !input.is_null() && name != COMPRESS_TOOL => {
+            moved = Some("input");
+            input.take().to_string()
+        }
+        input => input.map(|v| v.to_string()).unwrap_or_default(),
+    };
+    ToolUse {
+        core: CoreMessage::tool_call("", id, name, input),
+        moved,
+    }
+}
+
 /// Flattens one content block; `None` for blocks a request may not carry
 /// (whitespace-only text) or that are not blocks at all.
 fn block(
@@ -136,9 +169,6 @@ fn block(
         Role::Assistant
     } else {
         Role::User
-    };
-    let s = |obj: &Map<String, Value>, k: &str| {
-        obj.get(k).and_then(Value::as_str).unwrap_or("").to_string()
     };
     // The key whose words were moved into the core.
     let mut moved = None;
@@ -162,22 +192,12 @@ fn block(
             ..CoreMessage::reasoning("", "[redacted thinking]")
         },
         "tool_use" => {
-            let (id, name) = (s(&obj, "id"), s(&obj, "name"));
-            tools.note(&id, &name);
-            // The input's JSON text is the core's; the object is let go. A
-            // Compress call's is kept: a view may stub its summaries into
-            // text that is no longer JSON, and then writes the original.
-            let input = match obj.get_mut("input") {
-                Some(input) if !input.is_null() && name != COMPRESS_TOOL => {
-                    moved = Some("input");
-                    input.take().to_string()
-                }
-                input => input.map(|v| v.to_string()).unwrap_or_default(),
-            };
-            CoreMessage::tool_call("", id, name, input)
+            let call = tool_use(&mut obj, tools);
+            moved = call.moved;
+            call.core
         }
         "tool_result" => {
-            let id = s(&obj, "tool_use_id");
+            let id = string_field(&obj, "tool_use_id");
             let text = match obj.get("content") {
                 Some(Value::String(_)) => words(&mut obj, "content"),
                 content => result_text(content),

@@ -294,6 +294,69 @@ struct Reach {
     newest_seen: Option<usize>,
 }
 
+/// How far each turn is from its root, and the newest message of the
+/// conversation on the way to it.
+fn reach_of(turns: &[Turn], up: &[Option<usize>]) -> Vec<Reach> {
+    down_from_roots(up, |i, above: Option<Reach>| {
+        let above = above.unwrap_or_default();
+        let own = turns[i].seen().then_some(i);
+        Reach {
+            depth: above.depth + 1,
+            newest_seen: match (own, above.newest_seen) {
+                (Some(a), Some(b)) => Some(match newer_turn(turns, a, b) {
+                    Ordering::Less => b,
+                    _ => a,
+                }),
+                (a, b) => a.or(b),
+            },
+        }
+    })
+}
+
+/// Whether each turn is another's parent.
+fn has_child(up: &[Option<usize>]) -> Vec<bool> {
+    let mut has_child = vec![false; up.len()];
+    for (i, u) in up.iter().enumerate() {
+        if let Some(p) = *u
+            && p != i
+        {
+            has_child[p] = true;
+        }
+    }
+    has_child
+}
+
+/// The leaves the chosen branch leaves off, by what became of them.
+struct LeavesOff {
+    /// Leaves of branches the model saw, passed by.
+    seen: usize,
+    /// Leaves of branches it never saw.
+    unseen: usize,
+    /// Seen branches that grew beside the chosen one.
+    live: Vec<usize>,
+}
+
+impl LeavesOff {
+    fn sort(passed: &Passed, off: impl Iterator<Item = usize>) -> LeavesOff {
+        let mut leaves = LeavesOff {
+            seen: 0,
+            unseen: 0,
+            live: Vec::new(),
+        };
+        for other in off {
+            if !passed.seen_off[other] {
+                leaves.unseen += 1;
+                continue;
+            }
+            leaves.seen += 1;
+            if passed.grew_beside(other) {
+                leaves.live.push(other);
+            }
+        }
+        leaves
+    }
+}
+
 /// Chooses among the branches when the one from the last turn leaves some
 /// turns off (`from_last`): the branch whose newest message of the
 /// conversation is newest; on a tie the one from the last turn, then the
@@ -307,28 +370,8 @@ fn among_branches(
 ) -> Choice {
     let last = turns.len() - 1;
     let up = Links::new(turns, lines, boundaries).up(turns);
-    let reach = down_from_roots(&up, |i, above: Option<Reach>| {
-        let above = above.unwrap_or_default();
-        let own = turns[i].seen().then_some(i);
-        Reach {
-            depth: above.depth + 1,
-            newest_seen: match (own, above.newest_seen) {
-                (Some(a), Some(b)) => Some(match newer_turn(turns, a, b) {
-                    Ordering::Less => b,
-                    _ => a,
-                }),
-                (a, b) => a.or(b),
-            },
-        }
-    });
-    let mut has_child = vec![false; turns.len()];
-    for (i, u) in up.iter().enumerate() {
-        if let Some(p) = *u
-            && p != i
-        {
-            has_child[p] = true;
-        }
-    }
+    let reach = reach_of(turns, &up);
+    let has_child = has_child(&up);
     // The last turn's branch, and the leaves it leaves off.
     let mut leaves = vec![last];
     leaves.extend((0..turns.len()).filter(|&i| !from_last[i] && !has_child[i] && i != last));
@@ -345,17 +388,8 @@ fn among_branches(
         false => choose_branch(turns, lines, boundaries, leaf),
     };
     let passed = Passed::new(turns, &up, &chosen, leaf);
-    let (mut seen_passed, mut unseen_passed, mut live) = (0, 0, Vec::new());
-    for &other in leaves.iter().filter(|&&l| !chosen[l]) {
-        if !passed.seen_off[other] {
-            unseen_passed += 1;
-            continue;
-        }
-        seen_passed += 1;
-        if passed.grew_beside(other) {
-            live.push(other);
-        }
-    }
+    let off = LeavesOff::sort(&passed, leaves.iter().copied().filter(|&l| !chosen[l]));
+    let live = off.live;
     let warning = live
         .iter()
         .copied()
@@ -366,8 +400,8 @@ fn among_branches(
         asked: false,
         last: leaf == last,
         seen: any_seen(turns, &chosen),
-        passed_seen: seen_passed,
-        passed_unseen: unseen_passed,
+        passed_seen: off.seen,
+        passed_unseen: off.unseen,
     };
     Choice {
         chosen,

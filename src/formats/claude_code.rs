@@ -609,14 +609,8 @@ fn build(
 ) -> Result<Transcript, ReadError> {
     let bad = how.bad;
     // Where each piece starts in the transcript, taken before any is let go.
-    let starts: Option<Vec<u64>> = at.map(|at| {
-        let ends = pieces.iter().scan(at, |end, p| {
-            *end += p.len() as u64;
-            Some(*end)
-        });
-        std::iter::once(at).chain(ends).collect()
-    });
-    let record_at = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
+    let starts: Option<Vec<u64>> = at.map(|at| piece_starts(pieces, at));
+    let place = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
     let mut build = Builder::new(how, ToolNames::default());
     let (early, late) = plan.steps.split_at(later_half(&plan.steps));
     let at = late.first().map_or(pieces.len(), |s| s.piece);
@@ -626,13 +620,7 @@ fn build(
         let mut parsed = Vec::with_capacity(late.len());
         let mut tools = ToolNames::default();
         walk(late_pieces, late, at, let_go, |step, text| {
-            let record = RecordAt {
-                line: step.line,
-                assistant: step.assistant,
-                text,
-                at: record_at(step),
-            };
-            let record = parse_record(how, record, &mut tools);
+            let record = parse_record(how, step.record(text, place(step)), &mut tools);
             let failed = record.is_err() && bad == BadLines::Fail;
             parsed.push((step.line, record));
             !failed && !stop.load(Ordering::Relaxed)
@@ -643,13 +631,9 @@ fn build(
         let late = (!late.is_empty()).then(|| s.spawn(parse_late));
         let mut failed = None;
         walk(early_pieces, early, 0, let_go, |step, text| {
-            let record = RecordAt {
-                line: step.line,
-                assistant: step.assistant,
-                text,
-                at: record_at(step),
-            };
-            failed = build.add(record, &mut warnings).err();
+            failed = build
+                .add(step.record(text, place(step)), &mut warnings)
+                .err();
             failed.is_none()
         });
         if let Some(e) = failed {
@@ -675,6 +659,16 @@ fn build(
     );
     transcript.compactions = plan.compactions;
     Ok(transcript)
+}
+
+/// Where each of `pieces` starts in the transcript, the first at `at`, and
+/// where the last ends.
+fn piece_starts(pieces: &[Cow<'_, str>], at: u64) -> Vec<u64> {
+    let ends = pieces.iter().scan(at, |end, p| {
+        *end += p.len() as u64;
+        Some(*end)
+    });
+    std::iter::once(at).chain(ends).collect()
 }
 
 /// Where the steps of a log held in several pieces are split between two
@@ -739,6 +733,19 @@ struct Step {
     at: std::ops::Range<usize>,
     line: usize,
     assistant: bool,
+}
+
+impl Step {
+    /// The record this step chose, whose text is `text`, at `at` in the
+    /// transcript when that is known.
+    fn record<'t>(&self, text: &'t str, at: Option<u64>) -> RecordAt<'t> {
+        RecordAt {
+            line: self.line,
+            assistant: self.assistant,
+            text,
+            at,
+        }
+    }
 }
 
 /// The lines of a log read lean a piece at a time, as the pieces come.
@@ -1402,42 +1409,21 @@ pub(crate) fn read_after(
         .enumerate()
         .filter_map(|(i, l)| conversation_turn(name, i, l, subagent, &mut warnings))
         .collect();
-    let branch = tail_branch(&turns, &parents, &resume)?;
-    let known = PrefixIds::named_by(&turns, earlier, &resume);
-    let chosen = choose_tail(
-        &turns,
-        branch,
-        &known.responses,
-        &known.calls,
-        &known.answered,
-    )?;
-    // A new record left off the branch is a branch of its own, which a
-    // whole read weighs against this one.
-    if chosen.iter().any(|&keep| !keep) {
-        return None;
-    }
-    let chosen_turns = || turns.iter().zip(&chosen).filter(|(_, keep)| **keep);
-    if !chosen_turns().all(|(t, _)| known.leaves_prefix_alone(t)) {
-        return None;
-    }
+    let on_branch = all_on_branch(&turns, &parents, earlier, &resume)?;
     let how = Building {
         name,
         bad,
         keep_records: true,
     };
-    let mut build = Builder::new(how, tools);
-    for (t, _) in chosen_turns() {
-        let record = RecordAt {
-            line: t.line,
-            assistant: t.assistant,
-            text: t.text,
-            at: Some(at + jsonl::offset_in(text, t.text) as u64),
-        };
-        if let Err(e) = build.add(record, &mut warnings) {
-            return Some(Err(e));
-        }
-    }
-    let built = build.finish();
+    let appended = Appended {
+        text,
+        at,
+        first_line,
+    };
+    let built = match build_appended(how, tools, appended, on_branch.iter(), &mut warnings) {
+        Ok(built) => built,
+        Err(e) => return Some(Err(e)),
+    };
     let joined = joining_point_after(&lines, &turns, &resume);
     let resume = resume_after(resume, joined, &built);
     Some(Ok(finish(
@@ -1446,6 +1432,56 @@ pub(crate) fn read_after(
         warnings,
         resume,
     )))
+}
+
+/// The appended `turns`, when they are all on one branch that goes on from
+/// the prefix's and leaves what the prefix read alone; `None` when the log
+/// must be read whole. A new record left off the branch is a branch of its
+/// own, which a whole read weighs against this one.
+fn all_on_branch<'t, 'a>(
+    turns: &'t [Turn<'a>],
+    parents: &IdMap<'_, Option<&str>>,
+    earlier: &[CoreMessage],
+    resume: &ResumeState,
+) -> Option<&'t [Turn<'a>]> {
+    let branch = tail_branch(turns, parents, resume)?;
+    let known = PrefixIds::named_by(turns, earlier, resume);
+    let chosen = choose_tail(
+        turns,
+        branch,
+        &known.responses,
+        &known.calls,
+        &known.answered,
+    )?;
+    if chosen.iter().any(|&keep| !keep) {
+        return None;
+    }
+    turns
+        .iter()
+        .all(|t| known.leaves_prefix_alone(t))
+        .then_some(turns)
+}
+
+/// Builds the appended `turns`, each record placed in the transcript by
+/// where its text lies in the appended text.
+fn build_appended<'t>(
+    how: Building,
+    tools: ToolNames,
+    appended: Appended,
+    turns: impl Iterator<Item = &'t Turn<'t>>,
+    warnings: &mut Vec<(usize, String)>,
+) -> Result<Built, ReadError> {
+    let mut build = Builder::new(how, tools);
+    for t in turns {
+        let record = RecordAt {
+            line: t.line,
+            assistant: t.assistant,
+            text: t.text,
+            at: Some(appended.at + jsonl::offset_in(appended.text, t.text) as u64),
+        };
+        build.add(record, warnings)?;
+    }
+    Ok(build.finish())
 }
 
 /// What of the prefix a new line could contradict: whether it is a
@@ -1751,66 +1787,17 @@ fn choose_branch(
     if leaf >= turns.len() {
         return chosen;
     }
-    // Sized for the whole log: the path is most of it, and a table grown
-    // by doubling hashes every id again at each step. A uuid two turns
-    // share stands for the later one.
-    let mut position: IdMap<'_, usize> =
-        IdMap::with_capacity_and_hasher(turns.len(), IdHash::default());
-    let mut unique = true;
-    for (i, t) in turns.iter().enumerate() {
-        if let Some(u) = t.uuid {
-            unique &= position.insert(u, i).is_none();
-        }
-    }
-    // The records on the path: turns by their uuid's place, and the records
-    // between them that are not turns (progress, system), by uuid.
-    let mut on_path = vec![false; turns.len()];
-    let mut between: IdSet<'_> = IdSet::default();
-    // Parent links of every record, taken only when a chain passes through
-    // records that are not turns.
-    let parents = OnceCell::new();
+    let mut walk = RootWalk::new(turns, lines, boundaries);
     let mut i = leaf;
-    'walk: loop {
+    loop {
         chosen[i] = true;
-        let place = match unique {
-            true => turns[i].uuid.map(|_| i),
-            false => turns[i].uuid.and_then(|u| position.get(u).copied()),
-        };
-        if let Some(at) = place {
-            on_path[at] = true;
+        walk.mark(i);
+        match walk.step_from(i) {
+            Upward::Stop => break,
+            Upward::To(at) => i = at,
+            Upward::Before if i == 0 || chosen[i - 1] => break,
+            Upward::Before => i -= 1,
         }
-        let mut parent = turns[i].parent;
-        // Follow the chain through records that are not turns.
-        while let Some(p) = parent {
-            if boundaries.contains(p) {
-                break 'walk;
-            }
-            // Most turns follow the one before them, whose uuid, when no
-            // two turns share one, is its place.
-            let at = match i.checked_sub(1) {
-                Some(before) if unique && turns[before].uuid == Some(p) => Some(before),
-                _ => position.get(p).copied(),
-            };
-            if let Some(at) = at {
-                if on_path[at] {
-                    break 'walk;
-                }
-                i = at;
-                continue 'walk;
-            }
-            if between.contains(p) {
-                break 'walk;
-            }
-            let Some(&up) = parents.get_or_init(|| parent_links(lines)).get(p) else {
-                break;
-            };
-            between.insert(p);
-            parent = up;
-        }
-        if i == 0 || chosen[i - 1] {
-            break 'walk;
-        }
-        i -= 1;
     }
     // Side branches of the same exchanges, if any turn is off the branch:
     // none in a log never rewound, whose sets below cost a quarter of the
@@ -1832,6 +1819,107 @@ fn choose_branch(
         .collect();
     take_side_branches(turns, &mut chosen, &message_ids, IdSet::default(), answered);
     chosen
+}
+
+/// Where a walk from a leaf to its root goes from a turn.
+enum Upward {
+    /// The walk ends: at a compaction boundary, or where it meets itself.
+    Stop,
+    /// On to the turn at this place, the parent.
+    To(usize),
+    /// On to the turn before in the file: the parent is unknown.
+    Before,
+}
+
+/// A walk from a leaf to its root, and the records it has passed.
+struct RootWalk<'a> {
+    turns: &'a [Turn<'a>],
+    lines: &'a [&'a Line<'a>],
+    boundaries: &'a IdSet<'a>,
+    /// Each turn's place by its uuid; a uuid two turns share stands for the
+    /// later one.
+    position: IdMap<'a, usize>,
+    /// No two turns share a uuid.
+    unique: bool,
+    /// The turns on the path, by their uuid's place.
+    on_path: Vec<bool>,
+    /// The records on the path between turns that are not turns
+    /// (progress, system), by uuid.
+    between: IdSet<'a>,
+    /// Parent links of every record, taken only when a chain passes
+    /// through records that are not turns.
+    parents: OnceCell<IdMap<'a, Option<&'a str>>>,
+}
+
+impl<'a> RootWalk<'a> {
+    fn new(turns: &'a [Turn<'a>], lines: &'a [&'a Line<'a>], boundaries: &'a IdSet<'a>) -> Self {
+        // Sized for the whole log: the path is most of it, and a table grown
+        // by doubling hashes every id again at each step.
+        let mut position: IdMap<'a, usize> =
+            IdMap::with_capacity_and_hasher(turns.len(), IdHash::default());
+        let mut unique = true;
+        for (i, t) in turns.iter().enumerate() {
+            if let Some(u) = t.uuid {
+                unique &= position.insert(u, i).is_none();
+            }
+        }
+        RootWalk {
+            turns,
+            lines,
+            boundaries,
+            position,
+            unique,
+            on_path: vec![false; turns.len()],
+            between: IdSet::default(),
+            parents: OnceCell::new(),
+        }
+    }
+
+    /// Puts turn `i` on the path.
+    fn mark(&mut self, i: usize) {
+        let turn = &self.turns[i];
+        let place = match self.unique {
+            true => turn.uuid.map(|_| i),
+            false => turn.uuid.and_then(|u| self.position.get(u).copied()),
+        };
+        if let Some(at) = place {
+            self.on_path[at] = true;
+        }
+    }
+
+    /// Where the walk goes from turn `i`: its parent, followed through
+    /// records that are not turns.
+    fn step_from(&mut self, i: usize) -> Upward {
+        let turns = self.turns;
+        let mut parent = turns[i].parent;
+        while let Some(p) = parent {
+            if self.boundaries.contains(p) {
+                return Upward::Stop;
+            }
+            // Most turns follow the one before them, whose uuid, when no
+            // two turns share one, is its place.
+            let at = match i.checked_sub(1) {
+                Some(before) if self.unique && turns[before].uuid == Some(p) => Some(before),
+                _ => self.position.get(p).copied(),
+            };
+            if let Some(at) = at {
+                return match self.on_path[at] {
+                    true => Upward::Stop,
+                    false => Upward::To(at),
+                };
+            }
+            if self.between.contains(p) {
+                return Upward::Stop;
+            }
+            let lines = self.lines;
+            let Some(&up) = self.parents.get_or_init(|| parent_links(lines)).get(p) else {
+                break;
+            };
+            self.between.insert(p);
+            parent = up;
+        }
+        Upward::Before
+    }
 }
 
 /// Adds a later line's blocks to the message its response started.

@@ -181,6 +181,14 @@ pub(crate) fn peek_session(head: &str) -> Option<String> {
 /// the item it starts at, and the tokens.
 pub(crate) type SizeBefore = (usize, usize);
 
+/// A prompt size a read carries over from its prefix.
+struct Carried {
+    /// For the prefix's message it was counted at.
+    patch: Option<SizeBefore>,
+    /// For the first message of this read, when the prefix has none there.
+    pending: Option<usize>,
+}
+
 /// A rollout read line by line: on its own from the start, or on from a
 /// prefix read earlier.
 struct Rollout {
@@ -265,56 +273,63 @@ impl Rollout {
                     self.preamble.push(r.value.clone());
                 }
             }
-            ("event_msg", Some(p)) => {
-                let input = p
-                    .pointer("/info/last_token_usage/input_tokens")
-                    .and_then(Value::as_u64)
-                    .and_then(|n| usize::try_from(n).ok())
-                    .filter(|&n| n > 0);
-                if let (Some(tokens), true) = (input, self.output_since_count) {
-                    let start = self.response_start();
-                    self.counted.push((start, tokens));
-                    self.output_since_count = false;
-                }
-            }
-            ("compacted", Some(p)) => {
-                let history = match p.get("replacement_history").and_then(Value::as_array) {
-                    Some(history) => history.clone(),
-                    None => {
-                        let message = p.get("message").and_then(Value::as_str).unwrap_or("");
-                        vec![json!({ "type": "message", "role": "user",
-                            "content": [{ "type": "input_text", "text": message }] })]
-                    }
-                };
-                let timestamp = r.value.get("timestamp");
-                self.originals = if self.keep_records {
-                    history
-                        .iter()
-                        .map(|item| response_item_line(timestamp, item.clone()))
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                self.compactions.push(HostCompaction {
-                    line: r.line,
-                    records: r.line - 1 - self.compactions.last().map_or(0, |c| c.line),
-                    tokens_before: self.counted.last().map(|&(_, n)| n).or(self.pending),
-                    trigger: None,
-                    summary_ref: None,
-                });
-                self.items = history.into_iter().map(|h| (r.line, h, None)).collect();
-                // Figures counted before a compaction describe a history
-                // that is gone.
-                self.counted.clear();
-                self.floor = 0;
-                self.output_since_count = false;
-            }
+            ("event_msg", Some(p)) => self.count_usage(p),
+            ("compacted", Some(p)) => self.compact(r.line, r.value.get("timestamp"), p),
             ("turn_context", _) => {}
             _ => self.warnings.push(format!(
                 "{name}:{}: unknown rollout line type {kind:?}; skipped",
                 r.line
             )),
         }
+    }
+
+    /// An event's token usage: the prompt size of the response it follows,
+    /// counted once per response that read output.
+    fn count_usage(&mut self, p: &Value) {
+        let input = p
+            .pointer("/info/last_token_usage/input_tokens")
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n > 0);
+        if let (Some(tokens), true) = (input, self.output_since_count) {
+            let start = self.response_start();
+            self.counted.push((start, tokens));
+            self.output_since_count = false;
+        }
+    }
+
+    /// A compaction on `line`: the history it leaves replaces the items read
+    /// so far (its replacement history, or its message as a user's).
+    fn compact(&mut self, line: usize, timestamp: Option<&Value>, p: &Value) {
+        let history = match p.get("replacement_history").and_then(Value::as_array) {
+            Some(history) => history.clone(),
+            None => {
+                let message = p.get("message").and_then(Value::as_str).unwrap_or("");
+                vec![json!({ "type": "message", "role": "user",
+                    "content": [{ "type": "input_text", "text": message }] })]
+            }
+        };
+        self.originals = if self.keep_records {
+            history
+                .iter()
+                .map(|item| response_item_line(timestamp, item.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.compactions.push(HostCompaction {
+            line,
+            records: line - 1 - self.compactions.last().map_or(0, |c| c.line),
+            tokens_before: self.counted.last().map(|&(_, n)| n).or(self.pending),
+            trigger: None,
+            summary_ref: None,
+        });
+        self.items = history.into_iter().map(|h| (line, h, None)).collect();
+        // Figures counted before a compaction describe a history that is
+        // gone.
+        self.counted.clear();
+        self.floor = 0;
+        self.output_since_count = false;
     }
 
     /// The item that starts the response now counted: back over the model's
@@ -332,27 +347,33 @@ impl Rollout {
         start
     }
 
-    /// The messages, and a prompt size recorded here for a response that
-    /// started before these lines (the item it starts at, the tokens).
-    fn finish(self, mut tools: ToolNames) -> (Transcript, Option<SizeBefore>) {
-        // A size counted for a response that started in the prefix goes to
-        // the prefix's message there, or when it has none, to the first here.
+    /// Where a size counted for a response that started in the prefix
+    /// goes: to the prefix's message there, or when it has none, to the
+    /// first message here.
+    fn carried(&self) -> Carried {
         let before = self
             .counted
             .iter()
             .rfind(|&&(at, _)| at < self.base)
             .copied();
         let patch = before.filter(|&(at, _)| self.last_message.is_some_and(|m| m >= at));
+        let pending = match before {
+            Some((_, tokens)) if patch.is_none() => Some(tokens),
+            _ => self.pending,
+        };
+        Carried { patch, pending }
+    }
+
+    /// The messages, and a prompt size recorded here for a response that
+    /// started before these lines (the item it starts at, the tokens).
+    fn finish(self, mut tools: ToolNames) -> (Transcript, Option<SizeBefore>) {
+        let Carried { patch, mut pending } = self.carried();
         let mut counted = self
             .counted
             .iter()
             .filter(|&&(at, _)| at >= self.base)
             .copied()
             .peekable();
-        let mut pending = match before {
-            Some((_, tokens)) if patch.is_none() => Some(tokens),
-            _ => self.pending,
-        };
         let mut last_message = self.last_message;
         let mut messages = Vec::new();
         let trailing = self

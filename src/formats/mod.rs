@@ -993,57 +993,11 @@ pub fn read_after(
     earlier: &[CoreMessage],
     bad: BadLines,
 ) -> Option<Result<ReadOn, ReadError>> {
-    // A prompt size the new lines give a response the prefix holds.
-    let mut patch = None;
-    let resume = match prefix.format {
-        Format::ClaudeCode => std::mem::take(&mut prefix.resume),
-        _ => ResumeState::default(),
-    };
-    let tools = anthropic::ToolNames::after(earlier);
-    let tail = match prefix.format {
-        Format::Chat => chat::LOG.read_after(name, appended, bad, tools),
-        Format::Anthropic => anthropic::LOG.read_after(name, appended, bad, tools),
-        Format::ClaudeCode => {
-            let prefix = claude_code::Prefix {
-                resume,
-                cores: earlier,
-                has_session: prefix.session_id.is_some(),
-            };
-            claude_code::read_after(name, appended, bad, prefix, tools)?
-        }
-        Format::Codex => {
-            let prefix = codex::Prefix {
-                resume: prefix.resume.codex?,
-                has_session: prefix.session_id.is_some(),
-            };
-            match codex::read_after(name, appended, bad, &prefix, tools)? {
-                Ok((tail, at)) => {
-                    patch = at;
-                    Ok(tail)
-                }
-                Err(e) => Err(e),
-            }
-        }
-    };
-    let mut tail = match tail {
-        Ok(t) => t,
+    let (mut tail, patch) = match read_tail(name, appended, &mut prefix, earlier, bad)? {
+        Ok(read) => read,
         Err(e) => return Some(Err(e)),
     };
-    // The new blocks' bases first: the prefix's ids are counted only where
-    // they share one, not all indexed every turn.
-    let bases = bases(&tail.messages);
-    let wanted: IdSet<'_> = bases.iter().map(Name::as_str).collect();
-    // Nothing appended (a retry) looks at none of them.
-    let mut ids = ClusterCounter::resume(
-        prefix
-            .messages
-            .iter()
-            .take_while(|_| !wanted.is_empty())
-            .flat_map(|m| &m.blocks)
-            .map(|b| b.id.as_str())
-            .filter(|id| wanted.contains(base_of(id))),
-    );
-    give_ids(&mut tail.messages, bases, &mut ids);
+    number_tail(&prefix, &mut tail);
     if let Some((at, tokens)) = patch {
         let target = prefix
             .messages
@@ -1070,6 +1024,61 @@ pub fn read_after(
         transcript: prefix,
         prefix_changed,
     }))
+}
+
+/// The lines appended after `prefix` read in its format, and the prompt
+/// size they give a response the prefix holds (a rollout's).
+fn read_tail(
+    name: &str,
+    appended: Appended,
+    prefix: &mut Transcript,
+    earlier: &[CoreMessage],
+    bad: BadLines,
+) -> Option<Result<(Transcript, Option<codex::SizeBefore>), ReadError>> {
+    let resume = match prefix.format {
+        Format::ClaudeCode => std::mem::take(&mut prefix.resume),
+        _ => ResumeState::default(),
+    };
+    let tools = anthropic::ToolNames::after(earlier);
+    let tail = match prefix.format {
+        Format::Chat => chat::LOG.read_after(name, appended, bad, tools),
+        Format::Anthropic => anthropic::LOG.read_after(name, appended, bad, tools),
+        Format::ClaudeCode => {
+            let prefix = claude_code::Prefix {
+                resume,
+                cores: earlier,
+                has_session: prefix.session_id.is_some(),
+            };
+            claude_code::read_after(name, appended, bad, prefix, tools)?
+        }
+        Format::Codex => {
+            let prefix = codex::Prefix {
+                resume: prefix.resume.codex.take()?,
+                has_session: prefix.session_id.is_some(),
+            };
+            return codex::read_after(name, appended, bad, &prefix, tools);
+        }
+    };
+    Some(tail.map(|t| (t, None)))
+}
+
+/// Gives the tail's blocks their ids, going on from the prefix's: the new
+/// blocks' bases first, so the prefix's ids are counted only where they
+/// share one, not all indexed every turn.
+fn number_tail(prefix: &Transcript, tail: &mut Transcript) {
+    let bases = bases(&tail.messages);
+    let wanted: IdSet<'_> = bases.iter().map(Name::as_str).collect();
+    // Nothing appended (a retry) looks at none of them.
+    let mut ids = ClusterCounter::resume(
+        prefix
+            .messages
+            .iter()
+            .take_while(|_| !wanted.is_empty())
+            .flat_map(|m| &m.blocks)
+            .map(|b| b.id.as_str())
+            .filter(|id| wanted.contains(base_of(id))),
+    );
+    give_ids(&mut tail.messages, bases, &mut ids);
 }
 
 /// A transcript read on from a prefix ([`read_after`]).

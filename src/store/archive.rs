@@ -131,18 +131,9 @@ impl SessionDir {
             remove(&written);
             return Err(e);
         }
-        // Each file was synced as it was written; the folders they went
-        // into are synced once each, before the state names them, and what
-        // a killed run left half-written in them is cleared (the session is
-        // locked).
-        let dirs: BTreeSet<&Path> = written.iter().map(|p| atomic::parent(p)).collect();
-        for dir in dirs {
-            if let Err(e) = atomic::sync_dir(dir) {
-                let e = StoreError::io(dir, e);
-                remove(&written);
-                return Err(e);
-            }
-            super::files::sweep_temps(dir, None);
+        if let Err(e) = sync_dirs(&written) {
+            remove(&written);
+            return Err(e);
         }
         Ok((written, bytes))
     }
@@ -168,6 +159,19 @@ fn render(
         .collect();
     own.extend(worded.iter().map(|m| (m.id.as_str(), m)));
     Ok(a.render(&own))
+}
+
+/// Syncs the folders the `written` archives went into, once each: each
+/// file was synced as it was written, and the folders are before the state
+/// names them. What a killed run left half-written in them is cleared (the
+/// session is locked).
+fn sync_dirs(written: &[PathBuf]) -> Result<(), StoreError> {
+    let dirs: BTreeSet<&Path> = written.iter().map(|p| atomic::parent(p)).collect();
+    for dir in dirs {
+        atomic::sync_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+        super::files::sweep_temps(dir, None);
+    }
+    Ok(())
 }
 
 fn remove(written: &[PathBuf]) {

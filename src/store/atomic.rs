@@ -1,8 +1,8 @@
 //! Atomic file replacement.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::files;
 
@@ -21,18 +21,40 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// batch of files in one directory (a call's archives) then syncs it once,
 /// not once a file.
 pub fn replace_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = parent(path).join(files::temp_name(name));
-    let result = (|| {
-        let mut f = files::make_temp(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let (mut f, replacing) = Replacing::begin(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    replacing.finish()
+}
+
+/// A new version of a file being written to this process's temp file
+/// beside it (see [`files::make_temp`]), to be renamed over it when whole.
+/// Dropped unfinished, the temp file is removed. The one way noa replaces a
+/// file: [`write_atomic`], and the read cache, which is not synced.
+pub struct Replacing {
+    tmp: tempfile::TempPath,
+    path: PathBuf,
+}
+
+impl Replacing {
+    /// The temp file for a new version of `path`, made beside it.
+    pub fn begin(path: &Path) -> io::Result<(File, Replacing)> {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+        let (file, tmp) = files::make_temp(parent(path), name)?;
+        let path = path.to_path_buf();
+        Ok((file, Replacing { tmp, path }))
     }
-    result
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames the temp file over the file, whatever its writer has made
+    /// of it (synced or not); on failure the temp file is removed.
+    pub fn finish(self) -> io::Result<()> {
+        self.tmp.persist(&self.path).map_err(|e| e.error)
+    }
 }
 
 /// Syncs a directory, so the renames into it survive a crash.
@@ -50,6 +72,7 @@ pub fn parent(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn replaces_and_leaves_no_temp_file() {

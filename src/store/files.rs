@@ -45,20 +45,36 @@ pub fn temp_name(name: &str) -> String {
     format!(".{name}.{}.tmp", std::process::id())
 }
 
-/// Makes this process's temp file at `path`: a leftover of the same name
-/// (a dead process that had this id) is removed first, which removes a
-/// link itself, never its target, and the file is then made exclusively.
-pub fn make_temp(path: &Path) -> io::Result<File> {
+/// Makes this process's temp file for `name` in `dir` (see [`temp_name`]):
+/// a leftover of the same name (a dead process that had this id) is removed
+/// first, which removes a link itself, never its target, and the file is
+/// then made exclusively. The file is removed again when the returned path
+/// is dropped before it is persisted: a write that fails anywhere leaves
+/// nothing behind.
+pub fn make_temp(dir: &Path, name: &str) -> io::Result<(File, tempfile::TempPath)> {
+    let path = dir.join(temp_name(name));
     #[cfg(test)]
-    if let Some(e) = faults::injected(path) {
+    if let Some(e) = faults::injected(&path) {
         return Err(e);
     }
-    match fs::remove_file(path) {
+    match fs::remove_file(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    make_new(path)
+    let prefix = format!(".{name}.{}", std::process::id());
+    let mut builder = tempfile::Builder::new();
+    // The whole name is the prefix and suffix: no random part, so the
+    // sweep can read whose the file is.
+    builder.prefix(&prefix).suffix(".tmp").rand_bytes(0);
+    // As a file made the plain way: what the umask leaves of read and write
+    // for all, not the owner alone.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(fs::Permissions::from_mode(0o666));
+    }
+    Ok(builder.tempfile_in(dir)?.into_parts())
 }
 
 /// Whether `e` is the refusal of a link by [`open_read`] or [`open_write`].
@@ -224,8 +240,10 @@ mod tests {
         // A temp name taken by a link: the link goes, the target stays.
         let tmp = d.join(temp_name("state.json"));
         symlink(&target, &tmp).unwrap();
-        make_temp(&tmp).unwrap();
+        let (_file, made) = make_temp(&d, "state.json").unwrap();
         assert!(!fs::symlink_metadata(&tmp).unwrap().file_type().is_symlink());
+        drop(made);
+        assert!(!tmp.exists(), "a temp file let go is removed");
         assert_eq!(fs::read(&target).unwrap(), b"mine");
         fs::remove_dir_all(&d).unwrap();
     }

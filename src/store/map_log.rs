@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::fmt::{Display, Write as _};
 use std::fs;
 use std::io::{self, Read, Seek, Write};
+use std::iter::Peekable;
 use std::path::Path;
 use std::str::FromStr;
 
@@ -270,33 +271,18 @@ pub enum LogError {
     Io(io::Error),
 }
 
-/// Brings the log `base` in `dir` to `current` (its entries in key order):
-/// the changes since `logged` are appended to the file it names; without a
-/// known log, or once the log is more than twice its entries, `rewrite`
-/// writes it afresh (given the whole text), returning the generation it
-/// went to (see [`write_generation`]). Returns the log as it now stands.
-pub fn write<'a, V>(
-    (dir, base): (&Path, &str),
-    logged: Option<Logged<V>>,
-    current: impl Iterator<Item = (&'a str, V)>,
-    rewrite: impl FnOnce(&[u8]) -> io::Result<u32>,
-) -> io::Result<Logged<V>>
-where
-    V: Display + PartialEq,
-{
-    let on_disk = |l: &Logged<V>| {
-        let path = dir.join(file_name(base, l.extent.generation));
-        fs::symlink_metadata(path).is_ok_and(|m| m.len() >= l.extent.bytes)
-    };
-    let Some(logged) = logged.filter(on_disk) else {
-        let entries = current.map(|(k, v)| (Name::new(k), v)).collect();
-        return written_afresh(entries, rewrite);
-    };
-    // The entries `current` begins with unchanged stay where they are: most
-    // turns change none, or a few near the end, and a long session's logs
-    // hold tens of thousands, too many to move into a new list each turn.
-    let mut entries = logged.entries;
-    let mut current = current.peekable();
+/// Lines to append to a log: what changed since it was written.
+struct Changes {
+    text: String,
+    lines: usize,
+}
+
+/// How many of `entries` `current` begins with unchanged, taken from
+/// `current`.
+fn skip_unchanged<'a, V: PartialEq>(
+    entries: &[(Name, V)],
+    current: &mut Peekable<impl Iterator<Item = (&'a str, V)>>,
+) -> usize {
     let mut same = 0;
     while let Some((k, v)) = current.peek()
         && entries
@@ -306,12 +292,19 @@ where
         current.next();
         same += 1;
     }
-    // Both sides are in key order: one merge walk of the rest finds the
-    // changes, and what `current` holds is the log's entries after them.
+    same
+}
+
+/// The changes from `old` to `current`, and what `current` holds pushed
+/// onto `entries`. Both sides are in key order: one merge walk finds them.
+fn merge_changes<'a, V: Display + PartialEq>(
+    entries: &mut Vec<(Name, V)>,
+    old: Vec<(Name, V)>,
+    mut current: Peekable<impl Iterator<Item = (&'a str, V)>>,
+) -> Changes {
     let mut changes = String::new();
     let mut lines = 0;
-    let rest = entries.split_off(same);
-    let mut old = rest.into_iter().peekable();
+    let mut old = old.into_iter().peekable();
     loop {
         let order = match (old.peek(), current.peek()) {
             (None, None) => break,
@@ -342,6 +335,45 @@ where
             }
         }
     }
+    Changes {
+        text: changes,
+        lines,
+    }
+}
+
+/// Brings the log `base` in `dir` to `current` (its entries in key order):
+/// the changes since `logged` are appended to the file it names; without a
+/// known log, or once the log is more than twice its entries, `rewrite`
+/// writes it afresh (given the whole text), returning the generation it
+/// went to (see [`write_generation`]). Returns the log as it now stands.
+pub fn write<'a, V>(
+    (dir, base): (&Path, &str),
+    logged: Option<Logged<V>>,
+    current: impl Iterator<Item = (&'a str, V)>,
+    rewrite: impl FnOnce(&[u8]) -> io::Result<u32>,
+) -> io::Result<Logged<V>>
+where
+    V: Display + PartialEq,
+{
+    let on_disk = |l: &Logged<V>| {
+        let path = dir.join(file_name(base, l.extent.generation));
+        fs::symlink_metadata(path).is_ok_and(|m| m.len() >= l.extent.bytes)
+    };
+    let Some(logged) = logged.filter(on_disk) else {
+        let entries = current.map(|(k, v)| (Name::new(k), v)).collect();
+        return written_afresh(entries, rewrite);
+    };
+    // The entries `current` begins with unchanged stay where they are: most
+    // turns change none, or a few near the end, and a long session's logs
+    // hold tens of thousands, too many to move into a new list each turn.
+    let mut entries = logged.entries;
+    let mut current = current.peekable();
+    let same = skip_unchanged(&entries, &mut current);
+    let rest = entries.split_off(same);
+    let Changes {
+        text: changes,
+        lines,
+    } = merge_changes(&mut entries, rest, current);
     let total = logged.extent.lines + lines;
     if total > COMPACT_FLOOR && total > 2 * entries.len() {
         return written_afresh(entries, rewrite);

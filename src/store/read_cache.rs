@@ -44,6 +44,7 @@ use crate::formats::{
     string_end,
 };
 
+use super::atomic::Replacing;
 use super::digest::{Digest, digest, read_at};
 use super::{SessionDir, StoreError, with_room};
 
@@ -1153,10 +1154,10 @@ impl AsideFile {
     pub fn create(dir: &std::path::Path) -> io::Result<AsideFile> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(super::files::temp_name("set-aside"));
-        let file = super::files::make_temp(&path)?;
+        let (file, made) = super::files::make_temp(dir, "set-aside")?;
         // Where a file cannot be unlinked while open, it stays until the
         // process is done with it.
-        let _ = std::fs::remove_file(&path);
+        let _ = made.close();
         Ok(AsideFile {
             file,
             path,
@@ -1318,15 +1319,12 @@ impl InOrder<'_> {
 /// not yet: see [`CacheSource::draft`].
 pub struct CacheDraft {
     out: Encoder<io::BufWriter<std::fs::File>>,
-    tmp: PathBuf,
-    path: PathBuf,
+    replacing: Replacing,
 }
 
 impl CacheDraft {
     /// Lets the draft go: its temp file is removed.
-    pub fn discard(self) {
-        let _ = std::fs::remove_file(&self.tmp);
-    }
+    pub fn discard(self) {}
 }
 
 impl CacheSource<'_> {
@@ -1337,35 +1335,28 @@ impl CacheSource<'_> {
     /// cuts, once it is done.
     pub fn draft(&self, dir: &std::path::Path) -> Result<CacheDraft, StoreError> {
         let path = dir.join(FILE);
-        let tmp = dir.join(super::files::temp_name(FILE));
-        let written = super::files::make_temp(&tmp)
-            .and_then(|f| self.begin(io::BufWriter::with_capacity(1 << 16, f)));
-        match written {
-            Ok(out) => Ok(CacheDraft { out, tmp, path }),
-            Err(source) => {
-                let _ = std::fs::remove_file(&tmp);
-                Err(StoreError::Io {
-                    path,
-                    error: source,
-                })
-            }
-        }
+        let written = Replacing::begin(&path).and_then(|(f, replacing)| {
+            let out = self.begin(io::BufWriter::with_capacity(1 << 16, f))?;
+            Ok(CacheDraft { out, replacing })
+        });
+        written.map_err(|source| StoreError::Io {
+            path,
+            error: source,
+        })
     }
 
     /// Ends `draft` with this source's trailer and puts it in place of the
     /// cache, not synced.
     pub fn finish_draft(&self, draft: CacheDraft) -> Result<(), StoreError> {
-        let CacheDraft { out, tmp, path } = draft;
+        let CacheDraft { out, replacing } = draft;
+        let path = replacing.path().to_path_buf();
         let result = self
             .trailer(out)
             .and_then(|w| w.into_inner().map_err(io::IntoInnerError::into_error))
-            .and_then(|_| std::fs::rename(&tmp, &path));
-        result.map_err(|source| {
-            let _ = std::fs::remove_file(&tmp);
-            StoreError::Io {
-                path,
-                error: source,
-            }
+            .and_then(|_| replacing.finish());
+        result.map_err(|source| StoreError::Io {
+            path,
+            error: source,
         })
     }
 }

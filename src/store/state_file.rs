@@ -252,6 +252,89 @@ fn ref_number(r: &str) -> u32 {
         .unwrap_or(0)
 }
 
+/// The logs a state.json names, each with the extent it vouches for.
+struct LogsNamed {
+    /// The state's version as written.
+    version: u64,
+    refs: Option<RefsLog>,
+    blocks: Option<Extent>,
+    tokens: Option<Extent>,
+    truncated: Option<Extent>,
+}
+
+/// The state.json at `path` read from its `text`, and the logs it names.
+fn parse_state(path: &Path, text: &str) -> Result<(CompressionState, LogsNamed), StoreError> {
+    let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        line: e.line(),
+        column: e.column(),
+        what: e.to_string(),
+    };
+    let value: serde_json::Value = serde_json::from_str(text).map_err(corrupt)?;
+    let found = value
+        .get("version")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    // Version 1 kept the ref map inline, and versions 1 and 2 the
+    // blocks; they read as they were, and the next save moves them out.
+    if !(1..=u64::from(STATE_VERSION)).contains(&found) {
+        return Err(StoreError::Version {
+            path: path.to_path_buf(),
+            found,
+            supported: STATE_VERSION,
+        });
+    }
+    let refs = value
+        .get("refsLog")
+        .map(|v| serde_json::from_value::<RefsLog>(v.clone()))
+        .transpose()
+        .map_err(corrupt)?;
+    let extent = |name: &str| {
+        value
+            .get(name)
+            .map(|v| serde_json::from_value::<Extent>(v.clone()))
+            .transpose()
+            .map_err(corrupt)
+    };
+    let logs = LogsNamed {
+        version: found,
+        refs,
+        blocks: extent("blocksLog")?,
+        tokens: extent("tokensLog")?,
+        truncated: extent("truncatedLog")?,
+    };
+    match serde_json::from_value(value) {
+        Ok(state) => Ok((state, logs)),
+        // A value carries no positions: parse the text again, only on
+        // this path, so the error names its line and column.
+        Err(e) => Err(corrupt(
+            serde_json::from_str::<CompressionState>(text)
+                .err()
+                .unwrap_or(e),
+        )),
+    }
+}
+
+/// Block `b`'s line in blocks.jsonl (at `path`, which errors name): its
+/// effective ids only when they differ from its direct ones.
+fn block_line(path: &Path, b: &Block) -> Result<Vec<u8>, StoreError> {
+    let failed = |e: serde_json::Error| StoreError::io(path, e.into());
+    let mut line = match serde_json::to_value(b).map_err(failed)? {
+        serde_json::Value::Object(mut fields) => {
+            if b.effective_message_ids == b.direct_message_ids {
+                fields.remove(EFFECTIVE_IDS);
+            } else {
+                let ids = serde_json::to_value(&b.effective_message_ids).map_err(failed)?;
+                fields.insert(EFFECTIVE_IDS.into(), ids);
+            }
+            serde_json::to_vec(&fields).map_err(failed)?
+        }
+        other => serde_json::to_vec(&other).map_err(failed)?,
+    };
+    line.push(b'\n');
+    Ok(line)
+}
+
 const REFS_LOG: &str = "refs.log";
 
 /// The logs beside state.json, in the order [`SessionDir::generations`]
@@ -310,58 +393,19 @@ impl SessionDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StoreError::io(&path, e)),
         };
-        let corrupt = |e: serde_json::Error| StoreError::Corrupt {
-            path: path.clone(),
-            line: e.line(),
-            column: e.column(),
-            what: e.to_string(),
-        };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(corrupt)?;
-        let found = value
-            .get("version")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0);
-        // Version 1 kept the ref map inline, and versions 1 and 2 the
-        // blocks; they read as they were, and the next save moves them out.
-        if !(1..=u64::from(STATE_VERSION)).contains(&found) {
-            return Err(StoreError::Version {
-                path,
-                found,
-                supported: STATE_VERSION,
-            });
-        }
-        let log = value
-            .get("refsLog")
-            .map(|v| serde_json::from_value::<RefsLog>(v.clone()))
-            .transpose()
-            .map_err(corrupt)?;
-        let extent = |name: &str| {
-            value
-                .get(name)
-                .map(|v| serde_json::from_value::<Extent>(v.clone()))
-                .transpose()
-        };
-        let (blocks, tokens, truncated) = (
-            extent("blocksLog").map_err(corrupt)?,
-            extent("tokensLog").map_err(corrupt)?,
-            extent("truncatedLog").map_err(corrupt)?,
-        );
-        let mut state: CompressionState = match serde_json::from_value(value) {
-            Ok(state) => state,
-            // A value carries no positions: parse the text again, only on
-            // this path, so the error names its line and column.
-            Err(e) => {
-                return Err(corrupt(
-                    serde_json::from_str::<CompressionState>(&text)
-                        .err()
-                        .unwrap_or(e),
-                ));
-            }
-        };
+        let (mut state, logs) = parse_state(&path, &text)?;
         state.version = STATE_VERSION;
+        self.read_logs(&mut state, logs)?;
+        self.state_json.replace(Some(text.into_bytes()));
+        Ok(Some(state))
+    }
+
+    /// Reads into `state` the logs state.json names, and keeps what each
+    /// holds for the next save.
+    fn read_logs(&self, state: &mut CompressionState, logs: LogsNamed) -> Result<(), StoreError> {
         // One buffer for every log, refs.log first: it is the longest.
         let mut buf = Vec::new();
-        let logged = match log {
+        let logged = match logs.refs {
             Some(log) => {
                 let sum = self.read_refs_log(&mut state.message_refs, log, &mut buf)?;
                 let log = RefsLog {
@@ -372,9 +416,9 @@ impl SessionDir {
             }
             None => None,
         };
-        let blocks_logged = match blocks {
+        let blocks_logged = match logs.blocks {
             Some(log) => {
-                let (blocks, logged) = self.read_blocks(log, found, &mut buf)?;
+                let (blocks, logged) = self.read_blocks(log, logs.version, &mut buf)?;
                 state.blocks = blocks;
                 Some(logged)
             }
@@ -382,12 +426,12 @@ impl SessionDir {
         };
         self.keep_archives_inside(&mut state.blocks);
         self.blocks_logged.replace(blocks_logged);
-        if let Some(extent) = tokens {
+        if let Some(extent) = logs.tokens {
             let (map, logged) = self.read_map_log(TOKENS_LOG, extent, &mut buf)?;
             state.token_snapshot = map;
             self.tokens_logged.replace(Some(logged));
         }
-        if let Some(extent) = truncated {
+        if let Some(extent) = logs.truncated {
             let (map, logged) = self.read_map_log(TRUNCATED_LOG, extent, &mut buf)?;
             let host = &mut state.host;
             host.truncated = map.keys().cloned().collect();
@@ -395,8 +439,7 @@ impl SessionDir {
             self.truncated_logged.replace(Some(logged));
         }
         self.logged.replace(logged);
-        self.state_json.replace(Some(text.into_bytes()));
-        Ok(Some(state))
+        Ok(())
     }
 
     /// Keeps every block's archive path to a file of noa's. The view
@@ -753,23 +796,7 @@ impl SessionDir {
         if blocks.is_empty() && known.is_none() {
             return Ok(None);
         }
-        let line = |b: &Block| -> Result<Vec<u8>, StoreError> {
-            let failed = |e: serde_json::Error| StoreError::io(&path, e.into());
-            let mut line = match serde_json::to_value(b).map_err(failed)? {
-                serde_json::Value::Object(mut fields) => {
-                    if b.effective_message_ids == b.direct_message_ids {
-                        fields.remove(EFFECTIVE_IDS);
-                    } else {
-                        let ids = serde_json::to_value(&b.effective_message_ids).map_err(failed)?;
-                        fields.insert(EFFECTIVE_IDS.into(), ids);
-                    }
-                    serde_json::to_vec(&fields).map_err(failed)?
-                }
-                other => serde_json::to_vec(&other).map_err(failed)?,
-            };
-            line.push(b'\n');
-            Ok(line)
-        };
+        let line = |b: &Block| block_line(&path, b);
         let latest: Latest = blocks
             .iter()
             .map(|b| (b.block_id.clone(), block_digest(b)))

@@ -157,7 +157,6 @@ pub fn render(input: &ArchiveInput) -> String {
         .iter()
         .filter(|e| matches!(e, Entry::Block(_)))
         .count();
-    let loose = input.entries.len() - absorbed;
     // Sized for the originals up front: an archive of a long range is
     // mostly their text, which would otherwise be copied at every doubling.
     let body: usize = input
@@ -169,6 +168,39 @@ pub fn render(input: &ArchiveInput) -> String {
         })
         .sum();
     let mut out = String::with_capacity(body + 200 * (input.entries.len() + 4));
+    front_matter(&mut out, input, absorbed);
+    out.push_str("---\n\n");
+    let _ = writeln!(
+        out,
+        "# Archive {} · Tier {} · {}–{}\n",
+        b.block_id, b.tier, b.start_ref, b.end_ref
+    );
+    if !b.summary.trim().is_empty() {
+        out.push_str("**Summary** (what stands in for this range in the context):\n\n");
+        for line in b.summary.trim().lines() {
+            let _ = writeln!(out, "> {line}");
+        }
+        out.push('\n');
+    }
+    out.push_str("---\n");
+    let heading = if absorbed > 0 { "###" } else { "##" };
+    for e in &input.entries {
+        out.push('\n');
+        match e {
+            Entry::Block(c) => block_entry(&mut out, c),
+            Entry::Message { reference, message } => {
+                message_entry(&mut out, heading, *reference, message)
+            }
+        }
+    }
+    out
+}
+
+/// The archive's front matter, up to its closing line: the block, where
+/// and when it was made, its range and what it took in.
+fn front_matter(out: &mut String, input: &ArchiveInput, absorbed: usize) {
+    let b = input.block;
+    let loose = input.entries.len() - absorbed;
     out.push_str("---\n");
     let _ = writeln!(out, "block: {}", b.block_id);
     let _ = writeln!(out, "tier: {}", b.tier);
@@ -197,31 +229,6 @@ pub fn render(input: &ArchiveInput) -> String {
     if !b.topic.trim().is_empty() {
         let _ = writeln!(out, "topic: {}", b.topic.trim());
     }
-    out.push_str("---\n\n");
-    let _ = writeln!(
-        out,
-        "# Archive {} · Tier {} · {}–{}\n",
-        b.block_id, b.tier, b.start_ref, b.end_ref
-    );
-    if !b.summary.trim().is_empty() {
-        out.push_str("**Summary** (what stands in for this range in the context):\n\n");
-        for line in b.summary.trim().lines() {
-            let _ = writeln!(out, "> {line}");
-        }
-        out.push('\n');
-    }
-    out.push_str("---\n");
-    let heading = if absorbed > 0 { "###" } else { "##" };
-    for e in &input.entries {
-        out.push('\n');
-        match e {
-            Entry::Block(c) => block_entry(&mut out, c),
-            Entry::Message { reference, message } => {
-                message_entry(&mut out, heading, *reference, message)
-            }
-        }
-    }
-    out
 }
 
 fn block_entry(out: &mut String, c: &Block) {

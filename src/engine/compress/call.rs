@@ -329,6 +329,69 @@ fn decide(
     })
 }
 
+/// What the model is told of its arguments: entries ignored, and repairs
+/// they needed.
+fn argument_notes(parsed: &ParsedArgs) -> Vec<String> {
+    let mut notes = Vec::new();
+    if parsed.ok {
+        notes.extend(
+            parsed
+                .invalid_reasons
+                .iter()
+                .map(|r| format!("Ignored an entry: {r}.")),
+        );
+    }
+    if parsed.repaired() && !parsed.ranges.is_empty() {
+        notes.push(format!(
+            "The arguments needed repair ({}); send plain JSON next time.",
+            parsed.repairs.join(", ")
+        ));
+    }
+    notes
+}
+
+/// The context after a call, as [`Answer`] reports it.
+struct After {
+    after: usize,
+    reclaimed: Reclaimed,
+    rewrite: usize,
+    hidden: Vec<bool>,
+    cuts: Vec<(String, KeptCut)>,
+}
+
+impl After {
+    /// A call that made no block, or one kept as recorded: not priced.
+    fn unchanged(before: usize) -> After {
+        After {
+            after: before,
+            reclaimed: Reclaimed::default(),
+            rewrite: 0,
+            hidden: Vec::new(),
+            cuts: Vec::new(),
+        }
+    }
+
+    /// The view after the call's blocks, and what they reclaimed, on the
+    /// provider's scale as the figures beside it.
+    fn priced(next: &mut CompressionState, input: &CallInput, outcome: &ApplyOutcome) -> After {
+        let now = scratch_view(next, input);
+        let reclaimed = panel::reclaimed_by_call(
+            outcome.created.iter().map(|(b, _)| b),
+            &next.blocks,
+            input.history,
+            &now.view,
+            &|m| now.gauge.scale(input.config.tokens(m)),
+        );
+        After {
+            after: now.figures.before_cuts,
+            reclaimed,
+            rewrite: rewritten(&now, &outcome.created, input.config),
+            hidden: now.hidden,
+            cuts: now.cuts,
+        }
+    }
+}
+
 /// Keeps the books for an outcome as [`answer`] does, and is how a rebuild
 /// replaying recorded spans keeps them: commits the outcome to `state`, the
 /// state the call was resolved against, adds the notes on the arguments,
@@ -343,47 +406,22 @@ pub fn answer_with(
     before: usize,
     recorded: Option<&str>,
 ) -> Answer {
-    if parsed.ok {
-        outcome.warnings.extend(
-            parsed
-                .invalid_reasons
-                .iter()
-                .map(|r| format!("Ignored an entry: {r}.")),
-        );
-    }
-    if parsed.repaired() && !parsed.ranges.is_empty() {
-        outcome.warnings.push(format!(
-            "The arguments needed repair ({}); send plain JSON next time.",
-            parsed.repairs.join(", ")
-        ));
-    }
+    outcome.warnings.extend(argument_notes(&parsed));
     outcome.commit(&mut next);
     if input.config.reclaim && !outcome.created.is_empty() {
         let made = reclaim_with(&mut next, input, &outcome.created);
         outcome.archives.extend(made);
     }
-    let (after, reclaimed, rewrite, hidden, cuts) =
-        if outcome.created.is_empty() || recorded.is_some() {
-            (before, Reclaimed::default(), 0, Vec::new(), Vec::new())
-        } else {
-            let now = scratch_view(&mut next, input);
-            // On the provider's scale, as the figures beside it.
-            let reclaimed = panel::reclaimed_by_call(
-                outcome.created.iter().map(|(b, _)| b),
-                &next.blocks,
-                input.history,
-                &now.view,
-                &|m| now.gauge.scale(input.config.tokens(m)),
-            );
-            let rewrite = rewritten(&now, &outcome.created, input.config);
-            (
-                now.figures.before_cuts,
-                reclaimed,
-                rewrite,
-                now.hidden,
-                now.cuts,
-            )
-        };
+    let After {
+        after,
+        reclaimed,
+        rewrite,
+        hidden,
+        cuts,
+    } = match outcome.created.is_empty() || recorded.is_some() {
+        true => After::unchanged(before),
+        false => After::priced(&mut next, input, &outcome),
+    };
     record_attempt(&mut next, &outcome, batch_key(&parsed));
     let text = match recorded {
         Some(panel) => panel.to_string(),

@@ -14,7 +14,7 @@ use super::apply::{ApplyInput, ApplyOutcome, apply};
 use super::archive::ArchiveFile;
 use super::call::{CallInput, answer, answer_with, give_back_blocks, lend, view_at};
 use super::panel::block_count;
-use super::parse_args::{CompressRange, parse_compress_args};
+use super::parse_args::{CompressRange, ParsedArgs, parse_compress_args};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage};
@@ -352,7 +352,42 @@ fn replay_recorded(
         // What the live call refused is in its recorded result only.
         warnings.extend(recorded_errors(panel));
     }
-    let recorded = made.len();
+    let remade = Remade {
+        out,
+        parsed,
+        recorded: made.len(),
+        before_cuts: seen.figures.before_cuts,
+        warnings,
+    };
+    answer_replay(state, at, panel, remade)
+}
+
+/// A recorded call replayed, to be answered.
+struct Remade {
+    out: ApplyOutcome,
+    parsed: ParsedArgs,
+    /// How many blocks the recorded result shows.
+    recorded: usize,
+    /// The view's size before the turn's cuts, where the call was made.
+    before_cuts: usize,
+    warnings: Vec<String>,
+}
+
+/// Answers a replayed call as the live one was answered (its recorded
+/// `panel`), noting where the replay's blocks differ from the record's.
+fn answer_replay(
+    state: &mut CompressionState,
+    at: &CallInput,
+    panel: &str,
+    remade: Remade,
+) -> (Replay, Vec<ArchiveFile>) {
+    let Remade {
+        out,
+        parsed,
+        recorded,
+        before_cuts,
+        mut warnings,
+    } = remade;
     if out.created.is_empty() {
         record_answer(state, at.call_id, panel);
         let replay = Replay {
@@ -374,7 +409,7 @@ fn replay_recorded(
         out,
         parsed,
         at,
-        seen.figures.before_cuts,
+        before_cuts,
         Some(panel),
     );
     *state = answered.state;
@@ -483,50 +518,10 @@ fn replay_ranges(
     state: &CompressionState,
     index: Option<&HistoryIndex>,
 ) -> Vec<CompressRange> {
-    // Blocks by id, and the first active block covering each message: what
-    // the index knows, or one pass over the blocks, however many ends look
-    // them up.
-    let index = index.filter(|c| c.has_seen(&state.blocks));
-    let mut by_id: IdMap<'_, &Block> = IdMap::default();
-    let mut cover: IdMap<'_, &Block> = IdMap::default();
-    if index.is_none() {
-        for b in &state.blocks {
-            by_id.entry(b.block_id.as_str()).or_insert(b);
-            if b.active {
-                for id in &b.effective_message_ids {
-                    cover.entry(id.as_str()).or_insert(b);
-                }
-            }
-        }
-    }
-    let block = |id: &str| -> Option<&Block> {
-        match index {
-            Some(c) => c.block_named(id).map(|i| &state.blocks[i]),
-            None => by_id.get(id).copied(),
-        }
-    };
-    let over = |id: &str| -> Option<&Block> {
-        match index {
-            Some(c) => c.first_over(id, &state.blocks).map(|i| &state.blocks[i]),
-            None => cover.get(id).copied(),
-        }
-    };
-    let number = |r: &str| -> Option<u32> {
-        if let Some(id) = parse_block_id(r) {
-            let b = block(id.as_str())?;
-            return ref_to_index(&b.start_ref).or_else(|| ref_to_index(&b.end_ref));
-        }
-        ref_to_index(r)
-    };
-    let end_number = |r: &str| -> Option<u32> {
-        match parse_block_id(r) {
-            Some(id) => ref_to_index(&block(id.as_str())?.end_ref),
-            None => ref_to_index(r),
-        }
-    };
+    let lookup = BlockLookup::new(state, index);
     let spans: Vec<Option<(u32, u32)>> = asked
         .iter()
-        .map(|r| Some((number(&r.start)?, end_number(&r.end)?)))
+        .map(|r| Some((lookup.start_number(&r.start)?, lookup.end_number(&r.end)?)))
         .collect();
     // A block is one unbroken run of the view: its span's ends are messages
     // it took, or the ends of blocks it folded, which the range then names.
@@ -534,7 +529,7 @@ fn replay_ranges(
         state
             .message_refs
             .id_of(r)
-            .and_then(over)
+            .and_then(|id| lookup.over(id))
             .map_or_else(|| r.to_string(), |b| b.block_id.clone())
     };
     let mut out = Vec::new();
@@ -542,16 +537,7 @@ fn replay_ranges(
         let (Some(s), Some(e)) = (ref_to_index(&m.start), ref_to_index(&m.end)) else {
             return Vec::new();
         };
-        let best = spans
-            .iter()
-            .enumerate()
-            .filter_map(|(i, sp)| {
-                let (a, b) = (*sp)?;
-                let overlap = e.min(b) as i64 - s.max(a) as i64;
-                (overlap >= 0).then_some((overlap, i))
-            })
-            .max_by_key(|&(overlap, i)| (overlap, std::cmp::Reverse(i)));
-        let Some((_, i)) = best else {
+        let Some(i) = most_overlapped(&spans, s, e) else {
             return Vec::new();
         };
         out.push(CompressRange {
@@ -561,6 +547,89 @@ fn replay_ranges(
         });
     }
     out
+}
+
+/// The requested span that overlaps `s..=e` most, the first of equals.
+fn most_overlapped(spans: &[Option<(u32, u32)>], s: u32, e: u32) -> Option<usize> {
+    spans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, sp)| {
+            let (a, b) = (*sp)?;
+            let overlap = e.min(b) as i64 - s.max(a) as i64;
+            (overlap >= 0).then_some((overlap, i))
+        })
+        .max_by_key(|&(overlap, i)| (overlap, std::cmp::Reverse(i)))
+        .map(|(_, i)| i)
+}
+
+/// Blocks by id, and the first active block covering each message: what
+/// the index knows, or one pass over the blocks, however many ends look
+/// them up.
+struct BlockLookup<'s> {
+    blocks: &'s [Block],
+    index: Option<&'s HistoryIndex<'s>>,
+    by_id: IdMap<'s, &'s Block>,
+    cover: IdMap<'s, &'s Block>,
+}
+
+impl<'s> BlockLookup<'s> {
+    fn new(state: &'s CompressionState, index: Option<&'s HistoryIndex<'s>>) -> Self {
+        let index = index.filter(|c| c.has_seen(&state.blocks));
+        let mut by_id: IdMap<'_, &Block> = IdMap::default();
+        let mut cover: IdMap<'_, &Block> = IdMap::default();
+        if index.is_none() {
+            for b in &state.blocks {
+                by_id.entry(b.block_id.as_str()).or_insert(b);
+                if b.active {
+                    for id in &b.effective_message_ids {
+                        cover.entry(id.as_str()).or_insert(b);
+                    }
+                }
+            }
+        }
+        BlockLookup {
+            blocks: &state.blocks,
+            index,
+            by_id,
+            cover,
+        }
+    }
+
+    /// The block of id `id`.
+    fn block(&self, id: &str) -> Option<&'s Block> {
+        match self.index {
+            Some(c) => c.block_named(id).map(|i| &self.blocks[i]),
+            None => self.by_id.get(id).copied(),
+        }
+    }
+
+    /// The first active block over message `id`.
+    fn over(&self, id: &str) -> Option<&'s Block> {
+        match self.index {
+            Some(c) => c.first_over(id, self.blocks).map(|i| &self.blocks[i]),
+            None => self.cover.get(id).copied(),
+        }
+    }
+
+    /// The number of the message a range's start `r` names: a ref's, or
+    /// the first of a block's.
+    fn start_number(&self, r: &str) -> Option<u32> {
+        if let Some(id) = parse_block_id(r) {
+            let b = self.block(id.as_str())?;
+            return ref_to_index(&b.start_ref).or_else(|| ref_to_index(&b.end_ref));
+        }
+        ref_to_index(r)
+    }
+
+    /// The number of the message a range's end `r` names: a ref's, or the
+    /// last of a block's.
+    fn end_number(&self, r: &str) -> Option<u32> {
+        match parse_block_id(r) {
+            Some(id) => ref_to_index(&self.block(id.as_str())?.end_ref),
+            None => ref_to_index(r),
+        }
+    }
 }
 
 /// Every way two states differ in what they record: blocks (ids, tiers,

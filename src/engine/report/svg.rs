@@ -13,7 +13,7 @@ use crate::engine::model::tokens;
 use crate::engine::turn::Figures;
 
 use super::bill::Bill;
-use super::map::{Class, Segment, runs};
+use super::map::{Class, Run, Segment, runs};
 
 /// What the SVG map is drawn from.
 #[derive(Debug, Clone, Copy)]
@@ -655,17 +655,7 @@ fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f
         let width = r.tokens as f64 * shrink;
         let (x0, x1) = (x_of(at), x_of(at + width));
         at += width;
-        let what = match r.class {
-            Class::Block => format!("summary of {} (T{})", r.block, r.tier),
-            Class::Protected => "recent zone (protected)".to_string(),
-            Class::Truncated => "truncated tool output".to_string(),
-            Class::Reclaimed => "reclaimed tool output".to_string(),
-            Class::Tool => "tool traffic".to_string(),
-            Class::User => "user text".to_string(),
-            Class::Assistant => "assistant".to_string(),
-            Class::System => "instructions".to_string(),
-            Class::Hidden => "not sent".to_string(),
-        };
+        let what = run_name(&r);
         let _ = writeln!(
             body,
             r##"<rect x="{x0:.2}" y="{top:.1}" width="{:.2}" height="{VIEW_H}" fill="{}"><title>{} · {} message{} · {} tokens</title></rect>"##,
@@ -677,15 +667,35 @@ fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f
             tokens::format(r.tokens)
         );
     }
-    // How much is used: beside the view's end when there is room before the
-    // window line (or the canvas edge), else above the end of the bar.
-    let end = x_of(sent as f64);
+    let wx = x_of(limit as f64);
+    draw_used(body, input, x_of(sent as f64), wx, top);
+    draw_window_limit(body, input, wx, top);
+}
+
+/// What a run of the view row is, as its tooltip names it.
+fn run_name(r: &Run) -> String {
+    match r.class {
+        Class::Block => format!("summary of {} (T{})", r.block, r.tier),
+        Class::Protected => "recent zone (protected)".to_string(),
+        Class::Truncated => "truncated tool output".to_string(),
+        Class::Reclaimed => "reclaimed tool output".to_string(),
+        Class::Tool => "tool traffic".to_string(),
+        Class::User => "user text".to_string(),
+        Class::Assistant => "assistant".to_string(),
+        Class::System => "instructions".to_string(),
+        Class::Hidden => "not sent".to_string(),
+    }
+}
+
+/// How much of the window is used, at the view's `end`: beside it when
+/// there is room before the window line at `wx` (or the canvas edge), else
+/// above the end of the bar.
+fn draw_used(body: &mut String, input: &SvgInput, end: f64, wx: f64, top: f64) {
     let used = format!(
         "{} · {}%",
-        tokens::format(sent),
+        tokens::format(input.figures.request),
         input.figures.window_percent()
     );
-    let wx = x_of(limit as f64);
     let room = if end < wx { wx - 6.0 } else { WIDTH - MARGIN };
     let (x, y, anchor) = if end + 8.0 + used.chars().count() as f64 * GLYPH <= room {
         (end + 8.0, top + VIEW_H / 2.0 + 4.0, "start")
@@ -697,7 +707,10 @@ fn draw_view_row(body: &mut String, input: &SvgInput, view_tokens: usize, top: f
         r##"<text x="{x:.2}" y="{y:.1}" font-size="12" font-weight="bold" text-anchor="{anchor}" fill="#333">{}</text>"##,
         escape(&used)
     );
-    // The window limit.
+}
+
+/// The window's limit, a dashed line at `wx`, labelled.
+fn draw_window_limit(body: &mut String, input: &SvgInput, wx: f64, top: f64) {
     let _ = writeln!(
         body,
         r##"<line class="window-limit" x1="{wx:.2}" y1="{:.1}" x2="{wx:.2}" y2="{:.1}" stroke="#222" stroke-width="2" stroke-dasharray="4 3"/>"##,

@@ -119,40 +119,139 @@ pub fn project_with_index<'a>(
     input: &TurnInput<'a>,
     index: &mut HistoryIndex<'a>,
 ) -> Projection {
-    let (history, cfg) = (input.history, input.config);
+    let history = input.history;
     host::observe(&mut state.host, history);
     let numbered = number(state, input, index);
     let index = &*index;
     let covered = |id: &str| index.covers(id);
     let shown = show(state, input, index);
-    let (hidden, dropped_unpaired) = (shown.hidden, shown.dropped_unpaired);
-    let (mut view, mut deferred) = (shown.view, shown.deferred);
+    let mut m = measure(state, input, shown, index);
+    // The same turn projected again (a host retrying, nothing appended):
+    // the same view, nudge included, and pacing is not counted twice.
+    let same_turn = state.host.nudged && state.host.history_len == history.len();
+    let growth = match same_turn {
+        true => state.host.nudge_growth,
+        false => growth_since_nudge(&state.nudge, m.measured),
+    };
+    let price = Pricing::new(m.gauge, input.config, m.measured, growth, &covered);
+    let nudging = decide_nudge(state, input, &price, &m, same_turn);
+    let inject = nudging.decision.inject;
+    let room = price.room(m.estimate, nudging.reserve, inject, &state.host);
+    let cut = &mut state.host.truncated;
+    let fitted = fit(&mut m.view, &mut m.deferred, &mut m.truncation, cut, &room);
+    // What the nudge lists is priced on the view with this turn's cuts, so
+    // the same turn projected again (its cuts now sticky) says the same;
+    // and it still lists what the last step below leaves out, which `apply`
+    // can resolve.
+    let rec = if m.truncation.count > m.reapplied {
+        price.recommend(&m.view, state, &m.deferred)
+    } else {
+        nudging.rec
+    };
+    let dead = reclaimed_with_nudge(state, input, &price, &m.view, inject);
+    finish(
+        Finishing {
+            view: m.view,
+            deferred: m.deferred,
+            truncation: m.truncation,
+            hidden: m.hidden,
+            dropped_unpaired: m.dropped_unpaired,
+            numbered,
+            rec,
+            decision: nudging.decision,
+            fitted,
+            reserve: nudging.reserve,
+            same_turn,
+            dead,
+        },
+        &price,
+        &mut state.host,
+        &state.message_refs,
+        &state.blocks,
+        input,
+    )
+}
+
+/// The view tagged, with the cuts earlier turns made taken again, and
+/// measured on the provider's scale.
+struct Measured<'a> {
+    view: Vec<CoreMessage>,
+    deferred: DeferredOutputs<'a>,
+    /// See [`Projection::hidden`].
+    hidden: Vec<bool>,
+    dropped_unpaired: usize,
+    truncation: Truncation,
+    /// How many of `truncation`'s cuts earlier turns made.
+    reapplied: usize,
+    /// The view's estimate, earlier cuts in it.
+    estimate: usize,
+    gauge: Gauge,
+    /// The size decisions are taken on.
+    measured: usize,
+}
+
+/// Tags the view, cuts again what earlier turns cut, and measures it,
+/// learning from the host's figure for the last request on the way.
+fn measure<'a>(
+    state: &mut CompressionState,
+    input: &TurnInput<'a>,
+    shown: Shown<'a>,
+    index: &HistoryIndex<'a>,
+) -> Measured<'a> {
+    let (history, cfg) = (input.history, input.config);
+    let Shown {
+        mut view,
+        mut deferred,
+        hidden,
+        dropped_unpaired,
+    } = shown;
     let (refs, snapshot) = (&state.message_refs, &mut state.token_snapshot);
     tag_view(&mut view, &mut deferred, refs, snapshot, cfg);
     // Results cut on earlier turns are cut again; the others held are
     // counted.
     let cut_before = (&state.host.truncated, &state.host.truncated_at);
-    let (mut truncation, cuts) = truncate::reapply(&mut view, &mut deferred, cut_before, cfg);
-    let reapplied = truncation.count;
-
+    let (truncation, cuts) = truncate::reapply(&mut view, &mut deferred, cut_before, cfg);
     // Measure the view as it would go out, on the provider's scale.
     let estimate: usize = view.iter().map(|m| cfg.tokens(m)).sum();
     let g = gauge_view(state, input, &view, &cuts, index);
     let heard =
         (input.input_tokens).filter(|&n| gauge::repeated(state, history.len(), n).is_none());
     learn_from_host(&mut state.host, heard, &g, estimate);
-    let measured = g.tokens(estimate + retried(input, &cuts));
+    Measured {
+        measured: g.tokens(estimate + retried(input, &cuts)),
+        view,
+        deferred,
+        hidden,
+        dropped_unpaired,
+        reapplied: truncation.count,
+        truncation,
+        estimate,
+        gauge: g,
+    }
+}
 
-    // The same turn projected again (a host retrying, nothing appended):
-    // the same view, nudge included, and pacing is not counted twice.
-    let same_turn = state.host.nudged && state.host.history_len == history.len();
-    let growth = match same_turn {
-        true => state.host.nudge_growth,
-        false => growth_since_nudge(&state.nudge, measured),
-    };
-    let price = Pricing::new(g, cfg, measured, growth, &covered);
-    let rec = price.recommend(&view, state, &deferred);
-    let shown_now = price.breakdown(&view);
+/// Whether the turn nudges, on what it recommends, and the room kept for
+/// the nudge.
+struct Nudging {
+    /// What the nudge lists, on the view before this turn's cuts.
+    rec: Recommendation,
+    decision: Decision,
+    /// Estimated tokens kept for the nudge.
+    reserve: usize,
+}
+
+/// Decides on the nudge for the measured view: the pacing's decision,
+/// settled for the host's wishes (or the first try's, on `same_turn`), and
+/// the room its text will take.
+fn decide_nudge(
+    state: &mut CompressionState,
+    input: &TurnInput,
+    price: &Pricing,
+    m: &Measured,
+    same_turn: bool,
+) -> Nudging {
+    let rec = price.recommend(&m.view, state, &m.deferred);
+    let shown_now = price.breakdown(&m.view);
     let rough = |tier: u8, truncated: usize| {
         let nudge = price.nudge(
             &rec,
@@ -168,7 +267,13 @@ pub fn project_with_index<'a>(
     let decision = if same_turn {
         shown_again(decision, &state.host)
     } else {
-        settle(decision, &mut state.host, &mut state.nudge, input, measured)
+        settle(
+            decision,
+            &mut state.host,
+            &mut state.nudge,
+            input,
+            m.measured,
+        )
     };
     // Truncation makes room for the nudge too: the request as sent must fit.
     // The same turn again keeps the room its first try kept: priced anew on
@@ -179,47 +284,29 @@ pub fn project_with_index<'a>(
         true => rough(decision.tier, 1),
         false => 0,
     };
-    let room = price.room(estimate, reserve, decision.inject, &state.host);
-    let cut = &mut state.host.truncated;
-    let fitted = fit(&mut view, &mut deferred, &mut truncation, cut, &room);
-    // What the nudge lists is priced on the view with this turn's cuts, so
-    // the same turn projected again (its cuts now sticky) says the same;
-    // and it still lists what the last step below leaves out, which `apply`
-    // can resolve.
-    let rec = if truncation.count > reapplied {
-        price.recommend(&view, state, &deferred)
-    } else {
-        rec
-    };
-    // A nudge counts the stale reads the compression it asks for will
-    // reclaim too, and asks for that much less.
-    let dead = match decision.inject && cfg.reclaim && !input.for_call {
-        true => dead_in_view(state, history, cfg, &view, &|m| {
+    Nudging {
+        rec,
+        decision,
+        reserve,
+    }
+}
+
+/// The stale reads in `view` a nudged compression will reclaim too: a
+/// nudge counts them, and asks for that much less.
+fn reclaimed_with_nudge(
+    state: &CompressionState,
+    input: &TurnInput,
+    price: &Pricing,
+    view: &[CoreMessage],
+    inject: bool,
+) -> Dead {
+    let cfg = input.config;
+    match inject && cfg.reclaim && !input.for_call {
+        true => dead_in_view(state, input.history, cfg, view, &|m| {
             price.gauge.scale(cfg.tokens(m))
         }),
         false => Dead::default(),
-    };
-    finish(
-        Finishing {
-            view,
-            deferred,
-            truncation,
-            hidden,
-            dropped_unpaired,
-            numbered,
-            rec,
-            decision,
-            fitted,
-            reserve,
-            same_turn,
-            dead,
-        },
-        &price,
-        &mut state.host,
-        &state.message_refs,
-        &state.blocks,
-        input,
-    )
+    }
 }
 
 /// A turn decided and cut to fit, to be finished.

@@ -414,6 +414,38 @@ pub fn fingerprint(suffix: &str) -> u64 {
     })
 }
 
+/// `body` as words not read when what the memo knows of them settles the
+/// cut: an estimate's count of a text with no marker and no CJK characters,
+/// whose tally is known.
+fn unread_when_known<'b>(body: Body<'b>, cfg: &Config) -> Body<'b> {
+    match body {
+        Body::Words(text, memo) if cfg.tokenizer == Tokenizer::Estimate && memo.unmarked() => {
+            match memo.tally_known() {
+                Some(tally) if tally.cjk() == 0 => Body::Unread {
+                    len: text.len(),
+                    tally,
+                    ends: None,
+                },
+                _ => body,
+            }
+        }
+        _ => body,
+    }
+}
+
+/// Whether `body` followed by `suffix` is long enough to cut to `keep`
+/// characters at each end, and holds no cut marker already.
+fn worth_cutting(body: Body, suffix: &str, keep: usize) -> bool {
+    // More than `n` characters, not counted when the length settles it (a
+    // character takes one to four bytes).
+    let n = 2 * keep + 200;
+    let len = body.len() + suffix.len();
+    let longer = len > n && (len / 4 > n || body.chars() + tokens::chars(suffix) > n);
+    // The marker has no line break, and a tag starts on a line of its own
+    // (or is the whole body): it cannot straddle the two.
+    longer && !body.marked() && !marked(suffix)
+}
+
 /// [`cut`] of `body` followed by `suffix` (a ref tag, or nothing), read
 /// where the two lie rather than joined first, and not built: every turn
 /// cuts every sticky output again, and most of a long session's cuts are
@@ -435,27 +467,8 @@ pub fn cut_pieces(
     cfg: &Config,
     before: impl FnOnce() -> usize,
 ) -> Option<Cut> {
-    let body = match body {
-        Body::Words(text, memo) if cfg.tokenizer == Tokenizer::Estimate && memo.unmarked() => {
-            match memo.tally_known() {
-                Some(tally) if tally.cjk() == 0 => Body::Unread {
-                    len: text.len(),
-                    tally,
-                    ends: None,
-                },
-                _ => body,
-            }
-        }
-        _ => body,
-    };
-    // More than `n` characters, not counted when the length settles it (a
-    // character takes one to four bytes).
-    let n = 2 * keep + 200;
-    let len = body.len() + suffix.len();
-    let longer = len > n && (len / 4 > n || body.chars() + tokens::chars(suffix) > n);
-    // The marker has no line break, and a tag starts on a line of its own
-    // (or is the whole body): it cannot straddle the two.
-    if !longer || body.marked() || marked(suffix) {
+    let body = unread_when_known(body, cfg);
+    if !worth_cutting(body, suffix, keep) {
         return None;
     }
     // Where the head ends and the tail starts in the body (bytes of words

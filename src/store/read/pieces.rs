@@ -35,6 +35,89 @@ struct Pieces {
     held: Option<String>,
 }
 
+/// One piece of a log: whole lines, or the rest of the file.
+struct Piece {
+    bytes: Vec<u8>,
+    /// The file's last piece.
+    whole: bool,
+}
+
+/// Reads the next piece of `file` into `buf`, with room for `left` more
+/// bytes at most: up to `piece_size` bytes, ending where a line does. A line
+/// longer than what is held is read on until it ends; what follows the
+/// piece's last line stays in `buf` for the next.
+fn next_piece(
+    file: &mut fs::File,
+    buf: &mut Vec<u8>,
+    piece_size: usize,
+    left: usize,
+) -> io::Result<Piece> {
+    loop {
+        // Room for the next piece and no more: a Claude Code log's
+        // pieces are held as read.
+        buf.reserve_exact(piece_size.min(left) + 1);
+        prefault(buf);
+        let read = (&mut *file).take(piece_size as u64).read_to_end(buf)?;
+        let whole = read < piece_size;
+        let end = match memchr::memrchr(b'\n', buf) {
+            _ if whole => buf.len(),
+            Some(at) => at + 1,
+            None => continue,
+        };
+        let rest = buf.split_off(end);
+        let bytes = std::mem::replace(buf, rest);
+        return Ok(Piece { bytes, whole });
+    }
+}
+
+/// What a read in pieces has seen of the file so far.
+#[derive(Default)]
+struct Seen {
+    /// The bytes' digest, when the read leaves a mark.
+    digest: TranscriptDigest,
+    /// Bytes read.
+    length: u64,
+    /// The last byte read.
+    last: Option<u8>,
+    /// Lines read.
+    lines: usize,
+    /// As [`Pieces::held`].
+    held: Option<String>,
+}
+
+impl Seen {
+    /// The text of `piece`, its bytes counted (and digested when the read
+    /// leaves a `mark`); the last piece's unfinished line is held back.
+    /// `None` when the log must be read whole: a NUL byte, bytes that are
+    /// not UTF-8, or a lone surrogate, which a whole read warns of and
+    /// leaves no read cache of text that is not the file's (a byte-order
+    /// mark is only blanked).
+    fn text_of(&mut self, name: &str, piece: Piece, mark: bool) -> Option<String> {
+        let mut bytes = piece.bytes;
+        if piece.whole {
+            let from = match self.length {
+                0 => TextFrom::LogStart,
+                _ => TextFrom::MidLog,
+            };
+            self.held = formats::hold_back_unfinished(name, &mut bytes, from, self.lines + 1);
+        }
+        self.lines += formats::newlines(&bytes);
+        if memchr::memchr(0, &bytes).is_some() {
+            return None;
+        }
+        if mark {
+            self.digest.update(&bytes);
+        }
+        self.length += bytes.len() as u64;
+        self.last = bytes.last().copied().or(self.last);
+        let mut text = String::from_utf8(bytes).ok()?;
+        if formats::repaired(name, &mut text).is_some() {
+            return None;
+        }
+        Some(text)
+    }
+}
+
 /// A transcript opened for a read in pieces.
 struct Opened {
     file: fs::File,
@@ -171,55 +254,16 @@ impl Reader<'_> {
         let mut reader = None;
         let mut failed = None;
         let mut buf = Vec::new();
-        let (mut digest, mut length, mut last) = (TranscriptDigest::default(), 0, None);
-        let (mut lines, mut held) = (0, None);
+        let mut seen = Seen::default();
         let piece_size = piece_size(size);
         loop {
-            // Room for the next piece and no more: a Claude Code log's
-            // pieces are held as read.
-            let left = size.saturating_sub(length as usize);
-            buf.reserve_exact(piece_size.min(left) + 1);
-            prefault(&mut buf);
-            let read = (&mut file)
-                .take(piece_size as u64)
-                .read_to_end(&mut buf)
-                .map_err(PieceError::Io)?;
-            let whole = read < piece_size;
-            // A piece ends where a line does; a line longer than what is
-            // held is read on until it ends.
-            let end = match memchr::memrchr(b'\n', &buf) {
-                _ if whole => buf.len(),
-                Some(at) => at + 1,
-                None => continue,
-            };
-            let rest = buf.split_off(end);
-            let mut piece = std::mem::replace(&mut buf, rest);
-            if whole {
-                let from = if length == 0 {
-                    TextFrom::LogStart
-                } else {
-                    TextFrom::MidLog
-                };
-                held = formats::hold_back_unfinished(name, &mut piece, from, lines + 1);
-            }
-            lines += formats::newlines(&piece);
-            if memchr::memchr(0, &piece).is_some() {
-                return Ok(None);
-            }
-            if mark {
-                digest.update(&piece);
-            }
-            length += piece.len() as u64;
-            last = piece.last().copied().or(last);
-            let Ok(mut text) = String::from_utf8(piece) else {
+            let left = size.saturating_sub(seen.length as usize);
+            let piece =
+                next_piece(&mut file, &mut buf, piece_size, left).map_err(PieceError::Io)?;
+            let whole = piece.whole;
+            let Some(text) = seen.text_of(name, piece, mark) else {
                 return Ok(None);
             };
-            // A lone surrogate is read whole, which warns of it and leaves
-            // no read cache of text that is not the file's; a byte-order
-            // mark is only blanked.
-            if formats::repaired(name, &mut text).is_some() {
-                return Ok(None);
-            }
             let r = match &mut reader {
                 Some(r) => r,
                 None => match self.piece_reader(name, &text, whole, aside.take()) {
@@ -246,8 +290,9 @@ impl Reader<'_> {
             return Ok(None);
         };
         // A cache is left only of whole lines, as a whole read leaves one.
-        let mark =
-            (mark && last == Some(b'\n')).then(|| (length, reader.lines() as u64, digest.finish()));
+        let mark = (mark && seen.last == Some(b'\n'))
+            .then(|| (seen.length, reader.lines() as u64, seen.digest.finish()));
+        let held = seen.held;
         Ok(Some(Pieces { reader, mark, held }))
     }
 
