@@ -5,7 +5,8 @@
 //! `[TMP]` and times `[TIME]`, so the snapshots hold on any machine. After a
 //! deliberate change, `INSTA_UPDATE=always` rewrites them; review the diff.
 
-use std::path::Path;
+use std::fs;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
@@ -48,6 +49,16 @@ fn redacted_json(v: &mut Value, tmp: &Path) {
     }
 }
 
+/// A directory under `tmp` whose path is always 64 bytes long: a summary
+/// counts its archive's path, so a figure would otherwise change with the
+/// length of the test process's id.
+fn fixed_length_dir(tmp: &Path) -> PathBuf {
+    let pad = 64usize.saturating_sub(tmp.as_os_str().len() + 1).max(1);
+    let dir = tmp.join("d".repeat(pad));
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn text_of(bytes: &[u8], tmp: &Path) -> String {
     redacted(String::from_utf8_lossy(bytes).trim_end(), tmp)
 }
@@ -55,7 +66,7 @@ fn text_of(bytes: &[u8], tmp: &Path) -> String {
 #[test]
 fn a_real_session_through_the_command_line() {
     let dir = TempDir::new();
-    let tmp = dir.path();
+    let tmp = &fixed_length_dir(dir.path());
     let mut s = ClaudeCode::new(tmp);
     let transcript = s.path().to_str().unwrap().to_string();
     let state = tmp.join("state");
