@@ -41,6 +41,9 @@ pub(crate) enum Shape {
     ProseOnly,
     PeriodicDump,
     EditHeavy,
+    /// Read a file, Edit it, Read it again (as Claude Code does to check an
+    /// edit landed), then a line of prose: the first read is stale at once.
+    EditReread,
     Parallel,
     IgnoresNudges,
 }
@@ -52,6 +55,7 @@ impl Shape {
             Shape::ProseOnly => "prose_only",
             Shape::PeriodicDump => "periodic_dump",
             Shape::EditHeavy => "edit_heavy",
+            Shape::EditReread => "edit_reread",
             Shape::Parallel => "parallel",
             Shape::IgnoresNudges => "ignores_nudges",
         }
@@ -64,7 +68,7 @@ impl Shape {
 
 /// The simulated provider's input-token count for a request whose messages
 /// are the view's JSON lines.
-fn provider_count(raw_view: &str) -> usize {
+pub(crate) fn provider_count(raw_view: &str) -> usize {
     let chars: usize = raw_view.lines().map(|l| l.chars().count()).sum();
     (chars * 10).div_ceil(33) + HOST_TOKENS
 }
@@ -579,6 +583,7 @@ impl Gen {
             Shape::PeriodicDump => self.read_turn(turn.is_multiple_of(5)),
             Shape::ProseOnly => self.prose_turn(),
             Shape::EditHeavy => self.edit_turn(),
+            Shape::EditReread => self.edit_reread_turn(),
             Shape::Parallel => self.parallel_turn(),
         }
     }
@@ -682,6 +687,48 @@ impl Gen {
         out
     }
 
+    /// A Read of a page of source, an Edit of 3–8 of its lines, and a Read
+    /// of the same page again showing the change, each call in its own
+    /// response as the model waits for the one before; then a line of prose.
+    fn edit_reread_turn(&mut self) -> Vec<Value> {
+        let path = self.path();
+        let py = path.ends_with(".py");
+        let target = self.between(2_000, 3_200);
+        let top = self.rng.below(2) == 0;
+        let lines = self.code(py, top, target);
+        let first = 1 + 20 * self.between(0, 20);
+        let file = format!("/work/app/{path}");
+        let len = self.between(3, 8).min(lines.len());
+        let at = self.rng.below((lines.len() - len + 1) as u64) as usize;
+        let old = lines[at..at + len].to_vec();
+        let mut new = old.clone();
+        let k = self.rng.below(len as u64) as usize;
+        let stmt = self.pick(if py { &PY_STMT[..] } else { &RUST_STMT[..] });
+        new[k] = format!("    {}", self.fill(stmt));
+        let mut after = lines.clone();
+        after.splice(at..at + len, new.iter().cloned());
+        let (read, read_id) = self.call("Read", json!({"file_path": file}));
+        let (edit, edit_id) = self.call(
+            "Edit",
+            json!({"file_path": file, "old_string": old.join("\n"), "new_string": new.join("\n")}),
+        );
+        let (again, again_id) = self.call("Read", json!({"file_path": file}));
+        let snippet = Gen::numbered(first + at, &new);
+        let line = self.sentence();
+        vec![
+            Gen::assistant(Some(line), vec![read]),
+            Gen::result(&read_id, Gen::numbered(first, &lines)),
+            Gen::assistant(None, vec![edit]),
+            Gen::result(
+                &edit_id,
+                format!("The file {file} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{snippet}"),
+            ),
+            Gen::assistant(None, vec![again]),
+            Gen::result(&again_id, Gen::numbered(first, &after)),
+            self.prose(),
+        ]
+    }
+
     /// 3–6 parallel Read/Grep/Glob/Bash calls in one message, outputs mostly
     /// 200–2,000 characters and now and then ~10,000, then a line of prose.
     fn parallel_turn(&mut self) -> Vec<Value> {
@@ -780,6 +827,14 @@ pub(crate) struct ShapeStats {
     turns_truncated: usize,
     pub(crate) bytes_sent: usize,
     pub(crate) bytes_reused: usize,
+    /// Bytes the turns appended to the transcript (see `LoopStats`).
+    pub(crate) bytes_new: usize,
+    /// For each request, the least of its length and the one before's.
+    pub(crate) bytes_reusable: usize,
+    /// The messages of the session, as generated: the opening, then each
+    /// turn's (without the Compress exchanges), so another host can run the
+    /// very same session.
+    pub(crate) session: Vec<Vec<Value>>,
     /// Bytes of the views taken by Compress calls and their panels.
     pub(crate) compress_bytes: usize,
     /// The largest share of one view they took, in percent.
@@ -960,12 +1015,14 @@ pub(crate) fn run_in(
     let path = dir.path().join("agent.jsonl");
     let mut g = Gen::new(seed);
     let mut text = String::new();
-    for m in g.opening() {
-        push(&mut text, &m);
+    let opening = g.opening();
+    for m in &opening {
+        push(&mut text, m);
     }
     let mut stats = ShapeStats {
         shape: shape.name(),
         limit,
+        session: vec![opening],
         ..ShapeStats::default()
     };
     // NOA_SHAPES_TRACE=1 prints every turn's figures and every panel.
@@ -973,9 +1030,13 @@ pub(crate) fn run_in(
     let mut previous = String::new();
     let mut last_request: Option<usize> = None;
     for turn in 1..=turns {
-        for m in g.turn(shape, turn) {
-            push(&mut text, &m);
+        let messages = g.turn(shape, turn);
+        for m in &messages {
+            let before = text.len();
+            push(&mut text, m);
+            stats.bytes_new += text.len() - before;
         }
+        stats.session.push(messages);
         fs::write(&path, &text).unwrap();
         let (raw, report) = project(dir.path(), &path, limit, last_request);
         let view: Vec<Value> = raw
@@ -994,6 +1055,7 @@ pub(crate) fn run_in(
         last_request = Some(provider);
         stats.bytes_sent += raw.len();
         stats.bytes_reused += common_prefix(&previous, &raw);
+        stats.bytes_reusable += previous.len().min(raw.len());
         let overhead = compress_bytes(&raw);
         stats.compress_bytes += overhead;
         stats.compress_peak_pct = stats
@@ -1098,6 +1160,11 @@ fn periodic_dump() {
 #[test]
 fn edit_heavy() {
     check_shape(Shape::EditHeavy, 14);
+}
+
+#[test]
+fn edit_reread() {
+    check_shape(Shape::EditReread, 17);
 }
 
 #[test]

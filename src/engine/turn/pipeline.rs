@@ -191,6 +191,10 @@ pub fn project_with_index<'a>(
     } else {
         rec
     };
+    let decision = match input.force_nudge {
+        true => decision,
+        false => withdrawn_if_empty(decision, &rec),
+    };
     // A nudge counts the stale reads the compression it asks for will
     // reclaim too, and asks for that much less.
     let dead = match decision.inject && cfg.reclaim && !input.for_call {
@@ -453,6 +457,20 @@ fn shown_again(mut decision: Decision, host: &HostState) -> Decision {
             decision.reason
         ),
     };
+    decision
+}
+
+/// A tier-1 nudge whose ranges this turn's cuts shrank below what a range
+/// must hold offers nothing a call could name: it is not sent (a call
+/// answering it could only be rejected). One the host asked for still goes.
+fn withdrawn_if_empty(mut decision: Decision, rec: &Recommendation) -> Decision {
+    if decision.inject && decision.tier == 1 && rec.ranges.is_empty() {
+        decision.inject = false;
+        decision.reason = format!(
+            "{}; not sent: after this turn's cuts no range is left to offer",
+            decision.reason
+        );
+    }
     decision
 }
 
