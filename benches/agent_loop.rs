@@ -210,7 +210,19 @@ fn host_line(
             new: h.bytes_new,
             reusable: h.bytes_reusable,
         },
-        compressions: h.compactions.to_string(),
+        compressions: format!(
+            "{} ({:.1} KB without the summarising requests)",
+            h.compactions,
+            Bytes {
+                turns: h.turns,
+                sent: h.bytes_sent - h.summarising.0,
+                reused: h.bytes_reused - h.summarising.1,
+                new: 0,
+                reusable: 0,
+            }
+            .bill()
+                / 1000.0
+        ),
         peak_pct: h.peak_pct,
         overhead: "–".into(),
         rebuild: "–".into(),

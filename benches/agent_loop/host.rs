@@ -3,7 +3,11 @@
 //! [`COMPACT_AT`] of the window, everything but the newest [`KEPT_TURNS`]
 //! turns becomes one summary of [`SUMMARY_CHARS`] characters, sent as a
 //! user message after the system prompt, and the loop goes on from there.
-//! The request that crossed the line is not sent; the compacted one is.
+//! The compaction is itself a request: the context with the turn that
+//! crossed the line, and an instruction to summarise it (its prefix is the
+//! request before, read from the cache); then the compacted request goes
+//! out. Both are billed; [`Tally::summarising`] says what the first came to,
+//! so the host's bill can be read without it too.
 
 use serde_json::{Value, json};
 
@@ -15,6 +19,9 @@ pub const COMPACT_AT: f64 = 0.835;
 pub const KEPT_TURNS: usize = 4;
 /// The length of the summary standing for everything older.
 pub const SUMMARY_CHARS: usize = 2_000;
+/// The length of the instruction that asks for the summary (Claude Code's
+/// is longer; a shorter one only flatters the host).
+pub const INSTRUCTION_CHARS: usize = 1_000;
 
 /// What a run of the host measured, in the bytes of its requests.
 #[derive(Debug, Default)]
@@ -27,6 +34,8 @@ pub struct Tally {
     /// For each request, the least of its length and the one before's.
     pub bytes_reusable: usize,
     pub compactions: usize,
+    /// The summarising requests' share: bytes sent and reused.
+    pub summarising: (usize, usize),
     /// The largest request, as a share of the window, in percent.
     pub peak_pct: usize,
 }
@@ -43,6 +52,19 @@ fn summary(n: usize) -> Value {
         text.push_str(filler);
     }
     text.truncate(SUMMARY_CHARS);
+    json!({"role": "user", "content": text})
+}
+
+/// The instruction appended to the context to have it summarised.
+fn instruction() -> Value {
+    let mut text = String::from(
+        "Your task is to write a detailed summary of the conversation so far, to continue          the work from it: ",
+    );
+    let filler = "the user's requests, the files and code involved, errors and fixes,                   what is done and what is pending. ";
+    while text.len() < INSTRUCTION_CHARS {
+        text.push_str(filler);
+    }
+    text.truncate(INSTRUCTION_CHARS);
     json!({"role": "user", "content": text})
 }
 
@@ -78,6 +100,14 @@ pub fn run(
         let mut tokens = count(&raw);
         if tokens as f64 > limit as f64 * COMPACT_AT && starts.len() > KEPT_TURNS {
             t.compactions += 1;
+            let asking = raw.clone() + &render(&[instruction()]);
+            let reused = common_prefix(&previous, &asking);
+            t.bytes_sent += asking.len();
+            t.bytes_reused += reused;
+            t.bytes_reusable += previous.len().min(asking.len());
+            t.summarising.0 += asking.len();
+            t.summarising.1 += reused;
+            previous = asking;
             let from = starts[starts.len() - KEPT_TURNS];
             let mut next = system.clone();
             next.push(summary(t.compactions));
