@@ -33,6 +33,8 @@ mod agent_loop;
 #[path = "../tests/suite/common/mod.rs"]
 #[allow(dead_code)]
 mod common;
+#[path = "agent_loop/host.rs"]
+mod host;
 #[path = "../tests/suite/providers.rs"]
 #[allow(dead_code, unused_imports)]
 mod providers;
@@ -42,8 +44,6 @@ mod shapes;
 #[path = "../tests/suite/synth.rs"]
 #[allow(dead_code)]
 mod synth;
-#[path = "agent_loop/host.rs"]
-mod host;
 
 use std::path::Path;
 use std::time::Instant;
@@ -255,7 +255,10 @@ fn chat_row(name: &str, seed: u64, turns: usize, limit: usize) {
                 new: s.bytes_new,
                 reusable: s.bytes_reusable,
             },
-            compressions: format!("{} ({} blocks, {} rejected)", s.nudges, s.blocks, s.rejected),
+            compressions: format!(
+                "{} ({} blocks, {} rejected)",
+                s.nudges, s.blocks, s.rejected
+            ),
             peak_pct: s.peak_pct,
             overhead: overhead(
                 s.compress_bytes,

@@ -721,7 +721,9 @@ impl Gen {
             Gen::assistant(None, vec![edit]),
             Gen::result(
                 &edit_id,
-                format!("The file {file} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{snippet}"),
+                format!(
+                    "The file {file} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{snippet}"
+                ),
             ),
             Gen::assistant(None, vec![again]),
             Gen::result(&again_id, Gen::numbered(first, &after)),
