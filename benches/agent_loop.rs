@@ -1,27 +1,31 @@
-//! Cache economics of the agent loop: how much of every request the
-//! provider's prompt cache can serve, at windows from 30K to 128K.
+//! Cache economics of the agent loop: what the requests of a session cost
+//! with noa, and with a host that compacts as Claude Code does, on the very
+//! same session, at windows from 30K to 128K.
 //!
 //! `cargo bench --bench agent_loop` drives the release binary through the
 //! scripted loops the integration tests use (a generated chat session in
-//! `tests/suite/agent_loop.rs`, the read-heavy shape in
+//! `tests/suite/agent_loop.rs`, the read-heavy and edit-reread shapes in
 //! `tests/suite/shapes.rs`): each turn appends the model's messages, runs
 //! `noa project`, and when the view ends in a nudge the scripted model
-//! compresses the ranges it lists and `noa apply` runs. It prints one row per
-//! run:
+//! compresses the ranges it lists and `noa apply` runs. Then the same turns
+//! go through the host of `agent_loop/host.rs`. Each row prints, for both:
 //!
-//! - cache reuse: bytes of each view that are a prefix of the view before,
-//!   over all bytes sent;
-//! - compressions: Compress calls made (blocks they created), and rejections;
-//! - billed: what the requests cost on average, in bytes at the uncached
-//!   price, at Anthropic's rates (a cache write 1.25×, a cache read 0.1×):
-//!   a higher reuse bought by sending more can cost more;
+//! - bill / request: (bytes the cache did not serve × 1.25 + bytes it served
+//!   × 0.1) over the turns, the cache serving the prefix a request shares
+//!   with the one before (Anthropic's weights): reuse bought by sending more
+//!   can cost more;
+//! - cache reuse: bytes served over bytes sent;
+//! - reuse bound: 1 − the bytes the turns appended over bytes sent, what no
+//!   placement of the changes can beat;
+//! - efficiency: bytes served over what any placement could have had served,
+//!   the lesser of each request's length and the one before's;
+//! - compressions: Compress calls (blocks they made, rejections), or the
+//!   host's compactions (and its bill without their summarising requests);
 //! - peak: the largest request, as a share of the window;
-//! - Compress overhead: bytes of the views taken by Compress calls and their
-//!   panels, over all bytes sent; then the largest share of one view they
-//!   took, and the largest share of the window;
-//! - rebuild: how long `noa rebuild --check` takes to replay the run's
-//!   Compress calls from its transcript alone (what a host that lost its
-//!   state dir pays once), and whether the state it rebuilds is the live one.
+//! - for noa, the Compress overhead (bytes of Compress calls and panels over
+//!   bytes sent; the largest share of one view, and of the window) and
+//!   `noa rebuild --check` on the run's transcript (its time, and whether it
+//!   rebuilds the live state).
 //!
 //! Figures, not assertions; the floors are asserted by the tests.
 
