@@ -1245,4 +1245,36 @@ mod tests {
         assert_eq!(first, again);
         assert!(first.ends_with("tokens=\"1.0K\"/>"));
     }
+
+    #[test]
+    fn a_ranged_nudge_left_with_no_range_after_the_cuts_is_not_sent() {
+        use crate::engine::pressure::ranges::RangeInfo;
+        let asked = |tier: u8| Decision {
+            inject: true,
+            tier,
+            emergency: false,
+            pressure: true,
+            reason: "pressure".into(),
+        };
+        let empty = Recommendation::default();
+        let d = withdrawn_if_empty(asked(1), &empty);
+        assert!(!d.inject, "{d:?}");
+        assert!(d.reason.contains("no range is left to offer"), "{d:?}");
+        // A fold names blocks, not ranges; and a range left keeps the nudge.
+        assert!(withdrawn_if_empty(asked(2), &empty).inject);
+        let one = Recommendation {
+            ranges: vec![RangeInfo {
+                start_ref: "m00002".into(),
+                end_ref: "m00009".into(),
+                count: 8,
+                tokens: 3_000,
+                chars: 12_000,
+                tool_pct: 90,
+                user_messages: 0,
+                holds_task: false,
+            }],
+            ..Recommendation::default()
+        };
+        assert!(withdrawn_if_empty(asked(1), &one).inject);
+    }
 }
