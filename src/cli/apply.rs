@@ -10,11 +10,11 @@ use super::clock;
 use super::context::Context;
 use super::output::warn;
 use super::{CliError, Exit};
+use crate::engine::Expected;
 use crate::engine::{
     self, Answer, COMPRESS_TOOL, CallInput, CompressionState, ContentType, CoreMessage, IdMap,
     IdSet, Name, Reclaimed,
 };
-use crate::formats::Format;
 use crate::store::{CacheWrite, LeftWords, Projected, Purpose};
 
 /// Runs `noa apply`.
@@ -207,6 +207,7 @@ fn answer_on(
             cuts: &cx.session.kept_cuts(),
             index: None,
             scan: None,
+            weights: cx.session.transcript().format.weights(),
         },
     )
 }
@@ -259,26 +260,9 @@ fn applied<'a>(answer: &'a Answer, call_id: &'a str, cx: &Context) -> Applied<'a
         context_before: answer.context_before,
         context_after: answer.context_after,
         reclaimed: answer.reclaimed,
-        expected: expected(answer, cx.session.transcript().format),
+        expected: answer.expected,
         read: cx.session.read_how(),
     }
-}
-
-/// What the call is expected to do to the bill (see [`Expected`]); `None`
-/// when it made no block.
-fn expected(answer: &Answer, format: Format) -> Option<Expected> {
-    if answer.rejected() {
-        return None;
-    }
-    let w = format.weights();
-    let removed = answer.reclaimed.tokens;
-    let extra = answer.rewrite as f64 * (w.cache_write - w.cache_read);
-    let saved = removed as f64 * w.cache_read;
-    Some(Expected {
-        rewrite: answer.rewrite,
-        removed,
-        pays_back_after: (saved > 0.0).then(|| (extra / saved).ceil() as usize),
-    })
 }
 
 /// `apply --json` for a call applied now.
@@ -298,19 +282,6 @@ struct Applied<'a> {
     /// What the call is expected to do to the bill.
     expected: Option<Expected>,
     read: &'static str,
-}
-
-/// What a compression is expected to cost and save, before any request
-/// records it (`inspect` measures it after): the next request writes
-/// `rewrite` tokens to the provider's cache again, each later one is
-/// `removed` tokens shorter, read from the cache at a tenth of the price,
-/// and those savings cover the extra writing after `pays_back_after`
-/// requests.
-#[derive(Serialize)]
-struct Expected {
-    rewrite: usize,
-    removed: usize,
-    pays_back_after: Option<usize>,
 }
 
 /// A block the call made.

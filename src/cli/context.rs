@@ -180,6 +180,7 @@ impl<'g> Context<'g> {
             now,
             created: &created,
             on_step: &|n| bar.set_position(n as u64 + 1),
+            weights: self.session.transcript().format.weights(),
         });
         bar.finish_and_clear();
         Ok(rebuilt)

@@ -82,7 +82,8 @@ pub use compress::reclaim::{Dead, dead_in_view};
 pub use turn::reclaim::words_needed;
 
 pub use report::bill::{
-    Bill, BlockBill, CallAt, Prices, ResponseUsage, Totals, UsageLog, Weights, format_total,
+    Bill, BlockBill, CallAt, Expected, Prices, ResponseUsage, Totals, UsageLog, Weights,
+    format_total,
 };
 pub use report::map::{Run, STRIP_LEGEND, Segment};
 pub use report::svg::SvgInput;

@@ -21,6 +21,12 @@ pub struct LoopStats {
     pub peak_pct: usize,
     pub bytes_sent: usize,
     pub bytes_reused: usize,
+    /// Bytes the turns appended to the transcript: no cache holds them, so
+    /// reuse can never pass 1 − this ÷ `bytes_sent`.
+    pub bytes_new: usize,
+    /// For each request, the least of its length and the one before's: the
+    /// most a cache could serve of it, wherever the changes were placed.
+    pub bytes_reusable: usize,
     /// Bytes of the views taken by Compress exchanges: the calls and their panels.
     pub compress_bytes: usize,
     /// The largest share of one view Compress exchanges took, in percent.
@@ -153,7 +159,7 @@ fn newest_ref(raw: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn common_prefix(a: &str, b: &str) -> usize {
+pub fn common_prefix(a: &str, b: &str) -> usize {
     a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
 }
 
@@ -202,7 +208,9 @@ pub fn run_loop_in(
             next += 1;
         }
         for m in &session[start..next] {
-            text.push_str(&format!("{m}\n"));
+            let line = format!("{m}\n");
+            stats.bytes_new += line.len();
+            text.push_str(&line);
         }
         fs::write(&path, &text).unwrap();
         stats.turns += 1;
@@ -218,6 +226,7 @@ pub fn run_loop_in(
         stats.bytes_sent += raw.len();
         let reused = common_prefix(&previous, &raw);
         stats.bytes_reused += reused;
+        stats.bytes_reusable += previous.len().min(raw.len());
         if trace {
             eprintln!(
                 "  turn {}: {tokens} tokens · {} bytes, {reused} reused ({}%) · {}",
@@ -244,6 +253,9 @@ pub fn run_loop_in(
             .as_str()
             .unwrap()
             .to_string();
+        if trace {
+            eprintln!("  nudge of {} bytes", nudge.len());
+        }
         let ranges = ranges_from_nudge(&nudge);
         let mut content: Vec<Value> = ranges
             .iter()

@@ -205,3 +205,46 @@ fn priced(state: &Path, path: &Path, call_line: usize) -> (Value, u64) {
     let extra = (25_003.0 - 1_073.0) * (1.25 - 0.1);
     (b, (extra / (reclaimed as f64 * 0.1)).ceil() as u64)
 }
+
+/// The panel the model reads after `apply` says in one line what the
+/// compression is expected to do to the bill: the figures of `apply
+/// --json`'s `expected`, from the same computation; a plain `apply` (here
+/// the same call again) prints that panel.
+#[test]
+fn the_panel_says_what_the_compression_is_expected_to_cost_and_save() {
+    let tmp = TempDir::new();
+    let (path, st) = (tmp.path().join("s.jsonl"), tmp.path().to_str().unwrap());
+    let mut log = Log::default();
+    for i in 0..20 {
+        log.exchange(i, 900 + 10 * i as u64, 1_000 * i as u64);
+    }
+    let args = json!({"topic": "parser", "content": [{"startId": "m00002", "endId": "m00030",
+        "summary": "Read the parser over steps 0-14: it reads tokens one at a time; nothing changed."}]});
+    let call = json!([{"type": "tool_use", "id": "toolu_c1", "name": "Compress", "input": args}]);
+    log.answer(call, 1_000, 20_000);
+    log.write(&path);
+    let t = path.to_str().unwrap();
+    let project = ["project", t, "--state-dir", st, "-o", "/dev/null"];
+    assert!(noa(tmp.path(), &project).status.success());
+    let out = noa(tmp.path(), &["apply", t, "--state-dir", st, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let applied: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let panel = applied["panel"].as_str().unwrap();
+    let e = &applied["expected"];
+    let format = |k: &str| noa::engine::tokens::format(n(e, k) as usize);
+    let line = format!(
+        "  bill: the next request writes ~{} to the cache again, each later one is ~{} shorter; pays back after {} request(s)",
+        format("/rewrite"),
+        format("/removed"),
+        n(e, "/pays_back_after")
+    );
+    assert!(n(e, "/pays_back_after") > 0, "{applied}");
+    assert_eq!(panel.lines().nth(1), Some(line.as_str()), "{panel}");
+    // The text the model reads is that panel, line included.
+    let again = noa(tmp.path(), &["apply", t, "--state-dir", st]);
+    assert_eq!(String::from_utf8_lossy(&again.stdout).trim_end(), panel);
+}

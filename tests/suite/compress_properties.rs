@@ -222,6 +222,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
                 cuts: &IdMap::default(),
                 index: None,
                 scan: None,
+                weights: noa::engine::Weights::ANTHROPIC,
             },
         );
         let panel = answer.panel;
@@ -279,7 +280,7 @@ proptest! {
         let config = Config { preserve_recent_messages: 3, preserve_recent_tokens: 500, ..Config::default() };
         let originals: IdMap<'_, &CoreMessage> =
             history.iter().map(|m| (m.id.as_str(), m)).collect();
-        let rebuilt = rebuild(&RebuildInput { history: &history, originals: &originals, recorded: &[], base: &CompressionState::new("p"), config: &config, archive_root: "/a", now: 0, created: "", on_step: &|_| {} });
+        let rebuilt = rebuild(&RebuildInput { history: &history, originals: &originals, recorded: &[], base: &CompressionState::new("p"), config: &config, archive_root: "/a", now: 0, created: "", on_step: &|_| {}, weights: noa::engine::Weights::ANTHROPIC });
         let diffs = differences(&live, &rebuilt.state);
         prop_assert!(diffs.is_empty(), "{} block(s) live: {diffs:?}", live.blocks.len());
     }

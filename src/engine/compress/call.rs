@@ -20,6 +20,7 @@ use crate::engine::model::message::CoreMessage;
 use crate::engine::model::state::{AppliedCall, Block, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
+use crate::engine::report::bill::{Expected, Weights};
 use crate::engine::turn::reclaim::Scan;
 use crate::engine::turn::truncate::KeptCut;
 use crate::engine::turn::{HistoryIndex, Projection, TurnInput, project, project_with_index};
@@ -94,6 +95,9 @@ pub struct CallInput<'a> {
     /// The dead outputs found in earlier cuts of `history`, walked on from
     /// call to call in a rebuild; a call alone walks its history afresh.
     pub scan: Option<&'a RefCell<Scan>>,
+    /// What the provider weighs cache writes and reads at: the panel's line
+    /// on the bill is priced with them.
+    pub weights: Weights,
 }
 
 /// How a call was answered.
@@ -119,6 +123,9 @@ pub struct Answer {
     pub rewrite: usize,
     /// What the call's blocks reclaimed, on the same scale.
     pub reclaimed: Reclaimed,
+    /// What it is expected to do to the bill (the panel says it in a
+    /// line); `None` when it made no block or was replayed from its record.
+    pub expected: Option<Expected>,
     /// For each history message before the call, whether a block now
     /// hides it (see [`Projection::hidden`]); empty when the call made no
     /// block or was not priced again (a recorded call replayed).
@@ -423,9 +430,11 @@ pub fn answer_with(
         false => After::priced(&mut next, input, &outcome),
     };
     record_attempt(&mut next, &outcome, batch_key(&parsed));
+    let expected = (!outcome.created.is_empty() && recorded.is_none())
+        .then(|| Expected::of(rewrite, reclaimed.tokens, input.weights));
     let text = match recorded {
         Some(panel) => panel.to_string(),
-        None => panel::answer(&outcome, before, after, reclaimed),
+        None => panel::answer(&outcome, before, after, reclaimed, expected),
     };
     if !input.call_id.is_empty() {
         next.host.applied.insert(
@@ -445,6 +454,7 @@ pub fn answer_with(
         context_after: after,
         rewrite,
         reclaimed,
+        expected,
         hidden,
         cuts,
     }
@@ -579,6 +589,7 @@ mod tests {
             cuts: &NONE,
             index: None,
             scan: None,
+            weights: Weights::ANTHROPIC,
         }
     }
 

@@ -15,6 +15,7 @@ use crate::engine::model::name::Name;
 use crate::engine::model::state::Block;
 use crate::engine::model::summary::render_summary;
 use crate::engine::model::tokens::format;
+use crate::engine::report::bill::Expected;
 
 /// What one block reclaimed, and the two figures it is the difference of.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -221,8 +222,14 @@ pub fn render(p: &PanelInput, reclaimed: Reclaimed) -> String {
 /// rebuild keeps for a call the transcript never answered. `before` and
 /// `after` are the context around the call; `reclaimed` is
 /// [`reclaimed_by_call`] for its blocks.
-pub fn answer(out: &ApplyOutcome, before: usize, after: usize, reclaimed: Reclaimed) -> String {
-    render(
+pub fn answer(
+    out: &ApplyOutcome,
+    before: usize,
+    after: usize,
+    reclaimed: Reclaimed,
+    expected: Option<Expected>,
+) -> String {
+    let mut text = render(
         &PanelInput {
             before,
             after,
@@ -237,7 +244,14 @@ pub fn answer(out: &ApplyOutcome, before: usize, after: usize, reclaimed: Reclai
             warnings: out.warnings.clone(),
         },
         reclaimed,
-    )
+    );
+    // Under the headline, beside the figures it follows from; the block
+    // lines, each ending in its archive, stay last.
+    if let Some(e) = expected {
+        let head = text.find('\n').unwrap_or(text.len());
+        text.insert_str(head, &format!("\n  {}", e.line()));
+    }
+    text
 }
 
 /// How many blocks a panel reports, counted from its `bN(Tk)=` lines. Rebuild

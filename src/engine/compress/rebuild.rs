@@ -22,6 +22,7 @@ use crate::engine::model::refs::{parse_block_id, ref_to_index};
 use crate::engine::model::state::{AppliedCall, Block, CompressionState};
 use crate::engine::pressure::gauge::Recorded;
 use crate::engine::pressure::prompt::Sections;
+use crate::engine::report::bill::Weights;
 use crate::engine::turn::reclaim::Scan;
 use crate::engine::turn::{HistoryIndex, TurnInput, project};
 use std::cell::RefCell;
@@ -121,6 +122,9 @@ pub struct RebuildInput<'a> {
     pub created: &'a str,
     /// Called after each recorded call (for progress bars).
     pub on_step: &'a dyn Fn(usize),
+    /// What the provider weighs cache writes and reads at (see
+    /// [`CallInput::weights`]).
+    pub weights: Weights,
 }
 
 /// Replays the log's Compress calls onto `base`. Pure: writes nothing.
@@ -166,6 +170,7 @@ pub fn rebuild(input: &RebuildInput) -> Rebuilt {
             cuts: &none,
             index: index.as_ref(),
             scan: Some(&scan),
+            weights: input.weights,
         };
         let (replay, made) = replay_call(&mut state, &at, call.panel.as_deref());
         archives.extend(made);

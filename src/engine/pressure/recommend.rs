@@ -152,12 +152,15 @@ fn find_runs(search: &RunSearch) -> FoundRuns {
         if zone.contains(m.id.as_str()) {
             runs.extend(open.take());
             segment += 1;
-            in_zone = true;
             let reason = if Some(m.id.as_str()) == last_user {
                 ProtectReason::LastUserMessage
             } else {
                 ProtectReason::Recent
             };
+            // The latest user message is protected wherever it is: in a
+            // session with no user message since the task, that is the
+            // task, and the zone has not begun there.
+            in_zone |= Some(m.id.as_str()) != first_user;
             extend_protected(&mut protected, r, t, m, reason);
             continue;
         }

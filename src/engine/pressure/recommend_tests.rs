@@ -290,3 +290,36 @@ fn small_outputs_inside_the_recent_zone_are_not_offered() {
         "{rec:?}"
     );
 }
+
+/// In a session whose only user message is the task, the task (protected
+/// as the latest user message) does not begin the recent zone: an old Edit
+/// exchange left between two summaries, below the size gate on its own, is
+/// offered like any run outside the zone, not held to the zone's gate.
+#[test]
+fn an_autonomous_session_offers_an_old_exchange_between_summaries() {
+    let mut v = vec![user("task")];
+    for i in 0..10 {
+        v.push(call(&format!("e{i}"), &format!("te{i}"), "Edit"));
+        let done = result(&format!("f{i}"), &format!("te{i}"), "Edit");
+        v.push(sized(done, 1_200));
+        v.push(call(&format!("c{i}"), &format!("tr{i}"), "Read"));
+        let page = result(&format!("r{i}"), &format!("tr{i}"), "Read");
+        v.push(sized(page, 3_000));
+    }
+    let mut st = state_for(&v);
+    // The reads of the first turns are summaries already; their Edits stay.
+    for i in 0..4 {
+        let (c, r) = (format!("c{i}"), format!("r{i}"));
+        st.blocks
+            .push(block(&format!("b{}", i + 1), 1, &[c.as_str(), r.as_str()]));
+    }
+    let rec = recommend(&v, &st, &Config::for_window(40_000));
+    let offered = |r: &str| {
+        rec.ranges.iter().any(|x| {
+            let at = |s: &str| ref_to_index(s).unwrap_or(0);
+            (at(&x.start_ref)..=at(&x.end_ref)).contains(&at(r))
+        })
+    };
+    // f1, between b1 and b2, is the 7th message (m00007).
+    assert!(offered("m00007"), "{:?}", rec.ranges);
+}

@@ -100,6 +100,54 @@ impl Weights {
     };
 }
 
+/// What a compression is expected to cost and save, before any request
+/// records it (`inspect` measures it after): the next request writes
+/// `rewrite` tokens to the provider's cache again, each later one is
+/// `removed` tokens shorter (tokens it would have read from the cache), and
+/// those reads saved cover the extra writing after `pays_back_after`
+/// requests (`None` when it takes nothing out). `apply --json` reports it
+/// and the panel says it in a line, from this one computation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Expected {
+    /// Tokens the next request writes to the cache again.
+    pub rewrite: usize,
+    /// Tokens each later request is shorter by.
+    pub removed: usize,
+    /// Requests after which the reads saved cover the extra writing.
+    pub pays_back_after: Option<usize>,
+}
+
+impl Expected {
+    /// The figures for a compression that rewrites `rewrite` tokens and
+    /// takes `removed` out of every later request, at the provider's
+    /// `weights`: the rewrite costs what a write costs over a read, each
+    /// later request saves what reading `removed` would have cost.
+    pub fn of(rewrite: usize, removed: usize, weights: Weights) -> Expected {
+        let extra = rewrite as f64 * (weights.cache_write - weights.cache_read);
+        let saved = removed as f64 * weights.cache_read;
+        Expected {
+            rewrite,
+            removed,
+            pays_back_after: (saved > 0.0).then(|| (extra / saved).ceil() as usize),
+        }
+    }
+
+    /// The panel's line: what the model reads of the bill right after it
+    /// compressed, so it can tell a compression that pays from one that
+    /// does not.
+    pub fn line(&self) -> String {
+        let back = match self.pays_back_after {
+            Some(n) => format!("pays back after {n} request(s)"),
+            None => "takes nothing out, so it does not pay back".to_string(),
+        };
+        format!(
+            "bill: the next request writes ~{} to the cache again, each later one is ~{} shorter; {back}",
+            tokens::format(self.rewrite),
+            tokens::format(self.removed)
+        )
+    }
+}
+
 /// Prices per million tokens (`[bill]` in `noa.toml`), in the user's
 /// currency: with them the bill is money, without them tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize)]

@@ -148,7 +148,11 @@ pub fn project_with_index<'a>(
     } else {
         nudging.rec
     };
-    let dead = reclaimed_with_nudge(state, input, &price, &m.view, inject);
+    let decision = match input.force_nudge {
+        true => nudging.decision,
+        false => withdrawn_if_empty(nudging.decision, &rec),
+    };
+    let dead = reclaimed_with_nudge(state, input, &price, &m.view, decision.inject);
     finish(
         Finishing {
             view: m.view,
@@ -158,7 +162,7 @@ pub fn project_with_index<'a>(
             dropped_unpaired: m.dropped_unpaired,
             numbered,
             rec,
-            decision: nudging.decision,
+            decision,
             fitted,
             reserve: nudging.reserve,
             same_turn,
@@ -540,6 +544,20 @@ fn shown_again(mut decision: Decision, host: &HostState) -> Decision {
             decision.reason
         ),
     };
+    decision
+}
+
+/// A tier-1 nudge whose ranges this turn's cuts shrank below what a range
+/// must hold offers nothing a call could name: it is not sent (a call
+/// answering it could only be rejected). One the host asked for still goes.
+fn withdrawn_if_empty(mut decision: Decision, rec: &Recommendation) -> Decision {
+    if decision.inject && decision.tier == 1 && rec.ranges.is_empty() {
+        decision.inject = false;
+        decision.reason = format!(
+            "{}; not sent: after this turn's cuts no range is left to offer",
+            decision.reason
+        );
+    }
     decision
 }
 
@@ -1313,5 +1331,37 @@ mod tests {
         let again = project(&mut st, &turn(&h)).view[0].text.clone();
         assert_eq!(first, again);
         assert!(first.ends_with("tokens=\"1.0K\"/>"));
+    }
+
+    #[test]
+    fn a_ranged_nudge_left_with_no_range_after_the_cuts_is_not_sent() {
+        use crate::engine::pressure::ranges::RangeInfo;
+        let asked = |tier: u8| Decision {
+            inject: true,
+            tier,
+            emergency: false,
+            pressure: true,
+            reason: "pressure".into(),
+        };
+        let empty = Recommendation::default();
+        let d = withdrawn_if_empty(asked(1), &empty);
+        assert!(!d.inject, "{d:?}");
+        assert!(d.reason.contains("no range is left to offer"), "{d:?}");
+        // A fold names blocks, not ranges; and a range left keeps the nudge.
+        assert!(withdrawn_if_empty(asked(2), &empty).inject);
+        let one = Recommendation {
+            ranges: vec![RangeInfo {
+                start_ref: "m00002".into(),
+                end_ref: "m00009".into(),
+                count: 8,
+                tokens: 3_000,
+                chars: 12_000,
+                tool_pct: 90,
+                user_messages: 0,
+                holds_task: false,
+            }],
+            ..Recommendation::default()
+        };
+        assert!(withdrawn_if_empty(asked(1), &one).inject);
     }
 }
