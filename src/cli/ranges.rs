@@ -11,7 +11,7 @@ use super::project::offer_of;
 use super::{CliError, Exit};
 use crate::engine::{
     BlockSpan, Config, CoreMessage, Dead, Figures, Offer, Projection, ProtectedRange, RangeInfo,
-    dead_in_view, format_block_map, format_breakdown, format_ranges, tokens,
+    changed_from, dead_in_view, format_block_map, format_breakdown, format_ranges, tokens,
 };
 use crate::store::Purpose;
 
@@ -25,7 +25,20 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     let p = cx.project(&mut state, Turn::default());
     let r = &p.recommendation;
     let count = |m: &CoreMessage| p.gauge.scale(config.tokens(m));
-    let dead = dead_in_view(&state, cx.session.history(), &config, &p.view, &count);
+    // What the next compression reclaims too: the nudge's, or a tier-1 one.
+    let tier = if p.decision.inject {
+        p.decision.tier
+    } else {
+        1
+    };
+    let from = changed_from(&p.recommendation, tier);
+    let dead = dead_in_view(
+        &state,
+        cx.session.history(),
+        &config,
+        (&p.view, from),
+        &count,
+    );
     let text = if args.json {
         // One schema with `project --report json`: the figures flat, then
         // what only the recommendation holds.

@@ -11,11 +11,16 @@ use serde_json::{Value, json};
 use crate::common::{ClaudeLog, TempDir, noa, state_json};
 use crate::providers::check_anthropic;
 
-/// A Claude Code session that reads `src/parser.rs`, runs the tests, edits
-/// the file, runs them again, then goes on for a while.
+/// A Claude Code session that talks a while (m00002–m00011; the tests
+/// compress m00002–m00009, so the prompt changes before the tools), reads
+/// `src/parser.rs`, runs the tests, edits the file, runs them again, then
+/// goes on for a while.
 fn session() -> ClaudeLog {
     let mut log = ClaudeLog::default();
     log.user("Fix the off-by-one in the parser.");
+    for i in 0..5 {
+        log.exchange(i, 500, 2_000);
+    }
     let source = (1..=120)
         .map(|n| format!("{n:>6}→    let token_{n} = next(&mut input);\n"))
         .collect::<String>();
@@ -69,6 +74,7 @@ fn compress(
     let mut argv = vec!["apply", t, "--state-dir", st.to_str().unwrap()];
     argv.extend_from_slice(extra);
     let panel = run(dir, &argv);
+
     let result = json!([{"type": "tool_result", "tool_use_id": "c1", "content": panel}]);
     log.push("user", json!({"role": "user", "content": result}));
     log.exchange(99, 500, 2_000);
@@ -131,15 +137,16 @@ fn a_stale_read_gives_way_to_a_line_with_the_compression() {
     // The read, and the first `cargo test`, which the second repeats.
     assert_eq!(ranges["reclaimable"]["outputs"], 2, "{ranges}");
 
-    // The call compresses the chat after the tools, not the reads.
-    compress(tmp.path(), &mut log, &path, ("m00012", "m00020"), &[]);
+    // The call compresses the chat before the tools: the prompt changes
+    // from there on, and the dead outputs after it go with it.
+    compress(tmp.path(), &mut log, &path, ("m00002", "m00009"), &[]);
     let after = results(&view(tmp.path(), &path, &[]));
     let stale = after
         .iter()
         .find(|r| r.contains("[noa: stale read"))
-        .expect("the read is stale");
+        .unwrap_or_else(|| panic!("the read is stale: {after:?}"));
     assert!(
-        stale.contains("/repo/src/parser.rs was changed after it, by m0000"),
+        stale.contains("/repo/src/parser.rs was changed after it, by m00016"),
         "{stale}"
     );
     let tests = after
@@ -150,7 +157,7 @@ fn a_stale_read_gives_way_to_a_line_with_the_compression() {
         .iter()
         .find(|r| r.starts_with("[noa: repeat: "))
         .expect("the first run gives way to the second");
-    assert!(repeat.contains("word for word, in m0000"), "{repeat}");
+    assert!(repeat.contains("word for word, in m00019"), "{repeat}");
 
     let inspect = run(
         tmp.path(),
@@ -231,9 +238,23 @@ fn no_reclaim_leaves_every_output() {
         tmp.path(),
         &mut log,
         &path,
-        ("m00012", "m00020"),
+        ("m00002", "m00009"),
         &["--no-reclaim"],
     );
+    let after = results(&view(tmp.path(), &path, &[]));
+    assert!(after.iter().all(|r| !r.contains("[noa: ")), "{after:?}");
+}
+
+#[test]
+fn dead_outputs_before_the_compression_stay_for_the_cached_prefix() {
+    let tmp = TempDir::new();
+    let path = tmp.path().join("s.jsonl");
+    let mut log = session();
+    log.write(&path);
+    // The call compresses chat after the tools: the prompt before it is
+    // the provider's cached prefix, which reclaiming would make it write
+    // again.
+    compress(tmp.path(), &mut log, &path, ("m00020", "m00027"), &[]);
     let after = results(&view(tmp.path(), &path, &[]));
     assert!(after.iter().all(|r| !r.contains("[noa: ")), "{after:?}");
 }
@@ -516,6 +537,7 @@ fn a_codex_patch_makes_an_earlier_shell_read_stale() {
         "payload": {"id": "cx1", "timestamp": "2026-12-01T10:00:00Z", "cwd": "/repo"}}),
     );
     log.user("Fix the off-by-one in the parser.");
+    log.chat(6);
     let read = json!({"cmd": "sed -n '1,200p' src/parser.rs", "workdir": "/repo"}).to_string();
     let listing = json!({"cmd": "ls -la src | head", "workdir": "/repo"}).to_string();
     log.call("r1", "exec_command", &read, &source());
@@ -532,7 +554,7 @@ fn a_codex_patch_makes_an_earlier_shell_read_stale() {
     log.write(&path);
     // A turn first, so the call is answered on from the read cache.
     outputs(tmp.path(), &path, &[]);
-    log.compress(tmp.path(), &path, ("m00010", "m00030"), &[]);
+    log.compress(tmp.path(), &path, ("m00002", "m00011"), &[]);
     let view = outputs(tmp.path(), &path, &[]);
     assert_eq!(
         view.matches("[noa: stale read: /repo/src/parser.rs was changed after it")
@@ -562,6 +584,7 @@ fn a_chat_host_names_its_file_tools_in_the_reclaim_table() {
         codex: false,
     };
     log.user("Fix the off-by-one in the parser.");
+    log.chat(6);
     log.call("r1", "read_file", r#"{"path": "src/parser.py"}"#, &source());
     log.call(
         "w1",
@@ -578,7 +601,7 @@ fn a_chat_host_names_its_file_tools_in_the_reclaim_table() {
     };
     let other = tmp.path().join("plain");
     fs::create_dir(&other).unwrap();
-    plain.compress(&other, &path, ("m00006", "m00026"), &[]);
+    plain.compress(&other, &path, ("m00002", "m00011"), &[]);
     assert!(!outputs(&other, &path, &[]).contains("[noa: stale read"));
 
     log.write(&path);
@@ -587,10 +610,10 @@ fn a_chat_host_names_its_file_tools_in_the_reclaim_table() {
         "[reclaim]\nreads = { read_file = \"path\" }\nchanges = { write_file = \"path\" }\n",
     )
     .unwrap();
-    log.compress(tmp.path(), &path, ("m00006", "m00026"), &[]);
+    log.compress(tmp.path(), &path, ("m00002", "m00011"), &[]);
     let view = outputs(tmp.path(), &path, &[]);
     assert!(
-        view.contains("[noa: stale read: src/parser.py was changed after it, by m0000"),
+        view.contains("[noa: stale read: src/parser.py was changed after it, by m00016"),
         "{view}"
     );
 }
@@ -601,6 +624,9 @@ fn the_long_input_of_a_failed_call_is_shortened_with_a_compression() {
     let path = tmp.path().join("s.jsonl");
     let mut log = ClaudeLog::default();
     log.user("Write the parser.");
+    for i in 0..5 {
+        log.exchange(i, 500, 2_000);
+    }
     let content = "fn next(input: &mut Input) -> Token { todo!() }\n".repeat(40);
     log.tool(
         "w1",
@@ -618,7 +644,7 @@ fn the_long_input_of_a_failed_call_is_shortened_with_a_compression() {
         tmp.path(),
         &["project", t, "--state-dir", st.to_str().unwrap()],
     );
-    compress(tmp.path(), &mut log, &path, ("m00006", "m00014"), &[]);
+    compress(tmp.path(), &mut log, &path, ("m00002", "m00009"), &[]);
     let view = view(tmp.path(), &path, &[]);
     let write = (view.iter())
         .filter_map(|m| m["content"].as_array())
@@ -631,7 +657,7 @@ fn the_long_input_of_a_failed_call_is_shortened_with_a_compression() {
     );
     let note = write["input"]["content"].as_str().unwrap();
     assert!(
-        note.starts_with("[noa: spent input: this call failed, as m00003 says"),
+        note.starts_with("[noa: spent input: this call failed, as m00013 says"),
         "{note}"
     );
     let archive = note.split(" are in ").nth(1).unwrap().trim_end_matches(']');

@@ -14,7 +14,7 @@ use super::apply::{ApplyInput, ApplyOutcome, NO_RANGES, apply};
 use super::archive::ArchiveFile;
 use super::panel::{self, Reclaimed};
 use super::parse_args::{ParseKind, ParsedArgs, parse_compress_args};
-use super::reclaim::{ReclaimInput, reclaim_dead};
+use super::reclaim::{ReclaimInput, first_index, reclaim_dead};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::state::{AppliedCall, Block, CompressionState};
@@ -279,6 +279,7 @@ fn reclaim_with(
         archive_root: input.archive_root,
         created: input.created,
         covered: &covered,
+        from: first_index(made.iter().map(|(b, _)| b.start_ref.as_str())),
     };
     reclaim_dead(state, scan, &reclaim)
 }

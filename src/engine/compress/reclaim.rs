@@ -1,6 +1,13 @@
 //! Dead tool outputs reclaimed with a compression (see
 //! [`turn::reclaim`](crate::engine::turn::reclaim)): the compression changes
 //! the prompt anyway, so they go in the same change, each archived first.
+//!
+//! Only those at or after the first message the compression changes: the
+//! prompt before it is the provider's cached prefix, and an output
+//! reclaimed there would make the next request write it all again for the
+//! few tokens the line saves on each later one. A consolidation of older
+//! summaries changes the prompt from its oldest block on, and takes the
+//! dead outputs there.
 
 use serde::Serialize;
 
@@ -9,7 +16,9 @@ use crate::engine::model::config::Config;
 use crate::engine::model::identity::IdSet;
 use crate::engine::model::message::CoreMessage;
 use crate::engine::model::protect::is_tool_protected;
+use crate::engine::model::refs::ref_to_index;
 use crate::engine::model::state::{Block, CompressionState, Reclaim, ReclaimedOutput};
+use crate::engine::pressure::recommend::Recommendation;
 use crate::engine::pressure::zone::protected_ids;
 use crate::engine::turn::reclaim::{self, Scan};
 
@@ -26,6 +35,9 @@ pub struct ReclaimInput<'a> {
     /// Whether a block stands for a message, which is then out of view
     /// anyway and left alone.
     pub covered: &'a dyn Fn(&str) -> bool,
+    /// The ref index of the first message the compression changes: outputs
+    /// before it are left (see the module's doc).
+    pub from: u32,
 }
 
 /// Reclaims the dead outputs `scan` found in the call's history, but those
@@ -38,7 +50,7 @@ pub fn reclaim_dead(
 ) -> Vec<ArchiveFile> {
     let (history, cfg) = (input.history, input.config);
     let mut archives = Vec::new();
-    for (place, why, r) in candidates(state, scan, history, cfg) {
+    for (place, why, r) in candidates(state, scan, history, cfg, input.from) {
         let m = &history[place];
         if (input.covered)(&m.id) {
             continue;
@@ -76,13 +88,15 @@ pub fn reclaim_dead(
     archives
 }
 
-/// The outputs the next compression would reclaim (see [`reclaim_dead`]):
-/// their places in `history`, why, and their refs.
+/// The outputs a compression that changes the prompt from the ref index
+/// `from` on would reclaim (see [`reclaim_dead`]): their places in
+/// `history`, why, and their refs.
 pub fn candidates<'s>(
     state: &CompressionState,
     scan: &'s Scan,
     history: &[CoreMessage],
     cfg: &Config,
+    from: u32,
 ) -> Vec<(usize, &'s Reclaim, String)> {
     let zone = protected_ids(recent_tail(history, cfg), state, cfg);
     let mut out = Vec::new();
@@ -91,7 +105,12 @@ pub fn candidates<'s>(
         let taken = state.host.reclaimed.contains_key(m.id.as_str());
         let kept =
             zone.contains(m.id.as_str()) || is_tool_protected(&m.tool_name, &cfg.protected_tools);
-        if let Some(r) = state.message_refs.usable(&m.id).filter(|_| !taken && !kept) {
+        let after = |r: &&str| ref_to_index(r).is_some_and(|i| i >= from);
+        if let Some(r) = state
+            .message_refs
+            .usable(&m.id)
+            .filter(|r| !taken && !kept && after(r))
+        {
             out.push((*place, why, r.to_string()));
         }
     }
@@ -120,16 +139,17 @@ pub struct Dead {
     pub tokens: usize,
 }
 
-/// The stale reads of `history` that `view` shows and the next compression
-/// would reclaim; `count` sizes each.
+/// The dead outputs of `history` that `view` shows and a compression that
+/// changes the prompt from the ref index `from` on would reclaim; `count`
+/// sizes each.
 pub fn dead_in_view(
     state: &CompressionState,
     history: &[CoreMessage],
     cfg: &Config,
-    view: &[CoreMessage],
+    (view, from): (&[CoreMessage], u32),
     count: &dyn Fn(&CoreMessage) -> usize,
 ) -> Dead {
-    let places = reclaimable(state, history, cfg);
+    let places = reclaimable(state, history, cfg, from);
     if places.is_empty() {
         return Dead::default();
     }
@@ -144,15 +164,40 @@ pub fn dead_in_view(
     dead
 }
 
-/// The places in `history` of the outputs the next compression would
-/// reclaim, found afresh: what `ranges` tells of before the model is asked.
-pub fn reclaimable(state: &CompressionState, history: &[CoreMessage], cfg: &Config) -> Vec<usize> {
+/// The places in `history` of the outputs a compression that changes the
+/// prompt from the ref index `from` on would reclaim, found afresh: what
+/// `ranges` and a nudge tell of before the model is asked.
+pub fn reclaimable(
+    state: &CompressionState,
+    history: &[CoreMessage],
+    cfg: &Config,
+    from: u32,
+) -> Vec<usize> {
     if !cfg.reclaim {
         return Vec::new();
     }
     let mut scan = Scan::new(&cfg.file_tools);
     scan.extend_to(history, history.len());
-    (candidates(state, &scan, history, cfg).into_iter())
+    (candidates(state, &scan, history, cfg, from).into_iter())
         .map(|(place, _, _)| place)
         .collect()
+}
+
+/// The ref index from which the compression `rec` offers at `tier` would
+/// change the prompt: the first range it offers, or for a consolidation
+/// the first block of the tier below. `u32::MAX` when it offers nothing.
+pub fn changed_from(rec: &Recommendation, tier: u8) -> u32 {
+    let starts: Vec<&str> = match tier {
+        1 => rec.ranges.iter().map(|r| r.start_ref.as_str()).collect(),
+        _ => (rec.blocks.iter())
+            .filter(|b| b.tier < tier)
+            .map(|b| b.start_ref.as_str())
+            .collect(),
+    };
+    first_index(starts)
+}
+
+/// The least index of `refs`; `u32::MAX` for none.
+pub fn first_index<'r>(refs: impl IntoIterator<Item = &'r str>) -> u32 {
+    (refs.into_iter().filter_map(ref_to_index).min()).unwrap_or(u32::MAX)
 }

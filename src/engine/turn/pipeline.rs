@@ -17,7 +17,7 @@ use super::history_index::HistoryIndex;
 use super::host;
 use super::truncate::{self, KeptCut, Truncation};
 use super::{hide, prune, view};
-use crate::engine::compress::reclaim::{Dead, dead_in_view};
+use crate::engine::compress::reclaim::{Dead, changed_from, dead_in_view};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
@@ -152,7 +152,7 @@ pub fn project_with_index<'a>(
         true => nudging.decision,
         false => withdrawn_if_empty(nudging.decision, &rec),
     };
-    let dead = reclaimed_with_nudge(state, input, &price, &m.view, decision.inject);
+    let dead = reclaimed_with_nudge(state, input, &price, (&m.view, &rec), &decision);
     finish(
         Finishing {
             view: m.view,
@@ -295,20 +295,24 @@ fn decide_nudge(
     }
 }
 
-/// The stale reads in `view` a nudged compression will reclaim too: a
-/// nudge counts them, and asks for that much less.
+/// The dead outputs in `view` the compression `decision` asks for will
+/// reclaim too, from where it changes the prompt on (see
+/// [`changed_from`]): a nudge counts them, and asks for that much less.
 fn reclaimed_with_nudge(
     state: &CompressionState,
     input: &TurnInput,
     price: &Pricing,
-    view: &[CoreMessage],
-    inject: bool,
+    (view, rec): (&[CoreMessage], &Recommendation),
+    decision: &Decision,
 ) -> Dead {
     let cfg = input.config;
-    match inject && cfg.reclaim && !input.for_call {
-        true => dead_in_view(state, input.history, cfg, view, &|m| {
-            price.gauge.scale(cfg.tokens(m))
-        }),
+    match decision.inject && cfg.reclaim && !input.for_call {
+        true => {
+            let from = changed_from(rec, decision.tier);
+            dead_in_view(state, input.history, cfg, (view, from), &|m| {
+                price.gauge.scale(cfg.tokens(m))
+            })
+        }
         false => Dead::default(),
     }
 }
