@@ -66,10 +66,7 @@ pub fn make_temp(dir: &Path, name: &str) -> io::Result<(File, tempfile::TempPath
     let mut builder = tempfile::Builder::new();
     // The whole name is the prefix and suffix: no random part, so the
     // sweep can read whose the file is.
-    builder
-        .prefix(&prefix)
-        .suffix(".tmp")
-        .rand_bytes(0);
+    builder.prefix(&prefix).suffix(".tmp").rand_bytes(0);
     // As a file made the plain way: what the umask leaves of read and write
     // for all, not the owner alone.
     #[cfg(unix)]
