@@ -778,6 +778,31 @@ impl<'s> Scanned<'s> {
     }
 }
 
+/// Whose conversation a log is.
+struct LogSession {
+    /// The log is a subagent's own.
+    subagent: bool,
+    /// The session id, and the parent's for a subagent.
+    session: (Option<String>, Option<String>),
+}
+
+/// Whose conversation `lines` are: a subagent's own log holds nothing but
+/// sidechain records, and then those are the conversation, and the session
+/// that spawned it is its parent.
+fn log_session(lines: &[&Line]) -> LogSession {
+    let session_id = lines
+        .iter()
+        .find_map(|l| l.head.session.as_deref())
+        .map(str::to_string);
+    let subagent = is_subagent_log(lines);
+    let session = if subagent {
+        subagent_session(lines, session_id)
+    } else {
+        (session_id, None)
+    };
+    LogSession { subagent, session }
+}
+
 /// Chooses the conversation among the lines of every piece: the branch
 /// ending at the record `asked` names, else as [`choice::choose`] says.
 fn plan(
@@ -800,24 +825,12 @@ fn plan(
     // hundred bytes, and a long log holds tens of thousands, too many to
     // copy into one list.
     let lines: Vec<&Line> = pieces.lines.iter().flatten().collect();
-    let session_id = lines
-        .iter()
-        .find_map(|l| l.head.session.as_deref())
-        .map(str::to_string);
     let Boundaries {
         ids: boundaries,
         last: last_boundary,
         compactions,
     } = find_boundaries(name, &lines, warnings);
-
-    // A subagent's own log holds nothing but sidechain records: then those
-    // are the conversation, and the session that spawned it is its parent.
-    let subagent = is_subagent_log(&lines);
-    let session = if subagent {
-        subagent_session(&lines, session_id)
-    } else {
-        (session_id, None)
-    };
+    let LogSession { subagent, session } = log_session(&lines);
 
     let start = last_boundary.map_or(0, |i| i + 1);
     let turns: Vec<Turn> = lines
