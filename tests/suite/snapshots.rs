@@ -1,11 +1,11 @@
 //! What the command line prints for a bundled real session, pinned as
 //! insta snapshots (`tests/suite/snapshots/`): the `project` report line,
 //! `ranges` as a person reads it, `inspect --json` and the panel `apply`
-//! answers a Compress call with. Paths under the test's temp dir read
+//! answers a Compress call with. Paths under the test's folder read
 //! `[TMP]` and times `[TIME]`, so the snapshots hold on any machine. After a
 //! deliberate change, `INSTA_UPDATE=always` rewrites them; review the diff.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
@@ -48,6 +48,18 @@ fn redacted_json(v: &mut Value, tmp: &Path) {
     }
 }
 
+/// A folder in `tmp` whose path is always as long: a summary's pointer to
+/// its archive is priced into the figures the snapshots hold, so the
+/// length of the path it names must not depend on where temp dirs are.
+fn fixed_length_dir(tmp: &Path) -> PathBuf {
+    const LENGTH: usize = 160;
+    let taken = tmp.to_str().unwrap().len() + 1;
+    assert!(taken < LENGTH, "the temp dir's path is too long for the snapshots");
+    let dir = tmp.join("d".repeat(LENGTH - taken));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn text_of(bytes: &[u8], tmp: &Path) -> String {
     redacted(String::from_utf8_lossy(bytes).trim_end(), tmp)
 }
@@ -55,7 +67,7 @@ fn text_of(bytes: &[u8], tmp: &Path) -> String {
 #[test]
 fn a_real_session_through_the_command_line() {
     let dir = TempDir::new();
-    let tmp = dir.path();
+    let tmp = &fixed_length_dir(dir.path());
     let mut s = ClaudeCode::new(tmp);
     let transcript = s.path().to_str().unwrap().to_string();
     let state = tmp.join("state");
