@@ -114,7 +114,7 @@ pub struct ReadCache<M = Vec<CachedMessage>> {
     pub length: u64,
     /// Lines in those bytes.
     pub lines: u64,
-    /// [`digest`] of those bytes.
+    /// [`TranscriptDigest`](crate::store::TranscriptDigest) of those bytes.
     pub digest: u64,
     /// The session id the transcript gives.
     pub session_id: Option<String>,
