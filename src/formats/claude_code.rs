@@ -607,7 +607,6 @@ fn build(
     at: Option<u64>,
     let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
-    let bad = how.bad;
     // Where each piece starts in the transcript, taken before any is let go.
     let starts: Option<Vec<u64>> = at.map(|at| piece_starts(pieces, at));
     let place = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
@@ -621,7 +620,7 @@ fn build(
         let mut tools = ToolNames::default();
         walk(late_pieces, late, at, let_go, |step, text| {
             let record = parse_record(how, step.record(text, place(step)), &mut tools);
-            let failed = record.is_err() && bad == BadLines::Fail;
+            let failed = record.is_err() && how.bad == BadLines::Fail;
             parsed.push((step.line, record));
             !failed && !stop.load(Ordering::Relaxed)
         });
@@ -1389,9 +1388,7 @@ pub(crate) fn read_after(
     tools: ToolNames,
 ) -> Option<Result<Transcript, ReadError>> {
     let Appended {
-        text,
-        at,
-        first_line,
+        text, first_line, ..
     } = appended;
     let Prefix {
         resume,
@@ -1427,11 +1424,6 @@ pub(crate) fn read_after(
         name,
         bad,
         keep_records: true,
-    };
-    let appended = Appended {
-        text,
-        at,
-        first_line,
     };
     let built = match build_appended(how, tools, appended, on_branch.iter(), &mut warnings) {
         Ok(built) => built,

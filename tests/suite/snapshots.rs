@@ -54,7 +54,10 @@ fn redacted_json(v: &mut Value, tmp: &Path) {
 fn fixed_length_dir(tmp: &Path) -> PathBuf {
     const LENGTH: usize = 160;
     let taken = tmp.to_str().unwrap().len() + 1;
-    assert!(taken < LENGTH, "the temp dir's path is too long for the snapshots");
+    assert!(
+        taken < LENGTH,
+        "the temp dir's path is too long for the snapshots"
+    );
     let dir = tmp.join("d".repeat(LENGTH - taken));
     std::fs::create_dir_all(&dir).unwrap();
     dir
