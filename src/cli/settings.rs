@@ -162,6 +162,20 @@ pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliE
     };
     let mut config = parsed.engine;
     config.file_tools = parsed.reclaim;
+    with_flags(&mut config, global);
+    let warnings = config.validate();
+    Ok(Settings {
+        config,
+        sections: parsed.prompt,
+        file,
+        warnings,
+        given,
+        prices: parsed.bill,
+    })
+}
+
+/// The engine settings the flags give, over the file's: flags win.
+fn with_flags(config: &mut Config, global: &Global) {
     if let Some(limit) = global.limit {
         config.context_limit = limit;
     }
@@ -187,15 +201,6 @@ pub fn load(global: &Global, transcript: Option<&Path>) -> Result<Settings, CliE
     if global.no_reclaim {
         config.reclaim = false;
     }
-    let warnings = config.validate();
-    Ok(Settings {
-        config,
-        sections: parsed.prompt,
-        file,
-        warnings,
-        given,
-        prices: parsed.bill,
-    })
 }
 
 /// Whether a config file's text sets `engine.context_limit` (its default

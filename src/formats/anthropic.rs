@@ -116,6 +116,16 @@ pub(crate) fn host_message(
     Some(HostMessage::read(raw, blocks, line))
 }
 
+/// `core` standing for a block the model sees only as a placeholder: its
+/// original goes out as it came.
+fn opaque(core: CoreMessage) -> CoreMessage {
+    CoreMessage {
+        opaque: true,
+        edit: Default::default(),
+        ..core
+    }
+}
+
 /// A block's string field `k`, empty when it has none.
 fn string_field(obj: &Map<String, Value>, k: &str) -> String {
     obj.get(k).and_then(Value::as_str).unwrap_or("").to_string()
@@ -186,11 +196,7 @@ fn block(
             CoreMessage::text("", side, text)
         }
         "thinking" => CoreMessage::reasoning("", words(&mut obj, "thinking")),
-        "redacted_thinking" => CoreMessage {
-            opaque: true,
-            edit: Default::default(),
-            ..CoreMessage::reasoning("", "[redacted thinking]")
-        },
+        "redacted_thinking" => opaque(CoreMessage::reasoning("", "[redacted thinking]")),
         "tool_use" => {
             let call = tool_use(&mut obj, tools);
             moved = call.moved;
@@ -204,11 +210,7 @@ fn block(
             };
             CoreMessage::tool_result("", id.clone(), tools.get(&id), text)
         }
-        _ => CoreMessage {
-            opaque: true,
-            edit: Default::default(),
-            ..CoreMessage::text("", side, format!("[{kind}]"))
-        },
+        _ => opaque(CoreMessage::text("", side, format!("[{kind}]"))),
     };
     keep_request_fields(&kind, &mut obj, moved);
     Some(ReadBlock {

@@ -207,10 +207,7 @@ pub(crate) fn rebuild(
         .first()
         .is_some_and(|b| b.kind == ContentType::ToolResult)
     {
-        if let (Some((b, edit)), Some(c)) = (parts.first(), shown.first()) {
-            out.insert("content".into(), edit.apply_content(filled(b, c), "text"));
-        }
-        return Value::Object(out);
+        return tool_message(out, parts, shown);
     }
     out.remove("reasoning_content");
     let string_content = msg
@@ -244,12 +241,7 @@ pub(crate) fn rebuild(
         }
     }
     if !string_content {
-        let content = if content_parts.is_empty() {
-            Value::Null
-        } else {
-            Value::Array(content_parts)
-        };
-        out.insert("content".into(), content);
+        out.insert("content".into(), parts_content(content_parts));
     }
     if calls.is_empty() {
         out.remove("tool_calls");
@@ -257,6 +249,27 @@ pub(crate) fn rebuild(
         out.insert("tool_calls".into(), Value::Array(calls));
     }
     Value::Object(out)
+}
+
+/// A tool message, `out`, with the content the view keeps of its result.
+fn tool_message(
+    mut out: Map<String, Value>,
+    parts: &[(&ContentBlock, BlockEdit)],
+    shown: &[CoreMessage],
+) -> Value {
+    if let (Some((b, edit)), Some(c)) = (parts.first(), shown.first()) {
+        out.insert("content".into(), edit.apply_content(filled(b, c), "text"));
+    }
+    Value::Object(out)
+}
+
+/// A message's `content` of parts: `null` when none is left.
+fn parts_content(parts: Vec<Value>) -> Value {
+    if parts.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(parts)
+    }
 }
 
 /// A block's JSON with the words reading moved into its core put back, as

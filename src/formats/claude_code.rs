@@ -607,7 +607,6 @@ fn build(
     at: Option<u64>,
     let_go: &(dyn Fn() + Sync),
 ) -> Result<Transcript, ReadError> {
-    let bad = how.bad;
     // Where each piece starts in the transcript, taken before any is let go.
     let starts: Option<Vec<u64>> = at.map(|at| piece_starts(pieces, at));
     let place = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
@@ -621,7 +620,7 @@ fn build(
         let mut tools = ToolNames::default();
         walk(late_pieces, late, at, let_go, |step, text| {
             let record = parse_record(how, step.record(text, place(step)), &mut tools);
-            let failed = record.is_err() && bad == BadLines::Fail;
+            let failed = record.is_err() && how.bad == BadLines::Fail;
             parsed.push((step.line, record));
             !failed && !stop.load(Ordering::Relaxed)
         });
@@ -778,6 +777,31 @@ impl<'s> Scanned<'s> {
     }
 }
 
+/// Whose conversation a log is.
+struct LogSession {
+    /// The log is a subagent's own.
+    subagent: bool,
+    /// The session id, and the parent's for a subagent.
+    session: (Option<String>, Option<String>),
+}
+
+/// Whose conversation `lines` are: a subagent's own log holds nothing but
+/// sidechain records, and then those are the conversation, and the session
+/// that spawned it is its parent.
+fn log_session(lines: &[&Line]) -> LogSession {
+    let session_id = lines
+        .iter()
+        .find_map(|l| l.head.session.as_deref())
+        .map(str::to_string);
+    let subagent = is_subagent_log(lines);
+    let session = if subagent {
+        subagent_session(lines, session_id)
+    } else {
+        (session_id, None)
+    };
+    LogSession { subagent, session }
+}
+
 /// Chooses the conversation among the lines of every piece: the branch
 /// ending at the record `asked` names, else as [`choice::choose`] says.
 fn plan(
@@ -800,24 +824,12 @@ fn plan(
     // hundred bytes, and a long log holds tens of thousands, too many to
     // copy into one list.
     let lines: Vec<&Line> = pieces.lines.iter().flatten().collect();
-    let session_id = lines
-        .iter()
-        .find_map(|l| l.head.session.as_deref())
-        .map(str::to_string);
     let Boundaries {
         ids: boundaries,
         last: last_boundary,
         compactions,
     } = find_boundaries(name, &lines, warnings);
-
-    // A subagent's own log holds nothing but sidechain records: then those
-    // are the conversation, and the session that spawned it is its parent.
-    let subagent = is_subagent_log(&lines);
-    let session = if subagent {
-        subagent_session(&lines, session_id)
-    } else {
-        (session_id, None)
-    };
+    let LogSession { subagent, session } = log_session(&lines);
 
     let start = last_boundary.map_or(0, |i| i + 1);
     let turns: Vec<Turn> = lines
@@ -1376,9 +1388,7 @@ pub(crate) fn read_after(
     tools: ToolNames,
 ) -> Option<Result<Transcript, ReadError>> {
     let Appended {
-        text,
-        at,
-        first_line,
+        text, first_line, ..
     } = appended;
     let Prefix {
         resume,
@@ -1414,11 +1424,6 @@ pub(crate) fn read_after(
         name,
         bad,
         keep_records: true,
-    };
-    let appended = Appended {
-        text,
-        at,
-        first_line,
     };
     let built = match build_appended(how, tools, appended, on_branch.iter(), &mut warnings) {
         Ok(built) => built,

@@ -347,6 +347,19 @@ impl Rollout {
         start
     }
 
+    /// How many tool outputs end the rollout, the prefix's counted in when
+    /// every item read here is one.
+    fn outputs_at_end(&self) -> usize {
+        let trailing = self
+            .items
+            .iter()
+            .rev()
+            .take_while(|(_, i, _)| is_output(i))
+            .count();
+        let all_output = trailing == self.items.len();
+        trailing + if all_output { self.trailing_outputs } else { 0 }
+    }
+
     /// Where a size counted for a response that started in the prefix
     /// goes: to the prefix's message there, or when it has none, to the
     /// first message here.
@@ -376,13 +389,7 @@ impl Rollout {
             .peekable();
         let mut last_message = self.last_message;
         let mut messages = Vec::new();
-        let trailing = self
-            .items
-            .iter()
-            .rev()
-            .take_while(|(_, i, _)| is_output(i))
-            .count();
-        let all_output = trailing == self.items.len();
+        let trailing_outputs = self.outputs_at_end();
         let items = self.items.len();
         for (i, (line, item, output_at)) in self.items.into_iter().enumerate() {
             let record = self.base + i;
@@ -405,7 +412,7 @@ impl Rollout {
         }
         let resume = CodexResume {
             items: self.base + items,
-            trailing_outputs: trailing + if all_output { self.trailing_outputs } else { 0 },
+            trailing_outputs,
             floor: self.counted.last().map_or(self.floor, |&(at, _)| at),
             output_since_count: self.output_since_count,
             pending,

@@ -196,21 +196,14 @@ pub fn reassemble(
     reassemble_among(t, view, to, &[])
 }
 
-/// [`reassemble`], told which of the transcript's blocks the view leaves
-/// out: `hidden` marks them by place among all its blocks, as the flat
-/// history lays them out (a projection's [`hidden`]). A long session's view
-/// is a small part of its transcript, and the blocks folded away are passed
-/// over without their ids being looked up.
-///
-/// [`hidden`]: crate::engine::Projection::hidden
-pub fn reassemble_among(
-    t: &Transcript,
+/// Where each message of `view` came from among the transcript's blocks
+/// (its message's place, and the block's in it). Only the view's ids are
+/// indexed, and a message whose blocks are all `hidden` is passed over.
+fn where_shown_from<'t>(
+    t: &'t Transcript,
     view: &[CoreMessage],
-    to: ViewFormat,
     hidden: &[bool],
-) -> (Vec<Value>, Vec<String>) {
-    let native = to == t.format.view_format();
-    // Where each shown message came from. Only the view's ids are indexed.
+) -> IdMap<'t, (usize, usize)> {
     let shown: IdSet = view.iter().map(|m| m.id.as_str()).collect();
     let mut index: IdMap<(usize, usize)> = IdMap::default();
     let mut flat = 0;
@@ -227,6 +220,24 @@ pub fn reassemble_among(
             }
         }
     }
+    index
+}
+
+/// [`reassemble`], told which of the transcript's blocks the view leaves
+/// out: `hidden` marks them by place among all its blocks, as the flat
+/// history lays them out (a projection's [`hidden`]). A long session's view
+/// is a small part of its transcript, and the blocks folded away are passed
+/// over without their ids being looked up.
+///
+/// [`hidden`]: crate::engine::Projection::hidden
+pub fn reassemble_among(
+    t: &Transcript,
+    view: &[CoreMessage],
+    to: ViewFormat,
+    hidden: &[bool],
+) -> (Vec<Value>, Vec<String>) {
+    let native = to == t.format.view_format();
+    let index = where_shown_from(t, view, hidden);
     let mut out = Emitted::default();
     let mut i = 0;
     while i < view.len() {

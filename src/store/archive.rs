@@ -297,7 +297,7 @@ mod tests {
         s.create().unwrap();
         let words = "the original output\n".repeat(20);
         // As the cache holds long words: their digest, then them.
-        let mut bytes = crate::store::digest(words.as_bytes())
+        let mut bytes = crate::store::cache_digest(words.as_bytes())
             .to_le_bytes()
             .to_vec();
         bytes.extend_from_slice(format!("{words}tail").as_bytes());

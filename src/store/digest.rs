@@ -3,7 +3,9 @@
 //! prefix every warm turn proves unchanged by reading it again.
 //!
 //! None is meant to resist someone forging a collision; each must tell any
-//! edit, cut or extension of the bytes it was taken of.
+//! edit, cut or extension of the bytes it was taken of. The logs' digests
+//! are noa's own ([`Digest`]): state.json records them. What only the read
+//! cache holds is digested with xxh3 ([`CacheDigest`]).
 
 use std::fs::File;
 use std::io;
@@ -91,6 +93,42 @@ impl Digest {
     }
 }
 
+/// The 64-bit xxh3 digest of `bytes`: of the read cache's words, and each
+/// piece of a transcript's.
+pub fn cache_digest(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
+/// [`cache_digest`] taken a piece at a time.
+#[derive(Clone, Default)]
+pub struct CacheDigest(xxhash_rust::xxh3::Xxh3Default);
+
+impl CacheDigest {
+    /// Takes in the next bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The digest of everything taken in so far.
+    pub fn finish(&self) -> u64 {
+        self.0.digest()
+    }
+}
+
+impl std::fmt::Debug for CacheDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CacheDigest({:016x})", self.finish())
+    }
+}
+
+impl PartialEq for CacheDigest {
+    fn eq(&self, other: &CacheDigest) -> bool {
+        self.finish() == other.finish()
+    }
+}
+
+impl Eq for CacheDigest {}
+
 /// How many bytes of a transcript each of its pieces' digests takes in: a
 /// megabyte, so that a long prefix is shared out finely between threads,
 /// and each piece is read in reads of [`READ`] bytes.
@@ -112,21 +150,25 @@ const READ: usize = 128 << 10;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TranscriptDigest {
     /// The digests of the whole pieces so far, in order.
-    pieces: Digest,
+    pieces: CacheDigest,
     /// The piece being taken in.
-    piece: Digest,
+    piece: CacheDigest,
+    /// How many bytes of it.
+    piece_len: u64,
 }
 
 impl TranscriptDigest {
     /// Takes in the next bytes.
     pub fn update(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
-            let room = PIECE - self.piece.len;
+            let room = PIECE - self.piece_len;
             let take = usize::try_from(room).map_or(bytes.len(), |r| r.min(bytes.len()));
             self.piece.update(&bytes[..take]);
+            self.piece_len += take as u64;
             bytes = &bytes[take..];
-            if self.piece.len == PIECE {
+            if self.piece_len == PIECE {
                 let whole = std::mem::take(&mut self.piece);
+                self.piece_len = 0;
                 self.pieces.update(&whole.finish().to_le_bytes());
             }
         }
@@ -159,7 +201,7 @@ pub struct PrefixDigest {
     /// The next piece to take.
     next: AtomicU64,
     /// Each piece's digest once taken.
-    done: Mutex<Vec<Option<Digest>>>,
+    done: Mutex<Vec<Option<CacheDigest>>>,
     /// Set when a read failed or the file ended early, or when the digest
     /// is no longer wanted: the pieces left are not taken.
     failed: AtomicBool,
@@ -199,9 +241,9 @@ impl PrefixDigest {
         }
     }
 
-    /// The [`Digest`] of the bytes from `start` to `end`.
-    fn piece(&self, start: u64, end: u64, buf: &mut [u8]) -> Option<Digest> {
-        let mut d = Digest::default();
+    /// The [`CacheDigest`] of the bytes from `start` to `end`.
+    fn piece(&self, start: u64, end: u64, buf: &mut [u8]) -> Option<CacheDigest> {
+        let mut d = CacheDigest::default();
         let mut at = start;
         while at < end {
             let want = usize::try_from(end - at).map_or(buf.len(), |n| n.min(buf.len()));
@@ -229,13 +271,14 @@ impl PrefixDigest {
         }
         let done = std::mem::take(&mut *self.done.lock().unwrap_or_else(PoisonError::into_inner));
         let (last, whole) = done.split_last()?;
-        let mut pieces = Digest::default();
+        let mut pieces = CacheDigest::default();
         for d in whole {
             pieces.update(&d.as_ref()?.finish().to_le_bytes());
         }
         Some(TranscriptDigest {
             pieces,
             piece: last.clone()?,
+            piece_len: self.length - whole.len() as u64 * PIECE,
         })
     }
 }

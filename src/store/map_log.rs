@@ -191,6 +191,22 @@ pub fn append_after(path: &Path, keep: u64, bytes: &[u8]) -> io::Result<()> {
     f.sync_data()
 }
 
+/// Sorts `changes` by key and keeps each key's last. The sort is stable: a
+/// key's changes stay in the order they were made, so the last one stands;
+/// the rest are dropped in place.
+fn keep_last_of_each<V: Copy>(changes: &mut Vec<(&str, Option<V>)>) {
+    changes.sort_by_key(|(key, _)| *key);
+    let mut kept = 0;
+    for i in 0..changes.len() {
+        if kept > 0 && changes[kept - 1].0 == changes[i].0 {
+            kept -= 1;
+        }
+        changes[kept] = changes[i];
+        kept += 1;
+    }
+    changes.truncate(kept);
+}
+
 /// The map the first `extent.bytes` of the log at `path` make, and the log
 /// as read; `Err` says what is wrong with the log.
 pub fn read<V: FromStr + Copy>(
@@ -222,19 +238,7 @@ pub fn read<V: FromStr + Copy>(
         }
     }
     let lines = changes.len();
-    // Stable: a key's changes stay in the order they were made, and the
-    // last one stands.
-    changes.sort_by_key(|(key, _)| *key);
-    // In place: the last change of each key is kept.
-    let mut kept = 0;
-    for i in 0..changes.len() {
-        if kept > 0 && changes[kept - 1].0 == changes[i].0 {
-            kept -= 1;
-        }
-        changes[kept] = changes[i];
-        kept += 1;
-    }
-    changes.truncate(kept);
+    keep_last_of_each(&mut changes);
     let entries: Vec<(Name, V)> = changes
         .into_iter()
         .filter_map(|(key, value)| Some((Name::new(key), value?)))

@@ -25,7 +25,9 @@ pub mod set_aside;
 mod state_file;
 
 pub use atomic::write_atomic;
-pub use digest::{Digest, PrefixDigest, TranscriptDigest, digest, transcript_digest};
+pub use digest::{
+    CacheDigest, Digest, PrefixDigest, TranscriptDigest, cache_digest, digest, transcript_digest,
+};
 pub use error::{ErrorKind, StoreError};
 pub use lock::SessionLock;
 pub use output::write_output;

@@ -45,13 +45,13 @@ use crate::formats::{
 };
 
 use super::atomic::Replacing;
-use super::digest::{Digest, digest, read_at};
+use super::digest::{CacheDigest, cache_digest, read_at};
 use super::{SessionDir, StoreError, with_room};
 
 /// The file's first line, naming its layout's version: a cache of another
 /// version is ignored and the transcript read whole. Any change to the
 /// layout takes a new version.
-const MAGIC: &[u8] = b"noa read cache 12\n";
+const MAGIC: &[u8] = b"noa read cache 13\n";
 
 /// The file beside state.json.
 const FILE: &str = "read-cache.bin";
@@ -114,7 +114,7 @@ pub struct ReadCache<M = Vec<CachedMessage>> {
     pub length: u64,
     /// Lines in those bytes.
     pub lines: u64,
-    /// [`digest`] of those bytes.
+    /// [`TranscriptDigest`](crate::store::TranscriptDigest) of those bytes.
     pub digest: u64,
     /// The session id the transcript gives.
     pub session_id: Option<String>,
@@ -140,7 +140,7 @@ pub struct CacheEnd {
     /// Offset of the trailer, where the messages end.
     pub at: u64,
     /// The checksum's digest over the bytes before it.
-    pub sum: Digest,
+    pub sum: CacheDigest,
     /// Messages before it.
     pub messages: usize,
     /// The file's length.
@@ -1006,7 +1006,7 @@ impl WordsFile {
             ))?;
             file.read_exact(&mut d)?;
             file.read_exact(&mut words)?;
-            if digest(&words) != u64::from_le_bytes(d) {
+            if cache_digest(&words) != u64::from_le_bytes(d) {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "words that do not match their digest",
@@ -1181,7 +1181,7 @@ impl AsideFile {
     /// it.
     pub fn put(&mut self, words: &[&str]) -> io::Result<Vec<u64>> {
         let digests: Vec<[u8; 8]> = (words.iter())
-            .map(|w| digest(w.as_bytes()).to_le_bytes())
+            .map(|w| cache_digest(w.as_bytes()).to_le_bytes())
             .collect();
         let mut slices: Vec<io::IoSlice<'_>> = (digests.iter().zip(words))
             .flat_map(|(d, w)| [io::IoSlice::new(d), io::IoSlice::new(w.as_bytes())])
@@ -1405,7 +1405,7 @@ impl Words<'_> {
 /// ends the file.
 struct Encoder<W> {
     out: W,
-    sum: Digest,
+    sum: CacheDigest,
     /// Bytes of the file before the next one, counting those still here.
     written: u64,
     /// Fields gather here and go to the checksum and the writer a chunk at
@@ -1423,7 +1423,7 @@ impl<W: Write> Encoder<W> {
     fn new(out: W) -> Encoder<W> {
         Encoder {
             out,
-            sum: Digest::default(),
+            sum: CacheDigest::default(),
             written: 0,
             buf: Vec::with_capacity(CHUNK),
             words: Vec::new(),
@@ -1450,7 +1450,8 @@ impl<W: Write> Encoder<W> {
     /// Long words, apart from the checksum, for the segment's end: their
     /// digest, then them.
     fn apart(&mut self, words: &[u8]) {
-        self.words.extend_from_slice(&digest(words).to_le_bytes());
+        self.words
+            .extend_from_slice(&cache_digest(words).to_le_bytes());
         self.words.extend_from_slice(words);
     }
     /// Ends the segment, when it holds long words: its end and their
@@ -1751,7 +1752,7 @@ struct Chunks<R> {
     /// Where the bytes of `buf` the checksum has not taken in start: fields
     /// are taken in once they are read, a run of them at a time.
     summed: usize,
-    sum: Digest,
+    sum: CacheDigest,
 }
 
 impl<R: Read + Seek> Chunks<R> {
@@ -1763,12 +1764,12 @@ impl<R: Read + Seek> Chunks<R> {
             buf: Vec::new(),
             at: 0,
             summed: 0,
-            sum: Digest::default(),
+            sum: CacheDigest::default(),
         }
     }
 
     /// The checksum of every field read so far.
-    fn sum_through(&mut self) -> Digest {
+    fn sum_through(&mut self) -> CacheDigest {
         self.sum.update(&self.buf[self.summed..self.at]);
         self.summed = self.at;
         self.sum.clone()
@@ -1838,7 +1839,7 @@ impl<R: Read + Seek> Chunks<R> {
         self.take(n)?;
         self.summed = self.at;
         let words = &self.buf[self.at - n..self.at];
-        (digest(words) == d).then_some(words)
+        (cache_digest(words) == d).then_some(words)
     }
 
     /// Reads on until at least `n` bytes are held past `at`; kept out of
@@ -2128,12 +2129,12 @@ mod tests {
             .map(|b| {
                 let words = b.core.text.as_bytes();
                 let w = bytes.windows(words.len()).position(|b| b == words).unwrap();
-                assert_eq!(bytes[w - 8..w], digest(words).to_le_bytes());
+                assert_eq!(bytes[w - 8..w], cache_digest(words).to_le_bytes());
                 (w - 8, w + words.len())
             })
             .collect();
         assert_eq!(end.sum, {
-            let mut d = Digest::default();
+            let mut d = CacheDigest::default();
             d.update(&bytes[..apart[0].0]);
             d.update(&bytes[apart[0].1..apart[1].0]);
             d.update(&bytes[apart[1].1..end.at as usize]);
@@ -2560,7 +2561,7 @@ mod append_tests {
         for (w, &(at, len)) in words.iter().zip(&at) {
             let digested = in_order.digested(at, len).unwrap();
             assert_eq!(&digested[8..], w.as_bytes());
-            assert_eq!(digested[..8], digest(w.as_bytes()).to_le_bytes());
+            assert_eq!(digested[..8], cache_digest(w.as_bytes()).to_le_bytes());
         }
         std::fs::remove_dir_all(&dir).unwrap();
         let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {

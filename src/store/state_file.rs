@@ -252,6 +252,57 @@ fn ref_number(r: &str) -> u32 {
         .unwrap_or(0)
 }
 
+/// The logs as this save wrote them, for state.json to name.
+struct LogsNamedNow {
+    refs: RefsLog,
+    blocks: Option<Extent>,
+    tokens: Extent,
+    truncated: Extent,
+}
+
+/// state.json's bytes for `state` (to be written at `path`), naming the
+/// logs as written.
+fn state_json_bytes(
+    state: &CompressionState,
+    logs: LogsNamedNow,
+    path: &Path,
+) -> Result<Vec<u8>, StoreError> {
+    // Naming every field makes a new one a compile error here until
+    // state.json carries it.
+    let CompressionState {
+        version: _,
+        session_id,
+        next_block_id,
+        blocks: _,
+        message_refs: refs,
+        token_snapshot: _,
+        nudge,
+        stats,
+        derived_from,
+        host,
+    } = state;
+    let disk = OnDisk {
+        version: STATE_VERSION,
+        session_id,
+        next_block_id: *next_block_id,
+        blocks_log: logs.blocks,
+        message_refs: InlineRefs {
+            by_raw: unlogged(refs),
+            by_ref: BTreeMap::new(),
+        },
+        nudge,
+        stats,
+        derived_from,
+        host,
+        refs_log: logs.refs,
+        tokens_log: logs.tokens,
+        truncated_log: logs.truncated,
+    };
+    let mut bytes = serde_json::to_vec_pretty(&disk).map_err(|e| StoreError::io(path, e.into()))?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
 /// The logs a state.json names, each with the extent it vouches for.
 struct LogsNamed {
     /// The state's version as written.
@@ -333,6 +384,34 @@ fn block_line(path: &Path, b: &Block) -> Result<Vec<u8>, StoreError> {
     };
     line.push(b'\n');
     Ok(line)
+}
+
+/// The blocks of blocks.jsonl as its lines are read: a block's later line
+/// stands for it where its first stood.
+#[derive(Default)]
+struct LatestBlocks {
+    blocks: Vec<Block>,
+    /// Each block's id and its latest line's digest, in the blocks' order.
+    latest: Latest,
+    /// Each block's place, by id.
+    at: HashMap<String, usize>,
+}
+
+impl LatestBlocks {
+    fn take(&mut self, block: Block) {
+        let d = block_digest(&block);
+        match self.at.get(&block.block_id) {
+            Some(&k) => {
+                self.latest[k].1 = d;
+                self.blocks[k] = block;
+            }
+            None => {
+                self.at.insert(block.block_id.clone(), self.blocks.len());
+                self.latest.push((block.block_id.clone(), d));
+                self.blocks.push(block);
+            }
+        }
+    }
 }
 
 const REFS_LOG: &str = "refs.log";
@@ -511,9 +590,7 @@ impl SessionDir {
         map_log::read_prefix(&path, log.bytes, buf)
             .map_err(|e| log_failure(&path, e, |what| damaged(what.into())))?;
         let mine = &buf[..];
-        let mut blocks: Vec<Block> = Vec::new();
-        let mut latest: Latest = Vec::new();
-        let mut at: HashMap<String, usize> = HashMap::new();
+        let mut read = LatestBlocks::default();
         let mut lines = 0;
         // A long session's blocks name every message it folded: the lines
         // are found at memory speed, not a byte at a time.
@@ -536,18 +613,7 @@ impl SessionDir {
             if version >= 4 && !names_effective_ids(line) {
                 block.effective_message_ids = block.direct_message_ids.clone();
             }
-            let d = block_digest(&block);
-            match at.get(&block.block_id) {
-                Some(&k) => {
-                    latest[k].1 = d;
-                    blocks[k] = block;
-                }
-                None => {
-                    at.insert(block.block_id.clone(), blocks.len());
-                    latest.push((block.block_id.clone(), d));
-                    blocks.push(block);
-                }
-            }
+            read.take(block);
         }
         if lines != log.lines {
             return Err(damaged(format!(
@@ -560,6 +626,7 @@ impl SessionDir {
         if sum.finish() != log.digest {
             return Err(damaged("not the log state.json was saved with".into()));
         }
+        let LatestBlocks { blocks, latest, .. } = read;
         Ok((blocks, BlocksLogged { log, latest, sum }))
     }
 
@@ -713,40 +780,13 @@ impl SessionDir {
             &self.truncated_logged,
             (state.host.cuts()).map(|(k, at)| (k.as_str(), at.unwrap_or(0))),
         )?;
-        // Naming every field makes a new one a compile error here until
-        // state.json carries it.
-        let CompressionState {
-            version: _,
-            session_id,
-            next_block_id,
-            blocks: _,
-            message_refs: refs,
-            token_snapshot: _,
-            nudge,
-            stats,
-            derived_from,
-            host,
-        } = state;
-        let disk = OnDisk {
-            version: STATE_VERSION,
-            session_id,
-            next_block_id: *next_block_id,
-            blocks_log: blocks_logged.as_ref().map(|b| b.log),
-            message_refs: InlineRefs {
-                by_raw: unlogged(refs),
-                by_ref: BTreeMap::new(),
-            },
-            nudge,
-            stats,
-            derived_from,
-            host,
-            refs_log: log,
-            tokens_log: tokens_logged.extent,
-            truncated_log: truncated_logged.extent,
+        let named = LogsNamedNow {
+            refs: log,
+            blocks: blocks_logged.as_ref().map(|b| b.log),
+            tokens: tokens_logged.extent,
+            truncated: truncated_logged.extent,
         };
-        let mut bytes =
-            serde_json::to_vec_pretty(&disk).map_err(|e| StoreError::io(&path, e.into()))?;
-        bytes.push(b'\n');
+        let bytes = state_json_bytes(state, named, &path)?;
         let placed = self.state_json.borrow().as_ref() != Some(&bytes);
         if placed {
             self.write_unsynced("state.json", &bytes)?;

@@ -1,11 +1,10 @@
 //! What the command line prints for a bundled real session, pinned as
 //! insta snapshots (`tests/suite/snapshots/`): the `project` report line,
 //! `ranges` as a person reads it, `inspect --json` and the panel `apply`
-//! answers a Compress call with. Paths under the test's temp dir read
+//! answers a Compress call with. Paths under the test's folder read
 //! `[TMP]` and times `[TIME]`, so the snapshots hold on any machine. After a
 //! deliberate change, `INSTA_UPDATE=always` rewrites them; review the diff.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -49,13 +48,18 @@ fn redacted_json(v: &mut Value, tmp: &Path) {
     }
 }
 
-/// A directory under `tmp` whose path is always 64 bytes long: a summary
-/// counts its archive's path, so a figure would otherwise change with the
-/// length of the test process's id.
+/// A folder in `tmp` whose path is always as long: a summary's pointer to
+/// its archive is priced into the figures the snapshots hold, so the
+/// length of the path it names must not depend on where temp dirs are.
 fn fixed_length_dir(tmp: &Path) -> PathBuf {
-    let pad = 64usize.saturating_sub(tmp.as_os_str().len() + 1).max(1);
-    let dir = tmp.join("d".repeat(pad));
-    fs::create_dir_all(&dir).unwrap();
+    const LENGTH: usize = 160;
+    let taken = tmp.to_str().unwrap().len() + 1;
+    assert!(
+        taken < LENGTH,
+        "the temp dir's path is too long for the snapshots"
+    );
+    let dir = tmp.join("d".repeat(LENGTH - taken));
+    std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 

@@ -515,18 +515,11 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// The view indices the block takes itself: addressable, not
-    /// hard-protected, not in the recent zone, and never half an exchange.
-    fn direct(
-        &self,
-        start: usize,
-        slice: &[CoreMessage],
-        fold: &Fold,
-        out: &mut Built,
-    ) -> Result<Vec<usize>, String> {
-        let mut direct: Vec<usize> = Vec::new();
-        let mut excluded: Vec<usize> = Vec::new();
-        let mut zoned: Vec<&str> = Vec::new();
+    /// The messages of `slice` (from view index `start`) that are not
+    /// summaries, covered or without a ref, by whether the block may take
+    /// them.
+    fn sort_out<'s>(&'s self, start: usize, slice: &[CoreMessage]) -> Sorted<'s> {
+        let mut sorted = Sorted::default();
         for (off, m) in slice.iter().enumerate() {
             let i = start + off;
             if self.resolver.summary_block(m).is_some() || self.resolver.covered(&m.id) {
@@ -536,14 +529,31 @@ impl<'a> Builder<'a> {
                 continue;
             };
             if r == BLOCKED || is_tool_protected(&m.tool_name, &self.cfg.protected_tools) {
-                excluded.push(i);
+                sorted.excluded.push(i);
             } else if self.zone.contains(m.id.as_str()) {
-                excluded.push(i);
-                zoned.push(r);
+                sorted.excluded.push(i);
+                sorted.zoned.push(r);
             } else {
-                direct.push(i);
+                sorted.direct.push(i);
             }
         }
+        sorted
+    }
+
+    /// The view indices the block takes itself: addressable, not
+    /// hard-protected, not in the recent zone, and never half an exchange.
+    fn direct(
+        &self,
+        start: usize,
+        slice: &[CoreMessage],
+        fold: &Fold,
+        out: &mut Built,
+    ) -> Result<Vec<usize>, String> {
+        let Sorted {
+            mut direct,
+            excluded,
+            zoned,
+        } = self.sort_out(start, slice);
         if !zoned.is_empty() {
             if direct.is_empty() && fold.absorbed.is_empty() {
                 out.range_fault = true;
@@ -735,6 +745,17 @@ fn withdraw_split_exchanges(
     let before = direct.len();
     direct.retain(|&d| !split.contains(&spans[d]));
     before - direct.len()
+}
+
+/// The messages of a range, by whether a block may take them itself.
+#[derive(Default)]
+struct Sorted<'s> {
+    /// View indices the block may take.
+    direct: Vec<usize>,
+    /// View indices it may not: protected, or in the recent zone.
+    excluded: Vec<usize>,
+    /// The refs of those in the recent zone.
+    zoned: Vec<&'s str>,
 }
 
 #[cfg(test)]

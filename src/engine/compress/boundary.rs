@@ -133,61 +133,77 @@ impl<'a> Resolver<'a> {
                 "\"{}\" is neither a message ref (m followed by digits) nor a block id (b followed by digits)",
                 end.trim()
             ))),
-            Some(Boundary::Message(r)) => {
-                let Some(raw) = self.state.message_refs.id_of(&r) else {
-                    return Err(Unresolved::Unknown(format!(
-                        "{r} does not exist in this session"
-                    )));
-                };
-                if let Some(i) = self.position(raw) {
-                    return Ok((i, false));
-                }
-                let owners = self
-                    .message_owner
-                    .get_or_init(|| owners(self.state, |b| &b.effective_message_ids));
-                match self.shown_owner(owners, raw) {
-                    Some((o, i)) => {
-                        warnings.push(format!(
-                            "Snapped {r} to block {}, which covers it.",
-                            o.block_id
-                        ));
-                        Ok((i, true))
-                    }
-                    None => Err(Unresolved::Consumed(format!(
-                        "{r} is not in the current view (already compressed or hidden)"
-                    ))),
-                }
+            Some(Boundary::Message(r)) => self.end_at_message(&r, warnings),
+            Some(Boundary::Block(id)) => self.end_at_block(&id, warnings),
+        }
+    }
+
+    /// [`Self::resolve_end`] of a message ref `r`: where it stands in the
+    /// view, or where the shown block that covers it does.
+    fn end_at_message(
+        &self,
+        r: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<(usize, bool), Unresolved> {
+        let Some(raw) = self.state.message_refs.id_of(r) else {
+            return Err(Unresolved::Unknown(format!(
+                "{r} does not exist in this session"
+            )));
+        };
+        if let Some(i) = self.position(raw) {
+            return Ok((i, false));
+        }
+        let owners = self
+            .message_owner
+            .get_or_init(|| owners(self.state, |b| &b.effective_message_ids));
+        match self.shown_owner(owners, raw) {
+            Some((o, i)) => {
+                warnings.push(format!(
+                    "Snapped {r} to block {}, which covers it.",
+                    o.block_id
+                ));
+                Ok((i, true))
             }
-            Some(Boundary::Block(id)) => {
-                let Some(block) = self.block(&id) else {
-                    return Err(Unresolved::Unknown(format!(
-                        "block {id} does not exist in this session"
-                    )));
-                };
-                if let Some(i) = self.position(&summary_id(&id)) {
-                    return Ok((i, true));
-                }
-                if block.active {
-                    return Err(Unresolved::Consumed(format!(
-                        "block {id} is active but its summary is not in the view"
-                    )));
-                }
-                let owners = self
-                    .block_owner
-                    .get_or_init(|| owners(self.state, |b| &b.direct_block_ids));
-                match self.shown_owner(owners, &id) {
-                    Some((o, i)) => {
-                        warnings.push(format!(
-                            "Snapped {id} to block {}, which absorbed it.",
-                            o.block_id
-                        ));
-                        Ok((i, true))
-                    }
-                    None => Err(Unresolved::Consumed(format!(
-                        "block {id} was already absorbed into a higher tier"
-                    ))),
-                }
+            None => Err(Unresolved::Consumed(format!(
+                "{r} is not in the current view (already compressed or hidden)"
+            ))),
+        }
+    }
+
+    /// [`Self::resolve_end`] of a block id: where its summary stands in the
+    /// view, or where the shown block that absorbed it does.
+    fn end_at_block(
+        &self,
+        id: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<(usize, bool), Unresolved> {
+        let Some(block) = self.block(id) else {
+            return Err(Unresolved::Unknown(format!(
+                "block {id} does not exist in this session"
+            )));
+        };
+        if let Some(i) = self.position(&summary_id(id)) {
+            return Ok((i, true));
+        }
+        if block.active {
+            return Err(Unresolved::Consumed(format!(
+                "block {id} is active but its summary is not in the view"
+            )));
+        }
+        let owners = self
+            .block_owner
+            .get_or_init(|| owners(self.state, |b| &b.direct_block_ids));
+        match self.shown_owner(owners, id) {
+            Some((o, i)) => {
+                warnings.push(format!(
+                    "Snapped {id} to block {}, which absorbed it.",
+                    o.block_id
+                ));
+                Ok((i, true))
             }
+            None => Err(Unresolved::Consumed(format!(
+                "block {id} was already absorbed into a higher tier"
+            ))),
         }
     }
 

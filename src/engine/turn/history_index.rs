@@ -911,6 +911,23 @@ impl<'h> HistoryIndex<'h> {
         shown.sort_unstable();
         shown.dedup();
 
+        let slots = self.summary_slots(blocks);
+        let mut out = Vec::with_capacity(shown.len() + slots.len());
+        let mut slots = slots.into_iter().peekable();
+        for p in shown {
+            let rank = self.ranks.before(p as usize);
+            while let Some((_, b)) = slots.next_if(|&(i, _)| i <= rank) {
+                out.push(Planned::Summary(b));
+            }
+            out.push(Planned::Message(&self.history[p as usize]));
+        }
+        out.extend(slots.map(|(_, b)| Planned::Summary(b)));
+        Some(out)
+    }
+
+    /// Where each anchored block's summary goes among the kept messages,
+    /// by rank, in order: (rank, block).
+    fn summary_slots(&self, blocks: &[Block]) -> Vec<(usize, usize)> {
         // Each summary before the kept message it is placed at: the first
         // at or after its anchor (and the summary before it) that starts an
         // exchange, as the message before it, or the summary, leaves it.
@@ -941,18 +958,7 @@ impl<'h> HistoryIndex<'h> {
             slots.push((i, b));
             previous = Some(i);
         }
-
-        let mut out = Vec::with_capacity(shown.len() + slots.len());
-        let mut slots = slots.into_iter().peekable();
-        for p in shown {
-            let rank = self.ranks.before(p as usize);
-            while let Some((_, b)) = slots.next_if(|&(i, _)| i <= rank) {
-                out.push(Planned::Summary(b));
-            }
-            out.push(Planned::Message(&self.history[p as usize]));
-        }
-        out.extend(slots.map(|(_, b)| Planned::Summary(b)));
-        Some(out)
+        slots
     }
 
     /// For each message of [`HistoryIndex::kept`], whether an assistant's turn

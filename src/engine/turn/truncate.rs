@@ -446,6 +446,45 @@ fn worth_cutting(body: Body, suffix: &str, keep: usize) -> bool {
     longer && !body.marked() && !marked(suffix)
 }
 
+/// What a cut takes out of a text, as [`cut_pieces`] counts it.
+struct Middle {
+    /// The text's tokens, whole.
+    before: usize,
+    /// The middle's tokens.
+    cut_tokens: usize,
+    /// The middle's characters, when its tally is taken.
+    chars: Option<usize>,
+}
+
+/// The middle of `body` at `range`, between the `kept` tallies of its head,
+/// its tail and the suffix: from the tallies by the estimate, else counted
+/// (`before` counting the whole). `None` for words not read, which only the
+/// estimate counts.
+fn measure_middle(
+    body: Body,
+    range: std::ops::Range<usize>,
+    kept: &[Tally; 3],
+    cfg: &Config,
+    before: impl FnOnce() -> usize,
+) -> Option<Middle> {
+    match (cfg.tokenizer, body) {
+        (Tokenizer::Estimate, _) => {
+            let m = body.middle_tally(range, kept[0] + kept[1]);
+            Some(Middle {
+                before: (kept[0] + m + kept[1] + kept[2]).tokens(),
+                cut_tokens: m.tokens(),
+                chars: Some(m.chars()),
+            })
+        }
+        (_, Body::Words(text, _)) => Some(Middle {
+            before: before(),
+            cut_tokens: cfg.count(&text[range]),
+            chars: None,
+        }),
+        (_, Body::Unread { .. }) => None,
+    }
+}
+
 /// [`cut`] of `body` followed by `suffix` (a ref tag, or nothing), read
 /// where the two lie rather than joined first, and not built: every turn
 /// cuts every sticky output again, and most of a long session's cuts are
@@ -482,20 +521,11 @@ pub fn cut_pieces(
         body.tail_tally(tail_start)?,
         Tally::of(suffix),
     ];
-    // The characters of the middle, when its tally is taken.
-    let (before, cut_tokens, middle) = match (cfg.tokenizer, body) {
-        (Tokenizer::Estimate, _) => {
-            let m = body.middle_tally(head_end..tail_start, kept[0] + kept[1]);
-            (
-                (kept[0] + m + kept[1] + kept[2]).tokens(),
-                m.tokens(),
-                Some(m.chars()),
-            )
-        }
-        (_, Body::Words(text, _)) => (before(), cfg.count(&text[head_end..tail_start]), None),
-        // Words not read are counted by the estimate alone.
-        (_, Body::Unread { .. }) => return None,
-    };
+    let Middle {
+        before,
+        cut_tokens,
+        chars: middle,
+    } = measure_middle(body, head_end..tail_start, &kept, cfg, before)?;
     let noted = Tally::of(&note(cut_tokens, before)) + kept[0] + kept[1] + kept[2];
     // A cut of a text that is not all ASCII is placed by characters, so
     // that one made without the words is the one made with them.
