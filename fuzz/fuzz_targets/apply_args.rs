@@ -66,6 +66,7 @@ fuzz_target!(|data: &[u8]| {
             cuts: &none,
             index: None,
             scan: None,
+            weights: t.format.weights(),
         },
     );
     assert!(!answer.panel.is_empty());

@@ -37,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
         now: 1_767_225_600,
         created: "2026-01-01T00:00:00Z",
         on_step: &|_| {},
+        weights: t.format.weights(),
     });
     let ids: HashSet<&str> = history.iter().map(|m| m.id.as_str()).collect();
     for b in &rebuilt.state.blocks {
