@@ -10,8 +10,8 @@ use super::output::warn;
 use super::project::offer_of;
 use super::{CliError, Exit};
 use crate::engine::{
-    BlockSpan, Config, CoreMessage, Dead, Figures, Offer, Projection, ProtectedRange, RangeInfo,
-    changed_from, dead_in_view, format_block_map, format_breakdown, format_ranges, tokens,
+    BlockSpan, Config, CoreMessage, Dead, Figures, Offer, Offered, Projection, ProtectedRange,
+    RangeInfo, dead_in_view, format_block_map, format_breakdown, format_ranges, tokens,
 };
 use crate::store::Purpose;
 
@@ -31,12 +31,12 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
     } else {
         1
     };
-    let from = changed_from(&p.recommendation, tier);
+    let offered = Offered::of(&p.recommendation, tier);
     let dead = dead_in_view(
         &state,
         cx.session.history(),
         &config,
-        (&p.view, from),
+        (&p.view, &offered),
         &count,
     );
     let text = if args.json {

@@ -78,7 +78,7 @@ pub use compress::parse_args::{
 pub use compress::rebuild::{
     RebuildInput, Rebuilt, ReplayOutcome, differences, rebuild, recorded_calls,
 };
-pub use compress::reclaim::{Dead, changed_from, dead_in_view};
+pub use compress::reclaim::{Dead, Offered, dead_in_view};
 pub use turn::reclaim::words_needed;
 
 pub use report::bill::{

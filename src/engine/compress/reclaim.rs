@@ -139,24 +139,24 @@ pub struct Dead {
     pub tokens: usize,
 }
 
-/// The dead outputs of `history` that `view` shows and a compression that
-/// changes the prompt from the ref index `from` on would reclaim; `count`
-/// sizes each.
+/// The dead outputs of `history` that `view` shows and the compression
+/// `offered` would reclaim (see [`Offered`]); `count` sizes each.
 pub fn dead_in_view(
     state: &CompressionState,
     history: &[CoreMessage],
     cfg: &Config,
-    (view, from): (&[CoreMessage], u32),
+    (view, offered): (&[CoreMessage], &Offered),
     count: &dyn Fn(&CoreMessage) -> usize,
 ) -> Dead {
-    let places = reclaimable(state, history, cfg, from);
+    let places = reclaimable(state, history, cfg, offered.from());
     if places.is_empty() {
         return Dead::default();
     }
     let shown: IdSet<'_> = view.iter().map(|m| m.id.as_str()).collect();
     let mut dead = Dead::default();
     for m in places.into_iter().map(|p| &history[p]) {
-        if shown.contains(m.id.as_str()) {
+        let folded = (state.message_refs.usable(&m.id)).is_some_and(|r| offered.holds(r));
+        if shown.contains(m.id.as_str()) && !folded {
             dead.outputs += 1;
             dead.tokens += count(m);
         }
@@ -183,21 +183,83 @@ pub fn reclaimable(
         .collect()
 }
 
-/// The ref index from which the compression `rec` offers at `tier` would
-/// change the prompt: the first range it offers, or for a consolidation
-/// the first block of the tier below. `u32::MAX` when it offers nothing.
-pub fn changed_from(rec: &Recommendation, tier: u8) -> u32 {
-    let starts: Vec<&str> = match tier {
-        1 => rec.ranges.iter().map(|r| r.start_ref.as_str()).collect(),
-        _ => (rec.blocks.iter())
-            .filter(|b| b.tier < tier)
-            .map(|b| b.start_ref.as_str())
-            .collect(),
-    };
-    first_index(starts)
+/// What a compression a nudge (or `ranges`) offers takes: the spans of
+/// refs it folds away, as ref indices. It changes the prompt from the
+/// first on, and a dead output inside one goes with its block, not as a
+/// line of its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Offered(Vec<(u32, u32)>);
+
+impl Offered {
+    /// What `rec` offers at `tier`: its ranges, or for a consolidation
+    /// the blocks of the tiers below.
+    pub fn of(rec: &Recommendation, tier: u8) -> Offered {
+        let ends: Vec<(&str, &str)> = match tier {
+            1 => (rec.ranges.iter())
+                .map(|r| (r.start_ref.as_str(), r.end_ref.as_str()))
+                .collect(),
+            _ => (rec.blocks.iter())
+                .filter(|b| b.tier < tier)
+                .map(|b| (b.start_ref.as_str(), b.end_ref.as_str()))
+                .collect(),
+        };
+        let spans = ends
+            .into_iter()
+            .filter_map(|(a, b)| Some((ref_to_index(a)?, ref_to_index(b)?)));
+        Offered(spans.collect())
+    }
+
+    /// The ref index the prompt changes from; `u32::MAX` for nothing.
+    fn from(&self) -> u32 {
+        self.0.iter().map(|&(a, _)| a).min().unwrap_or(u32::MAX)
+    }
+
+    /// Whether the ref `r` is inside a span.
+    fn holds(&self, r: &str) -> bool {
+        ref_to_index(r).is_some_and(|i| self.0.iter().any(|&(a, b)| (a..=b).contains(&i)))
+    }
 }
 
 /// The least index of `refs`; `u32::MAX` for none.
 pub fn first_index<'r>(refs: impl IntoIterator<Item = &'r str>) -> u32 {
     (refs.into_iter().filter_map(ref_to_index).min()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::pressure::ranges::{BlockSpan, RangeInfo};
+
+    fn range(start: &str, end: &str) -> RangeInfo {
+        RangeInfo {
+            start_ref: start.into(),
+            end_ref: end.into(),
+            count: 2,
+            tokens: 100,
+            chars: 400,
+            tool_pct: 0,
+            user_messages: 1,
+            holds_task: false,
+        }
+    }
+
+    #[test]
+    fn a_compression_changes_the_prompt_from_what_it_offers_first() {
+        let rec = Recommendation {
+            ranges: vec![range("m00010", "m00020"), range("m00030", "m00040")],
+            blocks: vec![BlockSpan {
+                block_id: "b1".into(),
+                tier: 1,
+                start_ref: "m00002".into(),
+                end_ref: "m00008".into(),
+            }],
+            ..Recommendation::default()
+        };
+        let tier1 = Offered::of(&rec, 1);
+        assert_eq!(tier1.from(), 10);
+        assert!(tier1.holds("m00015") && !tier1.holds("m00025") && !tier1.holds("m00005"));
+        let tier2 = Offered::of(&rec, 2);
+        assert_eq!(tier2.from(), 2);
+        assert_eq!(Offered::default().from(), u32::MAX);
+    }
 }

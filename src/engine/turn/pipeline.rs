@@ -17,7 +17,7 @@ use super::history_index::HistoryIndex;
 use super::host;
 use super::truncate::{self, KeptCut, Truncation};
 use super::{hide, prune, view};
-use crate::engine::compress::reclaim::{Dead, changed_from, dead_in_view};
+use crate::engine::compress::reclaim::{Dead, Offered, dead_in_view};
 use crate::engine::model::config::Config;
 use crate::engine::model::message::COMPRESS_TOOL;
 use crate::engine::model::message::{ContentType, CoreMessage, Role};
@@ -296,8 +296,8 @@ fn decide_nudge(
 }
 
 /// The dead outputs in `view` the compression `decision` asks for will
-/// reclaim too, from where it changes the prompt on (see
-/// [`changed_from`]): a nudge counts them, and asks for that much less.
+/// reclaim too (see [`Offered`]): a nudge counts them, and asks for that
+/// much less.
 fn reclaimed_with_nudge(
     state: &CompressionState,
     input: &TurnInput,
@@ -308,8 +308,8 @@ fn reclaimed_with_nudge(
     let cfg = input.config;
     match decision.inject && cfg.reclaim && !input.for_call {
         true => {
-            let from = changed_from(rec, decision.tier);
-            dead_in_view(state, input.history, cfg, (view, from), &|m| {
+            let offered = Offered::of(rec, decision.tier);
+            dead_in_view(state, input.history, cfg, (view, &offered), &|m| {
                 price.gauge.scale(cfg.tokens(m))
             })
         }
