@@ -78,24 +78,13 @@ impl<'g> Context<'g> {
     }
 
     /// Reads the words the reclaim scan needs that the read cache kept
-    /// back (see [`engine::words_needed`]), so what is found dead is what a
-    /// read of the whole transcript finds. True when it read any. Words
-    /// that cannot be read are left: the scan then finds less, never more.
-    pub fn read_reclaim_words(&mut self, config: &Config) -> bool {
-        let places = self.reclaim_words(config);
-        !places.is_empty() && self.session.read_words_at(&places)
-    }
-
-    /// Whether the reclaim scan needs words the read kept back (see
-    /// [`Context::read_reclaim_words`]).
-    pub fn needs_reclaim_words(&self, config: &Config) -> bool {
-        !self.reclaim_words(config).is_empty()
-    }
-
-    fn reclaim_words(&self, config: &Config) -> Vec<usize> {
-        match config.reclaim {
-            true => engine::words_needed(self.session.history(), &config.file_tools),
-            false => Vec::new(),
+    /// back (see [`engine::words_needed`]), so what a call or a rebuild
+    /// finds dead is what a read of the whole transcript finds. Words that
+    /// cannot be read are left: the scan then finds less, never more.
+    pub fn read_reclaim_words(&mut self, config: &Config) {
+        if config.reclaim {
+            let places = engine::words_needed(self.session.history(), &config.file_tools);
+            self.session.read_words_at(&places);
         }
     }
 

@@ -162,12 +162,6 @@ fn turn_with_draft(
         let filled = cx.session.fill_unfilled(&mut p);
         (p, draft, filled)
     });
-    // A nudge that counts what its compression reclaims may need words set
-    // aside: such a turn goes the way of one read whole.
-    let drafted = drafted.map(|(p, draft, filled)| {
-        let needs = filled && p.decision.inject && cx.needs_reclaim_words(&cx.config(state));
-        (p, draft, filled && !needs)
-    });
     match drafted {
         Some((p, draft, true)) => {
             let view = render(cx, &p);
@@ -177,9 +171,9 @@ fn turn_with_draft(
                 draft: Some(draft),
             })
         }
-        // The words set aside for the view could not be read back, or more
-        // are needed: the turn starts again from the transcript read whole
-        // and the state on disk, nothing written yet.
+        // The words set aside for the view could not be read back: the
+        // turn starts again from the transcript read whole and the state
+        // on disk, nothing written yet.
         Some((_, draft, false)) => {
             if let Ok(draft) = draft {
                 draft.discard();
@@ -436,14 +430,6 @@ fn project_turn(
         }
     }
     let mut p = cx.project(state, turn);
-    // A nudge counts what its compression will reclaim, which may hang on
-    // words the cache kept back: with them read, the turn projects again
-    // from the state as it was before.
-    if p.decision.inject && cx.read_reclaim_words(&cx.config(state)) {
-        *state = cx.reload_state()?;
-        learn(state);
-        p = cx.project(state, turn);
-    }
     // Words kept back, by the cache or set aside in a whole read, that
     // cannot be read back: the transcript is read whole (once the prefix
     // is confirmed, below).

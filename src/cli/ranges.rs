@@ -17,11 +17,10 @@ use crate::store::Purpose;
 
 /// Runs `noa ranges`. Works on a copy of the state: writes nothing.
 pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
-    let mut cx = Context::open(global, &args.transcript, Purpose::Look)?;
+    let cx = Context::open(global, &args.transcript, Purpose::Look)?;
     cx.settings.check_floor(cx.session.history())?;
     let mut state = cx.state()?;
     let config = cx.config(&state);
-    cx.read_reclaim_words(&config);
     let p = cx.project(&mut state, Turn::default());
     let r = &p.recommendation;
     let count = |m: &CoreMessage| p.gauge.scale(config.tokens(m));

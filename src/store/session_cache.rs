@@ -206,13 +206,13 @@ impl Session {
         self.read_withheld_of(|i| kept.binary_search(&i).is_ok())
     }
 
-    /// Reads the words kept back of the history's messages `which` takes.
     /// Reads into the history the words the read cache kept back of the
     /// messages at `places` (sorted). False when they cannot be read.
     pub fn read_words_at(&mut self, places: &[usize]) -> bool {
         self.read_withheld_of(|i| places.binary_search(&i).is_ok())
     }
 
+    /// Reads the words kept back of the history's messages `which` takes.
     fn read_withheld_of(&mut self, which: impl Fn(usize) -> bool) -> bool {
         let (history, read) = self.history_and_read();
         let (taken, left): (Vec<_>, Vec<_>) = std::mem::take(&mut read.withheld)
