@@ -103,10 +103,9 @@ fn the_bill_is_what_the_provider_recorded() {
     }
 }
 
-#[test]
-fn a_compression_is_priced_from_the_requests_around_it() {
-    let tmp = TempDir::new();
-    let (path, st) = (tmp.path().join("s.jsonl"), tmp.path().to_str().unwrap());
+/// Twenty exchanges whose prompts grow, then a Compress call over
+/// m00002–m00030 (unanswered).
+fn with_a_call() -> Log {
     let mut log = Log::default();
     for i in 0..20 {
         log.exchange(i, 900 + 10 * i as u64, 1_000 * i as u64);
@@ -115,6 +114,14 @@ fn a_compression_is_priced_from_the_requests_around_it() {
         "summary": "Read the parser over steps 0-14: it reads tokens one at a time; nothing changed."}]});
     let call = json!([{"type": "tool_use", "id": "toolu_c1", "name": "Compress", "input": args}]);
     log.answer(call, 1_000, 20_000);
+    log
+}
+
+#[test]
+fn a_compression_is_priced_from_the_requests_around_it() {
+    let tmp = TempDir::new();
+    let (path, st) = (tmp.path().join("s.jsonl"), tmp.path().to_str().unwrap());
+    let mut log = with_a_call();
     let call_line = log.lines.len();
     log.write(&path);
     let t = path.to_str().unwrap();
@@ -214,14 +221,7 @@ fn priced(state: &Path, path: &Path, call_line: usize) -> (Value, u64) {
 fn the_panel_says_what_the_compression_is_expected_to_cost_and_save() {
     let tmp = TempDir::new();
     let (path, st) = (tmp.path().join("s.jsonl"), tmp.path().to_str().unwrap());
-    let mut log = Log::default();
-    for i in 0..20 {
-        log.exchange(i, 900 + 10 * i as u64, 1_000 * i as u64);
-    }
-    let args = json!({"topic": "parser", "content": [{"startId": "m00002", "endId": "m00030",
-        "summary": "Read the parser over steps 0-14: it reads tokens one at a time; nothing changed."}]});
-    let call = json!([{"type": "tool_use", "id": "toolu_c1", "name": "Compress", "input": args}]);
-    log.answer(call, 1_000, 20_000);
+    let mut log = with_a_call();
     log.write(&path);
     let t = path.to_str().unwrap();
     let project = ["project", t, "--state-dir", st, "-o", "/dev/null"];
