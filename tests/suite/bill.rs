@@ -221,7 +221,7 @@ fn priced(state: &Path, path: &Path, call_line: usize) -> (Value, u64) {
 fn the_panel_says_what_the_compression_is_expected_to_cost_and_save() {
     let tmp = TempDir::new();
     let (path, st) = (tmp.path().join("s.jsonl"), tmp.path().to_str().unwrap());
-    let mut log = with_a_call();
+    let log = with_a_call();
     log.write(&path);
     let t = path.to_str().unwrap();
     let project = ["project", t, "--state-dir", st, "-o", "/dev/null"];
