@@ -72,6 +72,18 @@ impl From<StoreError> for CliError {
     }
 }
 
+/// An error as `--json` prints it.
+#[derive(serde::Serialize)]
+struct ErrorReport {
+    code: Option<String>,
+    exit: u8,
+    message: String,
+    file: Option<String>,
+    line: Option<usize>,
+    column: Option<usize>,
+    help: Option<String>,
+}
+
 impl CliError {
     /// The exit code: a store error by its kind, not by its variant, so a
     /// variant added to the store is sorted where it is declared.
@@ -98,15 +110,16 @@ impl CliError {
             CliError::Io { path, .. } => (Some(path.display().to_string()), None, None),
             CliError::Store(_) | CliError::Usage(_) => (None, None, None),
         };
-        serde_json::json!({
-            "code": self.code().map(|c| c.to_string()),
-            "exit": self.exit() as u8,
-            "message": self.to_string(),
-            "file": file,
-            "line": line,
-            "column": column,
-            "help": self.help().map(|h| h.to_string()),
-        })
+        let report = ErrorReport {
+            code: self.code().map(|c| c.to_string()),
+            exit: self.exit() as u8,
+            message: self.to_string(),
+            file,
+            line,
+            column,
+            help: self.help().map(|h| h.to_string()),
+        };
+        serde_json::to_value(report).expect("a report always serializes")
     }
 
     fn is_broken_pipe(&self) -> bool {

@@ -2,13 +2,14 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::args::{Global, RebuildArgs};
 use super::batch::{self, Done, Lines, Named};
 use super::context::Context;
 use super::{CliError, Exit};
-use crate::engine::{CompressionState, Rebuilt, ReplayOutcome, differences};
+use crate::engine::{self, CompressionState, ReplayOutcome, differences};
 use crate::store::Purpose;
 
 /// Runs `noa rebuild` on one transcript, or on each of many.
@@ -63,12 +64,15 @@ fn rebuild(global: &Global, args: &RebuildArgs, path: &Path) -> Result<Done, Cli
         &rebuilt.state,
     )?;
     let (json, text) = if args.json {
-        let json = json!({
-            "replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(),
-            "archives_adopted": adopted, "archives_written": written,
-            "state": session.state_path().display().to_string(),
-        });
-        (Some(json), None)
+        let report = Rebuilt {
+            replayed,
+            calls: rebuilt.replays.len(),
+            blocks: rebuilt.state.blocks.len(),
+            archives_adopted: adopted,
+            archives_written: written,
+            state: session.state_path().display().to_string(),
+        };
+        (Some(to_json(&report)), None)
     } else {
         let text = format!(
             "noa rebuild: {replayed} of {} Compress call(s) replayed, {} block(s); archives: {adopted} adopted, {written} written; state {}\n{}",
@@ -83,7 +87,7 @@ fn rebuild(global: &Global, args: &RebuildArgs, path: &Path) -> Result<Done, Cli
 }
 
 /// One line for each Compress call replayed or skipped, and its warnings.
-fn replay_lines(rebuilt: &Rebuilt) -> Vec<String> {
+fn replay_lines(rebuilt: &engine::Rebuilt) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for r in &rebuilt.replays {
         match &r.outcome {
@@ -103,7 +107,7 @@ fn checked(
     cx: &Context,
     args: &RebuildArgs,
     live: &CompressionState,
-    rebuilt: &Rebuilt,
+    rebuilt: &engine::Rebuilt,
     replayed: usize,
 ) -> Done {
     let diffs = differences(live, &rebuilt.state);
@@ -113,8 +117,13 @@ fn checked(
         Exit::Rejected
     };
     if args.json {
-        let json = json!({"replayed": replayed, "calls": rebuilt.replays.len(), "blocks": rebuilt.state.blocks.len(), "differences": diffs});
-        return done(cx, exit, Some(json), None);
+        let report = Checked {
+            replayed,
+            calls: rebuilt.replays.len(),
+            blocks: rebuilt.state.blocks.len(),
+            differences: diffs,
+        };
+        return done(cx, exit, Some(to_json(&report)), None);
     }
     let text = if diffs.is_empty() {
         format!(
@@ -144,4 +153,28 @@ fn done(cx: &Context, exit: Exit, json: Option<Value>, text: Option<String>) -> 
         notes: Vec::new(),
         warnings: cx.session.warnings(),
     }
+}
+
+/// `rebuild --json`: what was replayed and written.
+#[derive(Serialize)]
+struct Rebuilt {
+    replayed: usize,
+    calls: usize,
+    blocks: usize,
+    archives_adopted: usize,
+    archives_written: usize,
+    state: String,
+}
+
+/// `rebuild --check --json`: what was replayed and how the states differ.
+#[derive(Serialize)]
+struct Checked {
+    replayed: usize,
+    calls: usize,
+    blocks: usize,
+    differences: Vec<String>,
+}
+
+fn to_json(report: &impl Serialize) -> Value {
+    serde_json::to_value(report).expect("a report always serializes")
 }
