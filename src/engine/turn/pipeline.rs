@@ -148,10 +148,7 @@ pub fn project_with_index<'a>(
     } else {
         nudging.rec
     };
-    let decision = match input.force_nudge {
-        true => nudging.decision,
-        false => withdrawn_if_empty(nudging.decision, &rec),
-    };
+    let decision = withdrawn_if_empty(nudging.decision, &rec, input.force_nudge);
     let dead = reclaimed_with_nudge(state, input, &price, (&m.view, &rec), &decision);
     finish(
         Finishing {
@@ -553,9 +550,9 @@ fn shown_again(mut decision: Decision, host: &HostState) -> Decision {
 
 /// A tier-1 nudge whose ranges this turn's cuts shrank below what a range
 /// must hold offers nothing a call could name: it is not sent (a call
-/// answering it could only be rejected). One the host asked for still goes.
-fn withdrawn_if_empty(mut decision: Decision, rec: &Recommendation) -> Decision {
-    if decision.inject && decision.tier == 1 && rec.ranges.is_empty() {
+/// answering it could only be rejected). One the host `asked` for still goes.
+fn withdrawn_if_empty(mut decision: Decision, rec: &Recommendation, asked: bool) -> Decision {
+    if !asked && decision.inject && decision.tier == 1 && rec.ranges.is_empty() {
         decision.inject = false;
         decision.reason = format!(
             "{}; not sent: after this turn's cuts no range is left to offer",
@@ -1348,11 +1345,15 @@ mod tests {
             reason: "pressure".into(),
         };
         let empty = Recommendation::default();
-        let d = withdrawn_if_empty(asked(1), &empty);
+        let d = withdrawn_if_empty(asked(1), &empty, false);
         assert!(!d.inject, "{d:?}");
         assert!(d.reason.contains("no range is left to offer"), "{d:?}");
         // A fold names blocks, not ranges; and a range left keeps the nudge.
-        assert!(withdrawn_if_empty(asked(2), &empty).inject);
+        assert!(withdrawn_if_empty(asked(2), &empty, false).inject);
+        assert!(
+            withdrawn_if_empty(asked(1), &empty, true).inject,
+            "the host asked"
+        );
         let one = Recommendation {
             ranges: vec![RangeInfo {
                 start_ref: "m00002".into(),
@@ -1366,6 +1367,6 @@ mod tests {
             }],
             ..Recommendation::default()
         };
-        assert!(withdrawn_if_empty(asked(1), &one).inject);
+        assert!(withdrawn_if_empty(asked(1), &one, false).inject);
     }
 }
