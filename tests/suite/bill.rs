@@ -117,6 +117,20 @@ fn with_a_call() -> Log {
     log
 }
 
+/// A turn of the log at `t` (state under `st`), so the call is answered
+/// on from the read cache, then `apply --json` of its last call.
+fn turn_then_apply(dir: &Path, t: &str, st: &str) -> Value {
+    let project = ["project", t, "--state-dir", st, "-o", "/dev/null"];
+    assert!(noa(dir, &project).status.success());
+    let out = noa(dir, &["apply", t, "--state-dir", st, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn a_compression_is_priced_from_the_requests_around_it() {
     let tmp = TempDir::new();
@@ -125,21 +139,7 @@ fn a_compression_is_priced_from_the_requests_around_it() {
     let call_line = log.lines.len();
     log.write(&path);
     let t = path.to_str().unwrap();
-    assert!(
-        noa(
-            tmp.path(),
-            &["project", t, "--state-dir", st, "-o", "/dev/null"]
-        )
-        .status
-        .success()
-    );
-    let out = noa(tmp.path(), &["apply", t, "--state-dir", st, "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let applied: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let applied = turn_then_apply(tmp.path(), t, st);
     let panel = applied["panel"].as_str().unwrap().to_string();
     // What the call expects: a rewrite of the request after its summary,
     // each later request shorter by what it reclaimed, paid back when
@@ -224,15 +224,7 @@ fn the_panel_says_what_the_compression_is_expected_to_cost_and_save() {
     let log = with_a_call();
     log.write(&path);
     let t = path.to_str().unwrap();
-    let project = ["project", t, "--state-dir", st, "-o", "/dev/null"];
-    assert!(noa(tmp.path(), &project).status.success());
-    let out = noa(tmp.path(), &["apply", t, "--state-dir", st, "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let applied: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let applied = turn_then_apply(tmp.path(), t, st);
     let panel = applied["panel"].as_str().unwrap();
     let e = &applied["expected"];
     let format = |k: &str| noa::engine::tokens::format(n(e, k) as usize);
