@@ -61,9 +61,7 @@ pub struct Scan {
     /// The dead outputs found, by place, in the order found.
     found: Vec<(usize, Reclaim)>,
     dead: HashSet<usize>,
-    /// Places whose words are needed, each after the output (or call)
-    /// that may be dead, by place, that waits on them.
-    needs_words: Vec<(usize, usize)>,
+    needs_words: Vec<usize>,
 }
 
 impl Scan {
@@ -93,9 +91,8 @@ impl Scan {
     }
 
     /// The places whose words, not held, kept the scan from telling
-    /// whether an output is dead: each as (the output that may be dead, the
-    /// place whose words are needed), by place.
-    pub fn needs_words(&self) -> &[(usize, usize)] {
+    /// whether an output is dead.
+    pub fn needs_words(&self) -> &[usize] {
         &self.needs_words
     }
 
@@ -133,12 +130,7 @@ impl Scan {
                 }
                 if m.withheld.is_some() {
                     // Whether it failed is in words not held.
-                    let reads = paths
-                        .iter()
-                        .filter_map(|path| self.reads.get(path))
-                        .flatten();
-                    let waiting: Vec<(usize, usize)> = reads.map(|&read| (read, p)).collect();
-                    self.needs_words.extend(waiting);
+                    self.needs_words.push(p);
                     return;
                 }
                 if failed(&m.text) {
@@ -175,7 +167,7 @@ impl Scan {
             return;
         }
         if old.withheld.is_some() || new.withheld.is_some() {
-            self.needs_words.extend([(before, before), (before, p)]);
+            self.needs_words.extend([before, p]);
         } else if old.text == new.text {
             let why = Reclaim::Repeat { by: new.id.clone() };
             self.mark(before, why);
@@ -190,7 +182,7 @@ impl Scan {
             return;
         }
         if m.withheld.is_some() {
-            self.needs_words.push((call, p));
+            self.needs_words.push(p);
         } else if failed(&m.text) {
             let why = Reclaim::Spent { by: m.id.clone() };
             self.mark(call, why);
@@ -231,10 +223,8 @@ fn failed(text: &str) -> bool {
 pub fn words_needed(history: &[CoreMessage], tools: &FileTools) -> Vec<usize> {
     let mut scan = Scan::new(tools);
     scan.extend_to(history, history.len());
-    let mut places: Vec<usize> = (scan.needs_words.into_iter())
-        .map(|(_, needed)| needed)
-        .filter(|&p| history[p].withheld.is_some())
-        .collect();
+    let mut places = scan.needs_words;
+    places.retain(|&p| history[p].withheld.is_some());
     places.sort_unstable();
     places.dedup();
     places
@@ -389,7 +379,7 @@ mod tests {
         scan.extend_to(&h, h.len());
         assert!(scan.found().is_empty(), "not without the words");
         assert_eq!(words_needed(&h, &FileTools::default()), [5]);
-        assert_eq!(scan.needs_words(), [(1, 1), (1, 5)]);
+        assert_eq!(scan.needs_words(), [1, 5]);
     }
 
     #[test]
