@@ -52,8 +52,8 @@ pub use turn::host::window_from_error;
 pub use turn::truncate::{Cut, KeptCut};
 pub use turn::view::drop_unpaired;
 pub use turn::{
-    Figures, Projection, TurnInput, Unfilled, may_withhold, may_withhold_knowing, project,
-    resumable_view,
+    Figures, Projection, TurnInput, Unfilled, may_withhold, may_withhold_knowing,
+    may_withhold_once_read, project, resumable_view,
 };
 
 pub use pressure::gauge::{Gauge, Recorded};

@@ -30,7 +30,8 @@ use std::num::NonZeroU64;
 
 use serde_json::Value;
 
-use crate::engine::{ClusterCounter, ContentType, CoreMessage, IdSet, Name, base_of};
+use crate::engine::tokens::Ends;
+use crate::engine::{ClusterCounter, ContentType, CoreMessage, Counted, IdSet, Name, base_of};
 use crate::engine::{HostCompaction, Recorded, Weights};
 
 pub use detect::detect;
@@ -606,18 +607,33 @@ struct Aside {
 
 /// Takes the words of blocks a [`PieceReader`] builds, as it builds them,
 /// so a long log's are not all held at once: what it takes it leaves as
-/// [`CoreMessage::withheld`] says, the block's count and facts learned, and
-/// gives each such block's base ([`ClusterCounter::base`]) once the log is
-/// read, the reader then giving every block its id.
+/// [`CoreMessage::withheld`] says, and once the log is read it gives back
+/// what it learned of each block's words ([`Taken`]), the reader then
+/// giving every block its id.
 pub trait SetAside {
     /// Offered `core`, the `at`th block of the log, just built, whose
     /// words lie in the transcript at `words_at` when that is known (see
     /// [`ContentBlock::words_at`]).
     fn offer(&mut self, at: usize, core: &mut CoreMessage, words_at: Option<NonZeroU64>);
-    /// The blocks taken, each with its place and base, in order; with its
-    /// words when they could not be set aside after all (say the disk
+    /// The blocks taken, in order.
+    fn finish(&mut self) -> Vec<Taken>;
+}
+
+/// A block a [`SetAside`] took, as it gives it back: what was learned of
+/// its words where they went, so the reader's thread never reads them.
+#[derive(Debug)]
+pub struct Taken {
+    /// Its place among the log's blocks.
+    pub at: usize,
+    /// Its base ([`ClusterCounter::base`]).
+    pub base: Name,
+    /// Its count and facts.
+    pub counted: Counted,
+    /// Its ends ([`CoreMessage::ends`]), when it holds a CJK character.
+    pub ends: Option<Box<Ends>>,
+    /// Its words, when they were not set aside after all (say the disk
     /// filled), to go back where they were.
-    fn finish(&mut self) -> Vec<(usize, Name, Option<String>)>;
+    pub words: Option<String>,
 }
 
 enum Pieces {
@@ -781,15 +797,18 @@ impl Aside {
         self.messages = self.messages.max(messages.len());
     }
 
-    /// Gives each block taken its base as its id, for [`assign_ids`], and
-    /// its words back when they could not be set aside.
+    /// Gives each block taken its base as its id, for [`assign_ids`], what
+    /// was learned of its words, and its words back when they were not set
+    /// aside.
     fn give_bases(&mut self, messages: &mut [HostMessage]) {
         let mut taken = self.taker.finish().into_iter().peekable();
         let cores = messages.iter_mut().flat_map(|m| m.cores.iter_mut());
         for (at, core) in cores.enumerate() {
-            if let Some((_, base, words)) = taken.next_if(|(i, _, _)| *i == at) {
-                core.id = base;
-                if let Some(words) = words {
+            if let Some(t) = taken.next_if(|t| t.at == at) {
+                core.id = t.base;
+                core.counted = t.counted;
+                core.ends = t.ends;
+                if let Some(words) = t.words {
                     core.hold(words);
                 }
             }

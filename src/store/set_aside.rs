@@ -18,17 +18,19 @@
 //! are read back before it goes out, and the read cache the turn leaves
 //! copies those in the file from it in order, a megabyte at a time.
 
-use std::num::NonZeroU64;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::Path;
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use super::{AsideFile, IN_TRANSCRIPT, WITHHELD_MIN, WordsFile};
+use crate::engine::tokens::{Ends, Tally};
 use crate::engine::{
-    ClusterCounter, ContentType, CoreMessage, Facts, Name, Tokenizer, may_withhold_knowing,
+    ClusterCounter, ContentType, CoreMessage, Facts, Tokenizer, may_withhold, may_withhold_knowing,
+    may_withhold_once_read,
 };
-use crate::formats::{HostMessage, SetAside};
+use crate::formats::{HostMessage, SetAside, Taken};
 
 /// The size from which a transcript's long outputs are set aside: below
 /// it, holding them costs less than writing them out and reading back the
@@ -115,12 +117,17 @@ fn with_places(
 /// `facts` are asked only of a long enough tool output, since learning
 /// them reads the words.
 fn sets_aside(c: &CoreMessage, facts: impl FnOnce() -> Facts) -> bool {
+    may_set_aside(c) && may_withhold_knowing(c, facts(), c.text.len(), Tokenizer::Estimate)
+}
+
+/// What [`sets_aside`] asks that can be told without reading the words.
+fn may_set_aside(c: &CoreMessage) -> bool {
     let len = c.text.len();
     // An opaque block's text is a stand-in: its id is hashed from its JSON.
     !c.opaque
         && c.content_type == ContentType::ToolResult
         && len >= WITHHELD_MIN
-        && may_withhold_knowing(c, facts(), len, Tokenizer::Estimate)
+        && may_withhold_once_read(c, len, Tokenizer::Estimate)
 }
 
 /// What was set aside, once the log is read: where each block's words lie
@@ -139,18 +146,18 @@ const BATCH: usize = 1 << 20;
 
 /// A block taken, on its way to the writing thread: its place, and where
 /// its words lie in the transcript when they need not be written.
-type Taken = (usize, CoreMessage, Option<NonZeroU64>);
+type Offered = (usize, CoreMessage, Option<NonZeroU64>);
 
-/// What the writing thread did with each block: its place and base, and
-/// where its words lie, or the words when they could not be written.
-type Written = Vec<(usize, Name, Result<u64, String>)>;
+/// What the writing thread did with each block, and where its words lie
+/// when they were set aside.
+type Written = Vec<(Taken, Option<u64>)>;
 
 /// The [`SetAside`] a reader hands its blocks to.
 pub struct Setter {
-    to: Option<SyncSender<Vec<Taken>>>,
+    to: Option<SyncSender<Vec<Offered>>>,
     /// Blocks taken and not sent yet: they go a megabyte at a time, where
     /// one at a time the two threads spent more on waking each other.
-    batch: Vec<Taken>,
+    batch: Vec<Offered>,
     bytes: usize,
     writing: Option<JoinHandle<(Written, Option<WordsFile>)>>,
     /// Where the caller finds what was set aside once the log is read.
@@ -167,7 +174,7 @@ impl Setter {
     fn writing_to(file: AsideFile, apart: Arc<Mutex<SetApart>>) -> Setter {
         // A few megabytes in flight at most: a slow disk holds the reader
         // back rather than the words piling up.
-        let (to, taken) = mpsc::sync_channel::<Vec<Taken>>(2);
+        let (to, taken) = mpsc::sync_channel::<Vec<Offered>>(2);
         let writing = std::thread::spawn(move || write(file, taken));
         Setter {
             to: Some(to),
@@ -193,20 +200,19 @@ impl Setter {
     }
 }
 
-/// Takes in the blocks `taken` brings, a batch at a time: each one's base,
-/// and its words written to `file`. The words of a batch that cannot be
-/// written, and of every block after it, are given back.
-fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Option<WordsFile>) {
+/// Takes in the blocks `taken` brings, a batch at a time: what a read of
+/// each one's words learns (its count, facts, ends and base), and its words
+/// written to `file`. The words of a block that may not be withheld after
+/// all (they hold a marker), of a batch that cannot be written and of every
+/// block after it are given back.
+fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Offered>>) -> (Written, Option<WordsFile>) {
     let mut written: Written = Vec::new();
     let mut failed = false;
     for batch in taken {
-        let bases = batch
-            .iter()
-            .map(|(_, m, _)| ClusterCounter::base(m, String::new));
-        let bases: Vec<Name> = bases.collect();
-        let words: Vec<&str> = (batch.iter())
-            .filter(|(_, _, words_at)| words_at.is_none())
-            .map(|(_, m, _)| m.text.as_str())
+        let learned: Vec<(Taken, bool)> = (batch.iter()).map(|(at, m, _)| learn(*at, m)).collect();
+        let words: Vec<&str> = (batch.iter().zip(&learned))
+            .filter(|((_, _, words_at), (_, kept))| *kept && words_at.is_none())
+            .map(|((_, m, _), _)| m.text.as_str())
             .collect();
         let placed = match failed {
             false => file.put(&words).ok(),
@@ -214,33 +220,57 @@ fn write(mut file: AsideFile, taken: mpsc::Receiver<Vec<Taken>>) -> (Written, Op
         };
         failed = placed.is_none();
         let mut placed = placed.into_iter().flatten();
-        for ((i, m, words_at), base) in batch.into_iter().zip(bases) {
-            let place = match words_at {
-                Some(at) => Ok(IN_TRANSCRIPT | at.get()),
-                None => placed.next().ok_or(m.text),
+        for ((_, m, words_at), (mut taken, kept)) in batch.into_iter().zip(learned) {
+            let place = match (kept, words_at) {
+                (false, _) => None,
+                (true, Some(at)) => Some(IN_TRANSCRIPT | at.get()),
+                (true, None) => placed.next(),
             };
-            written.push((i, base, place));
+            if place.is_none() {
+                (taken.ends, taken.words) = (None, Some(m.text));
+            }
+            written.push((taken, place));
         }
     }
-    let words = (written.iter().any(|(_, _, w)| w.is_ok())).then(|| file.into_words());
+    let words = (written.iter().any(|(_, place)| place.is_some())).then(|| file.into_words());
     (written, words)
+}
+
+/// What a read of the words of `m`, the `at`th block, learns, and whether
+/// they may be withheld.
+fn learn(at: usize, m: &CoreMessage) -> (Taken, bool) {
+    // The ends of words with a CJK character are read with their tally.
+    let (ends, tally) = match m.text.is_ascii() {
+        true => (None, Tally::ascii(m.text.len())),
+        false => {
+            let (ends, tally) = Ends::with_tally(&m.text);
+            ((tally.cjk() > 0).then(|| Box::new(ends)), tally)
+        }
+    };
+    m.counted.learn_tallied(&m.text, tally);
+    let kept = may_withhold(m, m.text.len(), Tokenizer::Estimate);
+    let ends = ends.filter(|_| kept);
+    let taken = Taken {
+        at,
+        base: ClusterCounter::base(m, String::new),
+        counted: m.counted.clone(),
+        ends,
+        words: None,
+    };
+    (taken, kept)
 }
 
 impl SetAside for Setter {
     fn offer(&mut self, at: usize, core: &mut CoreMessage, words_at: Option<NonZeroU64>) {
-        // What a read of the words learns of them, their count and facts,
-        // learned only of a long enough output, and kept whether it is
-        // taken or not: the words are read for it once, here, and not
-        // again where the ids are hashed.
-        let facts = || {
-            core.counted.learn(&core.text);
-            core.counted.facts()
-        };
-        if self.to.is_none() || !sets_aside(core, facts) {
+        // Decided on without reading the words: the writing thread reads
+        // them, once, for their count, facts, ends and base, while this one
+        // goes on building.
+        if self.to.is_none() || !may_set_aside(core) {
             return;
         }
-        let len = core.text.len();
-        let text = core.let_go();
+        let text = std::mem::take(&mut core.text);
+        let len = text.len();
+        core.withheld = u32::try_from(len).ok().and_then(NonZeroU32::new);
         let taken = CoreMessage {
             text,
             ..core.without_text()
@@ -252,7 +282,7 @@ impl SetAside for Setter {
         }
     }
 
-    fn finish(&mut self) -> Vec<(usize, Name, Option<String>)> {
+    fn finish(&mut self) -> Vec<Taken> {
         self.send();
         self.to = None;
         let Some(writing) = self.writing.take() else {
@@ -264,12 +294,11 @@ impl SetAside for Setter {
         let mut apart = self.apart.lock().unwrap_or_else(PoisonError::into_inner);
         apart.words = words;
         (written.into_iter())
-            .map(|(i, base, placed)| match placed {
-                Ok(at) => {
-                    apart.at.push((i, at));
-                    (i, base, None)
+            .map(|(taken, place)| {
+                if let Some(at) = place {
+                    apart.at.push((taken.at, at));
                 }
-                Err(words) => (i, base, Some(words)),
+                taken
             })
             .collect()
     }
@@ -278,7 +307,6 @@ impl SetAside for Setter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::tokens::Ends;
     use crate::formats::{self, BadLines, Transcript};
 
     /// A chat log whose tool outputs are long enough to be set aside, some
@@ -364,6 +392,22 @@ mod tests {
         }
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(in_transcript, 266);
+    }
+
+    #[test]
+    fn words_that_hold_a_marker_are_given_back_counted() {
+        let dir = std::env::temp_dir().join(format!("noa-aside-marked-{}", std::process::id()));
+        let apart = Arc::new(Mutex::new(SetApart::default()));
+        let setter = Setter::new(&dir, Arc::clone(&apart)).unwrap();
+        let marked = format!("{} {}", "x".repeat(5_000), "[truncated for context space");
+        let log = log().replacen("line 0 of the 文件", &marked, 1);
+        let (whole, aside) = (read(&log, None), read(&log, Some(setter)));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(cores(&aside)[1], cores(&whole)[1]);
+        let output = |t: &Transcript| t.messages[1].cores[0].counted.facts();
+        assert!(!output(&aside).unmarked);
+        assert_eq!(output(&aside), output(&whole));
+        assert_eq!(apart.lock().unwrap().at.len(), 399);
     }
 
     #[test]

@@ -267,7 +267,15 @@ impl Counted {
         if self.0.load(Ordering::Relaxed) != 0 {
             return;
         }
-        let word = Self::estimate(Tally::of(text), text.len()) | flag(!marked(text), UNMARKED);
+        self.learn_tallied(text, Tally::of(text));
+    }
+
+    /// [`Counted::learn`], the text's tally taken already.
+    pub fn learn_tallied(&self, text: &str, tally: Tally) {
+        if self.0.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        let word = Self::estimate(tally, text.len()) | flag(!marked(text), UNMARKED);
         self.0.store(word, Ordering::Relaxed);
     }
 

@@ -38,6 +38,14 @@ fn cjk3(lead: u8, b1: u8, b2: u8) -> bool {
     }
 }
 
+/// Whether the eight bytes from `at` are there and all ASCII.
+#[inline]
+fn ascii_word(bytes: &[u8], at: usize) -> bool {
+    bytes.get(at..at + 8).is_some_and(|w| {
+        u64::from_le_bytes(w.try_into().expect("eight")) & 0x8080_8080_8080_8080 == 0
+    })
+}
+
 /// Estimates tokens: one per CJK character plus one per four other characters
 /// (rounded up). Counted per Unicode scalar, so astral characters are not
 /// double-counted the way UTF-16 counting would.
@@ -154,25 +162,44 @@ pub struct Ends {
 impl Ends {
     /// What `text` holds at its ends, read off their bytes.
     pub fn of(text: &str) -> Ends {
+        Ends::with_tally(text).0
+    }
+
+    /// [`Ends::of`] the text, and its tally, read together: each character
+    /// once (the ends of a text of fewer than twice [`ENDS_CHARS`] meet,
+    /// and its middle is tallied on its own), ASCII eight bytes at a time.
+    pub fn with_tally(text: &str) -> (Ends, Tally) {
         let bytes = text.as_bytes();
         let (mut head, mut at) = (Bits::default(), 0);
         while at < bytes.len() && head.len < ENDS_CHARS {
+            if head.len + 8 <= ENDS_CHARS && ascii_word(bytes, at) {
+                (head.len, at) = (head.len + 8, at + 8);
+                continue;
+            }
             let (len, is_cjk) = char_at(bytes, at);
             head.push(is_cjk);
             at += len;
         }
-        let mut tail = Bits::default();
-        // Each character's first byte, from the last on.
-        let mut starts = (0..bytes.len()).rev().filter(|&i| bytes[i] & 0xC0 != 0x80);
-        while tail.len < ENDS_CHARS
-            && let Some(start) = starts.next()
-        {
+        // The characters after the head, from the last on.
+        let (mut tail, mut end) = (Bits::default(), bytes.len());
+        while end > at && tail.len < ENDS_CHARS {
+            if end >= at + 8 && tail.len + 8 <= ENDS_CHARS && ascii_word(bytes, end - 8) {
+                (tail.len, end) = (tail.len + 8, end - 8);
+                continue;
+            }
+            let start = (at..end).rev().find(|&i| bytes[i] & 0xC0 != 0x80);
+            let start = start.expect("a character starts before it ends");
             tail.push(char_at(bytes, start).1);
+            end = start;
         }
-        Ends {
+        let tally = head.tally() + tail.tally() + Tally::of(&text[at..end]);
+        // Should those be too few, the head's own, from its last.
+        tail.push_reversed(&head, ENDS_CHARS - tail.len);
+        let ends = Ends {
             head: head.finish(),
             tail: tail.finish(),
-        }
+        };
+        (ends, tally)
     }
 
     /// Ends read back from [`Ends::words`]: `None` when they are not.
@@ -219,6 +246,46 @@ impl Bits {
     fn push(&mut self, set: bool) {
         self.words[self.len / 64] |= u64::from(set) << (self.len % 64);
         self.len += 1;
+    }
+
+    /// Pushes the low `n` bits of `word`, `n` at most 64.
+    fn push_word(&mut self, word: u64, n: usize) {
+        let word = if n < 64 { word & ((1 << n) - 1) } else { word };
+        let (at, shift) = (self.len / 64, self.len % 64);
+        self.words[at] |= word << shift;
+        if shift > 0 && n > 64 - shift {
+            self.words[at + 1] |= word >> (64 - shift);
+        }
+        self.len += n;
+    }
+
+    /// Pushes the last `n` bits of `from` (at most all), its last first,
+    /// a word at a time.
+    fn push_reversed(&mut self, from: &Bits, n: usize) {
+        let n = n.min(from.len);
+        let used = from.len.div_ceil(64);
+        // Bit `j` of the reversed words is bit `64 * used - 1 - j` of
+        // `from`: its last bit is bit `pad`.
+        let reversed = |i: usize| match i < used {
+            true => from.words[used - 1 - i].reverse_bits(),
+            false => 0,
+        };
+        let pad = 64 * used - from.len;
+        for k in 0..n.div_ceil(64) {
+            let j = 64 * k + pad;
+            let (i, shift) = (j / 64, j % 64);
+            let mut word = reversed(i) >> shift;
+            if shift > 0 {
+                word |= reversed(i + 1) << (64 - shift);
+            }
+            self.push_word(word, (n - 64 * k).min(64));
+        }
+    }
+
+    /// The tally of the characters it holds.
+    fn tally(&self) -> Tally {
+        let cjk = self.words.iter().map(|w| w.count_ones() as usize).sum();
+        Tally::of_chars(self.len, cjk)
     }
 
     /// The words that hold a bit.
@@ -346,6 +413,24 @@ mod tests {
             let text = |cs: &[char]| cs.iter().collect::<String>();
             proptest::prop_assert_eq!(ends.head(n), Tally::of(&text(&chars[..n])));
             proptest::prop_assert_eq!(ends.tail(n), Tally::of(&text(&chars[chars.len() - n..])));
+        }
+    }
+
+    proptest::proptest! {
+        /// The ends read with ASCII taken eight bytes at a time, and the
+        /// tail of a short text taken from its head, are the bits of each
+        /// character read one at a time.
+        #[test]
+        fn ends_are_each_character_s_bits(t in "([a-z ]{0,40}|[中文한é]{0,9}){0,500}") {
+            let bits = |chars: &mut dyn Iterator<Item = char>| {
+                let mut bits = Bits::default();
+                chars.take(ENDS_CHARS).for_each(|c| bits.push(is_cjk(c)));
+                bits.finish()
+            };
+            let (ends, tally) = Ends::with_tally(&t);
+            proptest::prop_assert_eq!(tally, Tally::of(&t));
+            proptest::prop_assert_eq!(&ends.head, &bits(&mut t.chars()));
+            proptest::prop_assert_eq!(&ends.tail, &bits(&mut t.chars().rev()));
         }
     }
 

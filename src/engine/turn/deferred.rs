@@ -75,12 +75,18 @@ pub fn may_withhold_knowing(
     len: usize,
     tokenizer: Tokenizer,
 ) -> bool {
+    facts.round.is_some() && facts.unmarked && may_withhold_once_read(m, len, tokenizer)
+}
+
+/// What [`may_withhold`] asks that can be told without reading the words:
+/// a reader can hand `m`'s words to another thread on this alone, and have
+/// them back should they hold a marker or too many CJK characters for
+/// their tally to be kept.
+pub fn may_withhold_once_read(m: &CoreMessage, len: usize, tokenizer: Tokenizer) -> bool {
     m.content_type == ContentType::ToolResult
         && m.tool_name != COMPRESS_TOOL
         && m.tool_name.len() <= MAX_WITHHELD_TOOL_NAME
         && tokenizer == Tokenizer::Estimate
-        && facts.round.is_some()
-        && facts.unmarked
         && len > 0
         && u32::try_from(len).is_ok()
 }
