@@ -172,8 +172,12 @@ impl Ends {
         let bytes = text.as_bytes();
         let (mut head, mut at) = (Bits::default(), 0);
         while at < bytes.len() && head.len < ENDS_CHARS {
-            if head.len + 8 <= ENDS_CHARS && ascii_word(bytes, at) {
-                (head.len, at) = (head.len + 8, at + 8);
+            if bytes[at] < 0x80 {
+                let step = match head.len + 8 <= ENDS_CHARS && ascii_word(bytes, at) {
+                    true => 8,
+                    false => 1,
+                };
+                (head.len, at) = (head.len + step, at + step);
                 continue;
             }
             let (len, is_cjk) = char_at(bytes, at);
@@ -183,11 +187,17 @@ impl Ends {
         // The characters after the head, from the last on.
         let (mut tail, mut end) = (Bits::default(), bytes.len());
         while end > at && tail.len < ENDS_CHARS {
-            if end >= at + 8 && tail.len + 8 <= ENDS_CHARS && ascii_word(bytes, end - 8) {
-                (tail.len, end) = (tail.len + 8, end - 8);
+            if bytes[end - 1] < 0x80 {
+                let step = match end >= at + 8 && tail.len + 8 <= ENDS_CHARS {
+                    true if ascii_word(bytes, end - 8) => 8,
+                    _ => 1,
+                };
+                (tail.len, end) = (tail.len + step, end - step);
                 continue;
             }
-            let start = (at..end).rev().find(|&i| bytes[i] & 0xC0 != 0x80);
+            // A character is at most four bytes long.
+            let from = end.saturating_sub(4).max(at);
+            let start = (from..end).rev().find(|&i| bytes[i] & 0xC0 != 0x80);
             let start = start.expect("a character starts before it ends");
             tail.push(char_at(bytes, start).1);
             end = start;

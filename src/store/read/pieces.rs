@@ -110,7 +110,9 @@ impl Seen {
         }
         self.length += bytes.len() as u64;
         self.last = bytes.last().copied().or(self.last);
-        let mut text = String::from_utf8(bytes).ok()?;
+        simdutf8::basic::from_utf8(&bytes).ok()?;
+        // SAFETY: the bytes were just checked to be UTF-8.
+        let mut text = unsafe { String::from_utf8_unchecked(bytes) };
         if formats::repaired(name, &mut text).is_some() {
             return None;
         }
