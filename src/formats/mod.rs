@@ -453,7 +453,7 @@ pub enum BadLines {
 /// and column; with [`BadLines::Skip`] the bad bytes are replaced instead,
 /// with a warning naming the lines. A NUL byte means the file is not text.
 /// What real hosts write and JSON readers refuse is repaired in place (see
-/// [`repair`]): a leading byte-order mark silently, lone surrogate escapes
+/// [`repaired`]): a leading byte-order mark silently, lone surrogate escapes
 /// with a warning naming their lines. The warnings are what was replaced:
 /// a text with any is not the file's bytes as they are.
 pub fn decode(

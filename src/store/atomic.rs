@@ -9,7 +9,7 @@ use super::files;
 /// Writes `bytes` to `path` so that readers see either the old file or the
 /// whole new one: a temp file beside it is written and synced, then renamed
 /// over the target, and the directory is synced so the rename survives a crash.
-/// The temp file is made exclusively (see [`files::make_temp`]) and the
+/// The temp file is made exclusively (see `files::make_temp`) and the
 /// rename replaces the name, so a link at either name is never written
 /// through.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {

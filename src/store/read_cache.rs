@@ -76,7 +76,7 @@ const APART: u64 = 1 << 4;
 const SPAN: u64 = 1 << 8;
 
 /// The mark of a place of words in the transcript rather than in the read
-/// cache or a set-aside file (see [`SPAN`]), where places are offsets.
+/// cache or a set-aside file (see `SPAN`), where places are offsets.
 pub const IN_TRANSCRIPT: u64 = 1 << 63;
 
 /// The flag of a block counted by the estimate whose tally is known; the

@@ -4,7 +4,7 @@
 //! Held whole, a long transcript's words are most of what a first turn
 //! holds while it projects. The outputs a projection can decide on by
 //! their length, tally and ends alone (see
-//! [`may_withhold`](crate::engine::may_withhold)) need not be held. Those
+//! [`may_withhold`]) need not be held. Those
 //! the transcript holds as one JSON string
 //! ([`ContentBlock::words_at`](crate::formats::ContentBlock::words_at)), nearly
 //! all, are only let go: they are read back from the transcript, and the

@@ -335,12 +335,13 @@ impl Counted {
         self.0.load(Ordering::Relaxed) & ASCII != 0
     }
 
-    /// Whether the text is known to hold no [`MARKER`](super::marker::MARKER).
+    /// Whether the text is known to hold no truncation marker (see
+    /// [`marked`](crate::engine::marked)).
     pub fn unmarked(&self) -> bool {
         self.0.load(Ordering::Relaxed) & UNMARKED != 0
     }
 
-    /// Whether `text`, this memo's, holds a [`MARKER`](super::marker::MARKER): searched for only
+    /// Whether `text`, this memo's, holds a truncation marker: searched for only
     /// when that is not known.
     pub fn marked(&self, text: &str) -> bool {
         !self.unmarked() && marked(text)

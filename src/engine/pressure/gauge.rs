@@ -70,7 +70,7 @@ pub struct Gauge {
     /// Where the anchor came from.
     pub source: Source,
     /// The latest figure the transcript records, when it was set aside as
-    /// one that cannot be right (see [`PLAUSIBLE_SHARE`]).
+    /// one that cannot be right (see `PLAUSIBLE_SHARE`).
     pub set_aside: Option<Recorded>,
 }
 
