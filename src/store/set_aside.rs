@@ -33,14 +33,17 @@ use crate::engine::{
 use crate::formats::{HostMessage, SetAside, Taken};
 
 /// The size from which a transcript's long outputs are set aside: below
-/// it, holding them costs less than writing them out and reading back the
-/// few shown. `NOA_SET_ASIDE_FROM` (bytes) moves it: 0 sets every long
-/// transcript's aside, one a host short of memory may want.
+/// it, a thread and a file of their own cost more than the few megabytes
+/// held; from it on, setting
+/// aside takes no longer than holding (the words are counted on the
+/// writing thread, and those the transcript holds as one string are not
+/// written) and halves the peak. `NOA_SET_ASIDE_FROM` (bytes) moves it: 0
+/// sets every transcript's aside.
 pub fn set_aside_from() -> usize {
     std::env::var("NOA_SET_ASIDE_FROM")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(64 << 20)
+        .unwrap_or(4 << 20)
 }
 
 /// Sets aside the long outputs of `messages`, a log read whole with its ids
@@ -142,7 +145,7 @@ pub struct SetApart {
 }
 
 /// The words a batch of blocks gathers before it goes to the writer.
-const BATCH: usize = 1 << 20;
+const BATCH: usize = 1 << 18;
 
 /// A block taken, on its way to the writing thread: its place, and where
 /// its words lie in the transcript when they need not be written.
@@ -155,8 +158,9 @@ type Written = Vec<(Taken, Option<u64>)>;
 /// The [`SetAside`] a reader hands its blocks to.
 pub struct Setter {
     to: Option<SyncSender<Vec<Offered>>>,
-    /// Blocks taken and not sent yet: they go a megabyte at a time, where
-    /// one at a time the two threads spent more on waking each other.
+    /// Blocks taken and not sent yet: they go a quarter megabyte at a
+    /// time, where one at a time the two threads spent more on waking each
+    /// other, and a megabyte at a time held more words in flight.
     batch: Vec<Offered>,
     bytes: usize,
     writing: Option<JoinHandle<(Written, Option<WordsFile>)>>,

@@ -13,12 +13,12 @@ use crate::store::TranscriptDigest;
 use crate::store::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
 
 /// How many bytes of a transcript of `size` bytes read in pieces are read
-/// at a time: a sixteenth of it, from 1 to 4 MB. A piece is read while the
-/// one before is parsed, and held until it is, so a few large pieces would
-/// keep much of a short log in flight; a long log read in small pieces
-/// pays for many more reads and hand-overs between threads.
+/// at a time: a sixteenth of it, from half a megabyte to 4 MB. A piece is
+/// read while the one before is parsed, and held until it is, so a few
+/// large pieces would keep much of a short log in flight; a long log read
+/// in small pieces pays for many more reads and hand-overs between threads.
 fn piece_size(size: usize) -> usize {
-    (size / 16).clamp(1 << 20, 4 << 20)
+    (size / 16).clamp(1 << 19, 4 << 20)
 }
 
 enum PieceError {
