@@ -1083,14 +1083,21 @@ impl<'n, 't> Builder<'n, 't> {
         warnings: &mut Vec<(usize, String)>,
     ) -> Result<(), ReadError> {
         if let Ok(Some(r)) = &mut record {
+            let mut renamed = false;
             for core in &mut r.message.cores {
                 match core.content_type {
                     ContentType::ToolCall => self.tools.note(&core.tool_call_id, &core.tool_name),
                     ContentType::ToolResult => {
-                        core.tool_name = self.tools.get(&core.tool_call_id).into();
+                        let tool = self.tools.get(&core.tool_call_id);
+                        renamed |= core.tool_name != tool;
+                        core.tool_name = tool.into();
                     }
                     _ => {}
                 }
+            }
+            // A result hashed before its call's name was known.
+            if renamed {
+                super::hash_blocks(&mut r.message);
             }
         }
         self.take(line, record, warnings)
@@ -1173,6 +1180,7 @@ fn parse_record(
         if let Some(at) = at {
             span::note_spans(&mut m, &spans, at);
         }
+        super::hash_blocks(&mut m);
         Record {
             message: HostMessage { prompt_tokens, ..m },
             response,

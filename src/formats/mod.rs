@@ -895,6 +895,18 @@ fn give_ids(messages: &mut [HostMessage], bases: Vec<Name>, ids: &mut ClusterCou
     }
 }
 
+/// Gives each block of `m` its base ([`ClusterCounter::base`]) as its
+/// id, for [`assign_ids`] to number, its count learned on the way: for a
+/// reader that builds messages on more than one thread, so each hashes its
+/// own while their words are in its cache, not in a pass of its own once
+/// all are built.
+fn hash_blocks(m: &mut HostMessage) {
+    for (core, b) in m.cores.iter_mut().zip(&m.blocks) {
+        core.id = ClusterCounter::base(core, || b.raw.text().to_string());
+        core.counted.learn(&core.text);
+    }
+}
+
 /// Each block's id before repeats are told apart
 /// ([`ClusterCounter::base`]), in order; each text's count and facts are
 /// learned on the way ([`Counted::learn`](crate::engine::Counted::learn)),
@@ -912,8 +924,9 @@ fn bases_on(messages: &[HostMessage], threads: usize) -> Vec<Name> {
     fn run(messages: &[HostMessage]) -> Vec<Name> {
         (messages.iter().flat_map(|m| m.cores.iter().zip(&m.blocks)))
             .map(|(core, b)| {
-                // A block set aside carries its base, taken with its words.
-                if core.withheld.is_some() {
+                // A block hashed where it was built, or set aside, carries
+                // its base.
+                if !core.id.is_empty() {
                     return core.id.clone();
                 }
                 let base = ClusterCounter::base(core, || b.raw.text().to_string());
