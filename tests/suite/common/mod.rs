@@ -42,7 +42,7 @@ impl TempDir {
         // panels name archives under it, and a loop's byte counts, and so
         // its decisions, must not hang on that.
         let p = std::env::temp_dir().join(format!(
-            "noa-test-{:07}-{:05}",
+            "noa-{:07}-{:04}",
             std::process::id(),
             N.fetch_add(1, Ordering::SeqCst)
         ));
