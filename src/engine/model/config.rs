@@ -7,6 +7,15 @@ use serde::{Deserialize, Serialize};
 use super::message::{CoreMessage, task_index};
 use super::tokenizer::Tokenizer;
 
+/// Windows this large and up keep all of `preserve_recent_tokens` in the
+/// recent zone; a smaller one keeps a proportional share, as it gets a
+/// proportional growth unit. Every compression sends the request again from
+/// its first range on, the zone included, and what it leaves is the floor
+/// the next one waits on: at 30K, 5,000 tokens kept whole were a fifth of
+/// the window sent again with each compression, and the floor they made
+/// brought the next one twice as soon as a host that keeps four turns.
+pub const FULL_ZONE_WINDOW: usize = 128_000;
+
 /// Engine configuration. Every field has a default; a config file may set any
 /// subset (see the README for the file format).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,7 +33,9 @@ pub struct Config {
     pub compress: CompressConfig,
     /// The last N visible messages are never compressed.
     pub preserve_recent_messages: usize,
-    /// Nor the last N tokens of visible messages.
+    /// Nor the last N tokens of visible messages, on a window of 128K and
+    /// up; a smaller window keeps a proportional share
+    /// ([`Config::recent_zone_tokens`]).
     pub preserve_recent_tokens: usize,
     /// Failed Compress attempts in a row before nudging pauses.
     pub max_compress_attempts: u32,
@@ -266,6 +277,18 @@ impl Config {
         self.context_limit + self.reserved
     }
 
+    /// The tokens the recent zone holds at least (beside its
+    /// `preserve_recent_messages` messages): all of `preserve_recent_tokens`
+    /// on a window of [`FULL_ZONE_WINDOW`] and up, a proportional share on
+    /// a smaller one (see [`Config::window`]).
+    pub fn recent_zone_tokens(&self) -> usize {
+        self.zone_tokens_at(self.window())
+    }
+
+    fn zone_tokens_at(&self, window: usize) -> usize {
+        self.preserve_recent_tokens * window.min(FULL_ZONE_WINDOW) / FULL_ZONE_WINDOW
+    }
+
     /// What a window of `context_limit` tokens must hold that no summary or
     /// cut can free, for `history`: its task, the recent zone and the room
     /// for the reply. Taken on the window as given, before
@@ -287,7 +310,7 @@ impl Config {
         let cap = (budget as f64 * self.recent_zone_share) as usize;
         Floor {
             task,
-            zone: self.preserve_recent_tokens.min(cap),
+            zone: self.zone_tokens_at(window).min(cap),
             reserve,
             window,
         }
@@ -549,9 +572,12 @@ mod tests {
     fn the_floor_is_the_task_the_zone_and_the_reply() {
         let c = Config::for_window(16_000);
         let f = c.floor_at(16_000, 1_000);
-        // An eighth of the window for the reply; the zone's 5,000 tokens
-        // under its cap of a quarter of the 14,000 left.
-        assert_eq!((f.task, f.zone, f.reserve), (1_000, 3_500, 2_000));
+        // An eighth of the window for the reply; the zone's 5,000 tokens of
+        // a 128K window, an eighth at 16K, under its cap of a quarter of the
+        // 14,000 left.
+        assert_eq!((f.task, f.zone, f.reserve), (1_000, 625, 2_000));
+        let large = c.floor_at(400_000, 1_000);
+        assert_eq!(large.zone, 5_000);
         assert!(f.holds());
         let w = c.smallest_window(1_000);
         assert!(c.floor_at(w, 1_000).holds());

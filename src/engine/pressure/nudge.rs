@@ -5,14 +5,15 @@
 //! pacing waits until a compression is worth its cache miss, then asks for
 //! a deep one. Two bands. Under pressure (85% of the window, the 95%
 //! emergency band, or inside the band when the next turn could reach the
-//! truncation line) there is no pacing: a nudge goes out whenever the best
-//! tier would reclaim at least the minimum benefit. Below that, nudges are
-//! paced by growth: one when the context has grown a cadence step since the
-//! last, or on first sight of a large backlog. Every reclaim is counted net
-//! of the nudge's own size, so a tier nudge has to pay for itself; and
-//! folding summaries into a higher tier, which rewrites the request from the
-//! oldest block on, waits until they hold a real share of the window or
-//! tier 1 cannot make room on its own.
+//! truncation line) there is no pacing: a nudge goes out whenever a tier
+//! would reclaim at least the minimum benefit, and of those it asks for the
+//! one that sends least again for each token it frees. Below that, nudges
+//! are paced by growth: one when the context has grown a cadence step since
+//! the last, or on first sight of a large backlog. Every reclaim is counted
+//! net of the nudge's own size, so a tier nudge has to pay for itself; and
+//! in the growth band folding summaries into a higher tier, which rewrites
+//! the request from the oldest block on, waits until they hold a real share
+//! of the window.
 
 use crate::engine::model::config::Config;
 use crate::engine::model::state::NudgeState;
@@ -257,21 +258,36 @@ fn under_pressure(r: &Reading) -> Decision {
     )
 }
 
-/// The tier a pressure nudge asks for: the one that reclaims most, the
-/// lower on a tie.
+/// The tier a pressure nudge asks for: of those that reclaim at least
+/// `min`, the one that pays least for each token it frees (the lower on a
+/// tie); when none does, the one that reclaims most.
 fn pressure_tier(r: &Reading, min: usize) -> u8 {
-    // Tier 1 keeps the summaries already in the prefix; a higher tier
-    // rewrites the request from its oldest block. So tier 1 goes first
-    // whenever it alone brings the view back under the band.
-    let band = (r.limit as f64 * r.input.config.nudge.min_context_limit_pct) as usize;
-    if r.net(1) >= min && r.input.tokens.saturating_sub(r.net(1)) <= band {
-        return 1;
-    }
-    r.tiers
-        .iter()
-        .copied()
-        .max_by_key(|&t| (r.net(t), std::cmp::Reverse(t)))
-        .unwrap_or(1)
+    let worth = r.tiers.iter().copied().filter(|&t| r.net(t) >= min);
+    let cheapest = worth.min_by(|&a, &b| cost_per_token(r, a).total_cmp(&cost_per_token(r, b)));
+    cheapest.unwrap_or_else(|| {
+        (r.tiers.iter().copied())
+            .max_by_key(|&t| (r.net(t), std::cmp::Reverse(t)))
+            .unwrap_or(1)
+    })
+}
+
+/// What a compression of tier `t` costs for each token it frees: the
+/// request it sends again uncached (from its first changed message on) and
+/// its nudge, over what it frees net. Tier 1 keeps every summary in the
+/// cached prefix before its first range, a fold of tier-1 summaries keeps
+/// only the tier-2 ones before them, and a fold of tier-2 summaries keeps
+/// none. So once tier-1 summaries pile up and the ranges left are small,
+/// folding them costs little more to send and frees far more, and each
+/// compression after it comes later.
+fn cost_per_token(r: &Reading, t: u8) -> f64 {
+    let [_, tier1_summaries, tier2_summaries] = r.input.pending;
+    let kept = match t {
+        1 => tier1_summaries + tier2_summaries,
+        2 => tier2_summaries,
+        _ => 0,
+    };
+    let resent = r.input.tokens.saturating_sub(kept) + r.input.nudge_cost[t as usize - 1];
+    resent as f64 / r.net(t).max(1) as f64
 }
 
 /// The figures growth pacing weighs a nudge against.

@@ -326,23 +326,28 @@ fn consolidation_waits_until_the_summaries_hold_a_share_of_the_window() {
 }
 
 #[test]
-fn under_pressure_tier_one_goes_first_when_it_makes_room() {
+fn under_pressure_the_tier_that_sends_least_for_what_it_frees_goes() {
     let stamps = NudgeState::default();
-    let decide_at = |pending: [usize; 3]| {
+    let decide_at = |pending: [usize; 3], nudge_cost: [usize; 3]| {
         decide(&DecideInput {
             tokens: 180_000,
             pending,
             block_counts: [12, 0],
-            nudge_cost: [0; 3],
+            nudge_cost,
             nudge: &stamps,
             config: &Config::default(),
         })
     };
-    // Tier 2 would reclaim more, but tier 1 alone gets back under the band
-    // and leaves the cached summaries alone.
-    let d = decide_at([50_000, 60_000, 0]);
+    // Tier 2 would reclaim more, but tier 1 sends 120K again (the summaries
+    // stay cached before its ranges) for 50K, tier 2 180K for 60K.
+    let d = decide_at([50_000, 60_000, 0], [0; 3]);
     assert!(d.inject && d.tier == 1, "{d:?}");
-    // Tier 1 cannot make room on its own: the larger reclaim wins.
-    let d = decide_at([6_000, 60_000, 0]);
+    // Tier 1 has little left: folding frees ten times as much.
+    let d = decide_at([6_000, 60_000, 0], [0; 3]);
+    assert!(d.inject && d.tier == 2, "{d:?}");
+    // Tier 1 alone would bring the view under the band (180K less 24K net,
+    // under 160K), but after a run of small compressions the summaries
+    // outweigh what it frees, even with a fold's nudge listing every block.
+    let d = decide_at([40_000, 80_000, 0], [16_000, 10_000, 0]);
     assert!(d.inject && d.tier == 2, "{d:?}");
 }

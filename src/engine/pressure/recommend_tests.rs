@@ -271,10 +271,13 @@ fn small_outputs_inside_the_recent_zone_are_not_offered() {
         v.push(sized(say(&format!("s{i}")), 40));
     }
     let st = state_for(&v);
+    // A zone floor of 5,000 tokens at this window.
     let cfg = Config {
         preserve_recent_messages: 12,
+        preserve_recent_tokens: 16_000,
         ..Config::for_window(40_000)
     };
+    assert_eq!(cfg.recent_zone_tokens(), 5_000);
     let rec = recommend(&v, &st, &cfg);
     let spans: Vec<(&str, &str)> = rec
         .ranges

@@ -18,7 +18,7 @@ use crate::engine::model::state::CompressionState;
 /// The zone is a cap, not a sprawl: the most recent whole exchanges (a
 /// response with its tool results goes in or out as one), taken newest
 /// first while fewer than `preserve_recent_messages` addressable messages
-/// or `preserve_recent_tokens` tokens are in, counting everything they hold,
+/// or [`Config::recent_zone_tokens`] tokens are in, counting everything they hold,
 /// tool output included, and never past `recent_zone_share` of the window
 /// (the newest exchange always counts, whatever its size). Exchanges made
 /// only of cheap, re-runnable tools (Read, Bash, …) take their place in
@@ -35,8 +35,9 @@ pub fn protected_ids<'a>(
     let mut out: IdSet<'_> = IdSet::default();
     let (mut messages, mut spent) = (0, 0);
     let mut end = view.len();
+    let floor = cfg.recent_zone_tokens();
     while end > 0 {
-        if messages >= cfg.preserve_recent_messages && spent >= cfg.preserve_recent_tokens {
+        if messages >= cfg.preserve_recent_messages && spent >= floor {
             break;
         }
         let start = spans[end - 1].0;

@@ -38,8 +38,11 @@ pub struct TempDir(pub PathBuf);
 impl TempDir {
     pub fn new() -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
+        // Of one length whatever the process and the order tests run in:
+        // panels name archives under it, and a loop's byte counts, and so
+        // its decisions, must not hang on that.
         let p = std::env::temp_dir().join(format!(
-            "noa-test-{}-{}",
+            "noa-{:07}-{:04}",
             std::process::id(),
             N.fetch_add(1, Ordering::SeqCst)
         ));
