@@ -183,7 +183,7 @@ fn with_flags(config: &mut Config, global: &Global) {
         config.preserve_recent_messages = n;
     }
     if let Some(n) = global.preserve_tokens {
-        config.preserve_recent_tokens = n;
+        config.preserve_recent_tokens = Some(n);
     }
     if let Some(n) = global.reserve_output {
         config.reserve_output = Some(n);

@@ -33,7 +33,7 @@ fn drive(t: &Transcript, format: ViewFormat, seed: u64, calls: usize) -> Result<
     let originals: IdMap<'_, &CoreMessage> = history.iter().map(|m| (m.id.as_str(), m)).collect();
     let config = Config {
         preserve_recent_messages: 3,
-        preserve_recent_tokens: 500,
+        preserve_recent_tokens: Some(500),
         ..Config::default()
     };
     let mut state = CompressionState::new("p");
@@ -155,7 +155,7 @@ fn live_run(seed: u64, turns: usize) -> (Vec<CoreMessage>, CompressionState) {
     .unwrap();
     let config = Config {
         preserve_recent_messages: 3,
-        preserve_recent_tokens: 500,
+        preserve_recent_tokens: Some(500),
         ..Config::default()
     };
     let sections = Sections::default();
@@ -277,7 +277,7 @@ proptest! {
     fn rebuild_reproduces_the_live_state(seed in any::<u64>(), turns in 10usize..50) {
         use noa::engine::{RebuildInput, differences, rebuild};
         let (history, live) = live_run(seed, turns);
-        let config = Config { preserve_recent_messages: 3, preserve_recent_tokens: 500, ..Config::default() };
+        let config = Config { preserve_recent_messages: 3, preserve_recent_tokens: Some(500), ..Config::default() };
         let originals: IdMap<'_, &CoreMessage> =
             history.iter().map(|m| (m.id.as_str(), m)).collect();
         let rebuilt = rebuild(&RebuildInput { history: &history, originals: &originals, recorded: &[], base: &CompressionState::new("p"), config: &config, archive_root: "/a", now: 0, created: "", on_step: &|_| {}, weights: noa::engine::Weights::ANTHROPIC });

@@ -7,14 +7,19 @@ use serde::{Deserialize, Serialize};
 use super::message::{CoreMessage, task_index};
 use super::tokenizer::Tokenizer;
 
-/// Windows this large and up keep all of `preserve_recent_tokens` in the
-/// recent zone; a smaller one keeps a proportional share, as it gets a
-/// proportional growth unit. Every compression sends the request again from
-/// its first range on, the zone included, and what it leaves is the floor
-/// the next one waits on: at 30K, 5,000 tokens kept whole were a fifth of
-/// the window sent again with each compression, and the floor they made
-/// brought the next one twice as soon as a host that keeps four turns.
+/// Windows this large and up keep [`DEFAULT_ZONE_TOKENS`] in the recent
+/// zone when `preserve_recent_tokens` is not set; a smaller one keeps a
+/// proportional share, as it gets a proportional growth unit. Every
+/// compression sends the request again from its first range on, the zone
+/// included, and what it leaves is the floor the next one waits on: at
+/// 30K, 5,000 tokens kept whole were a fifth of the window sent again with
+/// each compression, and the floor they made brought the next one twice as
+/// soon as a host that keeps four turns.
 pub const FULL_ZONE_WINDOW: usize = 128_000;
+
+/// The tokens the recent zone holds at least on a window of
+/// [`FULL_ZONE_WINDOW`] and up, when `preserve_recent_tokens` is not set.
+pub const DEFAULT_ZONE_TOKENS: usize = 5_000;
 
 /// Engine configuration. Every field has a default; a config file may set any
 /// subset (see the README for the file format).
@@ -33,10 +38,10 @@ pub struct Config {
     pub compress: CompressConfig,
     /// The last N visible messages are never compressed.
     pub preserve_recent_messages: usize,
-    /// Nor the last N tokens of visible messages, on a window of 128K and
-    /// up; a smaller window keeps a proportional share
-    /// ([`Config::recent_zone_tokens`]).
-    pub preserve_recent_tokens: usize,
+    /// Nor the last N tokens of visible messages; default 5,000 on a
+    /// window of 128K and up, a proportional share on a smaller one
+    /// ([`Config::recent_zone_tokens`]). A value set is kept as set.
+    pub preserve_recent_tokens: Option<usize>,
     /// Failed Compress attempts in a row before nudging pauses.
     pub max_compress_attempts: u32,
     /// Tool-name patterns never compressed (`Name`, or `prefix*`), beside `Compress` itself.
@@ -175,7 +180,7 @@ impl Default for Config {
             truncate: TruncateConfig::default(),
             compress: CompressConfig::default(),
             preserve_recent_messages: 5,
-            preserve_recent_tokens: 5_000,
+            preserve_recent_tokens: None,
             max_compress_attempts: 3,
             protected_tools: Vec::new(),
             recent_zone_share: 0.25,
@@ -278,15 +283,17 @@ impl Config {
     }
 
     /// The tokens the recent zone holds at least (beside its
-    /// `preserve_recent_messages` messages): all of `preserve_recent_tokens`
-    /// on a window of [`FULL_ZONE_WINDOW`] and up, a proportional share on
-    /// a smaller one (see [`Config::window`]).
+    /// `preserve_recent_messages` messages): `preserve_recent_tokens` when
+    /// set; else [`DEFAULT_ZONE_TOKENS`] on a window of [`FULL_ZONE_WINDOW`]
+    /// and up, a proportional share on a smaller one (see
+    /// [`Config::window`]).
     pub fn recent_zone_tokens(&self) -> usize {
         self.zone_tokens_at(self.window())
     }
 
     fn zone_tokens_at(&self, window: usize) -> usize {
-        self.preserve_recent_tokens * window.min(FULL_ZONE_WINDOW) / FULL_ZONE_WINDOW
+        self.preserve_recent_tokens
+            .unwrap_or(DEFAULT_ZONE_TOKENS * window.min(FULL_ZONE_WINDOW) / FULL_ZONE_WINDOW)
     }
 
     /// What a window of `context_limit` tokens must hold that no summary or
@@ -323,9 +330,8 @@ impl Config {
     /// finds that size.
     pub fn smallest_window(&self, task: usize) -> usize {
         let reply = self.reserve_output.unwrap_or(8_192);
-        let mut high = (task + self.preserve_recent_tokens + reply)
-            .saturating_mul(4)
-            .max(1);
+        let zone = self.preserve_recent_tokens.unwrap_or(DEFAULT_ZONE_TOKENS);
+        let mut high = (task + zone + reply).saturating_mul(4).max(1);
         let mut low = 0;
         if !self.floor_at(high, task).holds() {
             return high;
@@ -447,7 +453,7 @@ mod tests {
                 c.preserve_recent_tokens,
                 c.max_compress_attempts
             ),
-            (5, 5_000, 3)
+            (5, None, 3)
         );
         assert!(c.validate().is_empty());
         let two = Config {
@@ -578,6 +584,13 @@ mod tests {
         assert_eq!((f.task, f.zone, f.reserve), (1_000, 625, 2_000));
         let large = c.floor_at(400_000, 1_000);
         assert_eq!(large.zone, 5_000);
+        // A zone set is kept as set, at any window.
+        let set = Config {
+            preserve_recent_tokens: Some(3_000),
+            ..Config::for_window(16_000)
+        };
+        assert_eq!(set.floor_at(16_000, 1_000).zone, 3_000);
+        assert_eq!(set.recent_zone_tokens(), 3_000);
         assert!(f.holds());
         let w = c.smallest_window(1_000);
         assert!(c.floor_at(w, 1_000).holds());

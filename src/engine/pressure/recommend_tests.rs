@@ -203,7 +203,7 @@ fn nothing_protected_with_zero_knobs() {
     let st = state_for(&v);
     let cfg = Config {
         preserve_recent_messages: 0,
-        preserve_recent_tokens: 0,
+        preserve_recent_tokens: Some(0),
         ..Config::default()
     };
     let rec = recommend(&v, &st, &cfg);
@@ -271,10 +271,10 @@ fn small_outputs_inside_the_recent_zone_are_not_offered() {
         v.push(sized(say(&format!("s{i}")), 40));
     }
     let st = state_for(&v);
-    // A zone floor of 5,000 tokens at this window.
+    // A zone floor of 5,000 tokens, as set.
     let cfg = Config {
         preserve_recent_messages: 12,
-        preserve_recent_tokens: 16_000,
+        preserve_recent_tokens: Some(5_000),
         ..Config::for_window(40_000)
     };
     assert_eq!(cfg.recent_zone_tokens(), 5_000);

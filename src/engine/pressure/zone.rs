@@ -105,7 +105,7 @@ mod tests {
         let mut st = CompressionState::new("s");
         refs(&mut st, &view);
         let cfg = Config {
-            preserve_recent_tokens: 0,
+            preserve_recent_tokens: Some(0),
             ..Config::default()
         };
         let z = protected_ids(&view, &st, &cfg);
@@ -139,7 +139,7 @@ mod tests {
         refs(&mut st, &view);
         let cfg = Config {
             preserve_recent_messages: 3,
-            preserve_recent_tokens: 0,
+            preserve_recent_tokens: Some(0),
             ..Config::default()
         };
         let z = protected_ids(&view, &st, &cfg);
@@ -165,7 +165,7 @@ mod tests {
             &st,
             &Config {
                 preserve_recent_messages: 2,
-                preserve_recent_tokens: 0,
+                preserve_recent_tokens: Some(0),
                 ..Config::default()
             },
         );
