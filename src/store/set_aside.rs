@@ -144,9 +144,6 @@ pub struct SetApart {
     pub words: Option<WordsFile>,
 }
 
-/// The words a batch of blocks gathers before it goes to the writer.
-const BATCH: usize = 1 << 18;
-
 /// A block taken, on its way to the writing thread: its place, and where
 /// its words lie in the transcript when they need not be written.
 type Offered = (usize, CoreMessage, Option<NonZeroU64>);
@@ -158,21 +155,27 @@ type Written = Vec<(Taken, Option<u64>)>;
 /// The [`SetAside`] a reader hands its blocks to.
 pub struct Setter {
     to: Option<SyncSender<Vec<Offered>>>,
-    /// Blocks taken and not sent yet: they go a quarter megabyte at a
+    /// Blocks taken and not sent yet: they go `batch_bytes` of words at a
     /// time, where one at a time the two threads spent more on waking each
-    /// other, and a megabyte at a time held more words in flight.
+    /// other.
     batch: Vec<Offered>,
     bytes: usize,
+    batch_bytes: usize,
     writing: Option<JoinHandle<(Written, Option<WordsFile>)>>,
     /// Where the caller finds what was set aside once the log is read.
     apart: Arc<Mutex<SetApart>>,
 }
 
 impl Setter {
-    /// A setter writing to a new file in `dir`; `None` when it cannot be
-    /// made. `apart` receives what was set aside.
-    pub fn new(dir: &Path, apart: Arc<Mutex<SetApart>>) -> Option<Setter> {
-        Some(Setter::writing_to(AsideFile::create(dir).ok()?, apart))
+    /// A setter writing to a new file in `dir`, handing the words over
+    /// `batch_bytes` at a time; `None` when the file cannot be made.
+    /// `apart` receives what was set aside.
+    pub fn new(dir: &Path, apart: Arc<Mutex<SetApart>>, batch_bytes: usize) -> Option<Setter> {
+        let file = AsideFile::create(dir).ok()?;
+        Some(Setter {
+            batch_bytes,
+            ..Setter::writing_to(file, apart)
+        })
     }
 
     fn writing_to(file: AsideFile, apart: Arc<Mutex<SetApart>>) -> Setter {
@@ -184,6 +187,7 @@ impl Setter {
             to: Some(to),
             batch: Vec::new(),
             bytes: 0,
+            batch_bytes: 1 << 20,
             writing: Some(writing),
             apart,
         }
@@ -281,7 +285,7 @@ impl SetAside for Setter {
         };
         self.batch.push((at, taken, words_at));
         self.bytes += len;
-        if self.bytes >= BATCH {
+        if self.bytes >= self.batch_bytes {
             self.send();
         }
     }
@@ -367,7 +371,7 @@ mod tests {
     fn words_set_aside_read_back_as_they_were_with_the_same_ids() {
         let dir = std::env::temp_dir().join(format!("noa-aside-{}", std::process::id()));
         let apart = Arc::new(Mutex::new(SetApart::default()));
-        let setter = Setter::new(&dir, Arc::clone(&apart)).unwrap();
+        let setter = Setter::new(&dir, Arc::clone(&apart), 1 << 20).unwrap();
         let (whole, aside) = (read(&log(), None), read(&log(), Some(setter)));
         let apart = std::mem::take(&mut *apart.lock().unwrap());
         let transcript = dir.join("t.jsonl");
@@ -402,7 +406,7 @@ mod tests {
     fn words_that_hold_a_marker_are_given_back_counted() {
         let dir = std::env::temp_dir().join(format!("noa-aside-marked-{}", std::process::id()));
         let apart = Arc::new(Mutex::new(SetApart::default()));
-        let setter = Setter::new(&dir, Arc::clone(&apart)).unwrap();
+        let setter = Setter::new(&dir, Arc::clone(&apart), 1 << 20).unwrap();
         let marked = format!("{} {}", "x".repeat(5_000), "[truncated for context space");
         let log = log().replacen("line 0 of the 文件", &marked, 1);
         let (whole, aside) = (read(&log, None), read(&log, Some(setter)));
