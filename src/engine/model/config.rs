@@ -284,7 +284,7 @@ impl Config {
 
     /// The tokens the recent zone holds at least (beside its
     /// `preserve_recent_messages` messages): `preserve_recent_tokens` when
-    /// set; else [`DEFAULT_ZONE_TOKENS`] on a window of [`FULL_ZONE_WINDOW`]
+    /// set; else `DEFAULT_ZONE_TOKENS` on a window of `FULL_ZONE_WINDOW`
     /// and up, a proportional share on a smaller one (see
     /// [`Config::window`]).
     pub fn recent_zone_tokens(&self) -> usize {
