@@ -34,11 +34,10 @@ use crate::formats::{HostMessage, SetAside, Taken};
 
 /// The size from which a transcript's long outputs are set aside: below
 /// it, a thread and a file of their own cost more than the few megabytes
-/// held; from it on, setting
-/// aside takes no longer than holding (the words are counted on the
-/// writing thread, and those the transcript holds as one string are not
-/// written) and halves the peak. `NOA_SET_ASIDE_FROM` (bytes) moves it: 0
-/// sets every transcript's aside.
+/// held; from it on, setting aside takes no longer than holding (the words
+/// are counted on the writing thread, and those the transcript holds as
+/// one string are not written) and halves the peak. `NOA_SET_ASIDE_FROM`
+/// (bytes) moves it: 0 sets every transcript's aside.
 pub fn set_aside_from() -> usize {
     std::env::var("NOA_SET_ASIDE_FROM")
         .ok()
@@ -172,13 +171,10 @@ impl Setter {
     /// `apart` receives what was set aside.
     pub fn new(dir: &Path, apart: Arc<Mutex<SetApart>>, batch_bytes: usize) -> Option<Setter> {
         let file = AsideFile::create(dir).ok()?;
-        Some(Setter {
-            batch_bytes,
-            ..Setter::writing_to(file, apart)
-        })
+        Some(Setter::writing_to(file, apart, batch_bytes))
     }
 
-    fn writing_to(file: AsideFile, apart: Arc<Mutex<SetApart>>) -> Setter {
+    fn writing_to(file: AsideFile, apart: Arc<Mutex<SetApart>>, batch_bytes: usize) -> Setter {
         // A few megabytes in flight at most: a slow disk holds the reader
         // back rather than the words piling up.
         let (to, taken) = mpsc::sync_channel::<Vec<Offered>>(2);
@@ -187,7 +183,7 @@ impl Setter {
             to: Some(to),
             batch: Vec::new(),
             bytes: 0,
-            batch_bytes: 1 << 20,
+            batch_bytes,
             writing: Some(writing),
             apart,
         }
@@ -425,7 +421,7 @@ mod tests {
             return;
         };
         let apart = Arc::new(Mutex::new(SetApart::default()));
-        let setter = Setter::writing_to(AsideFile::over(full), Arc::clone(&apart));
+        let setter = Setter::writing_to(AsideFile::over(full), Arc::clone(&apart), 1 << 20);
         let (whole, aside) = (read(&log(), None), read(&log(), Some(setter)));
         // Words the transcript holds as one string need no writing: the
         // rest come back.
