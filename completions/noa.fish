@@ -35,7 +35,7 @@ complete -c noa -n "__fish_noa_needs_command" -l limit -d 'The model\'s context 
 complete -c noa -n "__fish_noa_needs_command" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_needs_command" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_needs_command" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
-complete -c noa -n "__fish_noa_needs_command" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000]' -r
+complete -c noa -n "__fish_noa_needs_command" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K and up, a proportional share below]' -r
 complete -c noa -n "__fish_noa_needs_command" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens (8192, 8k) [default: min(8192, window / 8)]' -r
 complete -c noa -n "__fish_noa_needs_command" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
@@ -76,7 +76,7 @@ complete -c noa -n "__fish_noa_using_subcommand project" -l limit -d 'The model\
 complete -c noa -n "__fish_noa_using_subcommand project" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand project" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
-complete -c noa -n "__fish_noa_using_subcommand project" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand project" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K and up, a proportional share below]' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens (8192, 8k) [default: min(8192, window / 8)]' -r
 complete -c noa -n "__fish_noa_using_subcommand project" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
@@ -104,7 +104,7 @@ complete -c noa -n "__fish_noa_using_subcommand apply" -l limit -d 'The model\'s
 complete -c noa -n "__fish_noa_using_subcommand apply" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand apply" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
-complete -c noa -n "__fish_noa_using_subcommand apply" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand apply" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K and up, a proportional share below]' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens (8192, 8k) [default: min(8192, window / 8)]' -r
 complete -c noa -n "__fish_noa_using_subcommand apply" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
@@ -130,7 +130,7 @@ complete -c noa -n "__fish_noa_using_subcommand materialize" -l limit -d 'The mo
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
-complete -c noa -n "__fish_noa_using_subcommand materialize" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand materialize" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K and up, a proportional share below]' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens (8192, 8k) [default: min(8192, window / 8)]' -r
 complete -c noa -n "__fish_noa_using_subcommand materialize" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
@@ -155,7 +155,7 @@ complete -c noa -n "__fish_noa_using_subcommand ranges" -l limit -d 'The model\'
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
-complete -c noa -n "__fish_noa_using_subcommand ranges" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand ranges" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K and up, a proportional share below]' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens (8192, 8k) [default: min(8192, window / 8)]' -r
 complete -c noa -n "__fish_noa_using_subcommand ranges" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
@@ -183,7 +183,7 @@ complete -c noa -n "__fish_noa_using_subcommand prompt" -l limit -d 'The model\'
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
-complete -c noa -n "__fish_noa_using_subcommand prompt" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand prompt" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K and up, a proportional share below]' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens (8192, 8k) [default: min(8192, window / 8)]' -r
 complete -c noa -n "__fish_noa_using_subcommand prompt" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
@@ -208,7 +208,7 @@ complete -c noa -n "__fish_noa_using_subcommand rebuild" -l limit -d 'The model\
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
-complete -c noa -n "__fish_noa_using_subcommand rebuild" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand rebuild" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K and up, a proportional share below]' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens (8192, 8k) [default: min(8192, window / 8)]' -r
 complete -c noa -n "__fish_noa_using_subcommand rebuild" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
@@ -237,7 +237,7 @@ complete -c noa -n "__fish_noa_using_subcommand inspect" -l limit -d 'The model\
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
-complete -c noa -n "__fish_noa_using_subcommand inspect" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand inspect" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K and up, a proportional share below]' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens (8192, 8k) [default: min(8192, window / 8)]' -r
 complete -c noa -n "__fish_noa_using_subcommand inspect" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'
@@ -262,7 +262,7 @@ complete -c noa -n "__fish_noa_using_subcommand completions" -l limit -d 'The mo
 complete -c noa -n "__fish_noa_using_subcommand completions" -l config -d 'Engine settings file [default: noa.toml or .noa/config.toml beside the transcript]' -r -F
 complete -c noa -n "__fish_noa_using_subcommand completions" -l protect -d 'Never compress this tool\'s calls and results (`Name`, or `prefix*`); repeatable' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l preserve-messages -d 'Keep the last N messages out of compression [default: 5]' -r
-complete -c noa -n "__fish_noa_using_subcommand completions" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000]' -r
+complete -c noa -n "__fish_noa_using_subcommand completions" -l preserve-tokens -d 'Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K and up, a proportional share below]' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l reserve-output -d 'Room to keep free for the model\'s reply, in tokens (8192, 8k) [default: min(8192, window / 8)]' -r
 complete -c noa -n "__fish_noa_using_subcommand completions" -l tokenizer -d 'How to count tokens: the quick estimate, or an exact BPE count [default: estimate]' -r -f -a "estimate\t'One token per four characters (one per CJK character); nothing to load'
 o200k\t'Exact o200k_base counts (GPT-4o, GPT-4.1, GPT-5, o-series)'

@@ -73,7 +73,8 @@ pub struct Global {
     /// Keep the last N messages out of compression [default: 5]
     #[arg(long, global = true, value_name = "N")]
     pub preserve_messages: Option<usize>,
-    /// Keep the last N tokens out of compression (5000, 5k) [default: 5000]
+    /// Keep the last N tokens out of compression (5000, 5k) [default: 5000 on a window of 128K
+    /// and up, a proportional share below]
     #[arg(long, global = true, value_name = "N", value_parser = tokens)]
     pub preserve_tokens: Option<usize>,
     /// Room to keep free for the model's reply, in tokens (8192, 8k) [default: min(8192, window / 8)]
