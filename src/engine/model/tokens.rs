@@ -162,13 +162,21 @@ pub struct Ends {
 impl Ends {
     /// What `text` holds at its ends, read off their bytes.
     pub fn of(text: &str) -> Ends {
-        Ends::with_tally(text).0
+        Ends::read(text).0
     }
 
     /// [`Ends::of`] the text, and its tally, read together: each character
     /// once (the ends of a text of fewer than twice [`ENDS_CHARS`] meet,
-    /// and its middle is tallied on its own), ASCII eight bytes at a time.
+    /// and its middle is tallied on its own).
     pub fn with_tally(text: &str) -> (Ends, Tally) {
+        let (ends, ends_tally, middle) = Ends::read(text);
+        (ends, ends_tally + Tally::of(&text[middle]))
+    }
+
+    /// The ends of `text`, read each character once and ASCII eight bytes
+    /// at a time, with the tally of the characters they read and the bytes
+    /// between them (empty when they meet).
+    fn read(text: &str) -> (Ends, Tally, std::ops::Range<usize>) {
         let bytes = text.as_bytes();
         let (mut head, mut at) = (Bits::default(), 0);
         while at < bytes.len() && head.len < ENDS_CHARS {
@@ -202,14 +210,14 @@ impl Ends {
             tail.push(char_at(bytes, start).1);
             end = start;
         }
-        let tally = head.tally() + tail.tally() + Tally::of(&text[at..end]);
+        let tally = head.tally() + tail.tally();
         // Should those be too few, the head's own, from its last.
         tail.push_reversed(&head, ENDS_CHARS - tail.len);
         let ends = Ends {
             head: head.finish(),
             tail: tail.finish(),
         };
-        (ends, tally)
+        (ends, tally, at..end)
     }
 
     /// Ends read back from [`Ends::words`]: `None` when they are not.
