@@ -156,18 +156,8 @@ impl<'a> Resolver<'a> {
         let owners = self
             .message_owner
             .get_or_init(|| owners(self.state, |b| &b.effective_message_ids));
-        match self.shown_owner(owners, raw) {
-            Some((o, i)) => {
-                warnings.push(format!(
-                    "Snapped {r} to block {}, which covers it.",
-                    o.block_id
-                ));
-                Ok((i, true))
-            }
-            None => Err(Unresolved::Consumed(format!(
-                "{r} is not in the current view (already compressed or hidden)"
-            ))),
-        }
+        let missing = || format!("{r} is not in the current view (already compressed or hidden)");
+        self.snap_to_owner(owners, raw, (r, "covers"), missing, warnings)
     }
 
     /// [`Self::resolve_end`] of a block id: where its summary stands in the
@@ -193,18 +183,8 @@ impl<'a> Resolver<'a> {
         let owners = self
             .block_owner
             .get_or_init(|| owners(self.state, |b| &b.direct_block_ids));
-        match self.shown_owner(owners, id) {
-            Some((o, i)) => {
-                warnings.push(format!(
-                    "Snapped {id} to block {}, which absorbed it.",
-                    o.block_id
-                ));
-                Ok((i, true))
-            }
-            None => Err(Unresolved::Consumed(format!(
-                "block {id} was already absorbed into a higher tier"
-            ))),
-        }
+        let missing = || format!("block {id} was already absorbed into a higher tier");
+        self.snap_to_owner(owners, id, (id, "absorbed"), missing, warnings)
     }
 
     /// The view index of the message with `id`.
@@ -212,11 +192,27 @@ impl<'a> Resolver<'a> {
         self.position.get(id).copied()
     }
 
-    /// The owner `owners` names for `id`, with the index of its summary, when
-    /// the view shows that summary.
-    fn shown_owner(&self, owners: &IdMap<'a, &'a Block>, id: &str) -> Option<(&'a Block, usize)> {
-        let o = *owners.get(id)?;
-        Some((o, self.position(&summary_id(&o.block_id))?))
+    /// An end at `id`, which the view no longer shows, snapped to the shown
+    /// block among `owners` that holds it, as `warnings` then say (`name`
+    /// as the call wrote it, and how the block holds it); `missing` says
+    /// why when no such block is shown.
+    fn snap_to_owner(
+        &self,
+        owners: &IdMap<'a, &'a Block>,
+        id: &str,
+        (name, holds): (&str, &str),
+        missing: impl FnOnce() -> String,
+        warnings: &mut Vec<String>,
+    ) -> Result<(usize, bool), Unresolved> {
+        let shown = owners
+            .get(id)
+            .and_then(|&o| Some((o, self.position(&summary_id(&o.block_id))?)));
+        let (o, i) = shown.ok_or_else(|| Unresolved::Consumed(missing()))?;
+        warnings.push(format!(
+            "Snapped {name} to block {}, which {holds} it.",
+            o.block_id
+        ));
+        Ok((i, true))
     }
 
     /// The block with this id.
