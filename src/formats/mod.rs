@@ -902,9 +902,16 @@ fn give_ids(messages: &mut [HostMessage], bases: Vec<Name>, ids: &mut ClusterCou
 /// all are built.
 fn hash_blocks(m: &mut HostMessage) {
     for (core, b) in m.cores.iter_mut().zip(&m.blocks) {
-        core.id = ClusterCounter::base(core, || b.raw.text().to_string());
-        core.counted.learn(&core.text);
+        core.id = base_learning(core, b);
     }
+}
+
+/// The base of `core`, the block `b` stands for ([`ClusterCounter::base`]),
+/// its count learned while its words are in cache from hashing.
+fn base_learning(core: &CoreMessage, b: &ContentBlock) -> Name {
+    let base = ClusterCounter::base(core, || b.raw.text().to_string());
+    core.counted.learn(&core.text);
+    base
 }
 
 /// Each block's id before repeats are told apart
@@ -929,10 +936,7 @@ fn bases_on(messages: &[HostMessage], threads: usize) -> Vec<Name> {
                 if !core.id.is_empty() {
                     return core.id.clone();
                 }
-                let base = ClusterCounter::base(core, || b.raw.text().to_string());
-                // Read while it is in this core's cache from hashing.
-                core.counted.learn(&core.text);
-                base
+                base_learning(core, b)
             })
             .collect()
     }
