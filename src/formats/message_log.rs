@@ -160,6 +160,10 @@ impl MessageLog {
 pub(crate) struct LineBuilder<'a> {
     log: &'a MessageLog,
     messages: Vec<HostMessage>,
+    /// Messages built and handed over already (see
+    /// [`LineBuilder::build_piece`]): the index of the next goes on from
+    /// them.
+    handed_over: usize,
     tools: ToolNames<'static>,
     warnings: Vec<String>,
     skipped: Vec<String>,
@@ -170,6 +174,7 @@ impl<'a> LineBuilder<'a> {
         LineBuilder {
             log,
             messages: Vec::new(),
+            handed_over: 0,
             tools: ToolNames::default(),
             warnings: Vec::new(),
             skipped: Vec::new(),
@@ -203,19 +208,27 @@ impl<'a> LineBuilder<'a> {
         read.map(drop)
     }
 
-    /// Builds the messages of a piece [`parse_piece`] parsed.
-    fn build(&mut self, name: &str, (values, bad_lines): ParsedPiece) {
-        self.warnings.extend(bad_lines);
+    /// Builds the messages of a piece [`parse_piece`] parsed, and hands
+    /// them over with the piece's warnings; the records' indexes go on
+    /// from the pieces before.
+    fn build_piece(&mut self, name: &str, (values, bad_lines): ParsedPiece) -> BuiltPiece {
         for (jsonl::Record { line, value }, line_at, spans) in values {
             if let Some(m) = self.add(name, line, value) {
                 span::note_spans(m, &spans, line_at);
             }
         }
+        self.handed_over += self.messages.len();
+        BuiltPiece {
+            messages: std::mem::take(&mut self.messages),
+            warnings: bad_lines,
+            skipped: std::mem::take(&mut self.skipped),
+        }
     }
 
     /// Builds the message of the record on `line`, or warns it was skipped.
     fn add(&mut self, name: &str, line: usize, mut value: Value) -> Option<&mut HostMessage> {
-        match (self.log.message)(&mut value, line, self.messages.len(), &mut self.tools) {
+        let record = self.handed_over + self.messages.len();
+        match (self.log.message)(&mut value, line, record, &mut self.tools) {
             Some(m) => {
                 self.messages.push(m);
                 self.messages.last_mut()
@@ -257,91 +270,112 @@ fn parse_piece(
     Ok((values, bad_lines))
 }
 
-/// A chat or Anthropic log read in pieces, each piece's lines parsed on a
-/// thread of its own while the messages of the piece before are built:
-/// parsing every line into JSON was about as long as building the
-/// messages from it, and a first turn of a long session waited for both
-/// one after the other. One parsed piece waits at most, so the JSON of
-/// two pieces is held at a time.
+/// A chat or Anthropic log read in pieces, each piece parsed and its
+/// messages built on a thread of its own while the reading thread reads
+/// the next: the reading thread, which also checks, digests and sets aside
+/// what it reads, had been the one a first turn waited for when it built
+/// the messages too. The lines are built in order on that one thread, as
+/// a call's tool name must be known to the results after it. One built
+/// piece waits at most.
 pub(crate) struct PipedBuilder {
-    built: LineBuilder<'static>,
-    to_parse: Option<mpsc::SyncSender<(String, usize, u64)>>,
-    parsed: mpsc::Receiver<Result<ParsedPiece, ReadError>>,
-    /// Pieces handed to the parser and not built yet.
+    log: &'static MessageLog,
+    messages: Vec<HostMessage>,
+    warnings: Vec<String>,
+    skipped: Vec<String>,
+    to_build: Option<mpsc::SyncSender<(String, usize, u64)>>,
+    built: mpsc::Receiver<Result<BuiltPiece, ReadError>>,
+    /// Pieces handed to the builder and not taken back yet.
     waiting: usize,
+}
+
+/// The messages of a piece, with the warnings for its bad lines and for
+/// the records it skipped.
+struct BuiltPiece {
+    messages: Vec<HostMessage>,
+    warnings: Vec<String>,
+    skipped: Vec<String>,
 }
 
 impl PipedBuilder {
     pub(crate) fn new(log: &'static MessageLog, name: &str, bad: BadLines) -> PipedBuilder {
-        let (to_parse, pieces) = mpsc::sync_channel::<(String, usize, u64)>(1);
-        let (done, parsed) = mpsc::sync_channel(1);
-        let (at, expected) = (name.to_string(), log.expected);
+        let (to_build, pieces) = mpsc::sync_channel::<(String, usize, u64)>(1);
+        let (done, built) = mpsc::sync_channel(1);
+        let at = name.to_string();
         // Detached: it ends when the pieces stop coming, and a reader
         // dropped on an error lets it go.
         std::thread::spawn(move || {
+            let mut builder = LineBuilder::new(log);
             for (piece, first_line, piece_at) in pieces {
-                let parsed = parse_piece(&at, (&piece, piece_at), first_line, expected, bad);
+                let parsed = parse_piece(&at, (&piece, piece_at), first_line, log.expected, bad);
                 drop(piece);
-                let stop = parsed.is_err();
-                if done.send(parsed).is_err() || stop {
+                let built = parsed.map(|parsed| builder.build_piece(&at, parsed));
+                let stop = built.is_err();
+                if done.send(built).is_err() || stop {
                     break;
                 }
             }
         });
         PipedBuilder {
-            built: LineBuilder::new(log),
-            to_parse: Some(to_parse),
-            parsed,
+            log,
+            messages: Vec::new(),
+            warnings: Vec::new(),
+            skipped: Vec::new(),
+            to_build: Some(to_build),
+            built,
             waiting: 0,
         }
     }
 
     /// Hands `piece` (starting on line `first_line`, at `at` in the
-    /// transcript) to the parser, and builds the pieces before it as they
-    /// come parsed.
+    /// transcript) to the builder, and takes the pieces before it as they
+    /// come built.
     pub(crate) fn read(
         &mut self,
-        name: &str,
         piece: String,
         (first_line, at): (usize, u64),
     ) -> Result<(), ReadError> {
-        match &self.to_parse {
+        match &self.to_build {
             Some(to) if to.send((piece, first_line, at)).is_ok() => self.waiting += 1,
-            // The parser stopped at a bad line: the pieces it parsed before,
+            // The builder stopped at a bad line: the pieces it built before,
             // then why.
             _ => {
-                self.to_parse = None;
+                self.to_build = None;
                 while self.waiting > 0 {
-                    self.build_next(name)?;
+                    self.take_next()?;
                 }
             }
         }
         while self.waiting > 1 {
-            self.build_next(name)?;
+            self.take_next()?;
         }
         Ok(())
     }
 
-    fn build_next(&mut self, name: &str) -> Result<(), ReadError> {
-        let Ok(parsed) = self.parsed.recv() else {
-            panic!("the parser of a log's pieces ended without saying why");
+    fn take_next(&mut self) -> Result<(), ReadError> {
+        let Ok(built) = self.built.recv() else {
+            panic!("the builder of a log's pieces ended without saying why");
         };
         self.waiting -= 1;
-        self.built.build(name, parsed?);
+        let mut built = built?;
+        self.messages.append(&mut built.messages);
+        self.warnings.append(&mut built.warnings);
+        self.skipped.append(&mut built.skipped);
         Ok(())
     }
 
     /// The messages built so far.
     pub(crate) fn built_messages(&mut self) -> &mut [HostMessage] {
-        &mut self.built.messages
+        &mut self.messages
     }
 
     /// The transcript of every piece read, once the last is built.
-    pub(crate) fn finish(mut self, name: &str) -> Result<Transcript, ReadError> {
-        self.to_parse = None;
+    pub(crate) fn finish(mut self) -> Result<Transcript, ReadError> {
+        self.to_build = None;
         while self.waiting > 0 {
-            self.build_next(name)?;
+            self.take_next()?;
         }
-        Ok(self.built.finish())
+        // Bad lines warn first, then what was skipped, as a whole read does.
+        self.warnings.append(&mut self.skipped);
+        Ok(self.log.transcript(self.messages, Vec::new(), self.warnings))
     }
 }

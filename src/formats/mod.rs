@@ -703,7 +703,7 @@ impl PieceReader {
         let (lines, len) = (newlines(&piece), piece.len() as u64);
         match &mut self.pieces {
             Pieces::Built(built) => {
-                built.read(&self.name, piece, (self.next_line, self.next_at))?
+                built.read(piece, (self.next_line, self.next_at))?
             }
             Pieces::Scanned(scan) => scan.read(piece, self.next_line),
             Pieces::Rollout(rollout) => {
@@ -771,7 +771,7 @@ impl PieceReader {
     /// built.
     pub fn finish(self, let_go: &(dyn Fn() + Sync)) -> Result<Transcript, ReadError> {
         let mut transcript = match self.pieces {
-            Pieces::Built(built) => built.finish(&self.name)?,
+            Pieces::Built(built) => built.finish()?,
             Pieces::Scanned(scan) => scan.finish(let_go)?,
             Pieces::Rollout(rollout) => rollout.finish(),
         };
