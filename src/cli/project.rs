@@ -37,15 +37,34 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     if cx.session.set_aside() && !cx.decides_unread(&state) && !cx.session.read_withheld() {
         cx.session.read_whole()?;
     }
+    let to = |t: &Transcript| args.to.map_or(t.format.view_format(), view_format);
     let render = |cx: &Context, p: &Projection| {
         let t = cx.session.transcript();
-        render(p, t, args.to.map_or(t.format.view_format(), view_format))
+        render(p, t, to(t))
     };
     let Turned { p, view, draft } = turn_with_draft(&mut cx, &mut state, turn, learn, render)?;
+    let saving = |state: &mut CompressionState| {
+        let mut warnings = Vec::new();
+        let saved = match args.dry_run {
+            true => Ok(()),
+            false => save_turn(&cx, state, &p, draft, &mut warnings),
+        };
+        saved.map(|()| warnings)
+    };
+    // A view not rendered yet is rendered on the other core while the
+    // state is saved.
+    let (view, saved) = match view {
+        Some(view) => (view, saving(&mut state)),
+        None => std::thread::scope(|s| {
+            let t = cx.session.transcript();
+            let rendering = s.spawn(|| super::project::render(&p, t, to(t)));
+            let saved = saving(&mut state);
+            let view = rendering.join().expect("rendering a view does not panic");
+            (view, saved)
+        }),
+    };
     let mut warnings = turn_warnings(&cx, &p, &state, unread_window, view.warnings);
-    if !args.dry_run {
-        save_turn(&cx, &mut state, &p, draft, &mut warnings)?;
-    }
+    warnings.extend(saved?);
     emit(args.output.as_ref(), &view.bytes)?;
     warn(global, &warnings);
     if !global.quiet {
@@ -136,11 +155,12 @@ fn save_turn(
     Ok(())
 }
 
-/// A turn projected, its view rendered, and the read cache drafted beside
-/// it when the turn drafts one.
+/// A turn projected, its view rendered (`None` when it is left to render
+/// beside the save), and the read cache drafted beside it when the turn
+/// drafts one.
 struct Turned {
     p: Projection,
-    view: Rendered,
+    view: Option<Rendered>,
     draft: Option<Result<CacheDraft, StoreError>>,
 }
 
@@ -163,14 +183,11 @@ fn turn_with_draft(
         (p, draft, filled)
     });
     match drafted {
-        Some((p, draft, true)) => {
-            let view = render(cx, &p);
-            Ok(Turned {
-                p,
-                view,
-                draft: Some(draft),
-            })
-        }
+        Some((p, draft, true)) => Ok(Turned {
+            p,
+            view: None,
+            draft: Some(draft),
+        }),
         // The words set aside for the view could not be read back: the
         // turn starts again from the transcript read whole and the state
         // on disk, nothing written yet.
@@ -184,7 +201,7 @@ fn turn_with_draft(
             let (p, view) = project_turn(cx, state, turn, learn, render)?;
             Ok(Turned {
                 p,
-                view,
+                view: Some(view),
                 draft: None,
             })
         }
@@ -192,7 +209,7 @@ fn turn_with_draft(
             let (p, view) = project_turn(cx, state, turn, learn, render)?;
             Ok(Turned {
                 p,
-                view,
+                view: Some(view),
                 draft: None,
             })
         }
