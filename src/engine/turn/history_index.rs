@@ -72,6 +72,9 @@ pub struct HistoryIndex<'h> {
     cover: Cover,
     /// For each place seen, whether an active block stands for it.
     covered: Vec<bool>,
+    /// How many places are covered: with none (a session not compressed
+    /// yet), no message is looked up to tell.
+    covered_count: usize,
     /// For each place seen, its exchange (see [`exchange::spans`]).
     spans: Vec<(u32, u32)>,
     /// The first user message seen: always shown.
@@ -396,6 +399,7 @@ impl<'h> HistoryIndex<'h> {
             by_call: HashMap::new(),
             cover: Cover::new(n),
             covered: Vec::with_capacity(n),
+            covered_count: 0,
             spans: Vec::with_capacity(n),
             task: None,
             pairs: IdMap::default(),
@@ -512,8 +516,10 @@ impl<'h> HistoryIndex<'h> {
         dirty.dedup();
         for &p in &dirty {
             let c = (self.cover.of(p as usize)).any(|b| self.blocks[b as usize].active);
-            if c != self.covered[p as usize] || p as usize >= self.len {
+            let was = self.covered[p as usize];
+            if c != was || p as usize >= self.len {
                 self.covered[p as usize] = c;
+                self.covered_count = self.covered_count + usize::from(c) - usize::from(was);
                 changed.push(p);
             }
         }
@@ -879,7 +885,8 @@ impl<'h> HistoryIndex<'h> {
 
     /// Whether an active block stands for the message `id`.
     pub fn covers(&self, id: &str) -> bool {
-        (self.place.first(self.history, id))
+        self.covered_count > 0
+            && (self.place.first(self.history, id))
             .is_some_and(|p| self.covered.get(p as usize).copied().unwrap_or(false))
     }
 
