@@ -37,34 +37,15 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     if cx.session.set_aside() && !cx.decides_unread(&state) && !cx.session.read_withheld() {
         cx.session.read_whole()?;
     }
-    let to = |t: &Transcript| args.to.map_or(t.format.view_format(), view_format);
     let render = |cx: &Context, p: &Projection| {
         let t = cx.session.transcript();
-        render(p, t, to(t))
+        render(p, t, args.to.map_or(t.format.view_format(), view_format))
     };
     let Turned { p, view, draft } = turn_with_draft(&mut cx, &mut state, turn, learn, render)?;
-    let saving = |state: &mut CompressionState| {
-        let mut warnings = Vec::new();
-        let saved = match args.dry_run {
-            true => Ok(()),
-            false => save_turn(&cx, state, &p, draft, &mut warnings),
-        };
-        saved.map(|()| warnings)
-    };
-    // A view not rendered yet is rendered on the other core while the
-    // state is saved.
-    let (view, saved) = match view {
-        Some(view) => (view, saving(&mut state)),
-        None => std::thread::scope(|s| {
-            let t = cx.session.transcript();
-            let rendering = s.spawn(|| super::project::render(&p, t, to(t)));
-            let saved = saving(&mut state);
-            let view = rendering.join().expect("rendering a view does not panic");
-            (view, saved)
-        }),
-    };
     let mut warnings = turn_warnings(&cx, &p, &state, unread_window, view.warnings);
-    warnings.extend(saved?);
+    if !args.dry_run {
+        save_turn(&cx, &mut state, &p, draft, &mut warnings)?;
+    }
     emit(args.output.as_ref(), &view.bytes)?;
     warn(global, &warnings);
     if !global.quiet {
@@ -155,12 +136,11 @@ fn save_turn(
     Ok(())
 }
 
-/// A turn projected, its view rendered (`None` when it is left to render
-/// beside the save), and the read cache drafted beside it when the turn
-/// drafts one.
+/// A turn projected, its view rendered, and the read cache drafted beside
+/// it when the turn drafts one.
 struct Turned {
     p: Projection,
-    view: Option<Rendered>,
+    view: Rendered,
     draft: Option<Result<CacheDraft, StoreError>>,
 }
 
@@ -183,11 +163,14 @@ fn turn_with_draft(
         (p, draft, filled)
     });
     match drafted {
-        Some((p, draft, true)) => Ok(Turned {
-            p,
-            view: None,
-            draft: Some(draft),
-        }),
+        Some((p, draft, true)) => {
+            let view = render(cx, &p);
+            Ok(Turned {
+                p,
+                view,
+                draft: Some(draft),
+            })
+        }
         // The words set aside for the view could not be read back: the
         // turn starts again from the transcript read whole and the state
         // on disk, nothing written yet.
@@ -201,7 +184,7 @@ fn turn_with_draft(
             let (p, view) = project_turn(cx, state, turn, learn, render)?;
             Ok(Turned {
                 p,
-                view: Some(view),
+                view,
                 draft: None,
             })
         }
@@ -209,7 +192,7 @@ fn turn_with_draft(
             let (p, view) = project_turn(cx, state, turn, learn, render)?;
             Ok(Turned {
                 p,
-                view: Some(view),
+                view,
                 draft: None,
             })
         }
