@@ -376,6 +376,8 @@ impl PipedBuilder {
         }
         // Bad lines warn first, then what was skipped, as a whole read does.
         self.warnings.append(&mut self.skipped);
-        Ok(self.log.transcript(self.messages, Vec::new(), self.warnings))
+        Ok(self
+            .log
+            .transcript(self.messages, Vec::new(), self.warnings))
     }
 }

@@ -887,7 +887,7 @@ impl<'h> HistoryIndex<'h> {
     pub fn covers(&self, id: &str) -> bool {
         self.covered_count > 0
             && (self.place.first(self.history, id))
-            .is_some_and(|p| self.covered.get(p as usize).copied().unwrap_or(false))
+                .is_some_and(|p| self.covered.get(p as usize).copied().unwrap_or(false))
     }
 
     /// The view as [`prune_marked`](super::prune::prune_marked) places it,
