@@ -47,6 +47,52 @@ fn report_line_and_json_report() {
     assert!(report["state"].as_str().unwrap().ends_with("state.json"));
 }
 
+/// A first turn far over its window chooses what it leaves out before it
+/// cuts anything: every cut it counts, in its report, its nudge and the
+/// session's cuts, is one the view shows.
+#[test]
+fn only_what_stays_in_view_is_cut() {
+    let path = testdata("real/claude-code/long-session-with-compaction.jsonl");
+    for (limit, shown) in [("16000", 0), ("60000", 2)] {
+        let dir = TempDir::new();
+        let (view, out) = project(&path, dir.path(), &["--limit", limit, "--report", "json"]);
+        let report: Value =
+            serde_json::from_str(String::from_utf8(out.stderr).unwrap().trim()).unwrap();
+        assert!(
+            report["omitted"].as_u64().unwrap() > 100,
+            "{limit}: {report}"
+        );
+        // The nudge, the last message, names the marker when there are cuts.
+        let cuts: usize = (view[..view.len() - 1].iter())
+            .map(|m| {
+                m.to_string()
+                    .matches("[truncated for context space")
+                    .count()
+            })
+            .sum();
+        assert_eq!(cuts, shown, "{limit}");
+        assert_eq!(report["truncated"], shown, "{limit}");
+        let nudge = view.last().unwrap().to_string();
+        assert_eq!(
+            nudge.contains("tool results in this context were cut"),
+            shown > 0,
+            "{limit}"
+        );
+        let session = fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let logged = fs::read_to_string(session.join("truncated.log")).unwrap_or_default();
+        assert_eq!(
+            logged.lines().filter(|l| l.starts_with("+ ")).count(),
+            shown,
+            "{limit}: {logged}"
+        );
+    }
+}
+
 #[test]
 fn a_cut_line_stops_with_its_position_and_writes_nothing() {
     let full = fs::read_to_string(testdata("real/claude-code/short.jsonl")).unwrap();

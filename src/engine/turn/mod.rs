@@ -4,6 +4,7 @@ mod file_effect;
 pub mod hide;
 pub mod history_index;
 pub mod host;
+mod leave_out;
 pub mod pipeline;
 pub mod prune;
 pub mod reclaim;

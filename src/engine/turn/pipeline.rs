@@ -15,6 +15,7 @@ use super::deferred::{DeferredOutputs, Unfilled};
 use super::figures::Figures;
 use super::history_index::HistoryIndex;
 use super::host;
+use super::leave_out::{beyond_cutting, leave_out_first};
 use super::truncate::{self, KeptCut, Truncation};
 use super::{hide, prune, view};
 use crate::engine::compress::reclaim::{Dead, Offered, dead_in_view};
@@ -138,7 +139,14 @@ pub fn project_with_index<'a>(
     let inject = nudging.decision.inject;
     let room = price.room(m.estimate, nudging.reserve, inject, &state.host);
     let cut = &mut state.host.truncated;
-    let fitted = fit(&mut m.view, &mut m.deferred, &mut m.truncation, cut, &room);
+    let fitted = fit(
+        &mut m.view,
+        &mut m.deferred,
+        &mut m.truncation,
+        cut,
+        &room,
+        !input.for_call,
+    );
     // What the nudge lists is priced on the view with this turn's cuts, so
     // the same turn projected again (its cuts now sticky) says the same;
     // and it still lists what the last step below leaves out, which `apply`
@@ -345,9 +353,12 @@ fn finish(
     input: &TurnInput,
 ) -> Projection {
     let cfg = input.config;
-    let omitted = match t.fitted.over && !input.for_call {
-        true => leave_out(&mut t.view, &t.fitted, refs, cfg),
-        false => 0,
+    let omitted = match (t.fitted.over && !input.for_call, t.fitted.gone.take()) {
+        (true, Some(gone)) => {
+            truncate::drop_gone(&mut t.view, gone, |gone| omitted_note(gone, refs))
+        }
+        (true, None) => leave_out(&mut t.view, &t.fitted, refs, cfg),
+        (false, _) => 0,
     };
     if !input.for_call {
         t.deferred.word_all(&mut t.view);
@@ -610,6 +621,9 @@ struct Fitted {
     /// `target` (an estimate).
     over: bool,
     target: usize,
+    /// By place in the view, the messages the last resort chose to leave
+    /// out before it cut anything.
+    gone: Option<Vec<bool>>,
 }
 
 /// Cuts old tool output when the request nears the window, then, when that
@@ -621,8 +635,28 @@ fn fit(
     truncation: &mut Truncation,
     cut: &mut BTreeSet<Name>,
     room: &Room,
+    may_leave_out: bool,
 ) -> Fitted {
     let (g, cfg, reserve) = (&room.gauge, room.config, room.reserve);
+    let over = |left: usize| g.tokens(left + reserve) > cfg.context_limit;
+    // The last resort aims a little under the window, so the next turn
+    // does not land on the edge again.
+    let target = g
+        .estimate_for(cfg.context_limit * 9 / 10)
+        .saturating_sub(reserve);
+    // A view that no cut brings under the window chooses what it leaves
+    // out first, and cuts only what stays: the passes below would cut every
+    // output, and most of them would then be left out.
+    if may_leave_out && beyond_cutting(view, cfg, |uncut| uncut > target && over(uncut)) {
+        let out = leave_out_first(view, (target, cfg), (cut, deferred));
+        truncation.absorb(out.cut);
+        return Fitted {
+            left: out.left,
+            over: true,
+            target,
+            gone: Some(out.gone),
+        };
+    }
     let mut left = room.estimate;
     let threshold = (cfg.context_limit as f64 * cfg.truncate.threshold) as usize;
     // A view that indexes a nudge and fits the window as it is goes out
@@ -642,12 +676,6 @@ fn fit(
         left -= more.saved;
         truncation.absorb(more);
     }
-    let over = |left: usize| g.tokens(left + reserve) > cfg.context_limit;
-    // The last resort aims a little under the window, so the next turn
-    // does not land on the edge again.
-    let target = g
-        .estimate_for(cfg.context_limit * 9 / 10)
-        .saturating_sub(reserve);
     if over(left) {
         let more = truncate::cut_largest(view, left, target, cfg, cut, deferred);
         left -= more.saved;
@@ -657,6 +685,7 @@ fn fit(
         left,
         over: over(left),
         target,
+        gone: None,
     }
 }
 

@@ -202,6 +202,16 @@ pub fn omit(
         at = end + 1;
     }
     keep_pairs_together(view, &spans, &mut gone);
+    drop_gone(view, gone, note)
+}
+
+/// Drops the messages of `view` that `gone` marks, with a note (`note` is
+/// given them, oldest first) where the first stood; how many went.
+pub(super) fn drop_gone(
+    view: &mut Vec<CoreMessage>,
+    gone: Vec<bool>,
+    note: impl Fn(&[&CoreMessage]) -> CoreMessage,
+) -> usize {
     let Some(place) = gone.iter().position(|&g| g) else {
         return 0;
     };
@@ -223,7 +233,11 @@ pub fn omit(
 /// result may stand further on (a Codex rollout can hold a message between
 /// a call and its output). A result that stays keeps its call's exchange
 /// with it; then every result goes or stays with its call.
-fn keep_pairs_together(view: &[CoreMessage], spans: &[(usize, usize)], gone: &mut [bool]) {
+pub(super) fn keep_pairs_together(
+    view: &[CoreMessage],
+    spans: &[(usize, usize)],
+    gone: &mut [bool],
+) {
     let calls: BTreeMap<&str, usize> = (view.iter().enumerate())
         .filter(|(_, m)| m.content_type == ContentType::ToolCall)
         .map(|(i, m)| (m.tool_call_id.as_str(), i))
@@ -268,7 +282,7 @@ fn cut(m: &mut CoreMessage, keep: usize, cfg: &Config) -> Option<usize> {
 
 /// [`cut`], from the original when the view holds `m` without its words
 /// (at `at`, its [`DeferredOutputs::place`]).
-fn cut_either(
+pub(super) fn cut_either(
     (m, at): (&mut CoreMessage, Option<usize>),
     keep: usize,
     cfg: &Config,
