@@ -628,7 +628,9 @@ struct Fitted {
 
 /// Cuts old tool output when the request nears the window, then, when that
 /// is not enough and nothing the model can do comes in time, the largest
-/// outputs, recent ones too; each cut joins the session's cuts, `cut`.
+/// outputs, recent ones too; each cut joins the session's cuts, `cut`. A
+/// view no cut can bring under the window (`may_leave_out`: not a call's)
+/// first chooses the messages [`finish`] leaves out, and cuts the rest.
 fn fit(
     view: &mut [CoreMessage],
     deferred: &mut DeferredOutputs,
