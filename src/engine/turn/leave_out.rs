@@ -206,20 +206,25 @@ mod tests {
     }
 
     /// A session of `outputs` exchanges after its task: each a call, its
-    /// output of so many words, and the model's words on it.
-    fn view(outputs: &[(usize, usize)]) -> Vec<CoreMessage> {
+    /// output of so many words, and the model's words on it; an output
+    /// `apart` from its call has a message between them, as a Codex
+    /// rollout can.
+    fn view(outputs: &[(usize, usize, bool)]) -> Vec<CoreMessage> {
         let mut v = vec![CoreMessage::text("task", Role::User, "the task")];
-        for (i, &(output, said)) in outputs.iter().enumerate() {
-            v.push(CoreMessage::tool_call(
-                format!("c{i}"),
-                format!("k{i}"),
-                "Read",
-                "{}",
-            ));
+        for (i, &(output, said, apart)) in outputs.iter().enumerate() {
+            let call = format!("k{i}");
+            v.push(CoreMessage::tool_call(format!("c{i}"), &call, "Read", "{}"));
+            if apart {
+                v.push(CoreMessage::text(
+                    format!("u{i}"),
+                    Role::User,
+                    "go on ".repeat(said),
+                ));
+            }
             let words = "lorem ipsum dolor sit amet ".repeat(output);
             v.push(CoreMessage::tool_result(
                 format!("r{i}"),
-                format!("k{i}"),
+                &call,
                 "Read",
                 words,
             ));
@@ -242,7 +247,10 @@ mod tests {
         /// only what stays joins the session's cuts.
         #[test]
         fn leaving_out_first_keeps_what_cutting_first_kept(
-            outputs in prop::collection::vec((0usize..2_000, 0usize..400), 4..40),
+            outputs in prop::collection::vec(
+                (0usize..2_000, 0usize..400, prop::bool::weighted(0.2)),
+                4..40,
+            ),
             share in 5usize..60,
         ) {
             let cfg = Config::default();
