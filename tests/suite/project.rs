@@ -49,29 +49,19 @@ fn report_line_and_json_report() {
 
 /// A first turn far over its window chooses what it leaves out before it
 /// cuts anything: every cut it counts, in its report, its nudge and the
-/// session's cuts, is one the view shows.
+/// session's cuts, is one the view shows. So does a later turn, whose
+/// earlier cuts may now be left out, and one that cut before it knew it
+/// would leave messages out.
 #[test]
 fn only_what_stays_in_view_is_cut() {
     let path = testdata("real/claude-code/long-session-with-compaction.jsonl");
     for (limit, shown) in [("16000", 0), ("60000", 2)] {
         let dir = TempDir::new();
-        let (view, out) = project(&path, dir.path(), &["--limit", limit, "--report", "json"]);
-        let report: Value =
-            serde_json::from_str(String::from_utf8(out.stderr).unwrap().trim()).unwrap();
+        let (view, report) = turn_counting_cuts(&path, dir.path(), limit, shown);
         assert!(
             report["omitted"].as_u64().unwrap() > 100,
             "{limit}: {report}"
         );
-        // The nudge, the last message, names the marker when there are cuts.
-        let cuts: usize = (view[..view.len() - 1].iter())
-            .map(|m| {
-                m.to_string()
-                    .matches("[truncated for context space")
-                    .count()
-            })
-            .sum();
-        assert_eq!(cuts, shown, "{limit}");
-        assert_eq!(report["truncated"], shown, "{limit}");
         let nudge = view.last().unwrap().to_string();
         assert_eq!(
             nudge.contains("tool results in this context were cut"),
@@ -91,6 +81,36 @@ fn only_what_stays_in_view_is_cut() {
             "{limit}: {logged}"
         );
     }
+    // Two thirds of the session, then all of it, at 60K: the first turn
+    // cuts 9 outputs and leaves 5 of them out; the second leaves out the
+    // 4 it showed.
+    let full = fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    let dir = TempDir::new();
+    let log = dir.path().join("session.jsonl");
+    fs::write(&log, lines[..lines.len() * 2 / 3].join("\n") + "\n").unwrap();
+    turn_counting_cuts(&log, &dir.path().join("state"), "60000", 4);
+    fs::write(&log, &full).unwrap();
+    turn_counting_cuts(&log, &dir.path().join("state"), "60000", 0);
+}
+
+/// A turn of `log` at `limit`, whose report and view both count `shown`
+/// cuts; its view and report.
+fn turn_counting_cuts(log: &Path, state: &Path, limit: &str, shown: usize) -> (Vec<Value>, Value) {
+    let (view, out) = project(log, state, &["--limit", limit, "--report", "json"]);
+    let report: Value =
+        serde_json::from_str(String::from_utf8(out.stderr).unwrap().trim()).unwrap();
+    // The nudge, the last message, names the marker when there are cuts.
+    let cuts: usize = (view[..view.len() - 1].iter())
+        .map(|m| {
+            m.to_string()
+                .matches("[truncated for context space")
+                .count()
+        })
+        .sum();
+    assert_eq!(cuts, shown, "{limit}");
+    assert_eq!(report["truncated"], shown, "{limit}");
+    (view, report)
 }
 
 #[test]
