@@ -278,10 +278,8 @@ fn parse_piece(
 /// a call's tool name must be known to the results after it. One built
 /// piece waits at most.
 pub(crate) struct PipedBuilder {
-    log: &'static MessageLog,
-    messages: Vec<HostMessage>,
-    warnings: Vec<String>,
-    skipped: Vec<String>,
+    /// What the pieces taken so far gave: their messages and warnings.
+    gathered: LineBuilder<'static>,
     to_build: Option<mpsc::SyncSender<(String, usize, u64)>>,
     built: mpsc::Receiver<Result<BuiltPiece, ReadError>>,
     /// Pieces handed to the builder and not taken back yet.
@@ -316,10 +314,7 @@ impl PipedBuilder {
             }
         });
         PipedBuilder {
-            log,
-            messages: Vec::new(),
-            warnings: Vec::new(),
-            skipped: Vec::new(),
+            gathered: LineBuilder::new(log),
             to_build: Some(to_build),
             built,
             waiting: 0,
@@ -357,15 +352,16 @@ impl PipedBuilder {
         };
         self.waiting -= 1;
         let mut built = built?;
-        self.messages.append(&mut built.messages);
-        self.warnings.append(&mut built.warnings);
-        self.skipped.append(&mut built.skipped);
+        let gathered = &mut self.gathered;
+        gathered.messages.append(&mut built.messages);
+        gathered.warnings.append(&mut built.warnings);
+        gathered.skipped.append(&mut built.skipped);
         Ok(())
     }
 
     /// The messages built so far.
     pub(crate) fn built_messages(&mut self) -> &mut [HostMessage] {
-        &mut self.messages
+        &mut self.gathered.messages
     }
 
     /// The transcript of every piece read, once the last is built.
@@ -374,10 +370,6 @@ impl PipedBuilder {
         while self.waiting > 0 {
             self.take_next()?;
         }
-        // Bad lines warn first, then what was skipped, as a whole read does.
-        self.warnings.append(&mut self.skipped);
-        Ok(self
-            .log
-            .transcript(self.messages, Vec::new(), self.warnings))
+        Ok(self.gathered.finish())
     }
 }
