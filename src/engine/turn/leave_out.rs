@@ -8,9 +8,8 @@ use std::collections::BTreeSet;
 
 use crate::engine::model::config::Config;
 use crate::engine::model::exchange;
-use crate::engine::model::message::{ContentType, CoreMessage, task_index};
+use crate::engine::model::message::{ContentType, CoreMessage};
 use crate::engine::model::name::Name;
-use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 
 use super::deferred::DeferredOutputs;
 use super::truncate::{self, KEEP_CHARS, LAST_RESORT_KEEP_CHARS, LAST_RESORT_MIN_TOKENS};
@@ -59,17 +58,7 @@ pub fn leave_out_first(
     (sticky, deferred): (&mut BTreeSet<Name>, &mut DeferredOutputs),
 ) -> LeftOut {
     let spans = exchange::spans(view);
-    let first = task_index(view).map_or(0, |i| spans[i].1 + 1);
-    let last_span = spans.last().map_or(0, |s| s.0);
-    let mut units = Vec::new();
-    let mut at = first;
-    while at < last_span {
-        let end = spans[at].1;
-        if !(view[at..=end].iter()).any(|m| m.id.starts_with(SUMMARY_ID_PREFIX)) {
-            units.push((at, end));
-        }
-        at = end + 1;
-    }
+    let units = truncate::exchanges_that_may_go(view, &spans);
     let mut gone = vec![false; view.len()];
     for &(start, end) in &units {
         gone[start..=end].fill(true);
@@ -113,11 +102,12 @@ pub fn leave_out_first(
 struct Cuts {
     /// For each place sized: its estimate once cut, what the cut saved,
     /// and whether the cut put its id among the session's cuts.
-    sized: Vec<Option<Sized>>,
+    sized: Vec<Option<CutSize>>,
 }
 
+/// A message of the view as [`Cuts`] sized it.
 #[derive(Clone, Copy)]
-struct Sized {
+struct CutSize {
     size: usize,
     cut: Option<(usize, bool)>,
 }
@@ -143,7 +133,7 @@ impl Cuts {
         let m = &mut view[i];
         let cut =
             cut_all_the_way(m, cfg, deferred).map(|saved| (saved, sticky.insert(m.id.clone())));
-        let s = Sized {
+        let s = CutSize {
             size: cfg.tokens(m),
             cut,
         };
@@ -159,7 +149,7 @@ impl Cuts {
 
     /// Takes the cut of `m`, at `i`, out of the session's cuts: it goes.
     fn undo(&mut self, m: &CoreMessage, i: usize, sticky: &mut BTreeSet<Name>) {
-        if let Some(Sized {
+        if let Some(CutSize {
             cut: Some((_, true)),
             ..
         }) = self.sized[i]

@@ -145,14 +145,13 @@ pub fn project_with_index<'a>(
         &mut m.truncation,
         cut,
         &room,
-        (!input.for_call).then_some(&m.reapplied_at[..]),
+        !input.for_call,
     );
     // What the nudge lists is priced on the view with this turn's cuts, so
     // the same turn projected again (its cuts now sticky) says the same;
     // and it still lists what the last step below leaves out, which `apply`
     // can resolve.
-    let reapplied = fitted.reapplied.unwrap_or(m.reapplied);
-    let rec = if m.truncation.count > reapplied {
+    let rec = if m.truncation.count > m.reapplied {
         price.recommend(&m.view, state, &m.deferred)
     } else {
         nudging.rec
@@ -193,8 +192,6 @@ struct Measured<'a> {
     truncation: Truncation,
     /// How many of `truncation`'s cuts earlier turns made.
     reapplied: usize,
-    /// Those cuts: each one's place in the view and what it saved.
-    reapplied_at: Vec<(usize, usize)>,
     /// The view's estimate, earlier cuts in it.
     estimate: usize,
     gauge: Gauge,
@@ -236,7 +233,6 @@ fn measure<'a>(
         hidden,
         dropped_unpaired,
         reapplied: truncation.count,
-        reapplied_at: cuts.iter().map(|&(at, saved, _)| (at, saved)).collect(),
         truncation,
         estimate,
         gauge: g,
@@ -361,18 +357,16 @@ fn finish(
         (true, Some(gone)) => {
             truncate::drop_gone(&mut t.view, gone, |gone| omitted_note(gone, refs))
         }
-        (true, None) => {
-            let omitted = leave_out(&mut t.view, &t.fitted, refs, cfg);
-            // What was cut and then left out is not a cut the view shows.
-            if omitted > 0 {
-                t.truncation.count = (t.view.iter())
-                    .filter(|m| matches!(m.edit, Edit::Truncated(_)))
-                    .count();
-            }
-            omitted
-        }
+        (true, None) => leave_out(&mut t.view, &t.fitted, refs, cfg),
         (false, _) => 0,
     };
+    // What was cut, this turn or before, and then left out is not a cut the
+    // view shows.
+    if omitted > 0 {
+        t.truncation.count = (t.view.iter())
+            .filter(|m| matches!(m.edit, Edit::Truncated(_)))
+            .count();
+    }
     if !input.for_call {
         t.deferred.word_all(&mut t.view);
     }
@@ -637,23 +631,20 @@ struct Fitted {
     /// By place in the view, the messages the last resort chose to leave
     /// out before it cut anything.
     gone: Option<Vec<bool>>,
-    /// Then, how many of the cuts earlier turns made stay in view.
-    reapplied: Option<usize>,
 }
 
 /// Cuts old tool output when the request nears the window, then, when that
 /// is not enough and nothing the model can do comes in time, the largest
 /// outputs, recent ones too; each cut joins the session's cuts, `cut`. A
-/// view no cut can bring under the window (`may_leave_out`, with the places
-/// and savings of earlier turns' cuts: not a call's) first chooses the
-/// messages [`finish`] leaves out, and cuts the rest.
+/// view no cut can bring under the window (`may_leave_out`: not a call's)
+/// first chooses the messages [`finish`] leaves out, and cuts the rest.
 fn fit(
     view: &mut [CoreMessage],
     deferred: &mut DeferredOutputs,
     truncation: &mut Truncation,
     cut: &mut BTreeSet<Name>,
     room: &Room,
-    may_leave_out: Option<&[(usize, usize)]>,
+    may_leave_out: bool,
 ) -> Fitted {
     let (g, cfg, reserve) = (&room.gauge, room.config, room.reserve);
     let over = |left: usize| g.tokens(left + reserve) > cfg.context_limit;
@@ -665,26 +656,14 @@ fn fit(
     // A view that no cut brings under the window chooses what it leaves
     // out first, and cuts only what stays: the passes below would cut every
     // output, and most of them would then be left out.
-    if let Some(reapplied) = may_leave_out
-        && beyond_cutting(view, cfg, |uncut| uncut > target && over(uncut))
-    {
+    if may_leave_out && beyond_cutting(view, cfg, |uncut| uncut > target && over(uncut)) {
         let out = leave_out_first(view, (target, cfg), (cut, deferred));
-        // The turn's cuts are those the view shows: earlier turns' cuts of
-        // what goes count no more.
-        let mut shown = Truncation::default();
-        for &(_, saved) in reapplied.iter().filter(|&&(at, _)| !out.gone[at]) {
-            shown.count += 1;
-            shown.saved += saved;
-        }
-        let reapplied = shown.count;
-        shown.absorb(out.cut);
-        *truncation = shown;
+        truncation.absorb(out.cut);
         return Fitted {
             left: out.left,
             over: true,
             target,
             gone: Some(out.gone),
-            reapplied: Some(reapplied),
         };
     }
     let mut left = room.estimate;
@@ -716,7 +695,6 @@ fn fit(
         over: over(left),
         target,
         gone: None,
-        reapplied: None,
     }
 }
 

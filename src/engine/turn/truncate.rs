@@ -35,7 +35,8 @@ pub const LAST_RESORT_KEEP_CHARS: usize = 400;
 /// What truncation did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Truncation {
-    /// Results cut this turn (newly or again).
+    /// Results cut this turn (newly or again); once messages are left out,
+    /// those the view still shows.
     pub count: usize,
     /// Estimated tokens taken out of the view.
     pub saved: usize,
@@ -186,23 +187,40 @@ pub fn omit(
 ) -> usize {
     let mut left = estimate;
     let spans = crate::engine::model::exchange::spans(view);
-    // The task (the first user message) and whatever precedes it stay, and
-    // so do block summaries: they are what the model consolidates next.
-    let first = task_index(view).map_or(0, |i| spans[i].1 + 1);
-    let last_span = spans.last().map_or(0, |s| s.0);
     let mut gone = vec![false; view.len()];
-    let mut at = first;
-    while at < last_span && left > target {
-        let end = spans[at].1;
-        let unit = &view[at..=end];
-        if !unit.iter().any(|m| m.id.starts_with(SUMMARY_ID_PREFIX)) {
-            left = left.saturating_sub(unit.iter().map(|m| cfg.tokens(m)).sum());
-            gone[at..=end].iter_mut().for_each(|g| *g = true);
+    for (start, end) in exchanges_that_may_go(view, &spans) {
+        if left <= target {
+            break;
         }
-        at = end + 1;
+        let unit = &view[start..=end];
+        left = left.saturating_sub(unit.iter().map(|m| cfg.tokens(m)).sum());
+        gone[start..=end].fill(true);
     }
     keep_pairs_together(view, &spans, &mut gone);
     drop_gone(view, gone, note)
+}
+
+/// The exchanges the last resort may leave out, oldest first, each by its
+/// first and last place among `spans` (see [`exchange::spans`](crate::engine::model::exchange::spans)).
+/// The task (the first user message) and whatever precedes it stay, and so
+/// do block summaries, which are what the model consolidates next, and the
+/// last exchange.
+pub(super) fn exchanges_that_may_go(
+    view: &[CoreMessage],
+    spans: &[(usize, usize)],
+) -> Vec<(usize, usize)> {
+    let first = task_index(view).map_or(0, |i| spans[i].1 + 1);
+    let last_span = spans.last().map_or(0, |s| s.0);
+    let mut units = Vec::new();
+    let mut at = first;
+    while at < last_span {
+        let end = spans[at].1;
+        if !(view[at..=end].iter()).any(|m| m.id.starts_with(SUMMARY_ID_PREFIX)) {
+            units.push((at, end));
+        }
+        at = end + 1;
+    }
+    units
 }
 
 /// Drops the messages of `view` that `gone` marks, with a note (`note` is
