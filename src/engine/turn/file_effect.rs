@@ -4,6 +4,7 @@
 //! (a shell line with a pipe, a glob, a variable) has none: a read wrongly
 //! taken as stale hides what the model still needs.
 
+use serde::de;
 use serde_json::Value;
 
 use crate::engine::model::config::FileTools;
@@ -40,11 +41,75 @@ pub fn effect(m: &CoreMessage, tools: &FileTools) -> Option<Effect> {
     }
 }
 
-/// The string argument `key` of a call's JSON arguments.
+/// The string argument `key` of a call's JSON arguments. The other
+/// arguments are only checked, not kept: an edit's old and new text can be
+/// long, and every call of a long history is asked.
 fn argument(args: &str, key: &str) -> Option<String> {
-    let args: Value = serde_json::from_str(args).ok()?;
-    let path = args.get(key)?.as_str()?;
-    (!path.is_empty()).then(|| path.to_string())
+    let mut de = serde_json::Deserializer::from_str(args);
+    let found = de::DeserializeSeed::deserialize(OneArgument(key), &mut de).ok()?;
+    de.end().ok()?;
+    found.filter(|p| !p.is_empty())
+}
+
+/// Reads a JSON object for the value of its key `.0`: its last value, when
+/// that is a string. Not an object: an error.
+struct OneArgument<'k>(&'k str);
+
+impl<'de> de::DeserializeSeed<'de> for OneArgument<'_> {
+    type Value = Option<String>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> de::Visitor<'de> for OneArgument<'_> {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(wanted) = map.next_key_seed(KeyIs(self.0))? {
+            match wanted {
+                true => {
+                    found = match map.next_value::<Value>()? {
+                        Value::String(s) => Some(s),
+                        _ => None,
+                    }
+                }
+                false => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// Reads a key for whether it is `.0`, without copying it.
+struct KeyIs<'k>(&'k str);
+
+impl<'de> de::DeserializeSeed<'de> for KeyIs<'_> {
+    type Value = bool;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> de::Visitor<'de> for KeyIs<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<bool, E> {
+        Ok(key == self.0)
+    }
 }
 
 /// The patch of an `apply_patch` call: its raw input (a custom tool call),
@@ -229,6 +294,27 @@ mod tests {
         );
         assert_eq!(of("Read", r#"{"path":"/r/a.rs"}"#), None);
         assert_eq!(of("Grep", r#"{"pattern":"x"}"#), None);
+    }
+
+    #[test]
+    fn a_path_is_read_as_a_whole_parse_would_read_it() {
+        // Escapes in keys and values, the last of a repeated key, other
+        // arguments of any shape.
+        let args = r#"{"old_string":{"a":[1,"x\"y"]},"file\u005fpath":"/r/\u00e9.rs","n":null}"#;
+        assert_eq!(of("Edit", args), changes(&["/r/é.rs"]));
+        let twice = r#"{"file_path":"/r/a.rs","file_path":"/r/b.rs"}"#;
+        assert_eq!(of("Read", twice), reads("/r/b.rs"));
+        // Not a string, empty, not an object, or not JSON to its end: none.
+        for args in [
+            r#"{"file_path":7}"#,
+            r#"{"file_path":""}"#,
+            r#"{"file_path":"/r/a.rs","file_path":7}"#,
+            r#"["file_path","/r/a.rs"]"#,
+            r#"{"file_path":"/r/a.rs"} x"#,
+            r#"{"file_path":"/r/a.rs","x":[1,}"#,
+        ] {
+            assert_eq!(of("Read", args), None, "{args}");
+        }
     }
 
     #[test]

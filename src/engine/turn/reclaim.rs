@@ -52,7 +52,7 @@ struct Call {
 pub struct Scan {
     len: usize,
     tools: FileTools,
-    calls: HashMap<String, Call>,
+    calls: HashMap<Name, Call, IdHash>,
     /// Reads of each file not changed since, by the result's place.
     reads: HashMap<String, Vec<usize>>,
     /// The last long output of each call (tool and a hash of its
@@ -104,7 +104,7 @@ impl Scan {
                     place: p,
                     effect: effect(m, &self.tools),
                 };
-                self.calls.insert(m.tool_call_id.to_string(), call);
+                self.calls.insert(m.tool_call_id.clone(), call);
             }
             ContentType::ToolResult => self.result(history, p),
             _ => {}

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::model::config::Config;
+use crate::engine::model::identity::IdMap;
 use crate::engine::model::marker::{MARKER, marked};
 use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, task_index};
 use crate::engine::model::name::Name;
@@ -256,7 +257,7 @@ pub(super) fn keep_pairs_together(
     spans: &[(usize, usize)],
     gone: &mut [bool],
 ) {
-    let calls: BTreeMap<&str, usize> = (view.iter().enumerate())
+    let calls: IdMap<'_, usize> = (view.iter().enumerate())
         .filter(|(_, m)| m.content_type == ContentType::ToolCall)
         .map(|(i, m)| (m.tool_call_id.as_str(), i))
         .collect();
