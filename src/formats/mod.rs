@@ -595,6 +595,9 @@ pub struct PieceReader {
     /// log's bytes from its first, in order.
     next_at: u64,
     aside: Option<Aside>,
+    /// How many of the messages built so far have their blocks hashed
+    /// (a chat or Anthropic log's; see [`PieceReader::read`]).
+    hashed: usize,
 }
 
 /// Where the blocks a reader builds go as they are built (see
@@ -693,6 +696,7 @@ pub fn read_in_pieces(
         next_line: 1,
         next_at: 0,
         aside: None,
+        hashed: 0,
     })
 }
 
@@ -710,8 +714,22 @@ impl PieceReader {
         }
         self.next_line += lines;
         self.next_at += len;
-        if let (Pieces::Built(built), Some(aside)) = (&mut self.pieces, &mut self.aside) {
-            aside.offer(built.built_messages());
+        if let Pieces::Built(built) = &mut self.pieces {
+            let messages = built.built_messages();
+            if let Some(aside) = &mut self.aside {
+                aside.offer(messages);
+            }
+            // Hashed here, while the next piece is built on the other
+            // thread: this one only reads, and waits on that one. What is
+            // set aside is hashed where it is written.
+            for m in &mut messages[self.hashed..] {
+                for (core, b) in m.cores.iter_mut().zip(&m.blocks) {
+                    if core.id.is_empty() && core.withheld.is_none() {
+                        core.id = base_learning(core, b);
+                    }
+                }
+            }
+            self.hashed = messages.len();
         }
         Ok(())
     }
