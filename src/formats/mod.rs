@@ -896,7 +896,9 @@ impl Parsed {
 /// Gives every block its content-hash identity, counting repeats in order.
 fn assign_ids(t: &mut Transcript) {
     let bases = bases(&t.messages);
-    give_ids(&mut t.messages, bases, &mut ClusterCounter::default());
+    let mut ids = ClusterCounter::default();
+    ids.reserve(bases.len());
+    give_ids(&mut t.messages, bases, &mut ids);
 }
 
 /// Gives each block of `messages` (its core, and the block itself) the id

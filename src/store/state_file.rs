@@ -894,7 +894,20 @@ impl SessionDir {
     /// nothing of the log, or the map is not that log plus newer refs, the
     /// whole log is written afresh.
     fn write_refs_log(&self, refs: &MessageRefs) -> Result<(RefsLog, Digest), StoreError> {
-        let line = |(r, id): (RefName, &str)| format!("{r} {id}\n");
+        // Lines appended to one text: a long session has a line for each of
+        // tens of thousands of messages, and a text of its own for each was
+        // most of what writing them cost.
+        let lines = |refs: &mut dyn Iterator<Item = (RefName, &str)>| {
+            let mut text = String::new();
+            for (r, id) in refs {
+                text.reserve(r.len() + id.len() + 2);
+                text.push_str(&r);
+                text.push(' ');
+                text.push_str(id);
+                text.push('\n');
+            }
+            text
+        };
         let last = refs.last_ref().map_or(0, |r| ref_number(&r));
         if let Some((log, sum)) = self.logged.borrow().clone()
             && let path = self.dir.join(map_log::file_name(REFS_LOG, log.generation))
@@ -903,10 +916,10 @@ impl SessionDir {
             // A map settled on the log this process read or wrote hands
             // over what is new at once; any other is laid out again to see.
             let settled = log.digest.and_then(|at| {
-                let new = refs.settled_after(at, log.last)?;
-                Some((new.map(line).collect::<String>(), sum))
+                let mut new = refs.settled_after(at, log.last)?;
+                Some((lines(&mut new), sum))
             });
-            let newer = || newer_than(refs, log).map(|(new, d)| (new.map(line).collect(), d));
+            let newer = || newer_than(refs, log).map(|(mut new, d)| (lines(&mut new), d));
             if let Some((new, mut d)) = settled.or_else(newer) {
                 map_log::append_after(&path, log.bytes, new.as_bytes())
                     .map_err(|e| StoreError::io(&path, e))?;
@@ -921,7 +934,7 @@ impl SessionDir {
                 return Ok((written, d));
             }
         }
-        let all: String = refs.by_ref().map(line).collect();
+        let all = lines(&mut refs.by_ref());
         let generation = self.write_generation(REFS_LOG, all.as_bytes())?;
         let mut d = Digest::default();
         d.update(all.as_bytes());

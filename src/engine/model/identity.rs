@@ -195,18 +195,29 @@ impl<'a> ClusterCounter<'a> {
         }
     }
 
+    /// Makes room for `n` more bases, so numbering the blocks of a long
+    /// transcript does not move its table again and again as it grows.
+    pub fn reserve(&mut self, n: usize) {
+        self.seen.reserve(n);
+    }
+
     /// The id for the next occurrence of `base`.
     pub fn next(&mut self, base: Name) -> Name {
-        if let Some(n) = self.seen.get_mut(base.as_str()) {
-            let id = format!("{base}_{n}");
-            *n += 1;
-            return id.into();
-        }
-        let n = self.earlier.get(base.as_str()).copied().unwrap_or(0);
-        self.seen.insert(base.clone(), n + 1);
-        match n {
-            0 => base,
-            n => format!("{base}_{n}").into(),
+        match self.seen.entry(base) {
+            std::collections::hash_map::Entry::Occupied(mut seen) => {
+                let n = *seen.get();
+                *seen.get_mut() += 1;
+                format!("{}_{n}", seen.key()).into()
+            }
+            std::collections::hash_map::Entry::Vacant(first) => {
+                let n = (self.earlier.get(first.key().as_str()).copied()).unwrap_or(0);
+                let id = match n {
+                    0 => first.key().clone(),
+                    n => format!("{}_{n}", first.key()).into(),
+                };
+                first.insert(n + 1);
+                id
+            }
         }
     }
 
