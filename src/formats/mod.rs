@@ -895,19 +895,18 @@ impl Parsed {
 
 /// Gives every block its content-hash identity, counting repeats in order.
 fn assign_ids(t: &mut Transcript) {
-    let bases = bases(&t.messages);
+    hash_the_rest(&mut t.messages);
     let mut ids = ClusterCounter::default();
-    ids.reserve(bases.len());
-    give_ids(&mut t.messages, bases, &mut ids);
+    ids.reserve(t.messages.iter().map(|m| m.cores.len()).sum());
+    give_ids(&mut t.messages, &mut ids);
 }
 
 /// Gives each block of `messages` (its core, and the block itself) the id
-/// `ids` makes of its base, `bases` in order.
-fn give_ids(messages: &mut [HostMessage], bases: Vec<Name>, ids: &mut ClusterCounter) {
-    let mut bases = bases.into_iter();
+/// `ids` makes of its base, which its core holds as its id until then.
+fn give_ids(messages: &mut [HostMessage], ids: &mut ClusterCounter) {
     for m in messages {
         for (b, core) in m.blocks.iter_mut().zip(&mut m.cores) {
-            core.id = ids.next(bases.next().expect("a base per block"));
+            core.id = ids.next(std::mem::take(&mut core.id));
             b.id = core.id.clone();
         }
     }
@@ -932,61 +931,55 @@ fn base_learning(core: &CoreMessage, b: &ContentBlock) -> Name {
     base
 }
 
-/// Each block's id before repeats are told apart
-/// ([`ClusterCounter::base`]), in order; each text's count and facts are
-/// learned on the way ([`Counted::learn`](crate::engine::Counted::learn)),
-/// while the text is in cache from hashing. A long transcript's blocks are
-/// hashed on as many threads as the machine offers (up to four), each
-/// taking a run of messages with about as many bytes as the others: sha256
-/// over every word read was a tenth of a first turn.
-fn bases(messages: &[HostMessage]) -> Vec<Name> {
+/// Gives each block of `messages` not hashed yet (where it was built, or
+/// where its words were set aside) its id before repeats are told apart
+/// ([`ClusterCounter::base`]); each text's count and facts are learned on
+/// the way ([`Counted::learn`](crate::engine::Counted::learn)), while the
+/// text is in cache from hashing. A long transcript's blocks are hashed on
+/// as many threads as the machine offers (up to four), each taking a run
+/// of messages with about as many bytes to hash as the others: sha256 over
+/// every word read was a tenth of a first turn.
+fn hash_the_rest(messages: &mut [HostMessage]) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    bases_on(messages, threads)
+    hash_the_rest_on(messages, threads)
 }
 
-/// [`bases`] on at most `threads` threads.
-fn bases_on(messages: &[HostMessage], threads: usize) -> Vec<Name> {
-    fn run(messages: &[HostMessage]) -> Vec<Name> {
-        (messages.iter().flat_map(|m| m.cores.iter().zip(&m.blocks)))
-            .map(|(core, b)| {
-                // A block hashed where it was built, or set aside, carries
-                // its base.
-                if !core.id.is_empty() {
-                    return core.id.clone();
+/// [`hash_the_rest`] on at most `threads` threads.
+fn hash_the_rest_on(messages: &mut [HostMessage], threads: usize) {
+    fn run(messages: &mut [HostMessage]) {
+        for m in messages {
+            for (core, b) in m.cores.iter_mut().zip(&m.blocks) {
+                if core.id.is_empty() {
+                    core.id = base_learning(core, b);
                 }
-                base_learning(core, b)
-            })
-            .collect()
+            }
+        }
     }
     // Bytes a block costs to hash, about: its words, and a little for the rest.
-    let size = |m: &HostMessage| -> usize { m.cores.iter().map(|c| c.text.len() + 64).sum() };
+    let size = |m: &HostMessage| -> usize {
+        (m.cores.iter())
+            .filter(|c| c.id.is_empty())
+            .map(|c| c.text.len() + 64)
+            .sum()
+    };
     let total: usize = messages.iter().map(size).sum();
     if threads < 2 || total < 1 << 20 {
         return run(messages);
     }
-    let mut runs = Vec::with_capacity(threads);
-    let mut rest = messages;
-    for _ in 1..threads {
-        let (mut at, mut bytes) = (0, 0);
-        while at < rest.len() && bytes < total / threads {
-            bytes += size(&rest[at]);
-            at += 1;
-        }
-        let (run, after) = rest.split_at(at);
-        runs.push(run);
-        rest = after;
-    }
-    runs.push(rest);
     std::thread::scope(|s| {
-        let hashing: Vec<_> = runs
-            .into_iter()
-            .map(|messages| s.spawn(move || run(messages)))
-            .collect();
-        hashing
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    })
+        let mut rest = messages;
+        for _ in 1..threads {
+            let (mut at, mut bytes) = (0, 0);
+            while at < rest.len() && bytes < total / threads {
+                bytes += size(&rest[at]);
+                at += 1;
+            }
+            let (first, after) = std::mem::take(&mut rest).split_at_mut(at);
+            s.spawn(move || run(first));
+            rest = after;
+        }
+        run(rest);
+    });
 }
 
 /// The format and the session a log's first lines name: its session id
@@ -1120,8 +1113,9 @@ fn read_tail(
 /// blocks' bases first, so the prefix's ids are counted only where they
 /// share one, not all indexed every turn.
 fn number_tail(prefix: &Transcript, tail: &mut Transcript) {
-    let bases = bases(&tail.messages);
-    let wanted: IdSet<'_> = bases.iter().map(Name::as_str).collect();
+    hash_the_rest(&mut tail.messages);
+    let cores = tail.messages.iter().flat_map(|m| &m.cores);
+    let wanted: IdSet<'_> = cores.map(|c| c.id.as_str()).collect();
     // Nothing appended (a retry) looks at none of them.
     let mut ids = ClusterCounter::resume(
         prefix
@@ -1132,7 +1126,7 @@ fn number_tail(prefix: &Transcript, tail: &mut Transcript) {
             .map(|b| b.id.as_str())
             .filter(|id| wanted.contains(base_of(id))),
     );
-    give_ids(&mut tail.messages, bases, &mut ids);
+    give_ids(&mut tail.messages, &mut ids);
 }
 
 /// A transcript read on from a prefix ([`read_after`]).

@@ -436,8 +436,8 @@ fn a_codex_rollout_writes_edited_words_from_the_view() {
 }
 
 /// Ids hashed on several threads are the ids one thread gives: each run of
-/// messages is hashed whole and the runs come back in order, repeats
-/// numbered across them.
+/// messages is hashed in place, and repeats are numbered across the runs
+/// once all are hashed.
 #[test]
 fn ids_hashed_on_threads_are_the_ids_one_thread_gives() {
     // Over a megabyte of words, with repeats that land in different runs.
@@ -455,13 +455,21 @@ fn ids_hashed_on_threads_are_the_ids_one_thread_gives() {
             .map(|b| b.id.to_string())
             .collect()
     };
-    let one = super::bases_on(&t.messages, 1);
+    // The blocks as read, before hashing: no ids.
+    let mut unhashed = t.messages.clone();
+    for core in unhashed.iter_mut().flat_map(|m| &mut m.cores) {
+        core.id = Default::default();
+    }
+    let hashed_on = |threads| {
+        let mut messages = unhashed.clone();
+        super::hash_the_rest_on(&mut messages, threads);
+        let cores = messages.iter().flat_map(|m| &m.cores);
+        cores.map(|c| c.id.to_string()).collect::<Vec<_>>()
+    };
+    let one = hashed_on(1);
+    assert!(one.iter().all(|id| !id.is_empty()));
     for threads in [2, 3, 4] {
-        assert_eq!(
-            super::bases_on(&t.messages, threads),
-            one,
-            "{threads} threads"
-        );
+        assert_eq!(hashed_on(threads), one, "{threads} threads");
     }
     // Repeats are numbered in order, on the bases the threads gave.
     assert!(
