@@ -213,10 +213,11 @@ fn answer_on(
 }
 
 /// Leaves the read cache without the words the new blocks fold away, so
-/// the next turn reads on from a small one; those it keeps that it kept back
-/// are read first. It only saves work: a cache that cannot be written leaves
-/// the last turn's, which the next turn checks. Returns the warning to give
-/// when it was not saved.
+/// the next turn reads on from a small one. Of the words it keeps that it
+/// kept back, it writes where they lie, as a first turn does; only a cache
+/// another counter counts with reads them first, to count them. It only
+/// saves work: a cache that cannot be written leaves the last turn's, which
+/// the next turn checks. Returns the warning to give when it was not saved.
 fn save_cache(cx: &mut Context, answer: &Answer) -> Option<String> {
     if answer.hidden.is_empty() {
         return None;
@@ -227,7 +228,8 @@ fn save_cache(cx: &mut Context, answer: &Answer) -> Option<String> {
         cuts: &answer.cuts,
     };
     let tokenizer = cx.config(&answer.state).tokenizer;
-    let error = match cx.session.read_kept_withheld(&answer.hidden) {
+    let places = cx.decides_unread(&answer.state);
+    let error = match places || cx.session.read_kept_withheld(&answer.hidden) {
         true => (cx.session)
             .save_read_cache(tokenizer, projected, CacheWrite::Anew)
             .err()
