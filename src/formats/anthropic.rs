@@ -113,7 +113,7 @@ pub(crate) fn host_message(
         _ => return None,
     };
     let raw = json!({ "role": role, "content": form });
-    Some(HostMessage::read(raw, blocks, line))
+    Some(HostMessage::read(raw.into(), blocks, line))
 }
 
 /// `core` standing for a block the model sees only as a placeholder: its

@@ -50,12 +50,15 @@ fn host_message(
     let raw = request_fields(obj);
     // The words are moved into the cores; a block's JSON holds a null in
     // their place (see `filled`).
-    let mut take = |k: &str| obj.get_mut(k).map_or(Value::Null, Value::take);
     let mut blocks = Vec::new();
     if role == Role::Tool {
-        blocks.push(tool_result_block(&raw, take("content"), record, tools));
-        return Some(HostMessage::read(Value::Object(raw), blocks, line));
+        let content = obj.get_mut("content").map_or(Value::Null, Value::take);
+        let call = obj.get("tool_call_id").and_then(Value::as_str);
+        let result = tool_result_block(call.unwrap_or(""), content, record, tools);
+        blocks.push(result);
+        return Some(HostMessage::read(raw, blocks, line));
     }
+    let mut take = |k: &str| obj.get_mut(k).map_or(Value::Null, Value::take);
     if let Value::String(r) = take("reasoning_content") {
         blocks.push(ReadBlock {
             core: CoreMessage::reasoning("", r),
@@ -68,34 +71,27 @@ fn host_message(
     }
     content_blocks(take("content"), role, record, &mut blocks);
     call_blocks(take("tool_calls"), record, tools, &mut blocks);
-    Some(HostMessage::read(Value::Object(raw), blocks, line))
+    Some(HostMessage::read(raw, blocks, line))
 }
 
-/// The request fields, with the block-bearing ones as placeholders: the
-/// blocks carry their contents, and a placeholder keeps the field's place.
-fn request_fields(obj: &Map<String, Value>) -> Map<String, Value> {
-    obj.iter()
-        .filter(|(k, _)| MESSAGE_FIELDS.contains(&k.as_str()))
-        .map(|(k, v)| match k.as_str() {
-            "content" | "tool_calls" | "reasoning_content" => (k.clone(), Value::Null),
-            _ => (k.clone(), v.clone()),
-        })
-        .collect()
+/// The request fields as the message's JSON, the block-bearing ones null:
+/// the blocks carry their contents, and a null keeps the field's place.
+fn request_fields(obj: &Map<String, Value>) -> RawJson {
+    static NULL: Value = Value::Null;
+    RawJson::object(
+        (obj.iter())
+            .filter(|(k, _)| MESSAGE_FIELDS.contains(&k.as_str()))
+            .map(|(k, v)| match k.as_str() {
+                "content" | "tool_calls" | "reasoning_content" => (k.as_str(), &NULL),
+                _ => (k.as_str(), v),
+            }),
+    )
 }
 
 /// A tool message's one block: its `content` as the result of the call
 /// its `tool_call_id` names. A string's words move into the core; other
 /// content is kept as the block's JSON.
-fn tool_result_block(
-    raw: &Map<String, Value>,
-    content: Value,
-    record: usize,
-    tools: &ToolNames,
-) -> ReadBlock {
-    let id = raw
-        .get("tool_call_id")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+fn tool_result_block(id: &str, content: Value, record: usize, tools: &ToolNames) -> ReadBlock {
     let (text, raw_content) = match content {
         Value::String(s) if !s.is_empty() => (s, Value::Null),
         content => (super::anthropic::result_text(Some(&content)), content),

@@ -518,7 +518,7 @@ fn host_message(
     } else if let Some(b) = blocks.first_mut() {
         b.raw = std::mem::replace(&mut item, json!({ "type": kind })).into();
     }
-    Some(HostMessage::read(item, blocks, line))
+    Some(HostMessage::read(item.into(), blocks, line))
 }
 
 /// A string field of an item, empty when it is missing or not a string.

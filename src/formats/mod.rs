@@ -287,7 +287,7 @@ impl HostMessage {
     /// their exact length. A list grown by pushing has room for four, and
     /// most messages have one or two: the spare room would be a tenth of a
     /// large transcript's memory once read.
-    fn read(raw: Value, read: Vec<ReadBlock>, line: usize) -> HostMessage {
+    fn read(raw: RawJson, read: Vec<ReadBlock>, line: usize) -> HostMessage {
         let mut blocks = Vec::with_capacity(read.len());
         let mut cores = Vec::with_capacity(read.len());
         for ReadBlock { core, raw, source } in read {
@@ -295,7 +295,7 @@ impl HostMessage {
             cores.push(core);
         }
         HostMessage {
-            raw: raw.into(),
+            raw,
             blocks,
             cores,
             line,

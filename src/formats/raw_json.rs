@@ -63,6 +63,29 @@ impl From<Value> for RawJson {
     }
 }
 
+impl RawJson {
+    /// The object of `fields`, in their order, written as the compact text
+    /// [`RawJson::from`] writes for the same object: a reader keeping some
+    /// fields of a record writes them without building an object of them.
+    pub fn object<'a>(fields: impl IntoIterator<Item = (&'a str, &'a Value)>) -> RawJson {
+        let mut text = Vec::with_capacity(64);
+        text.push(b'{');
+        for (i, (key, value)) in fields.into_iter().enumerate() {
+            if i > 0 {
+                text.push(b',');
+            }
+            let written = serde_json::to_writer(&mut text, key).and_then(|()| {
+                text.push(b':');
+                serde_json::to_writer(&mut text, value)
+            });
+            written.expect("a JSON value always serializes");
+        }
+        text.push(b'}');
+        let text = String::from_utf8(text).expect("serde_json writes UTF-8");
+        RawJson(text.into_boxed_str())
+    }
+}
+
 impl fmt::Display for RawJson {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.text())
@@ -80,6 +103,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_object_written_field_by_field_is_the_object_written_whole() {
+        let objects = [
+            json!({}),
+            json!({"role": "tool", "content": null, "tool_call_id": "c\"1"}),
+            json!({"z": 1, "a": [1.5, -2, "é\n\"", true], "m": {"k": null}, "é": u64::MAX}),
+        ];
+        for v in objects {
+            let fields = v.as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v));
+            assert_eq!(RawJson::object(fields), RawJson::from(v.clone()), "{v}");
+        }
+    }
 
     #[test]
     fn a_value_comes_back_as_it_went_in() {
