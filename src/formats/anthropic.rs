@@ -9,7 +9,9 @@ use serde_json::{Map, Value, json};
 
 use super::message_log::MessageLog;
 use super::reassemble::{BlockEdit, Emitted, read_words, shown_text};
-use super::{BlockSource, ContentBlock, Format, HostMessage, ReadBlock, Slot, take_string};
+use super::{
+    BlockSource, ContentBlock, Format, HostMessage, RawJson, ReadBlock, Slot, take_string,
+};
 use crate::engine::{COMPRESS_TOOL, ContentType, CoreMessage, IdHash, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
@@ -112,8 +114,8 @@ pub(crate) fn host_message(
         }
         _ => return None,
     };
-    let raw = json!({ "role": role, "content": form });
-    Some(HostMessage::read(raw.into(), blocks, line))
+    let raw = RawJson::object([("role", &Value::String(role)), ("content", &form)]);
+    Some(HostMessage::read(raw, blocks, line))
 }
 
 /// `core` standing for a block the model sees only as a placeholder: its
@@ -146,12 +148,15 @@ fn tool_use(obj: &mut Map<String, Value>, tools: &mut ToolNames) -> ToolUse {
     let (id, name) = (string_field(obj, "id"), string_field(obj, "name"));
     tools.note(&id, &name);
     let mut moved = None;
+    // Written straight into bytes, as `RawJson` writes: `Value::to_string`
+    // goes through the formatter a piece at a time.
+    let text = |v: &Value| serde_json::to_string(v).expect("a JSON value always serializes");
     let input = match obj.get_mut("input") {
         Some(input) if !input.is_null() && name != COMPRESS_TOOL => {
             moved = Some("input");
-            input.take().to_string()
+            text(&input.take())
         }
-        input => input.map(|v| v.to_string()).unwrap_or_default(),
+        input => input.map(|v| text(v)).unwrap_or_default(),
     };
     ToolUse {
         core: CoreMessage::tool_call("", id, name, input),
