@@ -223,12 +223,17 @@ pub(crate) fn note_spans(m: &mut HostMessage, spans: &[(Slot, usize)], line_at: 
 pub fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
     let mut i = at + 1;
     loop {
-        i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
-        match bytes[i] {
-            b'"' => return Some(i + 1),
-            // An escape: the byte after it is never the string's end.
-            _ => i += 2,
+        // Quotes are rarer than backslashes in long text (one escapes
+        // every newline): each quote found is the end unless an odd run of
+        // backslashes comes right before it.
+        i += memchr::memchr(b'"', bytes.get(i..)?)?;
+        let run = (bytes[..i].iter().rev())
+            .take_while(|&&b| b == b'\\')
+            .count();
+        if run % 2 == 0 {
+            return Some(i + 1);
         }
+        i += 1;
     }
 }
 
@@ -504,6 +509,20 @@ mod tests {
     }
 
     proptest! {
+        /// Any string, however its quotes and backslashes fall, ends where
+        /// serde_json wrote its closing quote, whatever follows it; cut
+        /// short of that quote, it does not end.
+        #[test]
+        fn a_string_ends_at_its_closing_quote(
+            text in "[a\"\\\\\n\u{e9}]{0,24}",
+            after in "[\"\\\\,}a ]{0,4}",
+        ) {
+            let written = serde_json::to_string(&text).unwrap();
+            let bytes = [written.as_bytes(), after.as_bytes()].concat();
+            prop_assert_eq!(string_end(&bytes, 0), Some(written.len()));
+            prop_assert_eq!(string_end(&bytes[..written.len() - 1], 0), None);
+        }
+
         /// In any message, laid out compact or spaced, on its own or inside
         /// a record, the walk finds the outputs serde_json reads there, each
         /// where its string starts.
