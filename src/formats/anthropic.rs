@@ -12,7 +12,7 @@ use super::reassemble::{BlockEdit, Emitted, read_words, shown_text};
 use super::{
     BlockSource, ContentBlock, Format, HostMessage, RawJson, ReadBlock, Slot, take_string,
 };
-use crate::engine::{COMPRESS_TOOL, ContentType, CoreMessage, IdHash, Role};
+use crate::engine::{COMPRESS_TOOL, ContentType, CoreMessage, IdHash, Name, Role};
 
 const EXPECTED: &str = "each line (or array item) is one Anthropic message: {\"role\": \"user\"|\"assistant\", \"content\": string or blocks}";
 
@@ -27,7 +27,7 @@ pub(crate) const LOG: MessageLog = MessageLog {
 /// Remembers tool names by call id, so a result can say which tool made it.
 #[derive(Default)]
 pub(crate) struct ToolNames<'a> {
-    named: HashMap<String, String, IdHash>,
+    named: HashMap<Name, Name, IdHash>,
     /// The flat history read before these lines, when reading on: a result
     /// that answers a call of its finds it from the latest back, so a turn
     /// names the few calls it needs rather than indexing all of them.
@@ -43,15 +43,15 @@ impl<'a> ToolNames<'a> {
         }
     }
     pub(crate) fn note(&mut self, call_id: &str, tool: &str) {
-        self.named.insert(call_id.to_string(), tool.to_string());
+        self.named.insert(Name::new(call_id), Name::new(tool));
     }
-    pub(crate) fn get(&self, call_id: &str) -> String {
+    pub(crate) fn get(&self, call_id: &str) -> Name {
         let earlier = || {
             self.earlier
                 .iter()
                 .rev()
                 .find(|c| c.content_type == ContentType::ToolCall && c.tool_call_id == call_id)
-                .map(|c| c.tool_name.to_string())
+                .map(|c| c.tool_name.clone())
         };
         self.named
             .get(call_id)

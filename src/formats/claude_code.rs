@@ -1090,7 +1090,7 @@ impl<'n, 't> Builder<'n, 't> {
                     ContentType::ToolResult => {
                         let tool = self.tools.get(&core.tool_call_id);
                         renamed |= core.tool_name != tool;
-                        core.tool_name = tool.into();
+                        core.tool_name = tool;
                     }
                     _ => {}
                 }
