@@ -38,6 +38,13 @@ fn cjk3(lead: u8, b1: u8, b2: u8) -> bool {
     }
 }
 
+/// Whether the character whose lead byte, of three or four, is at
+/// `bytes[at]` is a CJK one.
+#[inline]
+fn cjk_at(bytes: &[u8], at: usize) -> bool {
+    bytes[at] < 0xF0 && cjk3(bytes[at], bytes[at + 1], bytes[at + 2])
+}
+
 /// Whether the eight bytes from `at` are there and all ASCII.
 #[inline]
 fn ascii_word(bytes: &[u8], at: usize) -> bool {
@@ -65,42 +72,47 @@ pub struct Tally {
 impl Tally {
     /// The tally of `text`.
     ///
-    /// Thirty-two, then eight bytes at a time while they are ASCII: a tagged
-    /// message holds a few non-ASCII characters in kilobytes of ASCII, and
-    /// every turn counts every message in view.
+    /// Thirty-two bytes at a time, passed over while they are ASCII; in a
+    /// word of eight that is not, the characters are counted as its bytes
+    /// less those that go on a character, and only the leads of three and
+    /// four bytes are looked at for CJK ones. A file read numbers every
+    /// line with an arrow, so most outputs of a Claude Code session are
+    /// ASCII but for a character a line.
     pub fn of(text: &str) -> Tally {
         const HIGH: u64 = 0x8080_8080_8080_8080;
         let bytes = text.as_bytes();
         if bytes.is_ascii() {
             return Tally::ascii(bytes.len());
         }
-        let (mut cjk, mut other, mut i) = (0usize, 0usize, 0usize);
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight"));
-        while i < bytes.len() {
-            // ASCII runs thirty-two bytes at a time, then eight; a text of
-            // CJK words is not looked at for them.
-            if bytes[i] < 0x80 {
-                if i + 32 <= bytes.len()
-                    && (word(i) | word(i + 8) | word(i + 16) | word(i + 24)) & HIGH == 0
-                {
-                    other += 32;
-                    i += 32;
-                    continue;
-                }
-                if i + 8 <= bytes.len() && word(i) & HIGH == 0 {
-                    other += 8;
-                    i += 8;
-                    continue;
+        let (mut later, mut cjk, mut at) = (0usize, 0usize, 0usize);
+        while at + 32 <= bytes.len() {
+            let ws = [word(at), word(at + 8), word(at + 16), word(at + 24)];
+            if (ws[0] | ws[1] | ws[2] | ws[3]) & HIGH != 0 {
+                for (k, w) in ws.into_iter().enumerate() {
+                    // Bit 7 of each byte, from bits 7, 6 and 5 of the same
+                    // byte: `10` starts the bytes that go on a character,
+                    // `111` a lead of three or four.
+                    later += (w & !(w << 1) & HIGH).count_ones() as usize;
+                    let mut leads = w & (w << 1) & (w << 2) & HIGH;
+                    while leads != 0 {
+                        let i = at + 8 * k + leads.trailing_zeros() as usize / 8;
+                        cjk += usize::from(cjk_at(bytes, i));
+                        leads &= leads - 1;
+                    }
                 }
             }
-            let (len, is_cjk) = char_at(bytes, i);
-            match is_cjk {
-                true => cjk += 1,
-                false => other += 1,
-            }
-            i += len;
+            at += 32;
         }
-        Tally { cjk, other }
+        for (i, &b) in bytes.iter().enumerate().skip(at) {
+            later += usize::from(b & 0xC0 == 0x80);
+            cjk += usize::from(b >= 0xE0 && cjk_at(bytes, i));
+        }
+        let chars = bytes.len() - later;
+        Tally {
+            cjk,
+            other: chars - cjk,
+        }
     }
 
     /// The tally of an ASCII text of `len` bytes, read off without it.
@@ -401,6 +413,18 @@ mod tests {
             let slow = t.chars().filter(|&c| is_cjk(c)).count()
                 + t.chars().filter(|&c| !is_cjk(c)).count().div_ceil(4);
             proptest::prop_assert_eq!(estimate(&t), slow);
+        }
+
+        /// Counted a word at a time, any text tallies as its characters
+        /// do, CJK ones at the edges of their ranges and leads at any place
+        /// in a word included.
+        #[test]
+        fn a_tally_counts_each_character(
+            t in "([a-z ]{0,19}|[\u{303f}\u{3040}\u{30ff}\u{3100}\u{4dff}\u{4e00}\u{9fff}\u{a000}\u{abff}\u{ac00}\u{d7af}\u{d7b0}→é😀]|\\PC){0,80}",
+        ) {
+            let cjk = t.chars().filter(|&c| is_cjk(c)).count();
+            let other = t.chars().count() - cjk;
+            proptest::prop_assert_eq!(Tally::of(&t), Tally { cjk, other });
         }
 
         #[test]
