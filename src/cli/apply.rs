@@ -228,8 +228,8 @@ fn save_cache(cx: &mut Context, answer: &Answer) -> Option<String> {
         cuts: &answer.cuts,
     };
     let tokenizer = cx.config(&answer.state).tokenizer;
-    let places = cx.decides_unread(&answer.state);
-    let error = match places || cx.session.read_kept_withheld(&answer.hidden) {
+    let writes_places = cx.decides_unread(&answer.state);
+    let error = match writes_places || cx.session.read_kept_withheld(&answer.hidden) {
         true => (cx.session)
             .save_read_cache(tokenizer, projected, CacheWrite::Anew)
             .err()

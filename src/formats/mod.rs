@@ -931,8 +931,8 @@ fn base_learning(core: &CoreMessage, b: &ContentBlock) -> Name {
     base
 }
 
-/// Gives each block of `messages` not hashed yet (where it was built, or
-/// where its words were set aside) its id before repeats are told apart
+/// Gives each block of `messages` that was not hashed where it was built,
+/// or where its words were set aside, its id before repeats are told apart
 /// ([`ClusterCounter::base`]); each text's count and facts are learned on
 /// the way ([`Counted::learn`](crate::engine::Counted::learn)), while the
 /// text is in cache from hashing. A long transcript's blocks are hashed on

@@ -4,7 +4,7 @@
 //! whenever something is pruned or inserted. A hash of what the block says
 //! stays put, so the ref map keyed by it survives every rewrite of the view.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, hash_map};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use hashbrown::HashTable;
@@ -204,12 +204,12 @@ impl<'a> ClusterCounter<'a> {
     /// The id for the next occurrence of `base`.
     pub fn next(&mut self, base: Name) -> Name {
         match self.seen.entry(base) {
-            std::collections::hash_map::Entry::Occupied(mut seen) => {
+            hash_map::Entry::Occupied(mut seen) => {
                 let n = *seen.get();
                 *seen.get_mut() += 1;
                 format!("{}_{n}", seen.key()).into()
             }
-            std::collections::hash_map::Entry::Vacant(first) => {
+            hash_map::Entry::Vacant(first) => {
                 let n = (self.earlier.get(first.key().as_str()).copied()).unwrap_or(0);
                 let id = match n {
                     0 => first.key().clone(),
