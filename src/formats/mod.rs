@@ -722,13 +722,7 @@ impl PieceReader {
             // Hashed here, while the next piece is built on the other
             // thread: this one only reads, and waits on that one. What is
             // set aside is hashed where it is written.
-            for m in &mut messages[self.hashed..] {
-                for (core, b) in m.cores.iter_mut().zip(&m.blocks) {
-                    if core.id.is_empty() && core.withheld.is_none() {
-                        core.id = base_learning(core, b);
-                    }
-                }
-            }
+            messages[self.hashed..].iter_mut().for_each(hash_unhashed);
             self.hashed = messages.len();
         }
         Ok(())
@@ -923,6 +917,17 @@ fn hash_blocks(m: &mut HostMessage) {
     }
 }
 
+/// Gives each block of `m` not hashed yet its base as its id, as
+/// [`hash_blocks`] does; a block whose words were set aside is hashed
+/// where they are written.
+fn hash_unhashed(m: &mut HostMessage) {
+    for (core, b) in m.cores.iter_mut().zip(&m.blocks) {
+        if core.id.is_empty() && core.withheld.is_none() {
+            core.id = base_learning(core, b);
+        }
+    }
+}
+
 /// The base of `core`, the block `b` stands for ([`ClusterCounter::base`]),
 /// its count learned while its words are in cache from hashing.
 fn base_learning(core: &CoreMessage, b: &ContentBlock) -> Name {
@@ -946,15 +951,7 @@ fn hash_the_rest(messages: &mut [HostMessage]) {
 
 /// [`hash_the_rest`] on at most `threads` threads.
 fn hash_the_rest_on(messages: &mut [HostMessage], threads: usize) {
-    fn run(messages: &mut [HostMessage]) {
-        for m in messages {
-            for (core, b) in m.cores.iter_mut().zip(&m.blocks) {
-                if core.id.is_empty() {
-                    core.id = base_learning(core, b);
-                }
-            }
-        }
-    }
+    let run = |messages: &mut [HostMessage]| messages.iter_mut().for_each(hash_unhashed);
     // Bytes a block costs to hash, about: its words, and a little for the rest.
     let size = |m: &HostMessage| -> usize {
         (m.cores.iter())

@@ -12,8 +12,7 @@ use crate::engine::model::message::{ContentType, CoreMessage};
 use crate::engine::model::name::Name;
 
 use super::deferred::DeferredOutputs;
-use super::truncate::{self, KEEP_CHARS, LAST_RESORT_KEEP_CHARS, LAST_RESORT_MIN_TOKENS};
-use super::truncate::{MIN_TOKENS, Truncation};
+use super::truncate::{self, LAST_RESORT_MIN_TOKENS, PASSES, Truncation};
 
 /// Whether no cut can bring `view` down far enough: the messages no cut
 /// shortens (all but tool results of [`LAST_RESORT_MIN_TOKENS`] and more)
@@ -159,11 +158,10 @@ impl Cuts {
     }
 }
 
-/// Cuts `m` as the passes of [`truncate::cut_largest`] cut an output when
-/// they cannot reach their target: an output of [`MIN_TOKENS`] or more to
-/// [`KEEP_CHARS`] at each end, else (or when that saves nothing) one of
-/// [`LAST_RESORT_MIN_TOKENS`] or more to [`LAST_RESORT_KEEP_CHARS`]; never
-/// one cut already. What it saved; `None` when it was not cut.
+/// Cuts `m` as the [`PASSES`] of [`truncate::cut_largest`] cut an output
+/// when they cannot reach their target: by the first pass it is large
+/// enough for whose cut saves something; never one cut already. What it
+/// saved; `None` when it was not cut.
 fn cut_all_the_way(
     m: &mut CoreMessage,
     cfg: &Config,
@@ -177,11 +175,9 @@ fn cut_all_the_way(
     if tokens < LAST_RESORT_MIN_TOKENS || deferred.cut_made_at(at) || deferred.marked_at(at, m) {
         return None;
     }
-    let first = match tokens >= MIN_TOKENS {
-        true => truncate::cut_either((m, at), KEEP_CHARS, cfg, deferred),
-        false => None,
-    };
-    first.or_else(|| truncate::cut_either((m, at), LAST_RESORT_KEEP_CHARS, cfg, deferred))
+    (PASSES.into_iter())
+        .filter(|&(min_tokens, _)| tokens >= min_tokens)
+        .find_map(|(_, keep)| truncate::cut_either((&mut *m, at), keep, cfg, deferred))
 }
 
 #[cfg(test)]

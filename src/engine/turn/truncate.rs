@@ -32,6 +32,12 @@ const _: () = assert!(KEEP_CHARS <= ENDS_CHARS);
 pub const LAST_RESORT_MIN_TOKENS: usize = 250;
 /// Characters kept at each end in that last pass.
 pub const LAST_RESORT_KEEP_CHARS: usize = 400;
+/// The passes of the last resort, in order: the outputs of so many tokens
+/// and more each, and the characters kept at each end of them.
+pub(super) const PASSES: [(usize, usize); 2] = [
+    (MIN_TOKENS, KEEP_CHARS),
+    (LAST_RESORT_MIN_TOKENS, LAST_RESORT_KEEP_CHARS),
+];
 
 /// What truncation did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -149,10 +155,7 @@ pub fn cut_largest(
         .filter(|&(_, t, at)| t >= LAST_RESORT_MIN_TOKENS && !deferred.cut_made_at(at))
         .collect();
     candidates.sort_by_key(|&(i, t, _)| (std::cmp::Reverse(t), i));
-    for (min_tokens, keep) in [
-        (MIN_TOKENS, KEEP_CHARS),
-        (LAST_RESORT_MIN_TOKENS, LAST_RESORT_KEEP_CHARS),
-    ] {
+    for (min_tokens, keep) in PASSES {
         // What the first pass cut is marked by the time the second comes.
         let large = candidates.iter().take_while(|&&(_, t, _)| t >= min_tokens);
         for &(i, _, at) in large {
