@@ -108,9 +108,29 @@ fn block_digest(b: &Block) -> u64 {
         out.extend_from_slice(&(s.len() as u64).to_le_bytes());
         out.extend_from_slice(s.as_bytes());
     }
+    // An id is laid out behind a byte of its length: ids are short, and a
+    // long session's blocks name every message it folded, twice over.
+    fn list(out: &mut Vec<u8>, ids: &[Name]) {
+        out.extend_from_slice(&(ids.len() as u64).to_le_bytes());
+        for id in ids {
+            match u8::try_from(id.len()) {
+                Ok(short) if short < u8::MAX => out.push(short),
+                _ => {
+                    out.push(u8::MAX);
+                    out.extend_from_slice(&(id.len() as u64).to_le_bytes());
+                }
+            }
+            out.extend_from_slice(id.as_bytes());
+        }
+    }
+    // A block that folded none stands for its own messages: the list is
+    // laid out once, and a byte says the other is the same.
+    let same = effective_message_ids == direct_message_ids;
+    let ids = direct_message_ids.len()
+        + if same { 0 } else { effective_message_ids.len() }
+        + direct_block_ids.len();
     // Sized for the lists too: an id is its length and some twenty bytes.
-    let ids = direct_message_ids.len() + effective_message_ids.len() + direct_block_ids.len();
-    let mut out = Vec::with_capacity(256 + topic.len() + summary.len() + 32 * ids);
+    let mut out = Vec::with_capacity(256 + topic.len() + summary.len() + 24 * ids);
     for s in [
         block_id,
         topic,
@@ -123,12 +143,12 @@ fn block_digest(b: &Block) -> u64 {
     ] {
         text(&mut out, s);
     }
-    for list in [direct_message_ids, effective_message_ids, direct_block_ids] {
-        out.extend_from_slice(&(list.len() as u64).to_le_bytes());
-        for id in list {
-            text(&mut out, id);
-        }
+    list(&mut out, direct_message_ids);
+    out.push(u8::from(same));
+    if !same {
+        list(&mut out, effective_message_ids);
     }
+    list(&mut out, direct_block_ids);
     out.extend_from_slice(&[*tier, u8::from(*active)]);
     out.extend_from_slice(&(*compressed_tokens as u64).to_le_bytes());
     out.extend_from_slice(&created_at.to_le_bytes());
@@ -146,7 +166,7 @@ const EFFECTIVE_IDS: &str = "effectiveMessageIds";
 /// Whether a block's line names [`EFFECTIVE_IDS`] (a string inside it
 /// holds the name only with its quotes escaped, so never as `"name":`).
 fn names_effective_ids(line: &[u8]) -> bool {
-    std::str::from_utf8(line).is_ok_and(|l| l.contains("\"effectiveMessageIds\":"))
+    memchr::memmem::find(line, b"\"effectiveMessageIds\":").is_some()
 }
 
 /// state.json as written: every field of the state but those that grow
@@ -595,15 +615,22 @@ impl SessionDir {
         // A long session's blocks name every message it folded: the lines
         // are found at memory speed, not a byte at a time.
         let ends = memchr::memchr_iter(b'\n', mine).chain([mine.len()]);
+        // Checked as UTF-8 once, not an id at a time as each is parsed;
+        // a log that is not says where, line by line.
+        let text = std::str::from_utf8(mine).ok();
         let mut start = 0;
         for (i, end) in ends.enumerate() {
-            let line = &mine[start..end];
+            let (start_at, line) = (start, &mine[start..end]);
             start = end + 1;
             if line.is_empty() {
                 continue;
             }
             lines += 1;
-            let mut block: Block = serde_json::from_slice(line).map_err(|e| {
+            let parsed = match text {
+                Some(text) => serde_json::from_str(&text[start_at..end]),
+                None => serde_json::from_slice(line),
+            };
+            let mut block: Block = parsed.map_err(|e| {
                 damaged(format!(
                     "not a block at line {}, column {}: {e}",
                     i + 1,

@@ -121,7 +121,12 @@ impl From<String> for Name {
 
 impl PartialEq for Name {
     fn eq(&self, other: &Name) -> bool {
-        self.as_str() == other.as_str()
+        match (&self.0, &other.0) {
+            // Padded with zeros, so the same text is the same bytes: a
+            // fixed compare, where the texts' would call out to memcmp.
+            (Repr::Inline { len, text }, Repr::Inline { len: l, text: t }) => len == l && text == t,
+            _ => self.as_str() == other.as_str(),
+        }
     }
 }
 

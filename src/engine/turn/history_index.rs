@@ -444,7 +444,11 @@ impl<'h> HistoryIndex<'h> {
         // The refs the index handed out are in the state (a call's view
         // keeps them), or it is another state.
         let same_refs = self.refs_left == state.message_refs.len();
-        if n < self.len || !same_blocks || !same_refs {
+        // An index not advanced yet has nothing to start over (`retained`
+        // is set by the first advance): a turn's one projection would
+        // otherwise index every id twice.
+        let started = self.retained;
+        if started && (n < self.len || !same_blocks || !same_refs) {
             *self = HistoryIndex::new(self.history, self.recorded, self.config);
         }
         let assigned = refs::assign(
@@ -743,11 +747,18 @@ impl<'h> HistoryIndex<'h> {
         self.ranks.set(p, !hidden);
         for b in self.cover.of(p) {
             let taken = &mut self.taken[b as usize];
-            let at = taken.partition_point(|&q| q < p as u32);
-            if hidden && taken.get(at) != Some(&(p as u32)) {
-                taken.insert(at, p as u32);
-            } else if !hidden && taken.get(at) == Some(&(p as u32)) {
-                taken.remove(at);
+            let p = p as u32;
+            // A walk from the start takes places out in order: each goes
+            // last.
+            if hidden && taken.last().is_none_or(|&q| q < p) {
+                taken.push(p);
+            } else {
+                let at = taken.partition_point(|&q| q < p);
+                if hidden && taken.get(at) != Some(&p) {
+                    taken.insert(at, p);
+                } else if !hidden && taken.get(at) == Some(&p) {
+                    taken.remove(at);
+                }
             }
             // Whether the block's summary shows changes only when the
             // first place is taken out or the last one put back.
