@@ -33,8 +33,8 @@ pub use lock::SessionLock;
 pub use output::write_output;
 pub use read::{Access, ReadHooks, SessionOptions};
 pub use read_cache::{
-    AsideFile, CacheDraft, CacheEnd, CacheSource, IN_TRANSCRIPT, Left, LeftWords, ReadCache,
-    Unparsed, WITHHELD_MIN, Warm, WarmMessages, WordsFile, fill_shown,
+    AsideFile, CacheDraft, CacheEnd, CacheHead, CacheSource, IN_TRANSCRIPT, Left, LeftWords,
+    ReadCache, Unparsed, WITHHELD_MIN, Warm, WarmMessages, WordsFile, fill_shown,
 };
 pub use session::{Purpose, Session};
 pub use session_cache::{CacheWrite, Drafting, Projected};

@@ -133,6 +133,20 @@ pub struct ReadCache<M = Vec<CachedMessage>> {
     pub end: CacheEnd,
 }
 
+/// What a read cache's trailer says of the transcript it read, known
+/// before its messages are decoded.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheHead {
+    /// The format it was read as.
+    pub format: Format,
+    /// Bytes of the transcript read: whole lines only.
+    pub length: u64,
+    /// Lines in those bytes.
+    pub lines: u64,
+    /// [`TranscriptDigest`](crate::store::TranscriptDigest) of those bytes.
+    pub digest: u64,
+}
+
 /// Where a cache file's messages end, and what appending after them needs:
 /// the checksum taken up to there, and what the file held then.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -691,7 +705,19 @@ impl<M: Decode> ReadCache<M> {
     /// are sought past and left in the file, their digests unchecked until
     /// they are read: a long uncompressed session's turn shows few of them;
     /// without it, each is read and checked.
-    fn read_from(mut file: impl Read + Seek, withhold: bool) -> Option<ReadCache<M>> {
+    #[cfg(test)]
+    fn read_from(file: impl Read + Seek, withhold: bool) -> Option<ReadCache<M>> {
+        ReadCache::read_from_after(file, withhold, |_| Some(()))
+    }
+
+    /// [`ReadCache::read_from`], with `head` told what the trailer says of
+    /// the transcript before the messages are decoded: a warm turn starts
+    /// proving the prefix unchanged meanwhile. `None` from it stops the read.
+    fn read_from_after(
+        mut file: impl Read + Seek,
+        withhold: bool,
+        head: impl FnOnce(&CacheHead) -> Option<()>,
+    ) -> Option<ReadCache<M>> {
         let len = file.seek(SeekFrom::End(0)).ok()?;
         let mut last = [0u8; 16];
         file.seek(SeekFrom::Start(len.checked_sub(16)?)).ok()?;
@@ -722,6 +748,12 @@ impl<M: Decode> ReadCache<M> {
         if !r.0.is_empty() {
             return None;
         }
+        head(&CacheHead {
+            format,
+            length,
+            lines,
+            digest,
+        })?;
         file.rewind().ok()?;
         let mut r = Chunks::new(file.take(at), at);
         if r.take(MAGIC.len())? != MAGIC {
@@ -876,10 +908,13 @@ impl SessionDir {
 
     /// The session's read cache, if there is one that decodes. Long tool
     /// outputs' words are left in the file, held open ([`WordsFile`]).
-    pub fn load_read_cache(&self) -> Option<ReadCache<WarmMessages>> {
+    pub fn load_read_cache(
+        &self,
+        head: impl FnOnce(&CacheHead) -> Option<()>,
+    ) -> Option<ReadCache<WarmMessages>> {
         let path = self.read_cache_path();
         let file = super::files::open_read(&path).ok()?;
-        let mut cache = ReadCache::<WarmMessages>::read_from(&file, true)?;
+        let mut cache = ReadCache::<WarmMessages>::read_from_after(&file, true, head)?;
         if !cache.messages.withheld.is_empty() {
             let file = Mutex::new(file);
             cache.messages.words = Some(WordsFile {

@@ -5,10 +5,14 @@
 use std::fs;
 use std::io::{self, Read, Seek};
 use std::sync::Arc;
+use std::sync::mpsc::{self, SyncSender};
+use std::thread::JoinHandle;
 
 use super::{Access, HowRead, Loaded, LockAndState, Reader};
 use crate::formats::{self, TextFrom};
-use crate::store::{PrefixDigest, ReadCache, SessionDir, SessionLock, StoreError, WarmMessages};
+use crate::store::{
+    CacheHead, PrefixDigest, ReadCache, SessionDir, SessionLock, StoreError, WarmMessages,
+};
 
 /// How much of a log's start is looked at to find its session before
 /// reading on from a cache.
@@ -24,20 +28,21 @@ fn lock_and_state(session: SessionDir, access: Access) -> (SessionDir, LockAndSt
     (session, LockAndState { lock, state })
 }
 
-/// The digest of a transcript's prefix read on from the read cache, taken on
-/// a thread of its own while the turn goes on with what the cache holds:
-/// it only says whether what was decoded may be used, and nothing the turn
-/// does before it is asked for is written or shown. For a long compressed
-/// session, loading the state and decoding the cache take both cores first,
-/// and the digest then runs beside the projection; the turn's own thread
-/// takes its share of the pieces left once it asks ([`PrefixDigest`]), so
-/// neither core sits idle while the other digests.
+/// The digest of a transcript's prefix read on from the read cache: it
+/// only says whether what was decoded may be used, and nothing the turn
+/// does before it is asked for is written or shown. It is started as soon
+/// as the cache's trailer says what it must be, and taken by the thread that
+/// loaded the state once that is done: for a long compressed session the
+/// state is loaded sooner than the cache is decoded, and the digest then
+/// runs beside the rest of the decoding and the projection, where a thread
+/// of its own would take a core from both. The turn's own thread takes its
+/// share of the pieces left once it asks ([`PrefixDigest`]).
 #[derive(Debug)]
 pub(in crate::store) struct PrefixCheck {
     /// The prefix's digest, its pieces taken by whichever thread is free.
     digest: Arc<PrefixDigest>,
-    /// The thread that started on it.
-    helper: Option<std::thread::JoinHandle<()>>,
+    /// The thread that helps take it, once it has loaded the state.
+    helper: Option<JoinHandle<()>>,
     /// The digest the prefix must have.
     expected: u64,
     /// The bytes read after the prefix, whose digest goes on from it.
@@ -54,15 +59,21 @@ struct Prefix {
 }
 
 impl PrefixCheck {
-    /// Starts digesting the first `prefix.length` bytes of `file`, then
-    /// `tail`, the bytes read after them.
-    fn start(file: fs::File, prefix: Prefix, tail: Vec<u8>, lines: u64) -> Self {
+    /// The digest of the first `prefix.length` bytes of `file`, then of
+    /// `tail`, the bytes read after them, handed to `helper` to take.
+    fn start(
+        file: fs::File,
+        prefix: Prefix,
+        tail: Vec<u8>,
+        lines: u64,
+        helper: SyncSender<Arc<PrefixDigest>>,
+    ) -> Self {
         let digest = Arc::new(PrefixDigest::new(file, prefix.length));
-        let taking = Arc::clone(&digest);
-        let helper = std::thread::spawn(move || taking.help());
+        // A helper gone leaves the pieces to this thread.
+        let _ = helper.try_send(Arc::clone(&digest));
         PrefixCheck {
             digest,
-            helper: Some(helper),
+            helper: None,
             expected: prefix.digest,
             length: prefix.length + tail.len() as u64,
             tail,
@@ -119,22 +130,42 @@ impl Reader<'_> {
         if !session.state_path().exists() {
             return Ok(None);
         }
-        std::thread::scope(|s| {
-            let taking = {
-                let session = session.clone();
-                s.spawn(move || lock_and_state(session, access))
-            };
-            let Some(mut loaded) = self.read_on_from_cache(file, &session)? else {
-                return Ok(None);
-            };
-            // The same directory (`read_on` checks it), and the handle that
-            // loaded its state remembers the logs the save appends to.
-            let taken = taking
+        // The state is loaded on a thread of its own while the cache is
+        // decoded, which then helps take the prefix's digest.
+        let (send_state, state) = mpsc::sync_channel(1);
+        let (send_digest, digest) = mpsc::sync_channel::<Arc<PrefixDigest>>(1);
+        let loading = {
+            let session = session.clone();
+            std::thread::spawn(move || {
+                // A receiver gone is a read that no longer waits.
+                if send_state.send(lock_and_state(session, access)).is_ok()
+                    && let Ok(digest) = digest.recv()
+                {
+                    digest.help();
+                }
+            })
+        };
+        let read = self.read_on_from_cache(file, &session, send_digest);
+        // Taken whatever came of reading on: the lock it holds is the
+        // command's to keep or let go.
+        let Ok(taken) = state.recv() else {
+            // It sends unless it panicked, a bug, which goes on as this
+            // thread's would.
+            let panic = loading
                 .join()
-                .unwrap_or_else(|e| std::panic::resume_unwind(e));
-            (loaded.session, loaded.ahead) = (taken.0, Some(taken.1));
-            Ok(Some(loaded))
-        })
+                .expect_err("the state was sent or the thread panicked");
+            std::panic::resume_unwind(panic)
+        };
+        let Some(mut loaded) = read? else {
+            return Ok(None);
+        };
+        // The same directory (`read_on` checks it), and the handle that
+        // loaded its state remembers the logs the save appends to.
+        (loaded.session, loaded.ahead) = (taken.0, Some(taken.1));
+        if let Some(check) = &mut loaded.read.check {
+            check.helper = Some(loading);
+        }
+        Ok(Some(loaded))
     }
 
     /// The session the first lines of the log at `file` name, as the whole
@@ -154,45 +185,38 @@ impl Reader<'_> {
     }
 
     /// The transcript at `file` read on from `session`'s read cache, the
-    /// digest of its prefix started; `None` when the cache does not serve.
+    /// digest of its prefix started and handed to `helper`; `None` when the
+    /// cache does not serve.
     fn read_on_from_cache(
         &self,
         mut file: fs::File,
         session: &SessionDir,
+        helper: SyncSender<Arc<PrefixDigest>>,
     ) -> Result<Option<Loaded>, StoreError> {
         let name = self.path.display().to_string();
-        let Some(cache) = session
-            .load_read_cache()
-            .filter(|c| self.options.format.is_none_or(|f| f == c.format))
-        else {
-            return Ok(None);
-        };
-        // What was appended is read before the prefix is digested, with the
-        // same handle: the bytes parsed are the bytes digested.
-        let mut tail = Vec::new();
-        if file.seek(io::SeekFrom::Start(cache.length)).is_err()
-            || file.read_to_end(&mut tail).is_err()
-        {
-            return Ok(None);
-        }
-        // A line still being written is left for the next turn; one that
-        // is whole but for its newline leaves no cache, so is read whole.
-        let first_line = cache.lines as usize + 1;
-        let held = formats::hold_back_unfinished(&name, &mut tail, TextFrom::MidLog, first_line);
-        if !tail.is_empty() && !tail.ends_with(b"\n") {
-            return Ok(None);
-        }
-        let lines = cache.lines + formats::newlines(&tail) as u64;
-        let prefix = Prefix {
-            length: cache.length,
-            digest: cache.digest,
-        };
         // Words the cache left in the transcript are read from the very
         // file whose prefix is digested.
         let Ok(transcript) = file.try_clone() else {
             return Ok(None);
         };
-        let check = PrefixCheck::start(file, prefix, tail.clone(), lines);
+        let mut started = None;
+        let cache = session.load_read_cache(|head| {
+            self.options
+                .format
+                .is_none_or(|f| f == head.format)
+                .then_some(())?;
+            let (tail, held, lines) = Self::read_tail(&name, &mut file, head)?;
+            let prefix = Prefix {
+                length: head.length,
+                digest: head.digest,
+            };
+            let check = PrefixCheck::start(file, prefix, tail.clone(), lines, helper);
+            started = Some((check, tail, held));
+            Some(())
+        });
+        let (Some(cache), Some((check, tail, held))) = (cache, started) else {
+            return Ok(None);
+        };
         let mut loaded = match self.read_on(&name, session, cache, tail) {
             Ok(Some(loaded)) => loaded,
             Ok(None) => return Ok(None),
@@ -205,6 +229,29 @@ impl Reader<'_> {
         loaded.held = held;
         loaded.read.check = Some(check);
         Ok(Some(loaded))
+    }
+
+    /// The whole lines of the transcript at `file` after the prefix `head`
+    /// names, read with the handle the prefix is digested through, so the
+    /// bytes parsed are the bytes digested; with the warning for a line
+    /// still being written, left for the next turn, and the lines of the
+    /// transcript then read. `None` when they cannot be read on from: a
+    /// line whole but for its newline leaves no cache, so is read whole.
+    fn read_tail(
+        name: &str,
+        file: &mut fs::File,
+        head: &CacheHead,
+    ) -> Option<(Vec<u8>, Option<String>, u64)> {
+        let mut tail = Vec::new();
+        file.seek(io::SeekFrom::Start(head.length)).ok()?;
+        file.read_to_end(&mut tail).ok()?;
+        let first_line = head.lines as usize + 1;
+        let held = formats::hold_back_unfinished(name, &mut tail, TextFrom::MidLog, first_line);
+        if !tail.is_empty() && !tail.ends_with(b"\n") {
+            return None;
+        }
+        let lines = head.lines + formats::newlines(&tail) as u64;
+        Some((tail, held, lines))
     }
 
     /// The transcript read on from `cache` past its prefix, with `tail` the
