@@ -20,19 +20,20 @@ pub fn detect(name: &str, text: &str) -> Result<Format, ReadError> {
             },
         });
     }
-    let samples = samples(text);
-    if samples.is_empty() {
+    // Records are parsed one at a time, up to the first that decides.
+    let (mut any, mut plain_messages) = (false, false);
+    for v in samples(text) {
+        if let Some(f) = decisive(&v) {
+            return Ok(f);
+        }
+        any = true;
+        plain_messages |= v.get("role").is_some();
+    }
+    if !any {
         return Err(ReadError::UnknownFormat {
             name: name.to_string(),
             why: "no JSON records in the first lines".into(),
         });
-    }
-    let mut plain_messages = false;
-    for v in &samples {
-        if let Some(f) = decisive(v) {
-            return Ok(f);
-        }
-        plain_messages |= v.get("role").is_some();
     }
     if plain_messages {
         // Plain-text role/content messages read the same either way.
@@ -44,29 +45,36 @@ pub fn detect(name: &str, text: &str) -> Result<Format, ReadError> {
     })
 }
 
-/// The first records worth looking at, whichever container holds them.
-fn samples(text: &str) -> Vec<Value> {
+/// The first records worth looking at, whichever container holds them:
+/// those of a JSON document, or else the log's lines, parsed as they are
+/// asked for.
+fn samples(text: &str) -> impl Iterator<Item = Value> + '_ {
+    let listed = listed(text);
+    let lines = listed.is_none().then(|| {
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(LOOKAHEAD)
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(Value::is_object)
+    });
+    (listed.into_iter().flatten().take(LOOKAHEAD)).chain(lines.into_iter().flatten())
+}
+
+/// The records of a transcript that is one JSON document: a list of them,
+/// or an object that lists them under `messages`.
+fn listed(text: &str) -> Option<Vec<Value>> {
     let trimmed = text.trim_start();
-    if (trimmed.starts_with('[') || trimmed.starts_with('{'))
-        && let Ok(doc) = serde_json::from_str::<Value>(text)
-    {
-        let list = match &doc {
-            Value::Array(items) => Some(items.clone()),
-            Value::Object(o) if o.get("role").is_none() => {
-                o.get("messages").and_then(Value::as_array).cloned()
-            }
-            _ => None,
-        };
-        if let Some(items) = list {
-            return items.into_iter().take(LOOKAHEAD).collect();
-        }
+    if !(trimmed.starts_with('[') || trimmed.starts_with('{')) {
+        return None;
     }
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .take(LOOKAHEAD)
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(Value::is_object)
-        .collect()
+    match serde_json::from_str::<Value>(text).ok()? {
+        Value::Array(items) => Some(items),
+        Value::Object(mut o) if o.get("role").is_none() => match o.remove("messages") {
+            Some(Value::Array(items)) => Some(items),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A record that by itself says which format it is from.
