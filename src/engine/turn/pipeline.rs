@@ -944,14 +944,11 @@ fn tag_for(
         return None;
     }
     let r = refs.usable_near(&m.id, near)?;
-    // Looked up before it is inserted: most tags were shown before, and
-    // an insert would copy the ref to look it up.
-    let figure = match token_snapshot.get(r) {
-        Some(&figure) => figure,
-        None => *token_snapshot
-            .entry(Name::new(r))
-            .or_insert_with(|| cfg.tokens(m)),
-    };
+    // Looked up as a name, which compares inline, and inserted from the
+    // same search when it is not there.
+    let figure = *token_snapshot
+        .entry(Name::new(r))
+        .or_insert_with(|| cfg.tokens(m));
     let source = match (m.content_type, m.tool_name.is_empty()) {
         (ContentType::ToolResult, true) => Some("tool"),
         (ContentType::ToolResult, false) => Some(m.tool_name.as_str()),
