@@ -277,8 +277,13 @@ impl Run {
             in_zone,
         }
     }
+    /// Takes in the message `m` of ref `r`; the tool share is worked out
+    /// when the runs are merged ([`merge_to_threshold`]).
     fn add(&mut self, r: &str, t: usize, chars: usize, m: &CoreMessage, is_user: bool) {
-        self.info.end_ref = r.to_string();
+        // The last ref's text is written over, not made anew for each
+        // message: a first turn walks every message of the history.
+        self.info.end_ref.clear();
+        self.info.end_ref.push_str(r);
         self.info.count += 1;
         self.info.tokens += t;
         self.info.chars += chars;
@@ -289,7 +294,6 @@ impl Run {
         ) {
             self.tool += t;
         }
-        self.info.tool_pct = pct(self.tool, self.info.tokens);
     }
 }
 
@@ -302,7 +306,7 @@ fn pct(part: usize, whole: usize) -> u32 {
 /// few and large); the tool share is of their tokens together.
 fn merge_to_threshold(runs: Vec<Run>, min_chars: usize, target: usize) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
-    for run in runs {
+    for mut run in runs {
         match out.last_mut() {
             Some(prev)
                 if prev.segment == run.segment
@@ -317,7 +321,10 @@ fn merge_to_threshold(runs: Vec<Run>, min_chars: usize, target: usize) -> Vec<Ru
                 prev.tool += run.tool;
                 prev.info.tool_pct = pct(prev.tool, prev.info.tokens);
             }
-            _ => out.push(run),
+            _ => {
+                run.info.tool_pct = pct(run.tool, run.info.tokens);
+                out.push(run);
+            }
         }
     }
     out

@@ -483,12 +483,73 @@ fn tag_view(
     cfg: &Config,
 ) {
     let mut near = 0;
+    let mut figures = Frozen::after(snapshot);
     for m in view {
         let near = &mut near;
-        if !deferred.tag(m, |original| tag_for(refs, snapshot, original, cfg, near))
-            && let Some(t) = tag_for(refs, snapshot, m, cfg, near)
+        let figures = &mut figures;
+        if !deferred.tag(m, |original| tag_for(refs, figures, original, cfg, near))
+            && let Some(t) = tag_for(refs, figures, m, cfg, near)
         {
             m.append_tag(&t);
+        }
+    }
+    figures.keep();
+}
+
+/// The token snapshot as tags read and freeze it: the figures frozen for
+/// refs past its last are gathered in ref order and put in at the end,
+/// where each inserted alone searched the tree from its root (most of
+/// tagging a long first turn, whose every ref is new).
+struct Frozen<'s> {
+    snapshot: &'s mut BTreeMap<Name, usize>,
+    /// The snapshot's last ref when tagging began.
+    last: Option<Name>,
+    /// Figures of refs past `last`, by ref.
+    past: Vec<(Name, usize)>,
+}
+
+impl<'s> Frozen<'s> {
+    fn after(snapshot: &'s mut BTreeMap<Name, usize>) -> Frozen<'s> {
+        let last = snapshot.last_key_value().map(|(r, _)| r.clone());
+        Frozen {
+            snapshot,
+            last,
+            past: Vec::new(),
+        }
+    }
+
+    /// The figure of `r`: the one frozen for it, or `count`'s, frozen now.
+    fn figure(&mut self, r: &str, count: impl FnOnce() -> usize) -> usize {
+        let r = Name::new(r);
+        if self.last.as_ref().is_some_and(|last| r <= *last) {
+            return *self.snapshot.entry(r).or_insert_with(count);
+        }
+        match self.past.last() {
+            Some((last, figure)) if *last == r => *figure,
+            Some((last, _)) if *last > r => match self.past.binary_search_by(|(q, _)| q.cmp(&r)) {
+                Ok(at) => self.past[at].1,
+                Err(at) => {
+                    let figure = count();
+                    self.past.insert(at, (r, figure));
+                    figure
+                }
+            },
+            _ => {
+                let figure = count();
+                self.past.push((r, figure));
+                figure
+            }
+        }
+    }
+
+    /// Puts the figures frozen past the snapshot's last into it: built as
+    /// one tree and joined when they are many, inserted when few.
+    fn keep(self) {
+        if self.past.len() > self.snapshot.len() / 8 {
+            let mut past: BTreeMap<Name, usize> = self.past.into_iter().collect();
+            self.snapshot.append(&mut past);
+        } else {
+            self.snapshot.extend(self.past);
         }
     }
 }
@@ -935,7 +996,7 @@ pub fn resumable_view(
 /// first, which is left just after it.
 fn tag_for(
     refs: &MessageRefs,
-    token_snapshot: &mut BTreeMap<Name, usize>,
+    figures: &mut Frozen,
     m: &CoreMessage,
     cfg: &Config,
     near: &mut usize,
@@ -944,11 +1005,7 @@ fn tag_for(
         return None;
     }
     let r = refs.usable_near(&m.id, near)?;
-    // Looked up as a name, which compares inline, and inserted from the
-    // same search when it is not there.
-    let figure = *token_snapshot
-        .entry(Name::new(r))
-        .or_insert_with(|| cfg.tokens(m));
+    let figure = figures.figure(r, || cfg.tokens(m));
     let source = match (m.content_type, m.tool_name.is_empty()) {
         (ContentType::ToolResult, true) => Some("tool"),
         (ContentType::ToolResult, false) => Some(m.tool_name.as_str()),
@@ -1291,6 +1348,33 @@ mod tests {
                 w
             })
             .collect()
+    }
+
+    proptest::proptest! {
+        /// Figures frozen through [`Frozen`] are those the snapshot's own
+        /// entries give, read one at a time: the first figure asked for a
+        /// ref stands, whatever order the refs come in.
+        #[test]
+        fn frozen_figures_are_the_snapshots_own(
+            before in proptest::collection::btree_map(0u32..60, 0usize..1000, 0..30),
+            asked in proptest::collection::vec((0u32..90, 0usize..1000), 0..120),
+        ) {
+            // Numbered refs, and a few in another form, which sort apart.
+            let r = |n: u32| match n % 23 {
+                0 => format!("x{n}"),
+                _ => format!("m{n:05}"),
+            };
+            let before: BTreeMap<Name, usize> =
+                before.into_iter().map(|(n, f)| (Name::new(&r(n)), f)).collect();
+            let (mut one_at_a_time, mut snapshot) = (before.clone(), before);
+            let mut frozen = Frozen::after(&mut snapshot);
+            for (n, f) in asked {
+                let expected = *one_at_a_time.entry(Name::new(&r(n))).or_insert(f);
+                proptest::prop_assert_eq!(frozen.figure(&r(n), || f), expected);
+            }
+            frozen.keep();
+            proptest::prop_assert_eq!(snapshot, one_at_a_time);
+        }
     }
 
     proptest::proptest! {
