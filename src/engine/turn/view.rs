@@ -35,6 +35,9 @@ fn keep_marked(messages: &mut Vec<CoreMessage>, mask: fn(&[CoreMessage]) -> Vec<
 /// their turn, results answering a call of the turn just before.
 fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
     let mut keep = vec![true; messages.len()];
+    // A turn's calls and the results that answered them, kept across turns
+    // so that a long history's turns make no set of their own.
+    let (mut calls, mut answered) = (CallIds::default(), CallIds::default());
     let mut i = 0;
     while i < messages.len() {
         if messages[i].role != Role::Assistant {
@@ -53,12 +56,13 @@ fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
         while i < messages.len() && messages[i].role != Role::Assistant {
             i += 1;
         }
-        let calls: IdSet<'_> = messages[turn_start..answers_start]
-            .iter()
-            .filter(|m| m.content_type == ContentType::ToolCall)
-            .map(|m| m.tool_call_id.as_str())
-            .collect();
-        let mut answered = IdSet::default();
+        calls.refill(
+            messages[turn_start..answers_start]
+                .iter()
+                .filter(|m| m.content_type == ContentType::ToolCall)
+                .map(|m| m.tool_call_id.as_str()),
+        );
+        answered.refill([]);
         for j in answers_start..i {
             let m = &messages[j];
             if m.content_type == ContentType::ToolResult {
@@ -80,6 +84,50 @@ fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
         }
     }
     keep
+}
+
+/// The call ids of one turn: a list looked through while there are few
+/// (most turns make one call or a handful), a set once there are many.
+#[derive(Default)]
+struct CallIds<'a> {
+    few: Vec<&'a str>,
+    many: IdSet<'a>,
+}
+
+impl<'a> CallIds<'a> {
+    /// How many a list holds before they go in a set.
+    const FEW: usize = 16;
+
+    /// Holds `ids` alone.
+    fn refill(&mut self, ids: impl IntoIterator<Item = &'a str>) {
+        self.few.clear();
+        self.many.clear();
+        for id in ids {
+            self.insert(id);
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        match self.many.is_empty() {
+            true => self.few.contains(&id),
+            false => self.many.contains(id),
+        }
+    }
+
+    /// Adds `id`; whether it was not there.
+    fn insert(&mut self, id: &'a str) -> bool {
+        if !self.many.is_empty() {
+            return self.many.insert(id);
+        }
+        if self.few.contains(&id) {
+            return false;
+        }
+        self.few.push(id);
+        if self.few.len() > Self::FEW {
+            self.many.extend(self.few.drain(..));
+        }
+        true
+    }
 }
 
 /// Marks which messages keep their place: reasoning runs not followed,
@@ -176,6 +224,28 @@ mod tests {
     fn text_in_the_same_turn_does_not_split_it() {
         let v = vec![user("u"), call("c1", "x"), say("a"), result("t1", "x")];
         assert_eq!(ids(&drop_unpaired(v)), ["u", "c1", "a", "t1"]);
+    }
+
+    /// More calls in a turn than a list holds: the same pairing, through
+    /// a set.
+    #[test]
+    fn a_turn_of_many_calls_pairs_each_with_its_first_result() {
+        for calls in [3, 40] {
+            let mut v = vec![user("u")];
+            v.extend((0..calls).map(|k| call(&format!("c{k}"), &format!("x{k}"))));
+            // No result for x1; x2 answered twice; one for a call never made.
+            let answered = (0..calls).filter(|&k| k != 1).chain([2]);
+            v.extend(answered.map(|k| result(&format!("t{k}"), &format!("x{k}"))));
+            v.push(result("stray", "x-none"));
+            let kept = drop_unpaired(v);
+            let calls_kept = (0..calls).filter(|&k| k != 1).map(|k| format!("c{k}"));
+            let results_kept = (0..calls).filter(|&k| k != 1).map(|k| format!("t{k}"));
+            let expected: Vec<String> = std::iter::once("u".to_string())
+                .chain(calls_kept)
+                .chain(results_kept)
+                .collect();
+            assert_eq!(ids(&kept), expected, "{calls} calls");
+        }
     }
 
     #[test]
