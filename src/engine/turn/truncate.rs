@@ -264,24 +264,19 @@ pub(super) fn keep_pairs_together(
         .filter(|(_, m)| m.content_type == ContentType::ToolCall)
         .map(|(i, m)| (m.tool_call_id.as_str(), i))
         .collect();
-    let call_of = |m: &CoreMessage| {
-        (m.content_type == ContentType::ToolResult)
-            .then(|| calls.get(m.tool_call_id.as_str()).copied())
-            .flatten()
-    };
-    for (i, m) in view.iter().enumerate() {
-        if let Some(c) = call_of(m)
-            && !gone[i]
-            && gone[c]
-        {
+    // Each result with its call's place, looked up once for both passes.
+    let answers: Vec<(usize, usize)> = (view.iter().enumerate())
+        .filter(|(_, m)| m.content_type == ContentType::ToolResult)
+        .filter_map(|(i, m)| Some((i, *calls.get(m.tool_call_id.as_str())?)))
+        .collect();
+    for &(i, c) in &answers {
+        if !gone[i] && gone[c] {
             let (start, end) = spans[c];
             gone[start..=end].iter_mut().for_each(|g| *g = false);
         }
     }
-    for (i, m) in view.iter().enumerate() {
-        if let Some(c) = call_of(m) {
-            gone[i] = gone[c];
-        }
+    for &(i, c) in &answers {
+        gone[i] = gone[c];
     }
 }
 
