@@ -18,7 +18,6 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::fmt::{Display, Write as _};
 use std::fs;
 use std::io::{self, Read, Seek, Write};
 use std::iter::Peekable;
@@ -299,9 +298,51 @@ fn skip_unchanged<'a, V: PartialEq>(
     same
 }
 
+/// A value a log holds, the last field of its line.
+pub trait Value: Copy + PartialEq {
+    /// Appends the value's text to `line`.
+    fn write_to(self, line: &mut String);
+}
+
+impl Value for usize {
+    /// In decimal digits, without the formatter: a long session's first
+    /// save writes tens of thousands of lines, and formatting each took
+    /// several hundred instructions.
+    fn write_to(self, line: &mut String) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = self;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        line.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+    }
+}
+
+/// `+ key value` and a newline, onto `text`.
+fn push_entry(text: &mut String, key: &str, value: impl Value) {
+    text.push_str("+ ");
+    text.push_str(key);
+    text.push(' ');
+    value.write_to(text);
+    text.push('\n');
+}
+
+/// `- key` and a newline, onto `text`.
+fn push_removed(text: &mut String, key: &str) {
+    text.push_str("- ");
+    text.push_str(key);
+    text.push('\n');
+}
+
 /// The changes from `old` to `current`, and what `current` holds pushed
 /// onto `entries`. Both sides are in key order: one merge walk finds them.
-fn merge_changes<'a, V: Display + PartialEq>(
+fn merge_changes<'a, V: Value>(
     entries: &mut Vec<(Name, V)>,
     old: Vec<(Name, V)>,
     mut current: Peekable<impl Iterator<Item = (&'a str, V)>>,
@@ -319,12 +360,12 @@ fn merge_changes<'a, V: Display + PartialEq>(
         match order {
             Ordering::Less => {
                 let (k, _) = old.next().expect("peeked");
-                let _ = writeln!(changes, "- {k}");
+                push_removed(&mut changes, &k);
                 lines += 1;
             }
             Ordering::Greater => {
                 let (k, v) = current.next().expect("peeked");
-                let _ = writeln!(changes, "+ {k} {v}");
+                push_entry(&mut changes, k, v);
                 lines += 1;
                 entries.push((Name::new(k), v));
             }
@@ -332,7 +373,7 @@ fn merge_changes<'a, V: Display + PartialEq>(
                 let (name, was) = old.next().expect("peeked");
                 let (k, v) = current.next().expect("peeked");
                 if was != v {
-                    let _ = writeln!(changes, "+ {k} {v}");
+                    push_entry(&mut changes, k, v);
                     lines += 1;
                 }
                 entries.push((name, v));
@@ -357,7 +398,7 @@ pub fn write<'a, V>(
     rewrite: impl FnOnce(&[u8]) -> io::Result<u32>,
 ) -> io::Result<Logged<V>>
 where
-    V: Display + PartialEq,
+    V: Value,
 {
     let on_disk = |l: &Logged<V>| {
         let path = dir.join(file_name(base, l.extent.generation));
@@ -402,13 +443,13 @@ where
 }
 
 /// The entries written as a new generation of the log.
-fn written_afresh<V: Display>(
+fn written_afresh<V: Value>(
     entries: Vec<(Name, V)>,
     rewrite: impl FnOnce(&[u8]) -> io::Result<u32>,
 ) -> io::Result<Logged<V>> {
     let mut text = String::new();
     for (k, v) in &entries {
-        let _ = writeln!(text, "+ {k} {v}");
+        push_entry(&mut text, k, *v);
     }
     let generation = rewrite(text.as_bytes())?;
     let mut sum = Digest::default();
@@ -429,6 +470,15 @@ fn written_afresh<V: Display>(
 mod tests {
 
     use super::*;
+
+    #[test]
+    fn a_figure_is_written_as_its_decimal_digits() {
+        for n in [0, 7, 10, 99, 100, 12_345, 1 << 40, usize::MAX] {
+            let mut line = String::from("x");
+            n.write_to(&mut line);
+            assert_eq!(line, format!("x{n}"));
+        }
+    }
 
     fn temp(name: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("noa-maplog-{name}-{}", std::process::id()));
