@@ -309,18 +309,7 @@ impl Value for usize {
     /// save writes tens of thousands of lines, and formatting each took
     /// several hundred instructions.
     fn write_to(self, line: &mut String) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut n = self;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        line.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+        crate::engine::tokens::push_decimal(line, self);
     }
 }
 

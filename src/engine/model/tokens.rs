@@ -369,6 +369,22 @@ pub fn format(n: usize) -> String {
     }
 }
 
+/// Appends `n` in decimal digits, without the formatter: built for every
+/// cut output a turn sends, and every line of a long session's logs.
+pub fn push_decimal(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use crate::engine::model::message::{ContentType, CoreMessage, Counted, Edit, tas
 use crate::engine::model::name::Name;
 use crate::engine::model::summary::SUMMARY_ID_PREFIX;
 use crate::engine::model::tokenizer::Tokenizer;
-use crate::engine::model::tokens::{self, ENDS_CHARS, Ends, Tally};
+use crate::engine::model::tokens::{self, ENDS_CHARS, Ends, Tally, push_decimal};
 
 use super::deferred::DeferredOutputs;
 
@@ -396,25 +396,10 @@ fn write_note(out: &mut String, cut_tokens: usize, before: usize) {
     out.push_str("\n\n...");
     out.push_str(MARKER);
     out.push_str(" — about ");
-    push_number(out, cut_tokens);
+    push_decimal(out, cut_tokens);
     out.push_str(" tokens cut from the middle of ~");
-    push_number(out, before);
+    push_decimal(out, before);
     out.push_str("; the transcript keeps the full output]...\n\n");
-}
-
-/// Appends `n` in decimal.
-fn push_number(out: &mut String, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 /// A cut made on a turn, kept for the next: a result cut once is cut again
