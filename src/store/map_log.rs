@@ -460,15 +460,6 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_figure_is_written_as_its_decimal_digits() {
-        for n in [0, 7, 10, 99, 100, 12_345, 1 << 40, usize::MAX] {
-            let mut line = String::from("x");
-            n.write_to(&mut line);
-            assert_eq!(line, format!("x{n}"));
-        }
-    }
-
     fn temp(name: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("noa-maplog-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);

@@ -390,6 +390,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_number_is_written_as_its_decimal_digits() {
+        for n in [0, 7, 10, 99, 100, 12_345, 1 << 40, usize::MAX] {
+            let mut text = String::from("x");
+            push_decimal(&mut text, n);
+            assert_eq!(text, format!("x{n}"));
+        }
+    }
+
+    #[test]
     fn estimates_ascii_by_quarters() {
         assert_eq!(estimate(""), 0);
         assert_eq!(estimate("a"), 1);

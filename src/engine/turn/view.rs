@@ -62,7 +62,7 @@ fn paired_mask(messages: &[CoreMessage]) -> Vec<bool> {
                 .filter(|m| m.content_type == ContentType::ToolCall)
                 .map(|m| m.tool_call_id.as_str()),
         );
-        answered.refill([]);
+        answered.clear();
         for j in answers_start..i {
             let m = &messages[j];
             if m.content_type == ContentType::ToolResult {
@@ -100,11 +100,16 @@ impl<'a> CallIds<'a> {
 
     /// Holds `ids` alone.
     fn refill(&mut self, ids: impl IntoIterator<Item = &'a str>) {
-        self.few.clear();
-        self.many.clear();
+        self.clear();
         for id in ids {
             self.insert(id);
         }
+    }
+
+    /// Holds none, keeping the room it has.
+    fn clear(&mut self) {
+        self.few.clear();
+        self.many.clear();
     }
 
     fn contains(&self, id: &str) -> bool {
