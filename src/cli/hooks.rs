@@ -42,7 +42,9 @@ impl ReadHooks for CliHooks {
 /// allocations that do not reuse them: kept, they would only raise its
 /// peak. It is called too as each piece of a Claude Code log is let go
 /// while the rest is built (up to 4 MB each, kept beside the messages
-/// otherwise), with [`hand_back_at_once`] after it.
+/// otherwise), and once more after the read, when the log's long outputs
+/// have been set aside (most of its words), with [`hand_back_at_once`]
+/// after it.
 fn hand_back_freed_memory() {
     // SAFETY: takes no pointers; it only walks the allocator's own pages.
     unsafe { libmimalloc_sys::mi_collect(true) }

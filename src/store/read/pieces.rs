@@ -213,7 +213,6 @@ impl Reader<'_> {
         let Some((transcript, mark, held)) = read else {
             return Ok(None);
         };
-        self.hooks.let_go();
         let mut transcript = transcript?;
         let mut apart =
             std::mem::take(&mut *(aside.apart.lock()).unwrap_or_else(PoisonError::into_inner));
@@ -225,6 +224,10 @@ impl Reader<'_> {
         {
             apart = set_aside_read(&mut transcript.messages, dir).unwrap_or_default();
         }
+        // Once the outputs set aside now are let go too, or their pages
+        // (most of a Claude Code log's words) stay with the process through
+        // the turn.
+        self.hooks.let_go();
         let read = HowRead {
             mark,
             withheld: apart.at,
