@@ -2,8 +2,9 @@
 //! ref, truncated outputs) kept as append-only logs beside state.json, so a
 //! turn writes what changed instead of every entry again.
 //!
-//! A log is lines of `+ key value` (set) and `- key` (removed); the map is
-//! what its lines leave, in order. state.json names how many bytes and lines
+//! A log is lines of `+ key value` (set, the value a whole number: a
+//! token figure, the history's length when an output was cut) and `- key`
+//! (removed); the map is what its lines leave, in order. state.json names how many bytes and lines
 //! of the log are its own: what a crashed save appended after them is not
 //! read, and the next save cuts it; an older state.json put back names a
 //! shorter prefix, which holds the map as it was then. A log that has grown
@@ -22,7 +23,6 @@ use std::fs;
 use std::io::{self, Read, Seek, Write};
 use std::iter::Peekable;
 use std::path::Path;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -127,13 +127,13 @@ fn generation_of(base: &str, name: &str) -> Option<u32> {
 /// A log as this process last read or wrote it: its extent, the entries
 /// its lines leave, and the digest of its bytes so far, to go on from.
 #[derive(Debug, Clone)]
-pub struct Logged<V> {
+pub struct Logged {
     pub extent: Extent,
     /// The map's entries in key order: what the next save tells the
     /// changes from. Keys are `Name`s, inline for every ref and id, so
     /// keeping them beside the map the state is given costs one list, where
     /// a copy of the map cost an allocation an entry.
-    pub entries: Vec<(Name, V)>,
+    pub entries: Vec<(Name, usize)>,
     pub sum: Digest,
 }
 
@@ -193,7 +193,7 @@ pub fn append_after(path: &Path, keep: u64, bytes: &[u8]) -> io::Result<()> {
 /// Sorts `changes` by key and keeps each key's last. The sort is stable: a
 /// key's changes stay in the order they were made, so the last one stands;
 /// the rest are dropped in place.
-fn keep_last_of_each<V: Copy>(changes: &mut Vec<(&str, Option<V>)>) {
+fn keep_last_of_each(changes: &mut Vec<(&str, Option<usize>)>) {
     changes.sort_by_key(|(key, _)| *key);
     let mut kept = 0;
     for i in 0..changes.len() {
@@ -208,11 +208,11 @@ fn keep_last_of_each<V: Copy>(changes: &mut Vec<(&str, Option<V>)>) {
 
 /// The map the first `extent.bytes` of the log at `path` make, and the log
 /// as read; `Err` says what is wrong with the log.
-pub fn read<V: FromStr + Copy>(
+pub fn read(
     path: &Path,
     extent: Extent,
     buf: &mut Vec<u8>,
-) -> Result<(BTreeMap<Name, V>, Logged<V>), LogError> {
+) -> Result<(BTreeMap<Name, usize>, Logged), LogError> {
     read_prefix(path, extent.bytes, buf)?;
     let mine = &buf[..];
     let text = std::str::from_utf8(mine).map_err(|_| LogError::Damaged("not UTF-8"))?;
@@ -223,7 +223,8 @@ pub fn read<V: FromStr + Copy>(
     // Sized by the lines state.json names, within what the bytes can hold
     // (a line is four bytes at least), so a damaged count cannot ask for
     // more memory than the log takes.
-    let mut changes: Vec<(&str, Option<V>)> = Vec::with_capacity(extent.lines.min(text.len() / 4));
+    let mut changes: Vec<(&str, Option<usize>)> =
+        Vec::with_capacity(extent.lines.min(text.len() / 4));
     for line in crate::formats::lines(text) {
         let bad = || LogError::Damaged("a line is not `+ key value` or `- key`");
         match split_at_space(line) {
@@ -238,7 +239,7 @@ pub fn read<V: FromStr + Copy>(
     }
     let lines = changes.len();
     keep_last_of_each(&mut changes);
-    let entries: Vec<(Name, V)> = changes
+    let entries: Vec<(Name, usize)> = changes
         .into_iter()
         .filter_map(|(key, value)| Some((Name::new(key), value?)))
         .collect();
@@ -282,9 +283,9 @@ struct Changes {
 
 /// How many of `entries` `current` begins with unchanged, taken from
 /// `current`.
-fn skip_unchanged<'a, V: PartialEq>(
-    entries: &[(Name, V)],
-    current: &mut Peekable<impl Iterator<Item = (&'a str, V)>>,
+fn skip_unchanged<'a>(
+    entries: &[(Name, usize)],
+    current: &mut Peekable<impl Iterator<Item = (&'a str, usize)>>,
 ) -> usize {
     let mut same = 0;
     while let Some((k, v)) = current.peek()
@@ -298,27 +299,15 @@ fn skip_unchanged<'a, V: PartialEq>(
     same
 }
 
-/// A value a log holds, the last field of its line.
-pub trait Value: Copy + PartialEq {
-    /// Appends the value's text to `line`.
-    fn write_to(self, line: &mut String);
-}
-
-impl Value for usize {
-    /// In decimal digits, without the formatter: a long session's first
-    /// save writes tens of thousands of lines, and formatting each took
-    /// several hundred instructions.
-    fn write_to(self, line: &mut String) {
-        crate::engine::tokens::push_decimal(line, self);
-    }
-}
-
-/// `+ key value` and a newline, onto `text`.
-fn push_entry(text: &mut String, key: &str, value: impl Value) {
+/// `+ key value` and a newline, onto `text`: the value in decimal digits,
+/// without the formatter, since a long session's first save writes tens of
+/// thousands of lines, and formatting each took several hundred
+/// instructions.
+fn push_entry(text: &mut String, key: &str, value: usize) {
     text.push_str("+ ");
     text.push_str(key);
     text.push(' ');
-    value.write_to(text);
+    crate::engine::tokens::push_decimal(text, value);
     text.push('\n');
 }
 
@@ -331,10 +320,10 @@ fn push_removed(text: &mut String, key: &str) {
 
 /// The changes from `old` to `current`, and what `current` holds pushed
 /// onto `entries`. Both sides are in key order: one merge walk finds them.
-fn merge_changes<'a, V: Value>(
-    entries: &mut Vec<(Name, V)>,
-    old: Vec<(Name, V)>,
-    mut current: Peekable<impl Iterator<Item = (&'a str, V)>>,
+fn merge_changes<'a>(
+    entries: &mut Vec<(Name, usize)>,
+    old: Vec<(Name, usize)>,
+    mut current: Peekable<impl Iterator<Item = (&'a str, usize)>>,
 ) -> Changes {
     let mut changes = String::new();
     let mut lines = 0;
@@ -380,16 +369,13 @@ fn merge_changes<'a, V: Value>(
 /// known log, or once the log is more than twice its entries, `rewrite`
 /// writes it afresh (given the whole text), returning the generation it
 /// went to (see [`write_generation`]). Returns the log as it now stands.
-pub fn write<'a, V>(
+pub fn write<'a>(
     (dir, base): (&Path, &str),
-    logged: Option<Logged<V>>,
-    current: impl Iterator<Item = (&'a str, V)>,
+    logged: Option<Logged>,
+    current: impl Iterator<Item = (&'a str, usize)>,
     rewrite: impl FnOnce(&[u8]) -> io::Result<u32>,
-) -> io::Result<Logged<V>>
-where
-    V: Value,
-{
-    let on_disk = |l: &Logged<V>| {
+) -> io::Result<Logged> {
+    let on_disk = |l: &Logged| {
         let path = dir.join(file_name(base, l.extent.generation));
         fs::symlink_metadata(path).is_ok_and(|m| m.len() >= l.extent.bytes)
     };
@@ -432,10 +418,10 @@ where
 }
 
 /// The entries written as a new generation of the log.
-fn written_afresh<V: Value>(
-    entries: Vec<(Name, V)>,
+fn written_afresh(
+    entries: Vec<(Name, usize)>,
     rewrite: impl FnOnce(&[u8]) -> io::Result<u32>,
-) -> io::Result<Logged<V>> {
+) -> io::Result<Logged> {
     let mut text = String::new();
     for (k, v) in &entries {
         push_entry(&mut text, k, *v);
@@ -467,7 +453,7 @@ mod tests {
         d
     }
 
-    fn map_of(logged: &Logged<usize>) -> BTreeMap<Name, usize> {
+    fn map_of(logged: &Logged) -> BTreeMap<Name, usize> {
         logged
             .entries
             .iter()
@@ -476,11 +462,7 @@ mod tests {
     }
 
     /// Saves `map` to the log `m.log` in `path`'s directory.
-    fn save(
-        path: &Path,
-        logged: Option<Logged<usize>>,
-        map: &BTreeMap<Name, usize>,
-    ) -> Logged<usize> {
+    fn save(path: &Path, logged: Option<Logged>, map: &BTreeMap<Name, usize>) -> Logged {
         let dir = path.parent().unwrap();
         write(
             (dir, "m.log"),
@@ -499,30 +481,18 @@ mod tests {
             (1..=5).map(|i| (Name::from(format!("m{i}")), i)).collect();
         let first = save(&path, None, &map);
         let len = fs::metadata(&path).unwrap().len();
-        assert_eq!(
-            read::<usize>(&path, first.extent, &mut Vec::new())
-                .unwrap()
-                .0,
-            map
-        );
+        assert_eq!(read(&path, first.extent, &mut Vec::new()).unwrap().0, map);
         map.remove("m2");
         map.insert("m3".into(), 30);
         map.insert("m9".into(), 9);
         let second = save(&path, Some(first.clone()), &map);
         let text = fs::read_to_string(&path).unwrap();
         assert_eq!(&text[len as usize..], "- m2\n+ m3 30\n+ m9 9\n");
-        assert_eq!(
-            read::<usize>(&path, second.extent, &mut Vec::new())
-                .unwrap()
-                .0,
-            map
-        );
+        assert_eq!(read(&path, second.extent, &mut Vec::new()).unwrap().0, map);
         assert_eq!(map_of(&second), map);
         // The older extent still reads the older map.
         assert_eq!(
-            read::<usize>(&path, first.extent, &mut Vec::new())
-                .unwrap()
-                .0,
+            read(&path, first.extent, &mut Vec::new()).unwrap().0,
             map_of(&first)
         );
         // Nothing changed: nothing written.
@@ -544,30 +514,20 @@ mod tests {
             .unwrap()
             .write_all(b"+ b 2\n+ c")
             .unwrap();
-        assert_eq!(
-            read::<usize>(&path, first.extent, &mut Vec::new())
-                .unwrap()
-                .0,
-            map
-        );
+        assert_eq!(read(&path, first.extent, &mut Vec::new()).unwrap().0, map);
         map.insert("d".into(), 4);
         let second = save(&path, Some(first), &map);
         assert_eq!(fs::read_to_string(&path).unwrap(), "+ a 1\n+ d 4\n");
-        assert_eq!(
-            read::<usize>(&path, second.extent, &mut Vec::new())
-                .unwrap()
-                .0,
-            map
-        );
+        assert_eq!(read(&path, second.extent, &mut Vec::new()).unwrap().0, map);
         fs::write(&path, "+ a 1\n").unwrap();
         assert!(matches!(
-            read::<usize>(&path, second.extent, &mut Vec::new()),
+            read(&path, second.extent, &mut Vec::new()),
             Err(LogError::Damaged("shorter than state.json says"))
         ));
         // Rewritten to the same length and lines: still not the state's.
         fs::write(&path, "+ a 1\n+ e 5\n").unwrap();
         assert!(matches!(
-            read::<usize>(&path, second.extent, &mut Vec::new()),
+            read(&path, second.extent, &mut Vec::new()),
             Err(LogError::Damaged("not the log state.json was saved with"))
         ));
         // A count no log of these bytes could hold is damage, not a
@@ -578,17 +538,17 @@ mod tests {
             ..second.extent
         };
         assert!(matches!(
-            read::<usize>(&path, huge, &mut Vec::new()),
+            read(&path, huge, &mut Vec::new()),
             Err(LogError::Damaged("not the log state.json was saved with"))
         ));
         fs::write(&path, "+ a 1\n* d 4\n").unwrap();
         assert!(matches!(
-            read::<usize>(&path, second.extent, &mut Vec::new()),
+            read(&path, second.extent, &mut Vec::new()),
             Err(LogError::Damaged(_))
         ));
         fs::remove_file(&path).unwrap();
         assert!(matches!(
-            read::<usize>(&path, second.extent, &mut Vec::new()),
+            read(&path, second.extent, &mut Vec::new()),
             Err(LogError::Damaged("missing"))
         ));
         fs::remove_dir_all(&dir).unwrap();
@@ -627,13 +587,8 @@ mod tests {
         assert_eq!(logged.extent.generation, 1);
         let new = dir.join("m.1.log");
         assert_eq!(fs::read(&path).unwrap(), before);
-        assert_eq!(
-            read::<usize>(&new, logged.extent, &mut Vec::new())
-                .unwrap()
-                .0,
-            map
-        );
-        assert!(read::<usize>(&path, first.extent, &mut Vec::new()).is_ok());
+        assert_eq!(read(&new, logged.extent, &mut Vec::new()).unwrap().0, map);
+        assert!(read(&path, first.extent, &mut Vec::new()).is_ok());
         // Once the new state stands, the old file goes; changes go on into
         // the new one, and the next rewrite takes the old name again.
         remove_other_generations(&dir, "m.log", 1);
@@ -641,12 +596,7 @@ mod tests {
         map.retain(|_, v| *v < 10);
         logged = save(&path, Some(logged), &map);
         assert_eq!(logged.extent.generation, 1);
-        assert_eq!(
-            read::<usize>(&new, logged.extent, &mut Vec::new())
-                .unwrap()
-                .0,
-            map
-        );
+        assert_eq!(read(&new, logged.extent, &mut Vec::new()).unwrap().0, map);
         assert_eq!(write_generation(&dir, "m.log", b"", false).unwrap(), 0);
         // With no state naming any file of the log, it starts over.
         assert_eq!(
@@ -703,7 +653,7 @@ mod tests {
         };
         // Read into a buffer a longer log filled first: nothing of it stays.
         let mut buf = b"+ m9 9\n".repeat(100);
-        let (map, logged) = read::<usize>(&path, extent, &mut buf).unwrap();
+        let (map, logged) = read(&path, extent, &mut buf).unwrap();
         let got: Vec<(&str, usize)> = map.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(got, [("m0", 5), ("m1", 4), ("m2", 9)]);
         assert_eq!(map_of(&logged), map);
@@ -713,7 +663,7 @@ mod tests {
             ..extent
         };
         assert!(matches!(
-            read::<usize>(&path, longer, &mut buf),
+            read(&path, longer, &mut buf),
             Err(LogError::Damaged("shorter than state.json says"))
         ));
         let _ = fs::remove_dir_all(&dir);

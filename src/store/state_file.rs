@@ -38,8 +38,8 @@ pub struct SessionDir {
     blocks_logged: RefCell<Option<BlocksLogged>>,
     /// The token-figure and truncation logs as this process last read or
     /// wrote them.
-    tokens_logged: RefCell<Option<Logged<usize>>>,
-    truncated_logged: RefCell<Option<Logged<usize>>>,
+    tokens_logged: RefCell<Option<Logged>>,
+    truncated_logged: RefCell<Option<Logged>>,
     /// state.json's bytes as this process last read or wrote them: a save
     /// that would write the same bytes leaves the file alone, so a turn
     /// that changes nothing (a host's retry) syncs and renames nothing.
@@ -663,7 +663,7 @@ impl SessionDir {
         name: &str,
         extent: Extent,
         buf: &mut Vec<u8>,
-    ) -> Result<(BTreeMap<Name, usize>, Logged<usize>), StoreError> {
+    ) -> Result<(BTreeMap<Name, usize>, Logged), StoreError> {
         let path = self.dir.join(map_log::file_name(name, extent.generation));
         map_log::read(&path, extent, buf).map_err(|e| {
             log_failure(&path, e, |what| StoreError::Log {
@@ -678,9 +678,9 @@ impl SessionDir {
     fn write_map_log<'a>(
         &self,
         name: &str,
-        logged: &RefCell<Option<Logged<usize>>>,
+        logged: &RefCell<Option<Logged>>,
         current: impl Iterator<Item = (&'a str, usize)>,
-    ) -> Result<Logged<usize>, StoreError> {
+    ) -> Result<Logged, StoreError> {
         let known = logged.borrow_mut().take();
         let generation = known.as_ref().map_or(0, |k| k.extent.generation);
         let path = self.dir.join(map_log::file_name(name, generation));
