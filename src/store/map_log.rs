@@ -4,12 +4,12 @@
 //!
 //! A log is lines of `+ key value` (set, the value a whole number: a
 //! token figure, the history's length when an output was cut) and `- key`
-//! (removed); the map is what its lines leave, in order. state.json names how many bytes and lines
-//! of the log are its own: what a crashed save appended after them is not
-//! read, and the next save cuts it; an older state.json put back names a
-//! shorter prefix, which holds the map as it was then. A log that has grown
-//! to more than twice its entries (and past a few hundred lines) is
-//! written afresh.
+//! (removed); the map is what its lines leave, in order. state.json names
+//! how many bytes and lines of the log are its own: what a crashed save
+//! appended after them is not read, and the next save cuts it; an older
+//! state.json put back names a shorter prefix, which holds the map as it
+//! was then. A log that has grown to more than twice its entries (and past
+//! a few hundred lines) is written afresh.
 //!
 //! A log written afresh goes to a new file, a generation of its own
 //! (`tokens.1.log` beside `tokens.log`), and state.json names the
