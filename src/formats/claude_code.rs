@@ -387,7 +387,13 @@ pub(crate) fn read(
         bad,
         keep_records,
     };
-    read_pieces(how, &mut [Cow::Borrowed(text)], leaf, None, &|| {})
+    read_pieces(
+        how,
+        &mut [Cow::Borrowed(text)],
+        leaf,
+        None,
+        (&|| {}, &|_| {}),
+    )
 }
 
 /// [`read`] of a log held in pieces, each ending where a line does: a piece
@@ -398,12 +404,14 @@ pub(crate) fn read(
 /// starts in the transcript, the tool results note where their words lie
 /// in it ([`ContentBlock::words_at`](super::ContentBlock::words_at)). With
 /// `leaf`, the conversation is the branch ending at the record it names.
+/// `built` is called with each message once its blocks are hashed (see
+/// [`PieceReader::finish`](super::PieceReader::finish)).
 fn read_pieces(
     how: Building,
     pieces: &mut [Cow<'_, str>],
     leaf: Option<&str>,
     at: Option<u64>,
-    let_go: &(dyn Fn() + Sync),
+    (let_go, built): Finishing,
 ) -> Result<Transcript, ReadError> {
     let (name, bad) = (how.name, how.bad);
     let mut scanned = Scanned::default();
@@ -414,7 +422,7 @@ fn read_pieces(
     }
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let plan = plan(name, scanned, leaf, &mut warnings)?;
-    build(how, pieces, plan, warnings, at, let_go)
+    build(how, pieces, plan, warnings, at, (let_go, built))
 }
 
 /// The size of log from which its pieces are read lean on a thread of
@@ -501,7 +509,11 @@ impl PieceScan {
 
     /// The transcript of every piece read; `let_go` is called each time a
     /// piece is let go.
-    pub(crate) fn finish(mut self, let_go: &(dyn Fn() + Sync)) -> Result<Transcript, ReadError> {
+    pub(crate) fn finish(
+        mut self,
+        let_go: &(dyn Fn() + Sync),
+        built: &dyn Fn(&mut HostMessage),
+    ) -> Result<Transcript, ReadError> {
         let (name, bad) = (self.name.clone(), self.bad);
         // A log long enough for two threads has its scanning thread.
         let Some(Scanning { send, done }) = self.scanning.take() else {
@@ -512,7 +524,8 @@ impl PieceScan {
                 bad,
                 keep_records: false,
             };
-            return read_pieces(how, &mut pieces, self.leaf.as_deref(), Some(0), let_go);
+            let leaf = self.leaf.as_deref();
+            return read_pieces(how, &mut pieces, leaf, Some(0), (let_go, built));
         };
         drop(send);
         let (pieces, plan, warnings) = done.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
@@ -522,7 +535,7 @@ impl PieceScan {
             bad,
             keep_records: false,
         };
-        build(how, &mut pieces, plan?, warnings, Some(0), let_go)
+        build(how, &mut pieces, plan?, warnings, Some(0), (let_go, built))
     }
 }
 
@@ -605,12 +618,12 @@ fn build(
     plan: Plan,
     mut warnings: Vec<(usize, String)>,
     at: Option<u64>,
-    let_go: &(dyn Fn() + Sync),
+    (let_go, built): Finishing,
 ) -> Result<Transcript, ReadError> {
     // Where each piece starts in the transcript, taken before any is let go.
     let starts: Option<Vec<u64>> = at.map(|at| piece_starts(pieces, at));
     let place = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
-    let mut build = Builder::new(how, ToolNames::default());
+    let mut build = Builder::new(how, ToolNames::default(), built);
     let (early, late) = plan.steps.split_at(later_half(&plan.steps));
     let at = late.first().map_or(pieces.len(), |s| s.piece);
     let (early_pieces, late_pieces) = pieces.split_at_mut(at);
@@ -1003,14 +1016,17 @@ struct Builder<'n, 't> {
     how: Building<'n>,
     tools: ToolNames<'t>,
     built: Built,
+    /// Called with each message before it is kept (see [`Finishing`]).
+    taking: &'n dyn Fn(&mut HostMessage),
 }
 
 impl<'n, 't> Builder<'n, 't> {
-    fn new(how: Building<'n>, tools: ToolNames<'t>) -> Self {
+    fn new(how: Building<'n>, tools: ToolNames<'t>, taking: &'n dyn Fn(&mut HostMessage)) -> Self {
         Builder {
             how,
             tools,
             built: Built::default(),
+            taking,
         }
     }
 
@@ -1055,6 +1071,7 @@ impl<'n, 't> Builder<'n, 't> {
                 };
             }
         };
+        (self.taking)(&mut message);
         let built = &mut self.built;
         for b in &mut message.blocks {
             b.source.record = built.kept;
@@ -1108,6 +1125,11 @@ impl<'n, 't> Builder<'n, 't> {
         self.built
     }
 }
+
+/// What the caller of a read in pieces is told as it finishes: when a
+/// held piece is let go, and each message once its blocks are hashed, for
+/// good (a result named after it was parsed is hashed again before).
+type Finishing<'f> = (&'f (dyn Fn() + Sync), &'f dyn Fn(&mut HostMessage));
 
 /// A chosen record's message, built on its own.
 struct Record {
@@ -1484,7 +1506,7 @@ fn build_appended<'t>(
     turns: impl Iterator<Item = &'t Turn<'t>>,
     warnings: &mut Vec<(usize, String)>,
 ) -> Result<Built, ReadError> {
-    let mut build = Builder::new(how, tools);
+    let mut build = Builder::new(how, tools, &|_| {});
     for t in turns {
         let record = RecordAt {
             line: t.line,

@@ -733,7 +733,9 @@ impl PieceReader {
     /// or a rollout, whose messages are built once every piece is in (and
     /// a Claude Code message may take blocks from records far after its
     /// first), keeps its words: offered then, they cost the turn a pass
-    /// over them all on one thread for memory it had already reached.
+    /// over them all on one thread for memory it had already reached. (A
+    /// Claude Code log's caller may let go of words the transcript holds as
+    /// one string as each message is built: see [`PieceReader::finish`].)
     /// Only for a reader that [`PieceReader::may_set_aside`].
     pub fn set_aside(&mut self, taker: Box<dyn SetAside>) {
         debug_assert!(
@@ -778,11 +780,17 @@ impl PieceReader {
     /// The transcript of every piece read, every block given its identity.
     /// `let_go` is called each time a held piece is let go (a Claude Code
     /// log's), so the caller can hand its pages back while the rest is
-    /// built.
-    pub fn finish(self, let_go: &(dyn Fn() + Sync)) -> Result<Transcript, ReadError> {
+    /// built; `built` with each message of a Claude Code log once its
+    /// blocks are hashed, so the caller can let go of words it sets aside
+    /// while the rest is built.
+    pub fn finish(
+        self,
+        let_go: &(dyn Fn() + Sync),
+        built: &dyn Fn(&mut HostMessage),
+    ) -> Result<Transcript, ReadError> {
         let mut transcript = match self.pieces {
             Pieces::Built(built) => built.finish()?,
-            Pieces::Scanned(scan) => scan.finish(let_go)?,
+            Pieces::Scanned(scan) => scan.finish(let_go, built)?,
             Pieces::Rollout(rollout) => rollout.finish(),
         };
         if let Some(mut aside) = self.aside {

@@ -275,7 +275,7 @@ fn in_pieces_on(
         reader.read(text[at..end].to_string())?;
         at = end;
     }
-    reader.finish(&|| {})
+    reader.finish(&|| {}, &|_| {})
 }
 
 #[test]

@@ -411,7 +411,7 @@ mod tests {
         let bad = crate::formats::BadLines::Fail;
         let mut r = crate::formats::read_in_pieces(anthropic, "t", &text, true, bad).unwrap();
         r.read(text.clone()).unwrap();
-        let t = r.finish(&|| {}).unwrap();
+        let t = r.finish(&|| {}, &|_| {}).unwrap();
         assert_eq!(t.messages.len(), 1);
         let at = t.messages[0].blocks[0].words_at.unwrap().get() as usize;
         let end = string_end(text.as_bytes(), at).unwrap();
@@ -455,7 +455,7 @@ mod tests {
                     r.read(text[start..end].to_string()).unwrap();
                     start = end;
                 }
-                let t = r.finish(&|| {}).unwrap();
+                let t = r.finish(&|| {}, &|_| {}).unwrap();
                 for m in &t.messages {
                     for (b, c) in m.blocks.iter().zip(&m.cores) {
                         let Some(at) = b.words_at else { continue };

@@ -2481,7 +2481,7 @@ mod append_tests {
     fn read_in_pieces(text: &str) -> Transcript {
         let mut r = crate::formats::read_in_pieces(None, "t", text, true, BadLines::Fail).unwrap();
         r.read(text.to_string()).unwrap();
-        r.finish(&|| {}).unwrap()
+        r.finish(&|| {}, &|_| {}).unwrap()
     }
 
     #[test]

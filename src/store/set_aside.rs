@@ -53,7 +53,8 @@ pub fn set_aside_from() -> usize {
 /// them back waits for it (see [`WordsFile`]). `None`, every word where it
 /// was, when there is nothing to set aside or no file to set it in.
 pub fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApart> {
-    let taken = |c: &CoreMessage| sets_aside(c, || c.counted.facts());
+    // Those let go as they were built ([`let_go_in_transcript`]) are taken.
+    let taken = |c: &CoreMessage| c.withheld.is_some() || sets_aside(c, || c.counted.facts());
     let cores = || messages.iter().flat_map(|m| &m.cores);
     if !cores().any(taken) {
         return None;
@@ -79,7 +80,7 @@ pub fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApa
         Ok(words) => {
             let mut spanned = spanned.into_iter().peekable();
             for (i, (core, _)) in with_places(messages) {
-                if spanned.next_if_eq(&i).is_some() {
+                if spanned.next_if_eq(&i).is_some() && core.withheld.is_none() {
                     core.let_go();
                 }
             }
@@ -112,6 +113,21 @@ fn with_places(
             cores.iter_mut().zip(blocks.iter().map(|b| b.words_at))
         })
         .enumerate()
+}
+
+/// Lets go of the words of `m`'s outputs that [`set_aside_read`] will set
+/// aside and that lie in the transcript as one string (read back from it),
+/// once its blocks are hashed: a Claude Code log's message as it is built,
+/// so that its words are not all held at once.
+pub fn let_go_in_transcript(m: &mut HostMessage) {
+    for (core, b) in m.cores.iter_mut().zip(&m.blocks) {
+        if b.words_at.is_some()
+            && core.withheld.is_none()
+            && sets_aside(core, || core.counted.facts())
+        {
+            core.let_go();
+        }
+    }
 }
 
 /// Whether `c`'s words are set aside: an output a warm turn's read cache
@@ -346,7 +362,7 @@ mod tests {
         }
         r.read(log[..cut].to_string()).unwrap();
         r.read(log[cut..].to_string()).unwrap();
-        r.finish(&|| {}).unwrap()
+        r.finish(&|| {}, &|_| {}).unwrap()
     }
 
     /// Each block's id, text, length of words let go and their ends.
@@ -438,5 +454,83 @@ mod tests {
         }
         assert_eq!(apart.at.len(), 266);
         assert!(apart.words.is_some());
+    }
+
+    /// A Claude Code log of the same outputs as [`log`]'s: each a file read
+    /// answering a call, one in three in parts.
+    fn claude_log() -> String {
+        let mut log = String::new();
+        for i in 0..300 {
+            let file = if i % 5 == 0 { "文件" } else { "file" };
+            let output = format!("line {} of the {file} \"é\"\n", i % 7).repeat(20);
+            let content = match i % 3 {
+                0 => serde_json::json!([{"type": "text", "text": output}]),
+                _ => output.into(),
+            };
+            let (call, asked, answered) = (format!("toolu_{i}"), format!("a{i}"), format!("u{i}"));
+            let parent = (i > 0).then(|| format!("u{}", i - 1));
+            log.push_str(&format!(
+                "{}\n{}\n",
+                serde_json::json!({"type": "assistant", "uuid": asked, "parentUuid": parent, "sessionId": "s",
+                    "message": {"role": "assistant", "id": format!("msg_{i}"),
+                        "content": [{"type": "tool_use", "id": call, "name": "Read", "input": {}}]}}),
+                serde_json::json!({"type": "user", "uuid": answered, "parentUuid": asked, "sessionId": "s",
+                    "message": {"role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": call, "content": content}]}}),
+            ));
+        }
+        log
+    }
+
+    /// `log`, a Claude Code log, read in two pieces on two threads, each
+    /// message handed to `built` as it is built.
+    fn read_claude(log: &str, built: &dyn Fn(&mut HostMessage)) -> Transcript {
+        let cut = log[..log.len() / 2].rfind('\n').unwrap() + 1;
+        let mut r = formats::read_in_pieces(None, "t.jsonl", &log[..cut], false, BadLines::Fail)
+            .expect("a Claude Code log reads in pieces");
+        r.on_two_threads();
+        r.read(log[..cut].to_string()).unwrap();
+        r.read(log[cut..].to_string()).unwrap();
+        r.finish(&|| {}, built).unwrap()
+    }
+
+    #[test]
+    fn outputs_let_go_as_built_are_set_aside_as_those_let_go_after() {
+        let dir = std::env::temp_dir().join(format!("noa-aside-built-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let let_go = std::cell::Cell::new(0);
+        let built = |m: &mut HostMessage| {
+            let_go_in_transcript(m);
+            let_go.set(let_go.get() + m.cores.iter().filter(|c| c.withheld.is_some()).count());
+        };
+        let log = claude_log();
+        let (mut after, mut as_built) = (read_claude(&log, &|_| {}), read_claude(&log, &built));
+        // Every output the transcript holds as one string: the rest wait
+        // for the file.
+        assert_eq!(let_go.get(), 200);
+        let apart = set_aside_read(&mut after.messages, &dir).unwrap();
+        let as_built_apart = set_aside_read(&mut as_built.messages, &dir).unwrap();
+        assert_eq!(as_built_apart.at, apart.at);
+        assert_eq!(apart.at.len(), 300);
+        assert_eq!(cores(&as_built), cores(&after));
+        // Let go as built, they are read back as they were.
+        let transcript = dir.join("t.jsonl");
+        std::fs::write(&transcript, &log).unwrap();
+        let mut words = as_built_apart.words.unwrap();
+        words.reading_transcript("t.jsonl".into(), std::fs::File::open(&transcript).unwrap());
+        let (read, kept) = (cores(&read_claude(&log, &|_| {})), cores(&as_built));
+        for &(i, offset) in &as_built_apart.at {
+            let len = kept[i].2.unwrap().get() as usize;
+            let words = words.read(&[(offset, len)]).unwrap();
+            assert_eq!(words, [read[i].1.clone()], "block {i}");
+        }
+        // With no file to set the others aside in (its folder a file), the
+        // read is told: the words let go as built are not all where they
+        // can be read back.
+        let mut unserved = read_claude(&log, &built);
+        assert!(set_aside_read(&mut unserved.messages, &transcript.join("x")).is_none());
+        let mut unserved = unserved.messages.iter().flat_map(|m| &m.cores);
+        assert!(unserved.any(|c| c.withheld.is_some()));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -7,10 +7,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{HowRead, Loaded, Reader};
-use crate::formats::{self, Format, PieceReader, ReadError, TextFrom};
+use crate::formats::{self, Format, HostMessage, PieceReader, ReadError, TextFrom};
 use crate::store::StoreError;
 use crate::store::TranscriptDigest;
-use crate::store::set_aside::{SetApart, Setter, set_aside_from, set_aside_read};
+use crate::store::set_aside::{
+    SetApart, Setter, let_go_in_transcript, set_aside_from, set_aside_read,
+};
 
 /// How many bytes of a transcript of `size` bytes read in pieces are read
 /// at a time: a sixteenth of it, from half a megabyte to 4 MB. A piece is
@@ -199,9 +201,19 @@ impl Reader<'_> {
         let done = self.hooks.reading(&name, opened.size);
         let setting = aside.dir.map(|dir| (dir, Arc::clone(&aside.apart)));
         let let_go = || self.hooks.let_go();
+        // A Claude Code log's outputs that will be set aside and lie in the
+        // transcript are let go as their records are built, not once all
+        // are: else they stay beside the pieces not yet built, and make the
+        // read's peak.
+        let setting_aside = aside.dir.is_some();
+        let built = |m: &mut HostMessage| {
+            if setting_aside {
+                let_go_in_transcript(m);
+            }
+        };
         let read = self
             .read_pieces(opened, &name, setting)
-            .map(|pieces| pieces.map(|p| (p.reader.finish(&let_go), p.mark, p.held)));
+            .map(|pieces| pieces.map(|p| (p.reader.finish(&let_go, &built), p.mark, p.held)));
         done();
         let read = read.map_err(|e| match e {
             PieceError::Read(e) => StoreError::Transcript(e),
@@ -223,6 +235,12 @@ impl Reader<'_> {
             && matches!(transcript.format, Format::ClaudeCode | Format::Codex)
         {
             apart = set_aside_read(&mut transcript.messages, dir).unwrap_or_default();
+        }
+        // Words let go as they were built that could not be set aside after
+        // all (no file for the others): the transcript is read whole.
+        let withheld = |m: &HostMessage| m.cores.iter().any(|c| c.withheld.is_some());
+        if apart.words.is_none() && transcript.messages.iter().any(withheld) {
+            return Ok(None);
         }
         // Once the outputs set aside now are let go too, or their pages
         // (most of a Claude Code log's words) stay with the process through
