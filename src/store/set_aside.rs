@@ -50,10 +50,12 @@ pub fn set_aside_from() -> usize {
 /// once every piece is in (and a Claude Code message may take blocks from
 /// records far after its first). The words go to a file in `dir` on a
 /// thread of their own while the turn goes on to project; whatever reads
-/// them back waits for it (see [`WordsFile`]). `None`, every word where it
-/// was, when there is nothing to set aside or no file to set it in.
+/// them back waits for it (see [`WordsFile`]). Those let go as they were
+/// built ([`let_go_in_transcript`]) are set aside where they lie. `None`
+/// when there is nothing to set aside or no file to set it in: every word
+/// where it was, but for those let go as they were built, which are then
+/// nowhere the turn can read them from.
 pub fn set_aside_read(messages: &mut [HostMessage], dir: &Path) -> Option<SetApart> {
-    // Those let go as they were built ([`let_go_in_transcript`]) are taken.
     let taken = |c: &CoreMessage| c.withheld.is_some() || sets_aside(c, || c.counted.facts());
     let cores = || messages.iter().flat_map(|m| &m.cores);
     if !cores().any(taken) {
