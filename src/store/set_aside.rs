@@ -507,6 +507,7 @@ mod tests {
         };
         let log = claude_log();
         let (mut after, mut as_built) = (read_claude(&log, &|_| {}), read_claude(&log, &built));
+        let read = cores(&after);
         // Every output the transcript holds as one string: the rest wait
         // for the file.
         assert_eq!(let_go.get(), 200);
@@ -520,7 +521,7 @@ mod tests {
         std::fs::write(&transcript, &log).unwrap();
         let mut words = as_built_apart.words.unwrap();
         words.reading_transcript("t.jsonl".into(), std::fs::File::open(&transcript).unwrap());
-        let (read, kept) = (cores(&read_claude(&log, &|_| {})), cores(&as_built));
+        let kept = cores(&as_built);
         for &(i, offset) in &as_built_apart.at {
             let len = kept[i].2.unwrap().get() as usize;
             let words = words.read(&[(offset, len)]).unwrap();

@@ -205,15 +205,13 @@ impl Reader<'_> {
         // transcript are let go as their records are built, not once all
         // are: else they stay beside the pieces not yet built, and make the
         // read's peak.
-        let setting_aside = aside.dir.is_some();
-        let built = |m: &mut HostMessage| {
-            if setting_aside {
-                let_go_in_transcript(m);
-            }
+        let built: &dyn Fn(&mut HostMessage) = match aside.dir {
+            Some(_) => &let_go_in_transcript,
+            None => &|_| {},
         };
         let read = self
             .read_pieces(opened, &name, setting)
-            .map(|pieces| pieces.map(|p| (p.reader.finish(&let_go, &built), p.mark, p.held)));
+            .map(|pieces| pieces.map(|p| (p.reader.finish(&let_go, built), p.mark, p.held)));
         done();
         let read = read.map_err(|e| match e {
             PieceError::Read(e) => StoreError::Transcript(e),
