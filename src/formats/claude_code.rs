@@ -13,11 +13,13 @@ use crate::engine::HostCompaction;
 use std::borrow::{Borrow, Cow};
 use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread;
 
 use crate::engine::{ContentType, CoreMessage, IdHash, IdMap, IdSet};
+use xxhash_rust::xxh3::xxh3_64;
 
 use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, SeqAccess};
@@ -26,8 +28,8 @@ use serde_json::Value;
 use super::anthropic::{ToolNames, host_message};
 use super::lean::{self, Lean, Scalar};
 use super::{
-    Appended, BadLines, BranchChoice, Format, HostMessage, ReadError, ResumeState, Transcript,
-    jsonl, span,
+    Appended, BadLines, BranchChoice, Format, HostMessage, ReadAgain, ReadError, ResumeState,
+    Transcript, jsonl, span,
 };
 use choice::Choice;
 
@@ -42,7 +44,9 @@ const EXPECTED: &str =
 /// log's records are never all built at once.
 struct Line<'a> {
     line: usize,
-    text: &'a str,
+    /// Where its text lies in the text read lean (a piece of the log, or
+    /// the lines appended to it).
+    at: Range<usize>,
     head: Head<'a>,
 }
 
@@ -71,6 +75,9 @@ struct Head<'a> {
     timestamp: Option<Cow<'a, str>>,
     /// `message`, when it is an object.
     message: Option<MessageHead<'a>>,
+    /// `compactMetadata` (a `compact_boundary`'s), parsed whole: a log
+    /// holds few.
+    compaction: Option<Box<Value>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -181,6 +188,7 @@ impl<'de> Lean<'de> for Head<'de> {
                     h.message = lean::next_value::<AnswerHead, _>(&mut map)?.0
                 }
                 "message" => h.message = lean::next_value(&mut map)?,
+                "compactMetadata" => h.compaction = Some(Box::new(map.next_value()?)),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -303,7 +311,60 @@ fn item_head<'de, A: MapAccess<'de>>(mut map: A, text: bool) -> Result<ItemHead<
     Ok(item)
 }
 
-impl Head<'_> {
+impl<'a> Head<'a> {
+    /// Every string it holds, in the order [`Head::rehome`] takes them.
+    fn strings(&self) -> impl Iterator<Item = &str> {
+        let message = self.message.as_ref();
+        let fields = [&self.uuid, &self.parent, &self.session, &self.agent];
+        (fields.into_iter().chain([&self.timestamp]))
+            .chain(message.map(|m| &m.id))
+            .filter_map(|s| s.as_deref())
+            .chain(
+                message
+                    .into_iter()
+                    .flat_map(|m| &m.calls)
+                    .map(AsRef::as_ref),
+            )
+            .chain(
+                message
+                    .into_iter()
+                    .flat_map(|m| &m.results)
+                    .map(AsRef::as_ref),
+            )
+    }
+
+    /// The head with each of its strings, in the order [`Head::strings`]
+    /// gives them, as `next` gives it back.
+    fn rehome<'s>(self, next: &mut impl FnMut(&str) -> &'s str) -> Head<'s> {
+        let mut one = |s: Cow<'a, str>| -> Cow<'s, str> { Cow::Borrowed(next(&s)) };
+        let (uuid, parent) = (self.uuid.map(&mut one), self.parent.map(&mut one));
+        let (session, agent) = (self.session.map(&mut one), self.agent.map(&mut one));
+        let timestamp = self.timestamp.map(&mut one);
+        let message = self.message.map(|m| MessageHead {
+            id: m.id.map(&mut one),
+            has_content: m.has_content,
+            calls: m.calls.into_iter().map(&mut one).collect(),
+            results: m.results.into_iter().map(&mut one).collect(),
+            opening: m.opening,
+        });
+        Head {
+            object: self.object,
+            conversation: self.conversation,
+            compact_boundary: self.compact_boundary,
+            uuid,
+            parent,
+            session,
+            agent,
+            names_session: self.names_session,
+            sidechain: self.sidechain,
+            api_error: self.api_error,
+            meta: self.meta,
+            timestamp,
+            message,
+            compaction: self.compaction,
+        }
+    }
+
     fn is_conversation(&self) -> bool {
         self.conversation.is_some()
     }
@@ -327,7 +388,8 @@ struct Turn<'a> {
     index: usize,
     line: usize,
     head: &'a Head<'a>,
-    text: &'a str,
+    /// As [`Line::at`].
+    at: Range<usize>,
     uuid: Option<&'a str>,
     parent: Option<&'a str>,
     assistant: bool,
@@ -356,14 +418,24 @@ impl Turn<'_> {
 
 fn lean_lines<'t>(
     name: &str,
-    text: &'t str,
+    whole: &'t str,
     first_line: usize,
     bad: BadLines,
     warn: &mut dyn FnMut(usize, String),
 ) -> Result<Vec<Line<'t>>, ReadError> {
-    jsonl::lines_from(name, text, first_line, EXPECTED, bad, warn, |line, text| {
-        lean::from_str(text).map(|head| Line { line, text, head })
-    })
+    jsonl::lines_from(
+        name,
+        whole,
+        first_line,
+        EXPECTED,
+        bad,
+        warn,
+        |line, text| {
+            let start = jsonl::offset_in(whole, text);
+            let at = start..start + text.len();
+            lean::from_str(text).map(|head| Line { line, at, head })
+        },
+    )
 }
 
 /// The messages the model saw, from a session log's text.
@@ -422,7 +494,13 @@ fn read_pieces(
     }
     let mut warnings: Vec<(usize, String)> = Vec::new();
     let plan = plan(name, scanned, leaf, &mut warnings)?;
-    build(how, pieces, plan, warnings, at, (let_go, built))
+    build(
+        how,
+        Source::Held(pieces, at),
+        plan,
+        warnings,
+        (let_go, built),
+    )
 }
 
 /// The size of log from which its pieces are read lean on a thread of
@@ -437,7 +515,9 @@ const TWO_THREADS_FROM: usize = 4 << 20;
 /// built once every piece is in, as [`read_pieces`] does, on two threads
 /// whatever the log's size (one held in a single piece is built on one):
 /// building them is most of a first turn's reading, and the thread that
-/// parses the later records holds only them.
+/// parses the later records holds only them. Given a way to read the
+/// pieces again ([`PieceScan::read_again`]), a long log's are each let go
+/// once read lean, and read again to be built.
 pub(crate) struct PieceScan {
     name: String,
     bad: BadLines,
@@ -450,12 +530,29 @@ pub(crate) struct PieceScan {
     scanning: Option<Scanning>,
     /// Set when the log is let go unfinished (read whole after all).
     stop: Arc<AtomicBool>,
+    /// How the pieces are read again, when they can be.
+    again: Option<Box<dyn ReadAgain>>,
+    /// Where each piece read so far lies, when they can be read again.
+    places: Vec<Place>,
 }
+
+/// Where a piece lies in the transcript, and the digest of its text, which
+/// its text read again must have.
+struct Place {
+    at: u64,
+    len: usize,
+    digest: u64,
+}
+
+/// How many pieces may wait for the scanning thread.
+const IN_FLIGHT: usize = 2;
 
 /// The thread a long log's pieces go to as they come.
 struct Scanning {
-    send: mpsc::Sender<(String, usize)>,
+    send: mpsc::SyncSender<(String, usize)>,
     done: thread::JoinHandle<Scan>,
+    /// The pieces it let go, emptied, for the next to be read into.
+    spare: Option<mpsc::Receiver<String>>,
 }
 
 /// What the scanning thread gives back: the pieces, and what it chose.
@@ -472,7 +569,16 @@ impl PieceScan {
             two_threads_from: TWO_THREADS_FROM,
             scanning: None,
             stop: Arc::new(AtomicBool::new(false)),
+            again: None,
+            places: Vec::new(),
         }
+    }
+
+    /// Lets go of each piece of a long log once it is read lean, reading
+    /// it again with `again` to build its records: the log's text is then
+    /// never all held at once. Given before the first piece.
+    pub(crate) fn read_again(&mut self, again: Box<dyn ReadAgain>) {
+        self.again = Some(again);
     }
 
     /// Reads a log of any size as a long one is: its pieces read lean on a
@@ -487,24 +593,46 @@ impl PieceScan {
         self.leaf = Some(leaf.to_string());
     }
 
-    /// Reads the next piece, whose first line is `first_line`.
-    pub(crate) fn read(&mut self, piece: String, first_line: usize) {
+    /// Reads the next piece, whose first line is `first_line`, at `at` in
+    /// the transcript.
+    pub(crate) fn read(&mut self, piece: String, first_line: usize, at: u64) {
         self.bytes += piece.len();
+        if self.again.is_some() {
+            let digest = xxh3_64(piece.as_bytes());
+            let len = piece.len();
+            self.places.push(Place { at, len, digest });
+        }
         self.held.push((piece, first_line));
         if self.bytes < self.two_threads_from {
             return;
         }
         let scanning = self.scanning.get_or_insert_with(|| {
-            let (send, receive) = mpsc::channel();
+            // A reader ahead of the thread waits for it, rather than
+            // hold more pieces than it can read lean.
+            let (send, receive) = mpsc::sync_channel(IN_FLIGHT);
             let (name, stop) = (self.name.clone(), Arc::clone(&self.stop));
             let (bad, leaf) = (self.bad, self.leaf.clone());
-            let done = thread::spawn(move || scan(&name, (bad, leaf.as_deref()), &receive, &stop));
-            Scanning { send, done }
+            let (back, spare) = match self.again {
+                Some(_) => {
+                    let (back, spare) = mpsc::channel();
+                    (Some(back), Some(spare))
+                }
+                None => (None, None),
+            };
+            let done =
+                thread::spawn(move || scan(&name, (bad, leaf.as_deref()), (&receive, back), &stop));
+            Scanning { send, done, spare }
         });
         for held in self.held.drain(..) {
             // Only a thread that panicked has hung up: `finish` says so.
             let _ = scanning.send.send(held);
         }
+    }
+
+    /// A piece let go once read, emptied, for the next piece to be read
+    /// into: its pages are already the process's.
+    pub(crate) fn spare(&mut self) -> Option<String> {
+        self.scanning.as_ref()?.spare.as_ref()?.try_recv().ok()
     }
 
     /// The transcript of every piece read; `let_go` is called each time a
@@ -516,7 +644,7 @@ impl PieceScan {
     ) -> Result<Transcript, ReadError> {
         let (name, bad) = (self.name.clone(), self.bad);
         // A log long enough for two threads has its scanning thread.
-        let Some(Scanning { send, done }) = self.scanning.take() else {
+        let Some(Scanning { send, done, .. }) = self.scanning.take() else {
             let mut pieces: Vec<Cow<'_, str>> =
                 self.held.drain(..).map(|(p, _)| Cow::Owned(p)).collect();
             let how = Building {
@@ -529,23 +657,34 @@ impl PieceScan {
         };
         drop(send);
         let (pieces, plan, warnings) = done.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        // What reading lean made and let go (the lines, the choice) goes
+        // back before the build begins.
+        let_go();
         let mut pieces: Vec<Cow<'_, str>> = pieces.into_iter().map(Cow::Owned).collect();
         let how = Building {
             name: &name,
             bad,
             keep_records: false,
         };
-        build(how, &mut pieces, plan?, warnings, Some(0), (let_go, built))
+        let source = match &self.again {
+            Some(again) => Source::Again(again.as_ref(), &self.places),
+            None => Source::Held(&mut pieces, Some(0)),
+        };
+        build(how, source, plan?, warnings, (let_go, built))
     }
 }
 
 /// Reads the pieces `receive` gives lean as they come, then chooses the
 /// conversation (the branch ending at `leaf`, when it names a record): the
-/// scanning thread of a [`PieceScan`].
+/// scanning thread of a [`PieceScan`]. With `back`, each piece is let go
+/// once read, and sent back emptied; none is kept.
 fn scan(
     name: &str,
     (bad, leaf): (BadLines, Option<&str>),
-    receive: &mpsc::Receiver<(String, usize)>,
+    (receive, back): (
+        &mpsc::Receiver<(String, usize)>,
+        Option<mpsc::Sender<String>>,
+    ),
     stop: &AtomicBool,
 ) -> Scan {
     let kept = Kept::default();
@@ -554,11 +693,24 @@ fn scan(
         if stop.load(Ordering::Relaxed) {
             return (Vec::new(), Ok(Plan::default()), Vec::new());
         }
-        scanned.piece(name, kept.keep(piece), first_line, bad);
+        match &back {
+            Some(back) => {
+                scanned.piece_let_go(name, (&piece, first_line), bad, &kept);
+                let mut piece = piece;
+                piece.clear();
+                // The reader may be done, and gone.
+                let _ = back.send(piece);
+            }
+            None => scanned.piece(name, kept.keep(piece), first_line, bad),
+        }
     }
     let mut warnings = Vec::new();
     let plan = plan(name, scanned, leaf, &mut warnings);
-    (kept.into_pieces(), plan, warnings)
+    let pieces = match back {
+        Some(_) => Vec::new(),
+        None => kept.into_pieces(),
+    };
+    (pieces, plan, warnings)
 }
 
 impl Drop for PieceScan {
@@ -567,8 +719,9 @@ impl Drop for PieceScan {
     }
 }
 
-/// Pieces kept as they come, each where it was put, so the lines read from
-/// one borrow it while later ones are added.
+/// Pieces (or the strings of their lines: see [`detach`]) kept as they
+/// come, each where it was put, so the lines read from one borrow it while
+/// later ones are added.
 struct Kept {
     /// Chunk `k` has room for `FIRST << k` pieces, made when first needed.
     chunks: [OnceCell<Box<[OnceCell<String>]>>; 32],
@@ -608,51 +761,53 @@ impl Kept {
     }
 }
 
-/// Builds the records `plan` chose among `pieces`, letting go of each piece
-/// once its records are built. The later pieces' records (see
-/// [`later_half`]) are parsed on a thread of their own while this one
+/// Builds the records `plan` chose among the pieces of `source`, letting
+/// go of each piece once its records are built. The later pieces' records
+/// (see [`later_half`]) are parsed on a thread of their own while this one
 /// builds the earlier ones, then taken in order.
 fn build(
     how: Building,
-    pieces: &mut [Cow<'_, str>],
+    source: Source,
     plan: Plan,
     mut warnings: Vec<(usize, String)>,
-    at: Option<u64>,
     (let_go, built): Finishing,
 ) -> Result<Transcript, ReadError> {
-    // Where each piece starts in the transcript, taken before any is let go.
-    let starts: Option<Vec<u64>> = at.map(|at| piece_starts(pieces, at));
+    let changed = || ReadError::Changed {
+        name: how.name.to_string(),
+    };
+    let (early, late) = plan.steps.split_at(later_half(&plan.steps));
+    // Where each piece starts, taken before any is let go.
+    let starts = source.starts();
+    let (mut early_part, mut late_part) = source.split(late.first().map(|s| s.piece));
     let place = |step: &Step| Some(starts.as_ref()?[step.piece] + step.at.start as u64);
     let mut build = Builder::new(how, ToolNames::default(), built);
-    let (early, late) = plan.steps.split_at(later_half(&plan.steps));
-    let at = late.first().map_or(pieces.len(), |s| s.piece);
-    let (early_pieces, late_pieces) = pieces.split_at_mut(at);
     let stop = AtomicBool::new(false);
     let parse_late = || {
         let mut parsed = Vec::with_capacity(late.len());
         let mut tools = ToolNames::default();
-        walk(late_pieces, late, at, let_go, |step, text| {
+        let read = walk(&mut late_part, late, let_go, |step, text| {
             let record = parse_record(how, step.record(text, place(step)), &mut tools);
             let failed = record.is_err() && how.bad == BadLines::Fail;
             parsed.push((step.line, record));
             !failed && !stop.load(Ordering::Relaxed)
         });
-        parsed
+        read.map(|()| parsed)
     };
     std::thread::scope(|s| {
         let late = (!late.is_empty()).then(|| s.spawn(parse_late));
         let mut failed = None;
-        walk(early_pieces, early, 0, let_go, |step, text| {
+        let read = walk(&mut early_part, early, let_go, |step, text| {
             failed = build
                 .add(step.record(text, place(step)), &mut warnings)
                 .err();
             failed.is_none()
         });
-        if let Some(e) = failed {
+        if let Some(e) = failed.or_else(|| read.err().map(|Changed| changed())) {
             stop.store(true, Ordering::Relaxed);
             return Err(e);
         }
         let late = late.map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        let late = late.transpose().map_err(|Changed| changed())?;
         for (line, record) in late.into_iter().flatten() {
             build.take_from_elsewhere(line, record, &mut warnings)?;
         }
@@ -671,6 +826,114 @@ fn build(
     );
     transcript.compactions = plan.compactions;
     Ok(transcript)
+}
+
+/// Where the build finds the text of a log's pieces.
+enum Source<'p, 't> {
+    /// The pieces, held since they were read; the first starts at the
+    /// place given in the transcript, when that is known.
+    Held(&'p mut [Cow<'t, str>], Option<u64>),
+    /// The pieces let go once read lean, read again from the transcript
+    /// (see [`PieceScan::read_again`]).
+    Again(&'p dyn ReadAgain, &'p [Place]),
+}
+
+impl<'p, 't> Source<'p, 't> {
+    /// Where each piece starts in the transcript, when that is known.
+    fn starts(&self) -> Option<Vec<u64>> {
+        match self {
+            Source::Held(pieces, start) => start.map(|start| piece_starts(pieces, start)),
+            Source::Again(_, places) => Some(places.iter().map(|p| p.at).collect()),
+        }
+    }
+
+    /// The pieces before piece `at` (all of them without it), and the
+    /// rest.
+    fn split(self, at: Option<usize>) -> (Part<'p, 't>, Part<'p, 't>) {
+        match self {
+            Source::Held(pieces, _) => {
+                let at = at.unwrap_or(pieces.len());
+                let (early, late) = pieces.split_at_mut(at);
+                let held = |pieces, first| Part::Held {
+                    pieces,
+                    first,
+                    next: 0,
+                };
+                (held(early, 0), held(late, at))
+            }
+            Source::Again(again, places) => {
+                let part = || Part::Again {
+                    again,
+                    places,
+                    text: String::new(),
+                };
+                (part(), part())
+            }
+        }
+    }
+}
+
+/// The pieces one of a build's two threads reads its records from.
+enum Part<'p, 't> {
+    /// Held pieces, the first of which is piece `first` of the log; those
+    /// before the `next` are let go.
+    Held {
+        pieces: &'p mut [Cow<'t, str>],
+        first: usize,
+        next: usize,
+    },
+    /// Pieces read again, each into `text` in turn.
+    Again {
+        again: &'p dyn ReadAgain,
+        places: &'p [Place],
+        text: String,
+    },
+}
+
+/// A piece read again was not what was read the first time.
+struct Changed;
+
+impl Part<'_, '_> {
+    /// The text of piece `k`, every held piece before it let go (and
+    /// `let_go` called after each).
+    fn text(&mut self, k: usize, let_go: &(dyn Fn() + Sync)) -> Result<&str, Changed> {
+        match self {
+            Part::Held {
+                pieces,
+                first,
+                next,
+                ..
+            } => {
+                while *next < k - *first {
+                    pieces[*next] = Cow::Borrowed("");
+                    *next += 1;
+                    let_go();
+                }
+                Ok(&pieces[k - *first])
+            }
+            Part::Again {
+                again,
+                places,
+                text,
+            } => {
+                let place = &places[k];
+                let read = again.read_again(place.at, place.len, text);
+                match read && place.digest == xxh3_64(text.as_bytes()) {
+                    true => Ok(text),
+                    false => Err(Changed),
+                }
+            }
+        }
+    }
+
+    /// Lets go of every piece left.
+    fn let_go_all(&mut self, let_go: &(dyn Fn() + Sync)) {
+        match self {
+            Part::Held { pieces, .. } => pieces.iter_mut().for_each(|p| *p = Cow::Borrowed("")),
+            Part::Again { text, .. } => *text = String::new(),
+        }
+        let_go();
+    }
 }
 
 /// Where each of `pieces` starts in the transcript, the first at `at`, and
@@ -703,30 +966,23 @@ fn later_half(steps: &[Step]) -> usize {
     }
 }
 
-/// Calls `each` with the steps in order and their text among `pieces` (the
-/// first of which is piece `first`), letting go of each piece once the
-/// steps are past it, and of the rest at the end; stops when `each` says
-/// so.
+/// Calls `each` with the steps in order and their text among the pieces
+/// of `part`, letting go of each piece once the steps are past it, and of
+/// the rest at the end; stops when `each` says so.
 fn walk(
-    pieces: &mut [Cow<'_, str>],
+    part: &mut Part,
     steps: &[Step],
-    first: usize,
     let_go: &(dyn Fn() + Sync),
     mut each: impl FnMut(&Step, &str) -> bool,
-) {
-    let mut held = 0;
-    for step in steps {
-        while held < step.piece - first {
-            pieces[held] = Cow::Borrowed("");
-            held += 1;
-            let_go();
-        }
-        if !each(step, &pieces[step.piece - first][step.at.clone()]) {
-            return;
+) -> Result<(), Changed> {
+    for run in steps.chunk_by(|a, b| a.piece == b.piece) {
+        let text = part.text(run[0].piece, let_go)?;
+        if !run.iter().all(|step| each(step, &text[step.at.clone()])) {
+            return Ok(());
         }
     }
-    pieces.iter_mut().for_each(|p| *p = Cow::Borrowed(""));
-    let_go();
+    part.let_go_all(let_go);
+    Ok(())
 }
 
 /// What reading a log lean decides: the records to build, the session, and
@@ -763,8 +1019,8 @@ impl Step {
 /// The lines of a log read lean a piece at a time, as the pieces come.
 #[derive(Default)]
 struct Scanned<'s> {
-    /// Each piece's text, and its lines.
-    pieces: Vec<(&'s str, Vec<Line<'s>>)>,
+    /// Each piece's lines.
+    pieces: Vec<Vec<Line<'s>>>,
     warnings: Vec<(usize, String)>,
     /// The first bad line, when bad lines stop the read: no piece after it
     /// is read.
@@ -774,6 +1030,32 @@ struct Scanned<'s> {
 impl<'s> Scanned<'s> {
     /// Reads the piece `text`, whose first line is `first_line`, lean.
     fn piece(&mut self, name: &str, text: &'s str, first_line: usize, bad: BadLines) {
+        let lines = self.lean(name, text, first_line, bad);
+        self.pieces.push(lines);
+    }
+
+    /// [`Scanned::piece`], the lines moved off `text` into `kept` (see
+    /// [`detach`]), so the piece can be let go.
+    fn piece_let_go(
+        &mut self,
+        name: &str,
+        (text, first_line): (&str, usize),
+        bad: BadLines,
+        kept: &'s Kept,
+    ) {
+        let lines = self.lean(name, text, first_line, bad);
+        self.pieces.push(detach(lines, kept));
+    }
+
+    /// The lines of the piece `text` read lean; none after a bad line
+    /// that stops the read.
+    fn lean<'t>(
+        &mut self,
+        name: &str,
+        text: &'t str,
+        first_line: usize,
+        bad: BadLines,
+    ) -> Vec<Line<'t>> {
         let mut lines = Vec::new();
         if self.failed.is_none() {
             let warnings = &mut self.warnings;
@@ -786,8 +1068,30 @@ impl<'s> Scanned<'s> {
         // Held until every piece is in: without the room a list grown by
         // doubling leaves.
         lines.shrink_to_fit();
-        self.pieces.push((text, lines));
+        lines
     }
+}
+
+/// `lines`, read lean from a piece, moved off it: every string they hold
+/// is copied into one that `kept` keeps, about a tenth of the piece, so
+/// the piece itself can be let go.
+fn detach<'s>(lines: Vec<Line<'_>>, kept: &'s Kept) -> Vec<Line<'s>> {
+    let strings = || lines.iter().flat_map(|l| l.head.strings());
+    let mut all = String::with_capacity(strings().map(str::len).sum());
+    strings().for_each(|s| all.push_str(s));
+    let all = kept.keep(all);
+    let mut from = 0;
+    let mut next = |s: &str| {
+        let at = from;
+        from += s.len();
+        &all[at..from]
+    };
+    let moved = lines.into_iter().map(|l| Line {
+        line: l.line,
+        at: l.at,
+        head: l.head.rehome(&mut next),
+    });
+    moved.collect()
 }
 
 /// Whose conversation a log is.
@@ -872,30 +1176,23 @@ fn plan(
     })
 }
 
-/// Each piece's text, its lines, and where they start among the lines of
-/// every piece.
+/// Each piece's lines, and where they start among the lines of every
+/// piece.
 struct PieceLines<'s> {
-    texts: Vec<&'s str>,
     lines: Vec<Vec<Line<'s>>>,
     starts: Vec<usize>,
 }
 
 impl<'s> PieceLines<'s> {
-    fn new(pieces: Vec<(&'s str, Vec<Line<'s>>)>) -> Self {
-        let mut texts = Vec::with_capacity(pieces.len());
-        let mut lines = Vec::with_capacity(pieces.len());
-        let mut starts = Vec::with_capacity(pieces.len());
-        let mut count = 0;
-        for (text, read) in pieces {
-            texts.push(text);
-            starts.push(count);
-            count += read.len();
-            lines.push(read);
-        }
+    fn new(lines: Vec<Vec<Line<'s>>>) -> Self {
+        let starts = lines.iter().scan(0, |count, read| {
+            let start = *count;
+            *count += read.len();
+            Some(start)
+        });
         PieceLines {
-            texts,
+            starts: starts.collect(),
             lines,
-            starts,
         }
     }
 
@@ -906,10 +1203,9 @@ impl<'s> PieceLines<'s> {
         steps
             .map(|(t, _)| {
                 let piece = self.starts.partition_point(|&s| s <= t.index) - 1;
-                let start = jsonl::offset_in(self.texts[piece], t.text);
                 Step {
                     piece,
-                    at: start..start + t.text.len(),
+                    at: t.at.clone(),
                     line: t.line,
                     assistant: t.assistant,
                 }
@@ -989,13 +1285,9 @@ fn strays_left_off(turns: &[Turn], chosen: &[bool]) -> Vec<String> {
 }
 
 /// What a `compact_boundary` line says it replaced: `records` lines came
-/// before it. Its `compactMetadata` is read from the line itself, which is
-/// parsed whole only here: a log holds few boundaries.
+/// before it, and its `compactMetadata` says the rest.
 fn compaction(l: &Line, records: usize) -> HostCompaction {
-    let meta = serde_json::from_str::<Value>(l.text)
-        .ok()
-        .and_then(|v| v.get("compactMetadata").cloned());
-    let field = |k: &str| meta.as_ref().and_then(|m| m.get(k));
+    let field = |k: &str| l.head.compaction.as_ref().and_then(|m| m.get(k));
     HostCompaction {
         line: l.line,
         records,
@@ -1511,8 +1803,8 @@ fn build_appended<'t>(
         let record = RecordAt {
             line: t.line,
             assistant: t.assistant,
-            text: t.text,
-            at: Some(appended.at + jsonl::offset_in(appended.text, t.text) as u64),
+            text: &appended.text[t.at.clone()],
+            at: Some(appended.at + t.at.start as u64),
         };
         build.add(record, warnings)?;
     }
@@ -1796,7 +2088,7 @@ fn conversation_turn<'a>(
         index,
         line,
         head: h,
-        text: l.text,
+        at: l.at.clone(),
         uuid: h.uuid.as_deref(),
         parent: h.parent.as_deref(),
         assistant: role == Role::Assistant,

@@ -64,6 +64,17 @@ pub enum ReadError {
         /// 1-based byte column of it.
         column: usize,
     },
+    /// A long log read twice (see [`super::PieceReader::read_again`])
+    /// changed between the two reads.
+    #[error("{name}: changed while it was read")]
+    #[diagnostic(
+        code(noa::changed_while_read),
+        help("something rewrote the transcript meanwhile; run the command again")
+    )]
+    Changed {
+        /// File name as given.
+        name: String,
+    },
     /// What was named is not a transcript file: missing, a directory, not
     /// readable, or binary.
     #[error("{name}: {why}")]
@@ -88,7 +99,8 @@ impl ReadError {
             | ReadError::Encoding { name, line, column } => (name, Some(*line), Some(*column)),
             ReadError::UnknownFormat { name, .. }
             | ReadError::Shape { name, .. }
-            | ReadError::NotATranscript { name, .. } => (name, None, None),
+            | ReadError::NotATranscript { name, .. }
+            | ReadError::Changed { name } => (name, None, None),
         }
     }
 

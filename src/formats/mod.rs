@@ -622,6 +622,14 @@ pub trait SetAside {
     fn finish(&mut self) -> Vec<Taken>;
 }
 
+/// Reads a stretch of a log again, for a [`PieceReader`] that let go of it
+/// (see [`PieceReader::read_again`]).
+pub trait ReadAgain: Send + Sync {
+    /// The `len` bytes at `at` in the log into `into`, made text as the
+    /// reader was given them; false when they cannot be read.
+    fn read_again(&self, at: u64, len: usize, into: &mut String) -> bool;
+}
+
 /// A block a [`SetAside`] took, as it gives it back: what was learned of
 /// its words where they went, so the reader's thread never reads them.
 #[derive(Debug)]
@@ -707,7 +715,7 @@ impl PieceReader {
         let (lines, len) = (newlines(&piece), piece.len() as u64);
         match &mut self.pieces {
             Pieces::Built(built) => built.read(piece, (self.next_line, self.next_at))?,
-            Pieces::Scanned(scan) => scan.read(piece, self.next_line),
+            Pieces::Scanned(scan) => scan.read(piece, self.next_line, self.next_at),
             Pieces::Rollout(rollout) => {
                 rollout.read(&self.name, (&piece, self.next_at), self.next_line, self.bad)?
             }
@@ -761,6 +769,26 @@ impl PieceReader {
     pub fn choose_leaf(&mut self, leaf: &str) {
         if let Pieces::Scanned(scan) = &mut self.pieces {
             scan.choose_leaf(leaf);
+        }
+    }
+
+    /// Reads a long Claude Code log's pieces again with `again` to build
+    /// its records, each let go once read lean: its text is then never all
+    /// held at once. A piece read again must be the text it was: else the
+    /// read fails with [`ReadError::Changed`]. Given before the first
+    /// piece; the other formats build as they read, and need not.
+    pub fn read_again(&mut self, again: Box<dyn ReadAgain>) {
+        if let Pieces::Scanned(scan) = &mut self.pieces {
+            scan.read_again(again);
+        }
+    }
+
+    /// A piece let go once read (see [`PieceReader::read_again`]),
+    /// emptied, for the next piece to be read into.
+    pub fn spare(&mut self) -> Option<String> {
+        match &mut self.pieces {
+            Pieces::Scanned(scan) => scan.spare(),
+            _ => None,
         }
     }
 

@@ -233,25 +233,52 @@ fn a_log_built_a_line_at_a_time_reads_as_one_read_with_its_records() {
 
 /// `text` read by a [`PieceReader`] in pieces that end at `ends`, as a
 /// short log is read and as a long one is (a Claude Code log's pieces
-/// read lean on a thread of their own): both read alike.
+/// read lean on a thread of their own, held or let go and read again): all
+/// three read alike.
 fn in_pieces(
     name: &str,
     text: &str,
     ends: &[usize],
     bad: BadLines,
 ) -> Result<Transcript, ReadError> {
-    let one = in_pieces_on(name, text, ends, bad, false);
-    let two = in_pieces_on(name, text, ends, bad, true);
-    match (&one, &two) {
-        (Ok(one), Ok(two)) => same(&summary(two), &summary(one), "on two threads"),
-        (Err(one), Err(two)) => assert_eq!(two.to_string(), one.to_string()),
-        _ => panic!(
-            "{:?} on one thread, {:?} on two",
-            one.as_ref().err(),
-            two.as_ref().err()
-        ),
+    let one = in_pieces_on(name, text, ends, bad, Threads::One);
+    for threads in [Threads::Two, Threads::TwoReadAgain] {
+        let two = in_pieces_on(name, text, ends, bad, threads);
+        match (&one, &two) {
+            (Ok(one), Ok(two)) => same(&summary(two), &summary(one), &format!("{threads:?}")),
+            (Err(one), Err(two)) => assert_eq!(two.to_string(), one.to_string()),
+            _ => panic!(
+                "{:?} on one thread, {:?} on two ({threads:?})",
+                one.as_ref().err(),
+                two.as_ref().err()
+            ),
+        }
     }
-    two
+    one
+}
+
+/// How a [`PieceReader`] reads in [`in_pieces_on`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Threads {
+    One,
+    Two,
+    /// On two threads, each piece let go once read lean and read again.
+    TwoReadAgain,
+}
+
+/// A log's text, read again as the store reads the transcript again.
+struct Again(String);
+
+impl ReadAgain for Again {
+    fn read_again(&self, at: u64, len: usize, into: &mut String) -> bool {
+        let at = at as usize;
+        let Some(text) = self.0.get(at..at + len) else {
+            return false;
+        };
+        into.clear();
+        into.push_str(text);
+        true
+    }
 }
 
 fn in_pieces_on(
@@ -259,7 +286,7 @@ fn in_pieces_on(
     text: &str,
     ends: &[usize],
     bad: BadLines,
-    two_threads: bool,
+    threads: Threads,
 ) -> Result<Transcript, ReadError> {
     let first = ends.first().map_or(text.len(), |&e| e);
     let whole = first == text.len();
@@ -267,8 +294,11 @@ fn in_pieces_on(
     let format = (!whole).then(|| detect(name, text).unwrap());
     let mut reader =
         read_in_pieces(format, name, &text[..first], whole, bad).expect("read in pieces");
-    if two_threads {
+    if threads != Threads::One {
         reader.on_two_threads();
+    }
+    if threads == Threads::TwoReadAgain {
+        reader.read_again(Box::new(Again(text.to_string())));
     }
     let mut at = 0;
     for &end in ends.iter().chain([&text.len()]) {
@@ -276,6 +306,46 @@ fn in_pieces_on(
         at = end;
     }
     reader.finish(&|| {}, &|_| {})
+}
+
+/// A Claude Code log whose pieces are read again reads as it did, or not
+/// at all when one of them changed in between: not from the text it has
+/// now, which the first read did not choose its records from.
+#[test]
+fn a_claude_code_log_that_changed_before_it_was_read_again_is_not_read() {
+    let (name, text) = testdata("claude-code/tool-heavy.jsonl");
+    let ends: Vec<usize> = text
+        .match_indices('\n')
+        .map(|(i, _)| i + 1)
+        .step_by(7)
+        .collect();
+    let last = *ends.last().unwrap();
+    let changed = format!("{}x{}", &text[..last], &text[last + 1..]);
+    let grown = format!("{text}{}", &text[..last]);
+    for (again, read) in [(&changed, false), (&grown, true)] {
+        let mut reader = read_in_pieces(None, &name, &text, true, BadLines::Fail).unwrap();
+        reader.on_two_threads();
+        reader.read_again(Box::new(Again(again.clone())));
+        let mut at = 0;
+        for &end in ends.iter().chain([&text.len()]) {
+            reader.read(text[at..end].to_string()).unwrap();
+            at = end;
+        }
+        match reader.finish(&|| {}, &|_| {}) {
+            Ok(t) if read => {
+                let whole = read_owned(
+                    &name,
+                    text.clone(),
+                    Format::ClaudeCode,
+                    BadLines::Fail,
+                    false,
+                );
+                same(&summary(&t), &summary(&whole.unwrap()), "grown after");
+            }
+            Err(ReadError::Changed { name: changed }) if !read => assert_eq!(changed, name),
+            other => panic!("read {read}: {:?}", other.map(|t| t.messages.len())),
+        }
+    }
 }
 
 #[test]

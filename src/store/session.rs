@@ -426,6 +426,71 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A long Claude Code log whose pieces are let go once read lean, and
+    /// read again to be built, is read whole as it is now when it changed
+    /// in between: not built from a choice made of the text it was.
+    #[test]
+    fn a_log_rewritten_while_it_is_read_is_read_whole_as_it_is_now() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        struct Rewrite {
+            path: std::path::PathBuf,
+            done: AtomicBool,
+        }
+        impl ReadHooks for Rewrite {
+            // First called once the pieces are read lean, before any is
+            // read again.
+            fn let_go(&self) {
+                if !self.done.swap(true, Ordering::Relaxed) {
+                    let text = std::fs::read_to_string(&self.path).unwrap();
+                    let longer = text.replacen("turn 1500 ", "turn 1500, said again ", 1);
+                    std::fs::write(&self.path, longer).unwrap();
+                }
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("noa-rewritten-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("talk.jsonl");
+        let words = "word ".repeat(300);
+        let mut log = String::new();
+        for i in 1..=3000 {
+            let parent = (i > 1).then(|| format!("a{}", i - 1));
+            let user = serde_json::json!({"type": "user", "uuid": format!("u{i}"),
+                "parentUuid": parent, "sessionId": "s",
+                "message": {"role": "user", "content": format!("turn {i} {words}")}});
+            let answer = serde_json::json!({"type": "assistant", "uuid": format!("a{i}"),
+                "parentUuid": format!("u{i}"), "sessionId": "s",
+                "message": {"id": format!("m{i}"), "role": "assistant",
+                    "content": [{"type": "text", "text": format!("done {i}")}]}});
+            log.push_str(&format!("{user}\n{answer}\n"));
+        }
+        assert!(
+            log.len() > 4 << 20,
+            "long enough to be read lean on a thread"
+        );
+        std::fs::write(&path, &log).unwrap();
+        let hooks = Rewrite {
+            path: path.clone(),
+            done: AtomicBool::new(false),
+        };
+        let session = Session::open(
+            &path,
+            SessionOptions::default(),
+            Purpose::Look,
+            Box::new(hooks),
+        )
+        .unwrap();
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("said again")
+        );
+        let history = session.history();
+        assert_eq!(history.len(), 6000);
+        assert!(history[2998].text.starts_with("turn 1500, said again "));
+        assert!(history[5999].text == "done 3000");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// What the options get wrong is bad input, said before anything is
     /// written.
     #[test]

@@ -2,12 +2,12 @@
 //! messages built from it are never all held at once.
 
 use std::fs;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{HowRead, Loaded, Reader};
-use crate::formats::{self, Format, HostMessage, PieceReader, ReadError, TextFrom};
+use crate::formats::{self, Format, HostMessage, PieceReader, ReadAgain, ReadError, TextFrom};
 use crate::store::StoreError;
 use crate::store::TranscriptDigest;
 use crate::store::set_aside::{
@@ -47,18 +47,27 @@ struct Piece {
 /// Reads the next piece of `file` into `buf`, with room for `left` more
 /// bytes at most: up to `piece_size` bytes, ending where a line does. A line
 /// longer than what is held is read on until it ends; what follows the
-/// piece's last line stays in `buf` for the next.
+/// piece's last line stays in `buf` for the next. The piece is read into
+/// `spare` when given (a piece let go, emptied).
 fn next_piece(
     file: &mut fs::File,
     buf: &mut Vec<u8>,
-    piece_size: usize,
-    left: usize,
+    (piece_size, left): (usize, usize),
+    spare: Option<String>,
 ) -> io::Result<Piece> {
+    if let Some(spare) = spare {
+        let mut spare = spare.into_bytes();
+        spare.extend_from_slice(buf);
+        *buf = spare;
+    }
     loop {
         // Room for the next piece and no more: a Claude Code log's
         // pieces are held as read.
+        let room = buf.capacity();
         buf.reserve_exact(piece_size.min(left) + 1);
-        prefault(buf);
+        if buf.capacity() != room {
+            prefault(buf);
+        }
         let read = (&mut *file).take(piece_size as u64).read_to_end(buf)?;
         let whole = read < piece_size;
         let end = match memchr::memrchr(b'\n', buf) {
@@ -104,21 +113,54 @@ impl Seen {
             self.held = formats::hold_back_unfinished(name, &mut bytes, from, self.lines + 1);
         }
         self.lines += formats::newlines(&bytes);
-        if memchr::memchr(0, &bytes).is_some() {
-            return None;
-        }
         if mark {
             self.digest.update(&bytes);
         }
         self.length += bytes.len() as u64;
         self.last = bytes.last().copied().or(self.last);
-        simdutf8::basic::from_utf8(&bytes).ok()?;
-        // SAFETY: the bytes were just checked to be UTF-8.
-        let mut text = unsafe { String::from_utf8_unchecked(bytes) };
-        if formats::repaired(name, &mut text).is_some() {
-            return None;
+        text_from(name, bytes)
+    }
+}
+
+/// `bytes` of a log read in pieces as text; `None` for a NUL byte, bytes
+/// that are not UTF-8, or a lone surrogate (see [`Seen::text_of`]).
+fn text_from(name: &str, bytes: Vec<u8>) -> Option<String> {
+    if memchr::memchr(0, &bytes).is_some() {
+        return None;
+    }
+    simdutf8::basic::from_utf8(&bytes).ok()?;
+    // SAFETY: the bytes were just checked to be UTF-8.
+    let mut text = unsafe { String::from_utf8_unchecked(bytes) };
+    if formats::repaired(name, &mut text).is_some() {
+        return None;
+    }
+    Some(text)
+}
+
+/// The transcript, for a Claude Code log's pieces read again to be built
+/// (see [`PieceReader::read_again`]): each read as the first read took it.
+struct ReadBack(Mutex<fs::File>);
+
+impl ReadAgain for ReadBack {
+    fn read_again(&self, at: u64, len: usize, into: &mut String) -> bool {
+        let mut bytes = std::mem::take(into).into_bytes();
+        bytes.clear();
+        let room = bytes.capacity();
+        bytes.reserve_exact(len);
+        if bytes.capacity() != room {
+            prefault(&mut bytes);
         }
-        Some(text)
+        let mut file = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let read = file.seek(SeekFrom::Start(at)).is_ok()
+            && (&mut *file).take(len as u64).read_to_end(&mut bytes).ok() == Some(len);
+        drop(file);
+        match read.then(|| text_from("", bytes)).flatten() {
+            Some(text) => {
+                *into = text;
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -223,7 +265,11 @@ impl Reader<'_> {
         let Some((transcript, mark, held)) = read else {
             return Ok(None);
         };
-        let mut transcript = transcript?;
+        // A log that changed between its two reads is read whole.
+        let mut transcript = match transcript {
+            Err(ReadError::Changed { .. }) => return Ok(None),
+            read => read?,
+        };
         let mut apart =
             std::mem::take(&mut *(aside.apart.lock()).unwrap_or_else(PoisonError::into_inner));
         // A log whose words could not be set aside as it was built has them
@@ -279,18 +325,22 @@ impl Reader<'_> {
         let piece_size = piece_size(size);
         loop {
             let left = size.saturating_sub(seen.length as usize);
-            let piece =
-                next_piece(&mut file, &mut buf, piece_size, left).map_err(PieceError::Io)?;
+            let spare = reader.as_mut().and_then(PieceReader::spare);
+            let piece = next_piece(&mut file, &mut buf, (piece_size, left), spare)
+                .map_err(PieceError::Io)?;
             let whole = piece.whole;
             let Some(text) = seen.text_of(name, piece, mark) else {
                 return Ok(None);
             };
             let r = match &mut reader {
                 Some(r) => r,
-                None => match self.piece_reader(name, (&text, whole), aside.take(), piece_size) {
-                    Some(r) => reader.insert(r),
-                    None => return Ok(None),
-                },
+                None => {
+                    match self.piece_reader((name, &file), (&text, whole), aside.take(), piece_size)
+                    {
+                        Some(r) => reader.insert(r),
+                        None => return Ok(None),
+                    }
+                }
             };
             // After a bad line the rest is only looked through for a NUL
             // byte or bytes that are not UTF-8: a whole read reports those
@@ -319,15 +369,16 @@ impl Reader<'_> {
 
     /// The reader of a log whose first piece is `head` (`whole` when it is
     /// the whole log), with the leaf the options name and setting long
-    /// outputs aside in `aside` when it can; `None` when the log must be
-    /// read whole. The words set aside go to the writing thread a quarter
+    /// outputs aside in `aside` when it can, reading pieces of `file` again
+    /// when it needs them (a long Claude Code log's); `None` when the log
+    /// must be read whole. The words set aside go to the writing thread a quarter
     /// of a piece at a time: a short log's in smaller batches, since all
     /// it holds at its peak is a few pieces and batches, and a long log's
     /// in larger ones, since one more hand-over a quarter megabyte cost a
     /// long chat log's first turn a tenth more.
     fn piece_reader(
         &self,
-        name: &str,
+        (name, file): (&str, &fs::File),
         (head, whole): (&str, bool),
         aside: Option<(&Path, Arc<Mutex<SetApart>>)>,
         piece_size: usize,
@@ -336,6 +387,9 @@ impl Reader<'_> {
         let mut r = formats::read_in_pieces(options.format, name, head, whole, options.bad_lines)?;
         if let Some(leaf) = &options.leaf {
             r.choose_leaf(leaf);
+        }
+        if let Ok(file) = file.try_clone() {
+            r.read_again(Box::new(ReadBack(Mutex::new(file))));
         }
         let setter = aside
             .filter(|_| r.may_set_aside())
