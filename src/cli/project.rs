@@ -377,7 +377,10 @@ struct Rendered {
 /// The view of `p` in the format `to`.
 fn render(p: &Projection, t: &Transcript, to: ViewFormat) -> Rendered {
     let (messages, warnings) = reassemble_among(t, &p.view, to, &p.hidden);
-    let mut bytes = Vec::new();
+    // Room for about what the view takes, which a list grown by doubling
+    // would have brought in twice over.
+    let words: usize = p.view.iter().map(|m| m.text.len() + 128).sum();
+    let mut bytes = Vec::with_capacity(words + words / 4);
     for m in &messages {
         serde_json::to_writer(&mut bytes, m).expect("a JSON value always serializes");
         bytes.push(b'\n');
