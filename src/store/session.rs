@@ -487,7 +487,7 @@ mod tests {
         let history = session.history();
         assert_eq!(history.len(), 6000);
         assert!(history[2998].text.starts_with("turn 1500, said again "));
-        assert!(history[5999].text == "done 3000");
+        assert_eq!(history[5999].text, "done 3000");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
