@@ -106,17 +106,16 @@ impl SessionDir {
             }
             (written, bytes, None)
         };
-        let shares: Vec<_> = if threads == 1 {
-            vec![share(0)]
-        } else {
-            std::thread::scope(|s| {
-                let writing: Vec<_> = (0..threads).map(|k| s.spawn(move || share(k))).collect();
-                writing
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                    .collect()
-            })
-        };
+        // This thread takes the first share itself: its allocator has the
+        // pages the read freed, where a new thread's would bring in its own.
+        let shares: Vec<_> = std::thread::scope(|s| {
+            let writing: Vec<_> = (1..threads).map(|k| s.spawn(move || share(k))).collect();
+            let own = share(0);
+            let others = writing
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+            std::iter::once(own).chain(others).collect()
+        });
         let (mut written, mut bytes, mut failed) = (Vec::new(), 0, None);
         for (w, b, f) in shares {
             written.extend(w);
