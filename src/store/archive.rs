@@ -93,11 +93,12 @@ impl SessionDir {
         // failed at with why.
         let share = |k: usize| {
             let (mut written, mut bytes) = (Vec::new(), 0);
+            // Each archive is rendered into the room the one before took.
+            let mut contents = String::new();
             for (i, a) in archives.iter().enumerate().skip(k).step_by(threads) {
-                let contents = match render(a, originals, left) {
-                    Ok(contents) => contents,
-                    Err(e) => return (written, bytes, Some((i, e))),
-                };
+                if let Err(e) = render(a, (originals, left), &mut contents) {
+                    return (written, bytes, Some((i, e)));
+                }
                 match write_under(dir, &a.rel, contents.as_bytes()) {
                     Ok(path) => written.push(path),
                     Err(e) => return (written, bytes, Some((i, e))),
@@ -138,26 +139,28 @@ impl SessionDir {
     }
 }
 
-/// `a` rendered from `originals`, those a warm read left without their
-/// words given them from the read cache (`left`).
+/// `a` rendered into `out` from `originals`, those a warm read left
+/// without their words given them from the read cache (`left`).
 fn render(
     a: &ArchiveFile,
-    originals: &IdMap<'_, &CoreMessage>,
-    left: &LeftWords,
-) -> Result<String, StoreError> {
+    (originals, left): (&IdMap<'_, &CoreMessage>, &LeftWords),
+    out: &mut String,
+) -> Result<(), StoreError> {
     let unread: Vec<&CoreMessage> = (a.message_ids())
         .filter_map(|id| originals.get(id).copied())
         .filter(|m| m.withheld.is_some())
         .collect();
     if unread.is_empty() {
-        return Ok(a.render(originals));
+        a.render_into(originals, out);
+        return Ok(());
     }
     let worded = left.worded(&unread)?;
     let mut own: IdMap<'_, &CoreMessage> = (a.message_ids())
         .filter_map(|id| Some((id, *originals.get(id)?)))
         .collect();
     own.extend(worded.iter().map(|m| (m.id.as_str(), m)));
-    Ok(a.render(&own))
+    a.render_into(&own, out);
+    Ok(())
 }
 
 /// Syncs the folders the `written` archives went into, once each: each

@@ -101,7 +101,15 @@ impl ArchiveFile {
     /// words: one without them ([`CoreMessage::withheld`]) panics rather
     /// than be archived empty.
     pub fn render(&self, originals: &IdMap<'_, &CoreMessage>) -> String {
-        render(&ArchiveInput {
+        let mut out = String::new();
+        self.render_into(originals, &mut out);
+        out
+    }
+
+    /// [`ArchiveFile::render`] into `out`, in place of what it held: a
+    /// writer of many archives renders each into the same room.
+    pub fn render_into(&self, originals: &IdMap<'_, &CoreMessage>, out: &mut String) {
+        let input = ArchiveInput {
             block: &self.block,
             session: &self.session,
             created: &self.created,
@@ -123,7 +131,8 @@ impl ArchiveFile {
                     }
                 })
                 .collect(),
-        })
+        };
+        render_into(&input, out);
     }
 }
 
@@ -149,8 +158,8 @@ pub fn rel_path(tier: u8, block_id: &str, start: &str, end: &str) -> String {
     format!("tier{tier}/{block_id}_{start}-{end}.md")
 }
 
-/// Renders the archive markdown.
-pub fn render(input: &ArchiveInput) -> String {
+/// Renders the archive markdown into `out`, in place of what it held.
+fn render_into(input: &ArchiveInput, out: &mut String) {
     let b = input.block;
     let absorbed = input
         .entries
@@ -167,8 +176,9 @@ pub fn render(input: &ArchiveInput) -> String {
             Entry::Message { message, .. } => message.text.len(),
         })
         .sum();
-    let mut out = String::with_capacity(body + 200 * (input.entries.len() + 4));
-    front_matter(&mut out, input, absorbed);
+    out.clear();
+    out.reserve(body + 200 * (input.entries.len() + 4));
+    front_matter(out, input, absorbed);
     out.push_str("---\n\n");
     let _ = writeln!(
         out,
@@ -187,13 +197,12 @@ pub fn render(input: &ArchiveInput) -> String {
     for e in &input.entries {
         out.push('\n');
         match e {
-            Entry::Block(c) => block_entry(&mut out, c),
+            Entry::Block(c) => block_entry(out, c),
             Entry::Message { reference, message } => {
-                message_entry(&mut out, heading, *reference, message)
+                message_entry(out, heading, *reference, message)
             }
         }
     }
-    out
 }
 
 /// The archive's front matter, up to its closing line: the block, where
@@ -291,6 +300,12 @@ pub fn fence_for(body: &str) -> String {
 mod tests {
     use super::*;
     use crate::engine::test_support::block;
+
+    fn render(input: &ArchiveInput) -> String {
+        let mut out = String::new();
+        render_into(input, &mut out);
+        out
+    }
 
     fn archived(b: &Block, entries: Vec<Entry>) -> String {
         render(&ArchiveInput {
