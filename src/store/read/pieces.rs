@@ -429,3 +429,29 @@ fn prefault(buf: &mut Vec<u8>) {
     #[cfg(not(target_os = "linux"))]
     let _ = buf;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A piece read again is made text as the first read made it (a
+    /// byte-order mark blanked), into the room the piece before took; a
+    /// stretch the file no longer holds whole is not read.
+    #[test]
+    fn a_piece_is_read_again_as_it_was_read_or_not_at_all() {
+        let dir = std::env::temp_dir().join(format!("noa-read-back-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("log.jsonl");
+        let log = "\u{FEFF}{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n";
+        fs::write(&path, log).unwrap();
+        let back = ReadBack(Mutex::new(fs::File::open(&path).unwrap()));
+        let mut text = String::from("what the buffer held before");
+        assert!(back.read_again(0, 11, &mut text));
+        assert_eq!(text, "   {\"a\":1}\n");
+        assert!(back.read_again(19, 8, &mut text));
+        assert_eq!(text, "{\"c\":3}\n");
+        fs::write(&path, &log[..20]).unwrap();
+        assert!(!back.read_again(19, 8, &mut text));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
