@@ -532,7 +532,8 @@ pub(crate) struct PieceScan {
     stop: Arc<AtomicBool>,
     /// How the pieces are read again, when they can be.
     again: Option<Box<dyn ReadAgain>>,
-    /// Where each piece read so far lies, when they can be read again.
+    /// Where each piece sent to be let go lies, when they can be read
+    /// again.
     places: Vec<Place>,
 }
 
@@ -542,6 +543,18 @@ struct Place {
     at: u64,
     len: usize,
     digest: u64,
+}
+
+impl Place {
+    /// The place of `piece`, which follows the piece at `before` (the
+    /// log's first when there is none).
+    fn after(before: Option<&Place>, piece: &str) -> Place {
+        Place {
+            at: before.map_or(0, |p| p.at + p.len as u64),
+            len: piece.len(),
+            digest: xxh3_64(piece.as_bytes()),
+        }
+    }
 }
 
 /// How many pieces may wait for the scanning thread.
@@ -593,15 +606,9 @@ impl PieceScan {
         self.leaf = Some(leaf.to_string());
     }
 
-    /// Reads the next piece, whose first line is `first_line`, at `at` in
-    /// the transcript.
-    pub(crate) fn read(&mut self, piece: String, first_line: usize, at: u64) {
+    /// Reads the next piece, whose first line is `first_line`.
+    pub(crate) fn read(&mut self, piece: String, first_line: usize) {
         self.bytes += piece.len();
-        if self.again.is_some() {
-            let digest = xxh3_64(piece.as_bytes());
-            let len = piece.len();
-            self.places.push(Place { at, len, digest });
-        }
         self.held.push((piece, first_line));
         if self.bytes < self.two_threads_from {
             return;
@@ -624,6 +631,11 @@ impl PieceScan {
             Scanning { send, done, spare }
         });
         for held in self.held.drain(..) {
+            // Digested only once on its way to be let go: a short log's
+            // pieces, held, are never read again.
+            if self.again.is_some() {
+                self.places.push(Place::after(self.places.last(), &held.0));
+            }
             // Only a thread that panicked has hung up: `finish` says so.
             let _ = scanning.send.send(held);
         }

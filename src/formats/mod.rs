@@ -715,7 +715,7 @@ impl PieceReader {
         let (lines, len) = (newlines(&piece), piece.len() as u64);
         match &mut self.pieces {
             Pieces::Built(built) => built.read(piece, (self.next_line, self.next_at))?,
-            Pieces::Scanned(scan) => scan.read(piece, self.next_line, self.next_at),
+            Pieces::Scanned(scan) => scan.read(piece, self.next_line),
             Pieces::Rollout(rollout) => {
                 rollout.read(&self.name, (&piece, self.next_at), self.next_line, self.bad)?
             }
