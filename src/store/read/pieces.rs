@@ -61,13 +61,9 @@ fn next_piece(
         *buf = spare;
     }
     loop {
-        // Room for the next piece and no more: a Claude Code log's
+        // Room for the next piece and no more: a short Claude Code log's
         // pieces are held as read.
-        let room = buf.capacity();
-        buf.reserve_exact(piece_size.min(left) + 1);
-        if buf.capacity() != room {
-            prefault(buf);
-        }
+        make_room(buf, piece_size.min(left) + 1);
         let read = (&mut *file).take(piece_size as u64).read_to_end(buf)?;
         let whole = read < piece_size;
         let end = match memchr::memrchr(b'\n', buf) {
@@ -145,11 +141,7 @@ impl ReadAgain for ReadBack {
     fn read_again(&self, at: u64, len: usize, into: &mut String) -> bool {
         let mut bytes = std::mem::take(into).into_bytes();
         bytes.clear();
-        let room = bytes.capacity();
-        bytes.reserve_exact(len);
-        if bytes.capacity() != room {
-            prefault(&mut bytes);
-        }
+        make_room(&mut bytes, len);
         let mut file = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let read = file.seek(SeekFrom::Start(at)).is_ok()
             && (&mut *file).take(len as u64).read_to_end(&mut bytes).ok() == Some(len);
@@ -398,6 +390,17 @@ impl Reader<'_> {
             r.set_aside(Box::new(setter));
         }
         Some(r)
+    }
+}
+
+/// Gives `buf` room for `more` bytes and no more than it needs, new room
+/// backed with pages at once (see [`prefault`]); room it had is left as it
+/// is, its pages already the process's.
+fn make_room(buf: &mut Vec<u8>, more: usize) {
+    let room = buf.capacity();
+    buf.reserve_exact(more);
+    if buf.capacity() != room {
+        prefault(buf);
     }
 }
 
