@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::args::{Global, ProjectArgs, ReportArg, ViewArg};
 use super::context::{Context, Turn};
-use super::output::{check_output, emit, warn};
+use super::output::{check_output, stage, warn};
 use super::{CliError, Exit};
 use crate::engine::{
     CompressionState, Figures, HostCompaction, Offer, OfferInput, Projection, offer, tokens,
@@ -37,16 +37,33 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     if cx.session.set_aside() && !cx.decides_unread(&state) && !cx.session.read_withheld() {
         cx.session.read_whole()?;
     }
-    let render = |cx: &Context, p: &Projection| {
-        let t = cx.session.transcript();
-        render(p, t, args.to.map_or(t.format.view_format(), view_format))
-    };
+    let t = cx.session.transcript();
+    let to = args.to.map_or(t.format.view_format(), view_format);
+    let render = |cx: &Context, p: &Projection| render_view(p, cx.session.transcript(), to);
     let Turned { p, view, draft } = turn_with_draft(&mut cx, &mut state, turn, learn, render)?;
+    let output = args.output.as_ref();
+    let mut saved_warnings = Vec::new();
+    // The view is rendered if the turn left it to now, and written and
+    // synced while the state is saved; it is seen once the state is.
+    let (view, staged) = std::thread::scope(|s| {
+        let t = cx.session.transcript();
+        let readying = s.spawn(|| {
+            let view = view.unwrap_or_else(|| render_view(&p, t, to));
+            let staged = stage(output, &view.bytes);
+            (view, staged)
+        });
+        let saved = match args.dry_run {
+            true => Ok(()),
+            false => save_turn(&cx, &mut state, &p, draft, &mut saved_warnings),
+        };
+        // A panic there is a bug, and goes on as this thread's would.
+        let readied = (readying.join()).unwrap_or_else(|e| std::panic::resume_unwind(e));
+        saved.map(|()| readied)
+    })?;
+    let staged = staged?;
     let mut warnings = turn_warnings(&cx, &p, &state, unread_window, view.warnings);
-    if !args.dry_run {
-        save_turn(&cx, &mut state, &p, draft, &mut warnings)?;
-    }
-    emit(args.output.as_ref(), &view.bytes)?;
+    warnings.extend(saved_warnings);
+    staged.put(&view.bytes)?;
     warn(global, &warnings);
     if !global.quiet {
         let shown = Shown {
@@ -136,11 +153,11 @@ fn save_turn(
     Ok(())
 }
 
-/// A turn projected, its view rendered, and the read cache drafted beside
-/// it when the turn drafts one.
+/// A turn projected, its view rendered unless it is left to render beside
+/// the save, and the read cache drafted beside it when the turn drafts one.
 struct Turned {
     p: Projection,
-    view: Rendered,
+    view: Option<Rendered>,
     draft: Option<Result<CacheDraft, StoreError>>,
 }
 
@@ -163,14 +180,12 @@ fn turn_with_draft(
         (p, draft, filled)
     });
     match drafted {
-        Some((p, draft, true)) => {
-            let view = render(cx, &p);
-            Ok(Turned {
-                p,
-                view,
-                draft: Some(draft),
-            })
-        }
+        // A first turn's view has nothing to wait for once filled.
+        Some((p, draft, true)) => Ok(Turned {
+            p,
+            view: None,
+            draft: Some(draft),
+        }),
         // The words set aside for the view could not be read back: the
         // turn starts again from the transcript read whole and the state
         // on disk, nothing written yet.
@@ -184,7 +199,7 @@ fn turn_with_draft(
             let (p, view) = project_turn(cx, state, turn, learn, render)?;
             Ok(Turned {
                 p,
-                view,
+                view: Some(view),
                 draft: None,
             })
         }
@@ -192,7 +207,7 @@ fn turn_with_draft(
             let (p, view) = project_turn(cx, state, turn, learn, render)?;
             Ok(Turned {
                 p,
-                view,
+                view: Some(view),
                 draft: None,
             })
         }
@@ -375,7 +390,7 @@ struct Rendered {
 }
 
 /// The view of `p` in the format `to`.
-fn render(p: &Projection, t: &Transcript, to: ViewFormat) -> Rendered {
+fn render_view(p: &Projection, t: &Transcript, to: ViewFormat) -> Rendered {
     let (messages, warnings) = reassemble_among(t, &p.view, to, &p.hidden);
     // Room for about what the view takes, which a list grown by doubling
     // would have brought in twice over.

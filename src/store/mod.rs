@@ -30,7 +30,7 @@ pub use digest::{
 };
 pub use error::{ErrorKind, StoreError};
 pub use lock::SessionLock;
-pub use output::write_output;
+pub use output::{StagedOutput, stage_output, write_output};
 pub use read::{Access, ReadHooks, SessionOptions};
 pub use read_cache::{
     AsideFile, CacheDraft, CacheEnd, CacheHead, CacheSource, IN_TRANSCRIPT, Left, LeftWords,

@@ -13,7 +13,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::write_atomic;
+use super::atomic::{self, Replacing};
 
 /// How many symlinks are followed before giving up, as the kernel does.
 const MAX_HOPS: usize = 40;
@@ -32,35 +32,75 @@ const MAX_HOPS: usize = 40;
 ///   through, never replaced. A descriptor is opened to append, so `noa … -o
 ///   /dev/stdout >> log` adds to the log rather than writing over it.
 pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    stage_output(path, bytes)?.put(bytes)
+}
+
+/// An output made ready by [`stage_output`] but not yet seen by a reader.
+pub enum StagedOutput<'p> {
+    /// A temp file beside the regular file it replaces, written and synced.
+    Replacing(Replacing),
+    /// Anything written straight through, written once put.
+    Through {
+        /// What the user named.
+        path: &'p Path,
+        /// Whether to add to what is there (a descriptor's file).
+        append: bool,
+    },
+}
+
+/// [`write_output`] up to the point where a reader would see the bytes: a
+/// file replaced is written and synced beside its name, and a device or
+/// descriptor is only looked at. A turn does this beside saving its state,
+/// whose syncs it would otherwise wait behind, and puts the view in place
+/// once the state is saved; dropped unput, nothing was written where the
+/// output goes.
+pub fn stage_output<'p>(path: &'p Path, bytes: &[u8]) -> io::Result<StagedOutput<'p>> {
+    let through = |append| StagedOutput::Through { path, append };
     match fs::metadata(path) {
         Ok(meta) if meta.is_file() => {
             let (target, descriptor) = final_target(path)?;
             if descriptor {
-                write_through(path, bytes, true)
+                Ok(through(true))
             } else {
-                replace(&target, bytes)
+                replacing(&target, bytes)
             }
         }
         // A directory fails to open for writing (EISDIR) and is left as it is.
-        Ok(_) => {
-            let descriptor = final_target(path).is_ok_and(|(_, d)| d);
-            write_through(path, bytes, descriptor)
-        }
+        Ok(_) => Ok(through(final_target(path).is_ok_and(|(_, d)| d))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let (target, _) = final_target(path)?;
-            replace(&target, bytes)
+            replacing(&target, bytes)
         }
         Err(e) => Err(e),
     }
 }
 
-/// Replaces the regular file `target` atomically, first removing the temp
-/// files that killed runs left beside it for the same name.
-fn replace(target: &Path, bytes: &[u8]) -> io::Result<()> {
-    if let Some(name) = target.file_name().and_then(|n| n.to_str()) {
-        super::files::sweep_temps(super::atomic::parent(target), Some(name));
+impl StagedOutput<'_> {
+    /// Puts the output in place: the temp file renamed over its name and
+    /// the rename synced, or `bytes`, the ones staged, written through.
+    pub fn put(self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            StagedOutput::Replacing(replacing) => {
+                let dir = atomic::parent(replacing.path()).to_path_buf();
+                replacing.finish()?;
+                atomic::sync_dir(&dir)
+            }
+            StagedOutput::Through { path, append } => write_through(path, bytes, append),
+        }
     }
-    write_atomic(target, bytes)
+}
+
+/// A new version of the regular file `target` written and synced beside
+/// it, first removing the temp files that killed runs left beside it for
+/// the same name.
+fn replacing<'p>(target: &Path, bytes: &[u8]) -> io::Result<StagedOutput<'p>> {
+    if let Some(name) = target.file_name().and_then(|n| n.to_str()) {
+        super::files::sweep_temps(atomic::parent(target), Some(name));
+    }
+    let (mut f, replacing) = Replacing::begin(target)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    Ok(StagedOutput::Replacing(replacing))
 }
 
 /// The path at the end of `path`'s symlink chain (the last link's target,
@@ -201,6 +241,37 @@ mod tests {
         fs::write(d.0.join(".other.jsonl.999999999.tmp"), b"not ours").unwrap();
         write_output(&p, b"whole").unwrap();
         assert_eq!(names(&d.0), [".other.jsonl.999999999.tmp", "view.jsonl"]);
+    }
+
+    #[test]
+    fn a_staged_output_is_seen_only_once_put_and_not_at_all_if_dropped() {
+        let d = Dir::new("staged");
+        let p = d.0.join("view.jsonl");
+        fs::write(&p, b"last turn's").unwrap();
+        // Staged and dropped, as when the state cannot be saved.
+        drop(stage_output(&p, b"this turn's").unwrap());
+        assert_eq!(fs::read(&p).unwrap(), b"last turn's");
+        assert_eq!(names(&d.0), ["view.jsonl"]);
+        let staged = stage_output(&p, b"this turn's").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"last turn's");
+        staged.put(b"this turn's").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"this turn's");
+        assert_eq!(names(&d.0), ["view.jsonl"]);
+    }
+
+    #[test]
+    fn an_output_written_through_is_written_only_once_put() {
+        let d = Dir::new("staged-through");
+        let file = d.0.join("log.jsonl");
+        fs::write(&file, b"before\n").unwrap();
+        // A name for an open descriptor is written through, appending.
+        let f = fs::OpenOptions::new().append(true).open(&file).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        let name = PathBuf::from(format!("/proc/self/fd/{fd}"));
+        let staged = stage_output(&name, b"view\n").unwrap();
+        assert_eq!(fs::read(&file).unwrap(), b"before\n");
+        staged.put(b"view\n").unwrap();
+        assert_eq!(fs::read(&file).unwrap(), b"before\nview\n");
     }
 
     #[test]
