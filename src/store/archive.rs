@@ -9,7 +9,7 @@ use super::atomic;
 
 use super::StoreError;
 use super::read_cache::LeftWords;
-use super::state_file::{SessionDir, write_under};
+use super::state_file::{Begun, SessionDir, begin_under};
 use crate::engine::{ArchiveFile, Block, CompressionState, CoreMessage, IdMap};
 
 impl SessionDir {
@@ -71,10 +71,11 @@ impl SessionDir {
     }
 
     /// Renders and writes the archives, on as many threads as the machine
-    /// offers (up to four), each taking every so-many-th one: rendering a
-    /// long session's originals and syncing each file was most of a large
-    /// `apply`. On the first failure (the earliest archive's, whichever
-    /// thread met it) every archive written is removed again. The words of
+    /// offers (up to four), each taking every so-many-th one and syncing
+    /// them a batch at a time: rendering a long session's originals and
+    /// syncing each file was most of a large `apply`. On the first failure
+    /// (the earliest archive's, whichever thread met it) every archive
+    /// written is removed again. The words of
     /// originals a warm read left in the read cache (`left`) are read for
     /// the archive that names them, one archive's at a time.
     fn write_archives<'a>(
@@ -95,17 +96,25 @@ impl SessionDir {
             let (mut written, mut bytes) = (Vec::new(), 0);
             // Each archive is rendered into the room the one before took.
             let mut contents = String::new();
+            // Archives written and on their way to disk, synced and put in
+            // place a batch at a time.
+            let mut begun = Vec::new();
             for (i, a) in archives.iter().enumerate().skip(k).step_by(threads) {
-                if let Err(e) = render(a, (originals, left), &mut contents) {
-                    return (written, bytes, Some((i, e)));
-                }
-                match write_under(dir, &a.rel, contents.as_bytes()) {
-                    Ok(path) => written.push(path),
+                let wrote = render(a, (originals, left), &mut contents)
+                    .and_then(|()| begin_under(dir, &a.rel, contents.as_bytes()));
+                match wrote {
+                    Ok(file) => begun.push((i, file)),
                     Err(e) => return (written, bytes, Some((i, e))),
                 }
                 bytes += contents.len();
+                if begun.len() == SYNCED_AT_ONCE
+                    && let Err(failed) = finish(&mut begun, &mut written)
+                {
+                    return (written, bytes, Some(failed));
+                }
             }
-            (written, bytes, None)
+            let failed = finish(&mut begun, &mut written).err();
+            (written, bytes, failed)
         };
         // This thread takes the first share itself: its allocator has the
         // pages the read freed, where a new thread's would bring in its own.
@@ -139,6 +148,23 @@ impl SessionDir {
     }
 }
 
+/// Archives a share writes before it syncs them: a batch's writes to disk
+/// are waited for together (see [`atomic::start_writeback`]), and a long
+/// rebuild's thousands are not all held open at once.
+const SYNCED_AT_ONCE: usize = 64;
+
+/// Syncs the archives `begun` and puts them in place, adding their paths
+/// to `written`; the first that fails, with its place and why.
+fn finish(
+    begun: &mut Vec<(usize, Begun)>,
+    written: &mut Vec<PathBuf>,
+) -> Result<(), (usize, StoreError)> {
+    for (i, file) in begun.drain(..) {
+        written.push(file.finish().map_err(|e| (i, e))?);
+    }
+    Ok(())
+}
+
 /// `a` rendered into `out` from `originals`, those a warm read left
 /// without their words given them from the read cache (`left`).
 fn render(
@@ -164,7 +190,7 @@ fn render(
 }
 
 /// Syncs the folders the `written` archives went into, once each: each
-/// file was synced as it was written, and the folders are before the state
+/// file was synced before it was put in place, and the folders are before the state
 /// names them. What a killed run left half-written in them is cleared (the
 /// session is locked).
 fn sync_dirs(written: &[PathBuf]) -> Result<(), StoreError> {
@@ -285,6 +311,39 @@ mod tests {
         assert_eq!(bytes, 12 * one);
         assert!(s.dir.join("tier1/b11.md").exists() && s.dir.join("t9/b9.md").exists());
         assert!(s.state_path().exists());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// More archives than a batch is synced at: every one is put in place,
+    /// whole, and no temp file is left beside them.
+    #[test]
+    fn archives_past_a_batch_are_all_put_in_place() {
+        let base = temp("batches");
+        let s = SessionDir::new(&base, "sess");
+        s.create().unwrap();
+        let n = 2 * SYNCED_AT_ONCE + 7;
+        let archives: Vec<ArchiveFile> = (0..n).map(|i| file(&format!("tier1/b{i}.md"))).collect();
+        let m = CoreMessage::text("m1", Role::User, "the original");
+        let originals = originals(&m);
+        let bytes = s
+            .commit(
+                &archives,
+                (&originals, &LeftWords::default()),
+                &CompressionState::new("sess"),
+            )
+            .unwrap();
+        let one = archives[0].render(&originals);
+        assert_eq!(bytes, n * one.len());
+        let mut names: Vec<String> = fs::read_dir(s.dir.join("tier1"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        let mut expected: Vec<String> = (0..n).map(|i| format!("b{i}.md")).collect();
+        expected.sort();
+        assert_eq!(names, expected);
+        let last = s.dir.join(format!("tier1/b{}.md", n - 1));
+        assert_eq!(fs::read_to_string(last).unwrap(), one);
         fs::remove_dir_all(&base).unwrap();
     }
 

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -1006,6 +1006,13 @@ fn plain(p: &Path) -> bool {
 /// function of the path alone, so archives can be written from several
 /// threads.
 pub(super) fn write_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+    begin_under(dir, rel, bytes)?.finish()
+}
+
+/// [`write_under`] up to the sync: the file written beside where it goes
+/// and its writeback started ([`atomic::start_writeback`]), so that a batch
+/// begun together is synced together.
+pub(super) fn begin_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<Begun, StoreError> {
     let rel_path = Path::new(rel);
     if rel.is_empty() || !plain(rel_path) {
         return Err(StoreError::Outside {
@@ -1027,8 +1034,40 @@ pub(super) fn write_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<PathBuf
     if let Some(parent) = at.parent() {
         fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
     }
-    atomic::replace_synced(&at, bytes).map_err(|e| StoreError::io(&at, e))?;
-    Ok(at)
+    let begun = atomic::Replacing::begin(&at).and_then(|(mut file, replacing)| {
+        file.write_all(bytes)?;
+        atomic::start_writeback(&file);
+        Ok((file, replacing))
+    });
+    let (file, replacing) = begun.map_err(|e| StoreError::io(&at, e))?;
+    Ok(Begun {
+        file,
+        replacing,
+        at,
+    })
+}
+
+/// A file [`begin_under`] wrote beside where it goes; dropped unfinished,
+/// it is removed.
+pub(super) struct Begun {
+    file: fs::File,
+    replacing: atomic::Replacing,
+    at: PathBuf,
+}
+
+impl Begun {
+    /// Syncs the file and renames it into place; returns where it went.
+    pub(super) fn finish(self) -> Result<PathBuf, StoreError> {
+        let Begun {
+            file,
+            replacing,
+            at,
+        } = self;
+        (file.sync_all())
+            .and_then(|()| replacing.finish())
+            .map_err(|e| StoreError::io(&at, e))?;
+        Ok(at)
+    }
 }
 
 #[cfg(test)]
