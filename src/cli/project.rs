@@ -37,8 +37,8 @@ pub fn run(global: &Global, args: &ProjectArgs) -> Result<Exit, CliError> {
     if cx.session.set_aside() && !cx.decides_unread(&state) && !cx.session.read_withheld() {
         cx.session.read_whole()?;
     }
-    let t = cx.session.transcript();
-    let to = args.to.map_or(t.format.view_format(), view_format);
+    let native = cx.session.transcript().format.view_format();
+    let to = args.to.map_or(native, view_format);
     let render = |cx: &Context, p: &Projection| render_view(p, cx.session.transcript(), to);
     let Turned { p, view, draft } = turn_with_draft(&mut cx, &mut state, turn, learn, render)?;
     let output = args.output.as_ref();

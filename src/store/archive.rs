@@ -75,9 +75,9 @@ impl SessionDir {
     /// them a batch at a time: rendering a long session's originals and
     /// syncing each file was most of a large `apply`. On the first failure
     /// (the earliest archive's, whichever thread met it) every archive
-    /// written is removed again. The words of
-    /// originals a warm read left in the read cache (`left`) are read for
-    /// the archive that names them, one archive's at a time.
+    /// written is removed again. The words of originals a warm read left in
+    /// the read cache (`left`) are read for the archive that names them,
+    /// one archive's at a time.
     fn write_archives<'a>(
         &self,
         archives: impl IntoIterator<Item = &'a ArchiveFile>,
@@ -190,9 +190,9 @@ fn render(
 }
 
 /// Syncs the folders the `written` archives went into, once each: each
-/// file was synced before it was put in place, and the folders are before the state
-/// names them. What a killed run left half-written in them is cleared (the
-/// session is locked).
+/// file was synced before it was put in place, and the folders are before
+/// the state names them. What a killed run left half-written in them is
+/// cleared (the session is locked).
 fn sync_dirs(written: &[PathBuf]) -> Result<(), StoreError> {
     let dirs: BTreeSet<&Path> = written.iter().map(|p| atomic::parent(p)).collect();
     for dir in dirs {
