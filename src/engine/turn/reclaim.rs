@@ -33,13 +33,6 @@ use super::file_effect::{Effect, effect};
 /// save little or nothing.
 pub const MIN_CHARS: usize = 1_000;
 
-/// A call seen: its message's place, and what it does to a file, if known.
-#[derive(Debug, Clone)]
-struct Call {
-    place: usize,
-    effect: Option<Effect>,
-}
-
 /// What a walk of a history found so far; a rebuild walks on from call to
 /// call.
 ///
@@ -52,7 +45,9 @@ struct Call {
 pub struct Scan {
     len: usize,
     tools: FileTools,
-    calls: HashMap<Name, Call, IdHash>,
+    /// The place of each call seen, by call id: what it does to a file is
+    /// read from it when a result names it, so the table stays small.
+    calls: HashMap<Name, usize, IdHash>,
     /// Reads of each file not changed since, by the result's place.
     reads: HashMap<String, Vec<usize>>,
     /// The last long output of each call (tool and a hash of its
@@ -100,11 +95,7 @@ impl Scan {
         let m = &history[p];
         match m.content_type {
             ContentType::ToolCall if !m.tool_call_id.is_empty() => {
-                let call = Call {
-                    place: p,
-                    effect: effect(m, &self.tools),
-                };
-                self.calls.insert(m.tool_call_id.clone(), call);
+                self.calls.insert(m.tool_call_id.clone(), p);
             }
             ContentType::ToolResult => self.result(history, p),
             _ => {}
@@ -113,14 +104,14 @@ impl Scan {
 
     fn result(&mut self, history: &[CoreMessage], p: usize) {
         let m = &history[p];
-        let Some(call) = self.calls.get(m.tool_call_id.as_str()).cloned() else {
+        let Some(&call) = self.calls.get(m.tool_call_id.as_str()) else {
             return;
         };
         if long(m) {
-            self.repeat(history, call.place, p);
+            self.repeat(history, call, p);
         }
-        self.spent(history, call.place, p);
-        match call.effect {
+        self.spent(history, call, p);
+        match effect(&history[call], &self.tools) {
             Some(Effect::Reads(path)) if long(m) => {
                 self.reads.entry(path).or_default().push(p);
             }
@@ -136,7 +127,7 @@ impl Scan {
                 if failed(&m.text) {
                     return;
                 }
-                let by = history[call.place].id.clone();
+                let by = history[call].id.clone();
                 for path in paths {
                     for read in self.reads.remove(&path).unwrap_or_default() {
                         let why = Reclaim::Stale {
