@@ -914,7 +914,6 @@ impl Part<'_, '_> {
                 pieces,
                 first,
                 next,
-                ..
             } => {
                 while *next < k - *first {
                     pieces[*next] = Cow::Borrowed("");

@@ -21,10 +21,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// batch of files in one directory (a call's archives) then syncs it once,
 /// not once a file.
 pub fn replace_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let (mut f, replacing) = Replacing::begin(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
+    let (file, replacing) = write_beside(path, bytes)?;
+    file.sync_all()?;
     replacing.finish()
+}
+
+/// `bytes` written to a new temp file beside `path` and on their way to
+/// disk ([`start_writeback`]): neither synced nor in place yet, so that
+/// the caller syncs and places it when the time comes.
+pub fn write_beside(path: &Path, bytes: &[u8]) -> io::Result<(File, Replacing)> {
+    let (mut file, replacing) = Replacing::begin(path)?;
+    file.write_all(bytes)?;
+    start_writeback(&file);
+    Ok((file, replacing))
 }
 
 /// A new version of a file being written to this process's temp file

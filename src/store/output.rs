@@ -97,9 +97,8 @@ fn replacing<'p>(target: &Path, bytes: &[u8]) -> io::Result<StagedOutput<'p>> {
     if let Some(name) = target.file_name().and_then(|n| n.to_str()) {
         super::files::sweep_temps(atomic::parent(target), Some(name));
     }
-    let (mut f, replacing) = Replacing::begin(target)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
+    let (file, replacing) = atomic::write_beside(target, bytes)?;
+    file.sync_all()?;
     Ok(StagedOutput::Replacing(replacing))
 }
 

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -1009,9 +1009,8 @@ pub(super) fn write_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<PathBuf
     begin_under(dir, rel, bytes)?.finish()
 }
 
-/// [`write_under`] up to the sync: the file written beside where it goes
-/// and its writeback started ([`atomic::start_writeback`]), so that a batch
-/// begun together is synced together.
+/// [`write_under`] up to the sync ([`atomic::write_beside`]), so that a
+/// batch begun together is synced together.
 pub(super) fn begin_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<Begun, StoreError> {
     let rel_path = Path::new(rel);
     if rel.is_empty() || !plain(rel_path) {
@@ -1034,12 +1033,7 @@ pub(super) fn begin_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<Begun, 
     if let Some(parent) = at.parent() {
         fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
     }
-    let begun = atomic::Replacing::begin(&at).and_then(|(mut file, replacing)| {
-        file.write_all(bytes)?;
-        atomic::start_writeback(&file);
-        Ok((file, replacing))
-    });
-    let (file, replacing) = begun.map_err(|e| StoreError::io(&at, e))?;
+    let (file, replacing) = atomic::write_beside(&at, bytes).map_err(|e| StoreError::io(&at, e))?;
     Ok(Begun {
         file,
         replacing,
