@@ -1,6 +1,11 @@
 //! The `noa` binary: everything lives in the library.
 #![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
 
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: noa::cli::alloc::Allocator = noa::cli::alloc::Allocator;
+
+#[cfg(not(target_os = "linux"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -15,9 +15,12 @@ pub struct CliHooks {
 
 impl ReadHooks for CliHooks {
     /// A spinner on stderr while a large transcript is read (TTY only, not
-    /// with -q).
+    /// with -q). Large blocks are mimalloc's from here to the command's
+    /// end (see `alloc`).
     fn reading(&self, name: &str, bytes: usize) -> Box<dyn FnOnce()> {
         const LARGE: usize = 32 << 20;
+        #[cfg(target_os = "linux")]
+        super::alloc::map_large(false);
         if self.quiet || bytes < LARGE || !io::stderr().is_terminal() {
             return Box::new(|| {});
         }

@@ -1,5 +1,7 @@
 //! The `noa` command line: parse arguments, run a command, report, exit.
 
+#[cfg(target_os = "linux")]
+pub mod alloc;
 mod apply;
 mod args;
 mod batch;
@@ -169,6 +171,14 @@ fn wants_json(command: &args::Command) -> bool {
 }
 
 fn run(cli: Cli) -> Result<Exit, CliError> {
+    // A turn and an apply free large blocks they do not take again, unless
+    // they read a transcript whole (see `alloc`); a rebuild's turns take
+    // them again one after another.
+    #[cfg(target_os = "linux")]
+    alloc::map_large(matches!(
+        cli.command,
+        args::Command::Project(_) | args::Command::Apply(_)
+    ));
     match cli.command {
         args::Command::Project(a) => project::run(&cli.global, &a),
         args::Command::Apply(a) => apply::run(&cli.global, &a),
