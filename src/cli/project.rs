@@ -102,8 +102,9 @@ fn open_for_turn<'g>(global: &'g Global, args: &ProjectArgs) -> Result<Context<'
 }
 
 /// What a turn warns of: the read's warnings, the settings', a window the
-/// overflow error did not name (`unread_window`), refs run out, the view's
-/// conversion (`view_warnings`) and words set aside.
+/// overflow error did not name (`unread_window`), a window the host's own
+/// share fills, refs run out, the view's conversion (`view_warnings`) and
+/// words set aside.
 fn turn_warnings(
     cx: &Context,
     p: &Projection,
@@ -114,6 +115,7 @@ fn turn_warnings(
     let mut warnings = cx.session.warnings();
     warnings.extend(cx.settings.warnings.iter().cloned());
     warnings.extend(unread_window);
+    warnings.extend(host_fills_window(cx, p, state));
     warnings.extend(refs_run_out(p));
     warnings.extend(view_warnings);
     warnings.extend(set_aside_figure(cx, p, state));
@@ -212,6 +214,24 @@ fn turn_with_draft(
             })
         }
     }
+}
+
+/// The warning for a window whose budget the host's prompt and tools fill
+/// alone: no view fits it, however much the model compresses, and the
+/// window is more likely wrong than the session.
+fn host_fills_window(cx: &Context, p: &Projection, state: &CompressionState) -> Option<String> {
+    let f = &p.figures;
+    (f.breakdown.host >= f.budget).then(|| {
+        format!(
+            "the host's prompt and tools alone come to {} ({}), past the {} budget of the {} \
+             window (from {}): no view can fit, however much is compressed; check that window",
+            tokens::format(f.breakdown.host),
+            f.source.name(),
+            tokens::format(f.budget),
+            tokens::format(f.window),
+            cx.settings.window_source(&state.host),
+        )
+    })
 }
 
 /// The warning for history messages left without a ref.

@@ -220,6 +220,64 @@ fn a_real_claude_code_session_reads_the_same_everywhere_at_60k_and_200k() {
     }
 }
 
+/// The real session's host sends 28K of its own (system prompt and tools,
+/// from the provider's recorded usage) beside the messages: a window whose
+/// budget that fills is warned of, in the warning's figures the report
+/// line and JSON give; one with room for it is not.
+#[test]
+fn a_window_the_host_alone_fills_is_warned_of_in_the_reports_figures() {
+    let real = testdata("real/claude-code/long-session-with-compaction.jsonl");
+    let real = real.to_str().unwrap();
+    for (limit, fills) in [("16k", true), ("60k", false)] {
+        let dir = TempDir::new();
+        let st = dir.path().to_str().unwrap();
+        let args = [
+            "project",
+            &real,
+            "--state-dir",
+            st,
+            "--limit",
+            limit,
+            "--report",
+            "json",
+            "-o",
+            "/dev/null",
+        ];
+        let (_, err) = run(dir.path(), &args);
+        let report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+        let warnings = report["warnings"].to_string();
+        assert_eq!(
+            warnings.contains("host's prompt and tools"),
+            fills,
+            "{limit}: {warnings}"
+        );
+        if fills {
+            let host = report["breakdown"]["host"].as_f64().unwrap();
+            let said = [
+                (between(&warnings, "alone come to ", " ("), host),
+                (
+                    between(&warnings, "past the ", " budget"),
+                    report["budget"].as_f64().unwrap(),
+                ),
+                (
+                    between(&warnings, "budget of the ", " window"),
+                    report["window"].as_f64().unwrap(),
+                ),
+            ];
+            for (shown, figure) in said {
+                let shown = parse_figure(shown);
+                assert!(
+                    (shown - figure).abs() <= figure * 0.05,
+                    "{shown} against {figure}"
+                );
+            }
+            assert!(
+                host > report["budget"].as_f64().unwrap() && warnings.contains("(from --limit)")
+            );
+        }
+    }
+}
+
 #[test]
 fn a_generated_loop_reads_the_same_everywhere_at_16k_and_60k() {
     for (limit, turns) in [("16k", 40), ("60k", 160)] {
