@@ -233,7 +233,7 @@ fn a_window_the_host_alone_fills_is_warned_of_in_the_reports_figures() {
         let st = dir.path().to_str().unwrap();
         let args = [
             "project",
-            &real,
+            real,
             "--state-dir",
             st,
             "--limit",
