@@ -7,7 +7,7 @@
 //! grown past its room), and what later allocations do not reuse of them
 //! stays in its memory to the end; a list that grows is copied whole into
 //! one twice its size, both held at once. So, once asked ([`map_large`]),
-//! a block of [`LARGE`] bytes or more is mapped from the kernel on its own,
+//! a block of 64 KiB or more (`LARGE`) is mapped from the kernel on its own,
 //! grown in place (`mremap`) and unmapped the moment it is freed: a few
 //! dozen system calls a turn, for megabytes less at its peak (figures in
 //! docs/benchmarks.md).
