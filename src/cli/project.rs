@@ -224,7 +224,7 @@ fn host_fills_window(cx: &Context, p: &Projection, state: &CompressionState) -> 
     (f.breakdown.host >= f.budget).then(|| {
         format!(
             "the host's prompt and tools alone come to {} ({}), past the {} budget of the {} \
-             window (from {}): no view can fit, however much is compressed; check that window",
+             window ({}): no view can fit, however much is compressed; check that window",
             tokens::format(f.breakdown.host),
             f.source.name(),
             tokens::format(f.budget),

@@ -272,7 +272,7 @@ fn a_window_the_host_alone_fills_is_warned_of_in_the_reports_figures() {
                 );
             }
             assert!(
-                host > report["budget"].as_f64().unwrap() && warnings.contains("(from --limit)")
+                host > report["budget"].as_f64().unwrap() && warnings.contains("window (--limit)")
             );
         }
     }
