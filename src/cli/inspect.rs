@@ -40,6 +40,8 @@ struct Current {
     figures: Figures,
     /// Where the window came from, in words.
     window_from: &'static str,
+    /// The same, as the text says it after the window.
+    window_said: &'static str,
     history: Vec<Segment>,
     view: Vec<Segment>,
     /// What each block reclaimed, by id: the panel's and the SVG's figure.
@@ -327,6 +329,7 @@ fn current(
     Current {
         figures: p.figures,
         window_from: settings.window_source(&stored.host),
+        window_said: settings.window_said(&stored.host),
         history: map::history_segments(history, &p.view, state, &zone, &count),
         view: map::view_segments(&p.view, state, &zone, &count),
         reclaimed: map::reclaimed_by_block(history, &p.view, &state.blocks, &count),
@@ -623,11 +626,12 @@ fn request_text(c: &Current) -> String {
     let f = &c.figures;
     let breakdown = format_breakdown(&f.breakdown, 0);
     let mut window = format!(
-        "Request: {} of the {} window ({}%, from {}), as sent",
+        "Request: {} ({}) of the {} window {} ({}%), as sent",
         tokens::format(f.request),
+        f.source.name(),
         tokens::format(f.window),
+        c.window_said,
         f.window_percent(),
-        c.window_from
     );
     let _ = write!(
         window,

@@ -224,12 +224,12 @@ fn host_fills_window(cx: &Context, p: &Projection, state: &CompressionState) -> 
     (f.breakdown.host >= f.budget).then(|| {
         format!(
             "the host's prompt and tools alone come to {} ({}), past the {} budget of the {} \
-             window ({}): no view can fit, however much is compressed; check that window",
+             window {}: no view can fit, however much is compressed; check that window",
             tokens::format(f.breakdown.host),
             f.source.name(),
             tokens::format(f.budget),
             tokens::format(f.window),
-            cx.settings.window_source(&state.host),
+            cx.settings.window_said(&state.host),
         )
     })
 }
@@ -369,15 +369,15 @@ impl Report<'_> {
             None => " · dry run, no state written".into(),
         };
         let mut line = format!(
-            "noa: {} → {} · {} messages in view ({parts} parts, {} left out unpaired) · request {} of the {} window ({}%, {}){truncated}{omitted}{nudge} · {} new refs{state}",
+            "noa: {} → {} · {} messages in view ({parts} parts, {} left out unpaired) · request {} ({}) of the {} window ({}%){truncated}{omitted}{nudge} · {} new refs{state}",
             self.format,
             self.view_format,
             self.view_messages,
             self.left_out_unpaired,
             tokens::format(f.request),
+            f.source.name(),
             tokens::format(f.window),
             f.window_percent(),
-            f.source.name(),
             self.new_refs,
         );
         if verbose {

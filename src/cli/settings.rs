@@ -67,18 +67,37 @@ impl Settings {
         })
     }
 
-    /// Where the window in force comes from, in words.
+    /// Where the window in force comes from, in words (`window_from` in
+    /// the JSON reports).
     pub fn window_source(&self, host: &HostState) -> &'static str {
+        self.window_origin(host).0
+    }
+
+    /// [`Settings::window_source`] as a sentence says it after "the 16K
+    /// window": "from --limit", "by default".
+    pub fn window_said(&self, host: &HostState) -> &'static str {
+        self.window_origin(host).1
+    }
+
+    /// Where the window in force comes from: its name, and its words after
+    /// the window.
+    fn window_origin(&self, host: &HostState) -> (&'static str, &'static str) {
         let learned = host
             .learned_window
             .is_some_and(|w| w > 0 && w < self.window_given_or_kept(host));
+        let learned_from = "learned from the provider's overflow error";
         match (learned, self.given, host.window.map(|w| w.from)) {
-            (true, _, _) => "learned from the provider's overflow error",
-            (_, Some(WindowFrom::Flag), _) => "--limit",
-            (_, Some(WindowFrom::Config), _) => "the config file",
-            (_, None, Some(WindowFrom::Flag)) => "--limit of the last turn",
-            (_, None, Some(WindowFrom::Config)) => "the config file of the last turn",
-            (_, None, None) => "the default",
+            (true, _, _) => (learned_from, learned_from),
+            (_, Some(WindowFrom::Flag), _) => ("--limit", "from --limit"),
+            (_, Some(WindowFrom::Config), _) => ("the config file", "from the config file"),
+            (_, None, Some(WindowFrom::Flag)) => {
+                ("--limit of the last turn", "from --limit of the last turn")
+            }
+            (_, None, Some(WindowFrom::Config)) => (
+                "the config file of the last turn",
+                "from the config file of the last turn",
+            ),
+            (_, None, None) => ("the default", "by default"),
         }
     }
 

@@ -88,11 +88,11 @@ fn surfaces_agree(transcript: &Path, state: &Path, limit: &str) {
 
     // The report line names the request against the window.
     let said = format!(
-        "request {} of the {} window ({}%, {})",
+        "request {} ({}) of the {} window ({}%)",
         figure("request"),
+        report["source"].as_str().unwrap(),
         figure("window"),
         percent("request", "window"),
-        report["source"].as_str().unwrap()
     );
     assert!(line.contains(&said), "{line}\nlacks {said}");
 
@@ -101,8 +101,9 @@ fn surfaces_agree(transcript: &Path, state: &Path, limit: &str) {
     let request_line = text.lines().find(|l| l.starts_with("Request: ")).unwrap();
     assert!(
         request_line.starts_with(&format!(
-            "Request: {} of the {} window ({}%,",
+            "Request: {} ({}) of the {} window from --limit of the last turn ({}%),",
             figure("request"),
+            report["source"].as_str().unwrap(),
             figure("window"),
             percent("request", "window")
         )),
@@ -272,7 +273,8 @@ fn a_window_the_host_alone_fills_is_warned_of_in_the_reports_figures() {
                 );
             }
             assert!(
-                host > report["budget"].as_f64().unwrap() && warnings.contains("window (--limit)")
+                host > report["budget"].as_f64().unwrap()
+                    && warnings.contains("window from --limit:")
             );
         }
     }
