@@ -1,23 +1,25 @@
 //! The binary's allocator: mimalloc, with large blocks the kernel's while
-//! a turn works on what it did not read whole.
+//! a turn works on what it read on from the read cache.
 //!
 //! mimalloc keeps what a process frees for the process to use again, for
-//! longer than a turn lasts. A turn frees large blocks as it goes (the
+//! longer than a turn lasts. A warm turn frees large blocks as it goes (the
 //! logs' text once parsed, a view of the whole history once fitted, a list
 //! grown past its room), and what later allocations do not reuse of them
 //! stays in its memory to the end; a list that grows is copied whole into
-//! one twice its size, both held at once. So, once asked ([`map_large`]),
-//! a block of 64 KiB or more (`LARGE`) is mapped from the kernel on its own,
-//! grown in place (`mremap`) and unmapped the moment it is freed: a few
-//! dozen system calls a turn, for megabytes less at its peak (figures in
-//! docs/benchmarks.md).
+//! one twice its size, both held at once. So, from the moment a read on
+//! from the read cache begins ([`map_large`], at the store's
+//! `ReadHooks::reading_on`), a block of 64 KiB or more (`LARGE`) is mapped
+//! from the kernel on its own, grown in place (`mremap`) and unmapped the
+//! moment it is freed: a few dozen system calls a turn, for megabytes less
+//! at its peak (figures in docs/benchmarks.md).
 //!
-//! Not once a transcript is read whole: the read frees and takes again
-//! blocks of one size piece after piece, and so do a rebuild's turns one
-//! after another, which mimalloc serves from pages the process already
-//! holds, where each new mapping would be zeroed and faulted in afresh.
-//! Nor after such a read: the turn that follows hands what it frees back
-//! at once already, and mapping its blocks too raises its peak.
+//! Not once a transcript is read whole (`ReadHooks::reading`): the read
+//! frees and takes again blocks of one size piece after piece, and so do a
+//! rebuild's turns one after another, which mimalloc serves from pages the
+//! process already holds, where each new mapping would be zeroed and
+//! faulted in afresh. Nor after such a read: the turn that follows hands
+//! what it frees back at once already, and mapping its blocks too raises
+//! its peak.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;

@@ -15,8 +15,7 @@ pub struct CliHooks {
 
 impl ReadHooks for CliHooks {
     /// A spinner on stderr while a large transcript is read (TTY only, not
-    /// with -q). Large blocks are mimalloc's from here to the command's
-    /// end (see `alloc`).
+    /// with -q). Large blocks are mimalloc's from here (see `alloc`).
     fn reading(&self, name: &str, bytes: usize) -> Box<dyn FnOnce()> {
         const LARGE: usize = 32 << 20;
         #[cfg(target_os = "linux")]
@@ -28,6 +27,12 @@ impl ReadHooks for CliHooks {
         bar.set_message(format!("reading {name} ({} MB)", bytes >> 20));
         bar.enable_steady_tick(std::time::Duration::from_millis(120));
         Box::new(move || bar.finish_and_clear())
+    }
+
+    /// Large blocks are mapped on their own from here (see `alloc`).
+    fn reading_on(&self) {
+        #[cfg(target_os = "linux")]
+        super::alloc::map_large(true);
     }
 
     fn let_go(&self) {

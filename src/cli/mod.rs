@@ -171,14 +171,6 @@ fn wants_json(command: &args::Command) -> bool {
 }
 
 fn run(cli: Cli) -> Result<Exit, CliError> {
-    // A turn and an apply free large blocks they do not take again, unless
-    // they read a transcript whole (see `alloc`); a rebuild's turns take
-    // them again one after another.
-    #[cfg(target_os = "linux")]
-    alloc::map_large(matches!(
-        cli.command,
-        args::Command::Project(_) | args::Command::Apply(_)
-    ));
     match cli.command {
         args::Command::Project(a) => project::run(&cli.global, &a),
         args::Command::Apply(a) => apply::run(&cli.global, &a),

@@ -50,6 +50,12 @@ pub trait ReadHooks: Sync {
         Box::new(|| {})
     }
 
+    /// A read on from the read cache begins: what a turn read that way
+    /// frees of its large blocks, it does not take again, so the program
+    /// may hand them back as they are freed (until a read of `bytes`
+    /// bytes, [`ReadHooks::reading`], says otherwise).
+    fn reading_on(&self) {}
+
     /// Reading let go of most of what it held (the transcript's text, or a
     /// piece of it): the program may hand the freed memory back to the
     /// system, since what it builds next does not reuse it.

@@ -130,6 +130,7 @@ impl Reader<'_> {
         if !session.state_path().exists() {
             return Ok(None);
         }
+        self.hooks.reading_on();
         // The state is loaded on a thread of its own while the cache is
         // decoded, which then helps take the prefix's digest.
         let (send_state, state) = mpsc::sync_channel(1);
