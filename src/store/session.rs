@@ -426,6 +426,68 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The program hears which read a turn makes: a read whole on the
+    /// first ([`ReadHooks::reading`]), a read on from the read cache on the
+    /// next ([`ReadHooks::reading_on`]). The command line maps a turn's
+    /// large blocks on their own in the second only.
+    #[test]
+    fn the_hooks_hear_a_read_whole_then_a_read_on_from_the_cache() {
+        use std::sync::{Arc, Mutex};
+
+        use crate::store::{CacheWrite, Projected};
+        struct Heard(Arc<Mutex<Vec<&'static str>>>);
+        impl ReadHooks for Heard {
+            fn reading(&self, _: &str, _: usize) -> Box<dyn FnOnce()> {
+                self.0.lock().unwrap().push("whole");
+                Box::new(|| {})
+            }
+            fn reading_on(&self) {
+                self.0.lock().unwrap().push("on");
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("noa-hooks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("talk.jsonl");
+        let log = concat!(
+            r#"{"role":"user","content":"hello"}"#,
+            "\n",
+            r#"{"role":"assistant","content":"hi"}"#,
+            "\n"
+        );
+        std::fs::write(&path, log).unwrap();
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let open = || {
+            let hooks = Box::new(Heard(Arc::clone(&heard)));
+            let purpose = Purpose::Turn(Access::Write);
+            Session::open(&path, SessionOptions::default(), purpose, hooks).unwrap()
+        };
+
+        let mut session = open();
+        assert_eq!(session.read_how(), "whole");
+        session.lock().unwrap();
+        session.dir().save(&session.base_state().unwrap()).unwrap();
+        let view = session.history().to_vec();
+        let projected = Projected {
+            hidden: &[false, false],
+            view: &view,
+            cuts: &[],
+        };
+        (session.save_read_cache(
+            crate::engine::Tokenizer::Estimate,
+            projected,
+            CacheWrite::Anew,
+        ))
+        .unwrap();
+        session.finish();
+        assert_eq!(*heard.lock().unwrap(), ["whole"]);
+
+        let session = open();
+        assert_eq!(session.read_how(), "cache");
+        assert_eq!(*heard.lock().unwrap(), ["whole", "on"]);
+        session.finish();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// A long Claude Code log whose pieces are let go once read lean, and
     /// read again to be built, is read whole as it is now when it changed
     /// in between: not built from a choice made of the text it was.
