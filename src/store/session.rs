@@ -390,14 +390,10 @@ mod tests {
     use super::*;
     use crate::store::ErrorKind;
 
-    /// A program without the command line opens a session with plain
-    /// options and no hooks: the transcript read, its session found beside
-    /// it, the lock taken and the state saved and found again.
-    #[test]
-    fn a_session_opens_without_the_command_line() {
-        struct Silent;
-        impl ReadHooks for Silent {}
-        let dir = std::env::temp_dir().join(format!("noa-session-{}", std::process::id()));
+    /// A folder of its own under the temp dir, named `name` and this
+    /// process's id, holding `talk.jsonl`: a greeting and its answer.
+    fn two_line_talk(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("talk.jsonl");
         let log = concat!(
@@ -407,6 +403,17 @@ mod tests {
             "\n"
         );
         std::fs::write(&path, log).unwrap();
+        (dir, path)
+    }
+
+    /// A program without the command line opens a session with plain
+    /// options and no hooks: the transcript read, its session found beside
+    /// it, the lock taken and the state saved and found again.
+    #[test]
+    fn a_session_opens_without_the_command_line() {
+        struct Silent;
+        impl ReadHooks for Silent {}
+        let (dir, path) = two_line_talk("noa-session");
         let open =
             |purpose| Session::open(&path, SessionOptions::default(), purpose, Box::new(Silent));
 
@@ -445,16 +452,7 @@ mod tests {
                 self.0.lock().unwrap().push("on");
             }
         }
-        let dir = std::env::temp_dir().join(format!("noa-hooks-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("talk.jsonl");
-        let log = concat!(
-            r#"{"role":"user","content":"hello"}"#,
-            "\n",
-            r#"{"role":"assistant","content":"hi"}"#,
-            "\n"
-        );
-        std::fs::write(&path, log).unwrap();
+        let (dir, path) = two_line_talk("noa-hooks");
         let heard = Arc::new(Mutex::new(Vec::new()));
         let open = || {
             let hooks = Box::new(Heard(Arc::clone(&heard)));
