@@ -52,8 +52,8 @@ pub trait ReadHooks: Sync {
 
     /// A read on from the read cache begins: what a turn read that way
     /// frees of its large blocks, it does not take again, so the program
-    /// may hand them back as they are freed (until a read of `bytes`
-    /// bytes, [`ReadHooks::reading`], says otherwise).
+    /// may hand them back as they are freed, until a read whole begins
+    /// ([`ReadHooks::reading`]).
     fn reading_on(&self) {}
 
     /// Reading let go of most of what it held (the transcript's text, or a
