@@ -1034,11 +1034,7 @@ pub(super) fn begin_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<Begun, 
         fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
     }
     let (file, replacing) = atomic::write_beside(&at, bytes).map_err(|e| StoreError::io(&at, e))?;
-    Ok(Begun {
-        file,
-        replacing,
-        at,
-    })
+    Ok(Begun { file, replacing })
 }
 
 /// A file [`begin_under`] wrote beside where it goes; dropped unfinished,
@@ -1046,17 +1042,13 @@ pub(super) fn begin_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<Begun, 
 pub(super) struct Begun {
     file: fs::File,
     replacing: atomic::Replacing,
-    at: PathBuf,
 }
 
 impl Begun {
     /// Syncs the file and renames it into place; returns where it went.
     pub(super) fn finish(self) -> Result<PathBuf, StoreError> {
-        let Begun {
-            file,
-            replacing,
-            at,
-        } = self;
+        let Begun { file, replacing } = self;
+        let at = replacing.path().to_path_buf();
         (file.sync_all())
             .and_then(|()| replacing.finish())
             .map_err(|e| StoreError::io(&at, e))?;
