@@ -35,7 +35,7 @@ pub fn run(global: &Global, args: &RangesArgs) -> Result<Exit, CliError> {
         &state,
         cx.session.history(),
         &config,
-        (&p.view, &offered),
+        (&p.view, &offered, &p.hidden),
         &count,
     );
     let text = if args.json {

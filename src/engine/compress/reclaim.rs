@@ -141,20 +141,43 @@ pub struct Dead {
 
 /// The dead outputs of `history` that `view` shows and the compression
 /// `offered` would reclaim (see [`Offered`]); `count` sizes each.
+///
+/// `hidden` says which messages of `history` a block takes out of the view
+/// ([`Projection::hidden`](crate::engine::Projection::hidden)). An output
+/// counts only if it is shown and the compression changes the prompt at
+/// or before it, so the walk starts at the first such message: on a long
+/// compressed session, its last few thousand messages of a hundred
+/// thousand.
 pub fn dead_in_view(
     state: &CompressionState,
     history: &[CoreMessage],
     cfg: &Config,
-    (view, offered): (&[CoreMessage], &Offered),
+    (view, offered, hidden): (&[CoreMessage], &Offered, &[bool]),
     count: &dyn Fn(&CoreMessage) -> usize,
 ) -> Dead {
-    let places = reclaimable(state, history, cfg, offered.from());
+    if !cfg.reclaim {
+        return Dead::default();
+    }
+    let from = offered.from();
+    let counts = |p: &usize| {
+        !hidden.get(*p).copied().unwrap_or(false)
+            && (state.message_refs.usable(&history[*p].id))
+                .and_then(ref_to_index)
+                .is_some_and(|i| i >= from)
+    };
+    let start = (0..history.len()).find(counts).unwrap_or(history.len());
+    let scan = Scan::from_place(&cfg.file_tools, history, start).unwrap_or_else(|| {
+        let mut scan = Scan::new(&cfg.file_tools);
+        scan.extend_to(history, history.len());
+        scan
+    });
+    let places = candidates(state, &scan, history, cfg, from);
     if places.is_empty() {
         return Dead::default();
     }
     let shown: IdSet<'_> = view.iter().map(|m| m.id.as_str()).collect();
     let mut dead = Dead::default();
-    for m in places.into_iter().map(|p| &history[p]) {
+    for m in places.into_iter().map(|(p, _, _)| &history[p]) {
         let folded = (state.message_refs.usable(&m.id)).is_some_and(|r| offered.holds(r));
         if shown.contains(m.id.as_str()) && !folded {
             dead.outputs += 1;
@@ -162,25 +185,6 @@ pub fn dead_in_view(
         }
     }
     dead
-}
-
-/// The places in `history` of the outputs a compression that changes the
-/// prompt from the ref index `from` on would reclaim, found afresh: what
-/// `ranges` and a nudge tell of before the model is asked.
-pub fn reclaimable(
-    state: &CompressionState,
-    history: &[CoreMessage],
-    cfg: &Config,
-    from: u32,
-) -> Vec<usize> {
-    if !cfg.reclaim {
-        return Vec::new();
-    }
-    let mut scan = Scan::new(&cfg.file_tools);
-    scan.extend_to(history, history.len());
-    (candidates(state, &scan, history, cfg, from).into_iter())
-        .map(|(place, _, _)| place)
-        .collect()
 }
 
 /// What a compression a nudge (or `ranges`) offers takes: the spans of
@@ -241,6 +245,96 @@ mod tests {
             user_messages: 1,
             holds_task: false,
         }
+    }
+
+    /// A session whose first exchange a block takes out of view: a read of
+    /// `a` there made stale, then a read of `a` in view made stale by an
+    /// edit made beside a read of `b`.
+    fn read_edited_in_view() -> (CompressionState, Vec<CoreMessage>) {
+        use crate::engine::model::message::Role;
+        let body = "fn main() {}\n".repeat(100);
+        let call = |id: &str, k: &str, tool: &str, file: &str| {
+            let args = format!(r#"{{"file_path": "{file}"}}"#);
+            CoreMessage::tool_call(id, k, tool, args)
+        };
+        let result =
+            |id: &str, k: &str, tool: &str, text: &str| CoreMessage::tool_result(id, k, tool, text);
+        let history = vec![
+            CoreMessage::text("u1", Role::User, "tidy the parser"),
+            call("c1", "k1", "Read", "a"),
+            result("o1", "k1", "Read", &body),
+            call("c2", "k2", "Edit", "a"),
+            result("o2", "k2", "Edit", "The file a has been updated."),
+            CoreMessage::text("u2", Role::User, "and again"),
+            call("c3", "k3", "Read", "a"),
+            result("o3", "k3", "Read", &body),
+            call("c4", "k4", "Read", "b"),
+            call("c5", "k5", "Edit", "a"),
+            result("o4", "k4", "Read", &body),
+            result("o5", "k5", "Edit", "The file a has been updated."),
+            CoreMessage::text("a1", Role::Assistant, "done"),
+            CoreMessage::text("u3", Role::User, "thanks"),
+        ];
+        let mut state = CompressionState::new("s");
+        for (i, m) in history.iter().enumerate() {
+            state
+                .message_refs
+                .add_logged(&format!("m{:05}", i + 1), &m.id);
+        }
+        (state, history)
+    }
+
+    #[test]
+    fn a_dead_output_in_view_is_counted_however_much_is_hidden_before_it() {
+        let (state, history) = read_edited_in_view();
+        let cfg = Config {
+            preserve_recent_messages: 1,
+            ..Config::default()
+        };
+        let count = |m: &CoreMessage| cfg.tokens(m);
+        let offered = Offered::of(
+            &Recommendation {
+                ranges: vec![range("m00006", "m00006")],
+                ..Recommendation::default()
+            },
+            1,
+        );
+        let read = cfg.tokens(&history[7]);
+        let expected = Dead {
+            outputs: 1,
+            tokens: read,
+        };
+        // The first exchange hidden by a block, or left in view: the read
+        // there comes before what the compression changes, and counts
+        // neither way.
+        let mut hidden = vec![false; history.len()];
+        for seen in [false, true] {
+            hidden[1..5].fill(seen);
+            let view: Vec<CoreMessage> = (history.iter().zip(&hidden))
+                .filter(|(_, h)| !**h)
+                .map(|(m, _)| m.clone())
+                .collect();
+            let dead = dead_in_view(&state, &history, &cfg, (&view, &offered, &hidden), &count);
+            assert_eq!(dead, expected, "first exchange hidden: {seen}");
+        }
+        // Offered from the read of `b` on, whose call comes before it with
+        // the edit's: the walk from there misses the edit's call and walks
+        // it all, and the stale read, before the change, counts not.
+        let offered = Offered::of(
+            &Recommendation {
+                ranges: vec![range("m00011", "m00011")],
+                ..Recommendation::default()
+            },
+            1,
+        );
+        let dead = dead_in_view(
+            &state,
+            &history,
+            &cfg,
+            (&history, &offered, &hidden),
+            &count,
+        );
+        assert_eq!(dead, Dead::default());
     }
 
     #[test]

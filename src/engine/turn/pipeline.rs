@@ -157,7 +157,7 @@ pub fn project_with_index<'a>(
         nudging.rec
     };
     let decision = withdrawn_if_empty(nudging.decision, &rec, input.force_nudge);
-    let dead = reclaimed_with_nudge(state, input, &price, (&m.view, &rec), &decision);
+    let dead = reclaimed_with_nudge(state, input, &price, (&m.view, &rec, &m.hidden), &decision);
     finish(
         Finishing {
             view: m.view,
@@ -307,14 +307,14 @@ fn reclaimed_with_nudge(
     state: &CompressionState,
     input: &TurnInput,
     price: &Pricing,
-    (view, rec): (&[CoreMessage], &Recommendation),
+    (view, rec, hidden): (&[CoreMessage], &Recommendation, &[bool]),
     decision: &Decision,
 ) -> Dead {
     let cfg = input.config;
     match decision.inject && cfg.reclaim && !input.for_call {
         true => {
             let offered = Offered::of(rec, decision.tier);
-            dead_in_view(state, input.history, cfg, (view, &offered), &|m| {
+            dead_in_view(state, input.history, cfg, (view, &offered, hidden), &|m| {
                 price.gauge.scale(cfg.tokens(m))
             })
         }

@@ -57,6 +57,8 @@ pub struct Scan {
     found: Vec<(usize, Reclaim)>,
     dead: HashSet<usize>,
     needs_words: Vec<usize>,
+    /// Whether a result named a call the walk had not seen.
+    missed_call: bool,
 }
 
 impl Scan {
@@ -78,6 +80,19 @@ impl Scan {
             self.take(history, p);
         }
         self.len = n;
+    }
+
+    /// A walk of `history` from place `start` to its end, which finds at
+    /// and after `start` what a walk from the first message finds there:
+    /// what makes an output dead comes after it, and so do the calls of
+    /// its result and of the change that made it stale, unless a call
+    /// before `start` has its result after it. A result whose call the
+    /// walk did not see makes it `None`, for the caller to walk it all.
+    pub fn from_place(tools: &FileTools, history: &[CoreMessage], start: usize) -> Option<Scan> {
+        let mut scan = Scan::new(tools);
+        scan.len = start.min(history.len());
+        scan.extend_to(history, history.len());
+        (!scan.missed_call).then_some(scan)
     }
 
     /// The dead outputs found among the first `n` messages, by place.
@@ -105,6 +120,7 @@ impl Scan {
     fn result(&mut self, history: &[CoreMessage], p: usize) {
         let m = &history[p];
         let Some(&call) = self.calls.get(m.tool_call_id.as_str()) else {
+            self.missed_call |= !m.tool_call_id.is_empty();
             return;
         };
         if long(m) {
@@ -371,6 +387,70 @@ mod tests {
         assert!(scan.found().is_empty(), "not without the words");
         assert_eq!(words_needed(&h, &FileTools::default()), [5]);
         assert_eq!(scan.needs_words(), [1, 5]);
+    }
+
+    /// A history of calls made one or two at a time (two: both calls, then
+    /// both results, in either order) from `ops`: reads and edits of two
+    /// files, edits that fail, and two commands whose long output repeats.
+    fn calls(ops: &[(u8, bool)]) -> Vec<CoreMessage> {
+        let body = "line\n".repeat(300);
+        let pair = |n: usize, op: u8| -> (CoreMessage, CoreMessage) {
+            let (id, out) = (format!("k{n}"), format!("o{n}"));
+            let (tool, args, text) = match op % 6 {
+                0 => ("Read", r#"{"file_path": "a"}"#, body.as_str()),
+                1 => ("Read", r#"{"file_path": "b"}"#, body.as_str()),
+                2 => ("Edit", r#"{"file_path": "a"}"#, "updated"),
+                3 => ("Edit", r#"{"file_path": "b"}"#, "error: not found"),
+                4 => ("Bash", r#"{"command": "make"}"#, body.as_str()),
+                _ => ("Bash", r#"{"command": "ls"}"#, body.as_str()),
+            };
+            (
+                call(&format!("c{n}"), &id, tool, args),
+                result(&out, &id, tool, text),
+            )
+        };
+        let mut h = Vec::new();
+        let mut n = 0;
+        for (i, &(op, two)) in ops.iter().enumerate() {
+            let (c1, r1) = pair(n, op);
+            n += 1;
+            if !two {
+                h.extend([c1, r1]);
+                continue;
+            }
+            let (c2, r2) = pair(n, op / 6 + i as u8);
+            n += 1;
+            match op % 2 {
+                0 => h.extend([c1, c2, r1, r2]),
+                _ => h.extend([c1, c2, r2, r1]),
+            }
+        }
+        h
+    }
+
+    proptest::proptest! {
+        /// A walk from any place finds there and after what a walk from the
+        /// start finds, or declines; and it declines only where a call
+        /// before the place has its result after it.
+        #[test]
+        fn a_walk_from_a_place_finds_what_a_whole_walk_finds_there(
+            ops in proptest::collection::vec((proptest::prelude::any::<u8>(), proptest::prelude::any::<bool>()), 1..24),
+        ) {
+            let h = calls(&ops);
+            let whole = found(&h);
+            for start in 0..=h.len() {
+                let open = (start..h.len()).any(|p| {
+                    h[p].content_type == ContentType::ToolResult
+                        && !h[start..p].iter().any(|c| c.tool_call_id == h[p].tool_call_id)
+                });
+                let Some(scan) = Scan::from_place(&FileTools::default(), &h, start) else {
+                    proptest::prop_assert!(open, "declined at {}", start);
+                    continue;
+                };
+                let after: Vec<_> = whole.iter().filter(|(p, _)| *p >= start).cloned().collect();
+                proptest::prop_assert_eq!(scan.found(), &after[..], "from {}", start);
+            }
+        }
     }
 
     #[test]
