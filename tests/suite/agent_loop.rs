@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::{TempDir, noa};
+use crate::common::{TempDir, json_report_of, noa};
 use crate::providers::check_chat;
 use crate::synth::chat_session;
 
@@ -98,13 +98,12 @@ pub fn project(dir: &Path, transcript: &Path, limit: usize) -> (Vec<Value>, Stri
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let report = json_report_of(&out);
     let raw = String::from_utf8(out.stdout).unwrap();
     let view = raw
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let report =
-        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap();
     (view, raw, report)
 }
 

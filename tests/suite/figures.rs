@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{TempDir, between, noa, testdata};
+use crate::common::{TempDir, between, json_report, noa, testdata};
 use crate::compress::collect_texts;
 
 /// `noa ARGS…` on `transcript` with the state in `state`; stdout and stderr.
@@ -245,7 +245,7 @@ fn a_window_the_host_alone_fills_is_warned_of_in_the_reports_figures() {
             "/dev/null",
         ];
         let (_, err) = run(dir.path(), &args);
-        let report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+        let report: Value = json_report(&err);
         let warnings = report["warnings"].to_string();
         assert_eq!(
             warnings.contains("host's prompt and tools"),

@@ -5,7 +5,7 @@ use std::fs;
 
 use serde_json::Value;
 
-use crate::common::{TempDir, noa, project, testdata};
+use crate::common::{TempDir, json_report_of, noa, project, testdata};
 use crate::providers::check_anthropic;
 use crate::synth::{chat_session, jsonl};
 
@@ -217,10 +217,7 @@ fn the_provider_teaches_the_window_and_the_size() {
     // provider counted past the estimate is the host's share, which now
     // fills that window's budget: a warning line comes before the report.
     let err = "This model's maximum context length is 16384 tokens. However, your messages resulted in 20000 tokens.";
-    let report = |out: &std::process::Output| -> Value {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        serde_json::from_str(stderr.lines().last().unwrap()).unwrap()
-    };
+    let report = json_report_of;
     let (_, out) = project(&path, &st, &["--report", "json", "--overflow-error", err]);
     let r = report(&out);
     assert_eq!(r["window"], 16384);

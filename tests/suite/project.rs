@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{TempDir, golden, noa, project, testdata};
+use crate::common::{TempDir, golden, json_report, json_report_of, noa, project, testdata};
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).replace(env!("CARGO_MANIFEST_DIR"), "[ROOT]")
@@ -101,7 +101,7 @@ fn turn_counting_cuts(log: &Path, state: &Path, limit: &str, shown: usize) -> (V
     // The report is the last line: at 16K a warning comes first, that the
     // host's own share fills the window.
     let stderr = String::from_utf8(out.stderr).unwrap();
-    let report: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    let report: Value = json_report(&stderr);
     // The nudge, the last message, names the marker when there are cuts.
     let cuts: usize = (view[..view.len() - 1].iter())
         .map(|m| {
@@ -155,7 +155,7 @@ fn turn(dir: &Path, file: &str) -> (Vec<u8>, Value, Vec<String>) {
     let out = noa(dir, &["project", file, "--report", "json"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let report = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    let report = json_report(&err);
     let warnings = err
         .lines()
         .filter(|l| l.starts_with("warning:"))
@@ -623,10 +623,7 @@ fn a_log_read_in_pieces_reports_what_a_whole_read_reports() {
             ],
         );
         assert_eq!(named.status.code(), Some(2), "{name}");
-        let code = |out: &std::process::Output| -> Value {
-            let err = String::from_utf8_lossy(&out.stderr).to_string();
-            serde_json::from_str::<Value>(err.lines().last().unwrap()).unwrap()["code"].clone()
-        };
+        let code = |out: &std::process::Output| json_report_of(out)["code"].clone();
         assert_eq!(code(&named), code(&whole), "{name}");
         assert_ne!(code(&named), "noa::bad_json", "{name}");
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{TempDir, noa, testdata};
+use crate::common::{TempDir, json_report_of, noa, testdata};
 
 /// One cut: the transcript's first `lines` lines, and the prompt size the
 /// provider recorded for the request that followed them.
@@ -169,9 +169,7 @@ fn measure(text: &str, format: &str, cuts: &[Cut], step: usize) -> Vec<(u64, u64
             "{}",
             String::from_utf8_lossy(&res.stderr)
         );
-        let report: Value =
-            serde_json::from_str(String::from_utf8_lossy(&res.stderr).lines().last().unwrap())
-                .unwrap();
+        let report: Value = json_report_of(&res);
         // Every figure a provider recorded is believed: none is set aside
         // as a placeholder.
         let warnings = report["warnings"].to_string();
@@ -300,7 +298,7 @@ fn the_hosts_figure_is_used_and_remembered() {
         args.extend_from_slice(extra);
         let out = noa(Path::new(dir.path()), &args);
         assert!(out.status.success());
-        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap()
+        json_report_of(&out)
     };
     let first = report(&[]);
     assert_eq!(first["source"], "estimate");
@@ -352,8 +350,7 @@ fn an_exact_tokenizer_and_the_reply_reserve_are_flags() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap();
+    let report: Value = json_report_of(&out);
     assert_eq!(report["tokenizer"], "o200k");
     assert_eq!(report["window"], 40_000);
     assert_eq!(report["budget"], 36_000);
@@ -384,7 +381,7 @@ fn dry_report(dir: &Path, lines: &[String]) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap()
+    json_report_of(&out)
 }
 
 /// A host's placeholder usage (`input_tokens: 10`, nothing of the cache)

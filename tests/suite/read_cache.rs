@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::agent_loop::ranges_from_nudge;
-use super::common::{TempDir, copy_dir, noa, noa_setting_aside};
+use super::common::{TempDir, copy_dir, json_report, json_report_of, noa, noa_setting_aside};
 use super::synth;
 
 const LIMIT: usize = 30_000;
@@ -123,7 +123,7 @@ fn project_with(
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{st}: {err}");
-    let mut report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    let mut report: Value = json_report(&err);
     report["state"] = Value::Null;
     Turn {
         view: String::from_utf8(out.stdout).unwrap(),
@@ -833,8 +833,7 @@ fn a_dry_run_reads_from_the_cache_but_leaves_it_alone() {
         ],
     );
     assert!(out.status.success());
-    let report: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap();
+    let report: Value = json_report_of(&out);
     assert_eq!(report["read"], "cache");
     assert_eq!(fs::read(dir.join("st/t/read-cache.bin")).unwrap(), cache);
 }
@@ -1011,7 +1010,7 @@ fn a_cache_counted_by_another_tokenizer_gives_the_turn_a_whole_read_gives() {
         let out = noa(dir, &args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{st}: {err}");
-        let report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+        let report: Value = json_report(&err);
         (
             String::from_utf8(out.stdout).unwrap(),
             report["read"].clone(),
@@ -1096,7 +1095,7 @@ fn a_warm_turn_starts_from_the_state_a_writer_left_while_it_waited() {
     let out = turn.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let report: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    let report: Value = json_report(&err);
     assert_eq!(report["read"], "cache", "{report}");
     assert_eq!(report["window"], 16384, "{report}");
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::common::{TempDir, noa, project, testdata};
+use crate::common::{TempDir, json_report, noa, project, testdata};
 
 fn refs(state_dir: &std::path::Path) -> BTreeMap<String, String> {
     let session = std::fs::read_dir(state_dir)
@@ -105,7 +105,7 @@ fn a_session_past_the_last_ref_says_how_many_messages_have_none() {
     std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
     let (view, out) = project(&transcript, &state_dir, &["--report", "json"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let report: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    let report: serde_json::Value = json_report(&stderr);
     let counts = (report["new_refs"].as_u64(), report["unnumbered"].as_u64());
     assert_eq!(counts, (Some(1), Some(1)));
     assert!(stderr.contains("1 message(s) have none"), "{stderr}");

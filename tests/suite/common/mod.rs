@@ -105,6 +105,18 @@ pub fn edit_blocks(state_path: &Path, blocks: &serde_json::Value) {
     std::fs::write(state_path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
 }
 
+/// The report `--report json` writes, from a run's standard error `err`:
+/// its last line, after any warnings.
+pub fn json_report(err: &str) -> Value {
+    let line = err.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON report last ({e}): {err}"))
+}
+
+/// [`json_report`] of the run `out`.
+pub fn json_report_of(out: &Output) -> Value {
+    json_report(&String::from_utf8_lossy(&out.stderr))
+}
+
 /// Runs `noa` with the given arguments, no colour, from `cwd`.
 pub fn noa(cwd: &Path, args: &[&str]) -> Output {
     noa_with(cwd, args, &[])
