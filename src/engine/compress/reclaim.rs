@@ -166,11 +166,8 @@ pub fn dead_in_view(
                 .is_some_and(|i| i >= from)
     };
     let start = (0..history.len()).find(counts).unwrap_or(history.len());
-    let scan = Scan::from_place(&cfg.file_tools, history, start).unwrap_or_else(|| {
-        let mut scan = Scan::new(&cfg.file_tools);
-        scan.extend_to(history, history.len());
-        scan
-    });
+    let scan = Scan::from_place(&cfg.file_tools, history, start)
+        .unwrap_or_else(|| Scan::whole(&cfg.file_tools, history));
     let places = candidates(state, &scan, history, cfg, from);
     if places.is_empty() {
         return Dead::default();

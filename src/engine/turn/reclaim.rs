@@ -82,6 +82,13 @@ impl Scan {
         self.len = n;
     }
 
+    /// A walk of the whole of `history`.
+    pub fn whole(tools: &FileTools, history: &[CoreMessage]) -> Scan {
+        let mut scan = Scan::new(tools);
+        scan.extend_to(history, history.len());
+        scan
+    }
+
     /// A walk of `history` from place `start` to its end, which finds at
     /// and after `start` what a walk from the first message finds there:
     /// what makes an output dead comes after it, and so do the calls of
@@ -228,9 +235,7 @@ fn failed(text: &str) -> bool {
 /// turn may not hold: what a caller reads before reclaiming, so that what
 /// is found is what a read of the whole transcript finds.
 pub fn words_needed(history: &[CoreMessage], tools: &FileTools) -> Vec<usize> {
-    let mut scan = Scan::new(tools);
-    scan.extend_to(history, history.len());
-    let mut places = scan.needs_words;
+    let mut places = Scan::whole(tools, history).needs_words;
     places.retain(|&p| history[p].withheld.is_some());
     places.sort_unstable();
     places.dedup();
