@@ -313,8 +313,7 @@ mod tests {
     }
 
     fn found(history: &[CoreMessage]) -> Vec<(usize, Reclaim)> {
-        let mut scan = Scan::default();
-        scan.extend_to(history, history.len());
+        let scan = Scan::whole(&FileTools::default(), history);
         assert!(scan.needs_words().is_empty());
         scan.found().to_vec()
     }
@@ -387,8 +386,7 @@ mod tests {
         let repeat = Reclaim::Repeat { by: "o3".into() };
         assert_eq!(found(&h), [(1, repeat)], "other arguments are another call");
         h[5].let_go();
-        let mut scan = Scan::default();
-        scan.extend_to(&h, h.len());
+        let scan = Scan::whole(&FileTools::default(), &h);
         assert!(scan.found().is_empty(), "not without the words");
         assert_eq!(words_needed(&h, &FileTools::default()), [5]);
         assert_eq!(scan.needs_words(), [1, 5]);
