@@ -27,8 +27,8 @@ fi
 "$maturin" --version
 
 # 2. Build. --out pins the output dir whatever CARGO_TARGET_DIR says. On x86-64 Linux the
-# binary is linked statically: an agent loop starts it every turn, and a static binary starts
-# about half a millisecond sooner (docs/benchmarks.md). The flag needs the target named, or
+# binary is linked statically: an agent loop starts it every turn, and a static binary loads
+# no shared libraries (figures in docs/benchmarks.md). The flag needs the target named, or
 # cargo applies it to proc-macros too.
 out="$root/target/wheels"
 mkdir -p "$out"
